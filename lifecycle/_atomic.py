@@ -1,0 +1,131 @@
+"""Durable file operations: atomic whole-file writes and whole-line appends."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from pathlib import Path
+
+from ._errors import StorageError, UsageError
+
+_counter = itertools.count()
+TEMP_MARK = ".tmp."
+_TEMP_RE = re.compile(r"^\..+\.tmp\.\d+\.\d+\.\d+$")
+
+
+def temp_name(target: Path) -> Path:
+    """Staging name beside target that carries time, pid and a counter (never reused)."""
+    return target.with_name(f".{target.name}{TEMP_MARK}{time.time_ns()}.{os.getpid()}.{next(_counter)}")
+
+
+def is_temp_name(name: str) -> bool:
+    """Tell whether a file name is one of our staging names (for cleanup of stale debris)."""
+    return bool(_TEMP_RE.match(name))
+
+
+def fsync_dir(directory: Path) -> None:
+    """Fsync a directory so a rename or create inside it survives power loss."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> None:
+    """Replace a file's content all at once: readers see the old file or the new, never half."""
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(target)
+    # O_EXCL|O_NOFOLLOW: never write through a planted link or into someone else's file.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        try:
+            view = memoryview(payload)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            # fsync before rename: otherwise a crash can leave the new name pointing at empty data.
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        # Remove our debris but let the original error surface.
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    # fsync the directory so the rename itself is durable (the gap Maildir leaves open).
+    fsync_dir(target.parent)
+
+
+def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> bool:
+    """Create a file only if absent (no check-then-act); return False if it already existed."""
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = temp_name(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        try:
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            # link() fails if the target exists: the create is atomic and never overwrites.
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        fsync_dir(target.parent)
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def append_line(path: str | os.PathLike[str], line: str | bytes, *, fsync: bool = True) -> None:
+    """Append one whole line with a single write; the caller holds the collection lock.
+
+    If a previous writer died mid-line (no trailing newline), a newline is written first so
+    the torn fragment stays isolated on its own line and this record stays whole.
+    """
+    payload = line.encode("utf-8") if isinstance(line, str) else line
+    payload = payload.rstrip(b"\n")
+    if b"\n" in payload:
+        raise UsageError("append_line takes exactly one line (no embedded newline)")
+    payload += b"\n"
+    target = Path(path)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags, 0o644)
+    except FileNotFoundError:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, flags, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            payload = b"\n" + payload
+        n = os.write(fd, payload)
+        if n != len(payload):
+            raise StorageError(target, f"short append ({n} of {len(payload)} bytes)")
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_bytes_nofollow(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
+    """Read a regular file without following a symlink at its last component."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read() if max_bytes is None else fh.read(max_bytes)
+    finally:
+        os.close(fd)

@@ -1,0 +1,275 @@
+"""Collections: a folder of item files plus its derived index.yaml, behind a small protocol."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import pydantic
+
+from ._atomic import atomic_write, read_bytes_nofollow
+from ._errors import FileProblemError, ParseError, ValidationError
+from ._index import INDEX_NAME, IndexFile, rebuild_entries
+from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
+from ._paths import check_id, safe_join
+from ._yaml import decode_utf8, dump_yaml, load_yaml
+
+log = logging.getLogger("memory_plane")
+
+R = TypeVar("R", bound=pydantic.BaseModel)
+
+
+@dataclass
+class Problem:
+    """A finding about one file: category, path relative to the root, line, message."""
+
+    category: str
+    path: str
+    line: int | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form used by `--json` reports."""
+        return {"category": self.category, "path": self.path, "line": self.line, "message": self.message}
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"[{self.category}] {where}: {self.message}"
+
+
+@dataclass
+class ItemRead(Generic[R]):
+    """One item file as read: the record, or the problem that kept it from loading."""
+
+    path: Path
+    record: R | None
+    problem: FileProblemError | None = None
+
+
+@runtime_checkable
+class Collection(Protocol):
+    """What lifecycle verify and GC need from any store of memory files.
+
+    Implementations must make ``rebuild_index`` idempotent (two calls give the same file)
+    and must never follow symlinks or yield paths outside ``root``.
+    """
+
+    name: str
+    root: Path
+
+    def iter_items(self) -> Iterator[ItemRead[Any]]:
+        """Yield every item file with its parsed record or its problem."""
+        ...
+
+    def rebuild_index(self) -> bool:
+        """Rewrite the derived index from the item files; return True if it changed."""
+        ...
+
+    def referenced_files(self) -> Iterator[Path]:
+        """Yield files the items point at (evidence, artifacts) that must exist."""
+        ...
+
+
+def key_line(text: str, key: str) -> int | None:
+    """Return the 1-based line of a top-level ``key:`` in YAML text, if present."""
+    m = re.search(rf"^{re.escape(str(key))}\s*:", text, re.MULTILINE)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
+    """Validate parsed YAML against a model; ValidationError names the file, line and field."""
+    if not isinstance(data, dict):
+        raise ValidationError(path, 1, "item file must be a YAML mapping")
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        loc = err.get("loc") or ("?",)
+        field = ".".join(str(p) for p in loc)
+        line = key_line(text, str(loc[0]))
+        raise ValidationError(path, line, f"field {field}: {err.get('msg')}") from None
+
+
+def is_item_file(entry: os.DirEntry[str]) -> bool:
+    """Tell whether a directory entry is an item file (regular .yaml, not the index, not hidden)."""
+    return (
+        entry.name.endswith(".yaml")
+        and entry.name != INDEX_NAME
+        and not entry.name.startswith(".")
+        and entry.is_file(follow_symlinks=False)
+    )
+
+
+class YamlCollection(Generic[R]):
+    """A folder of ``<id>.yaml`` items with a one-line-per-item index.yaml and one lock."""
+
+    def __init__(
+        self,
+        root: Path,
+        rel_dir: str,
+        model: type[R],
+        *,
+        index_entry: Callable[[R], dict[str, Any]] | None = None,
+        sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> None:
+        self.root = Path(root)
+        self.name = rel_dir
+        self.rel_dir = rel_dir
+        self.model = model
+        self.dir = safe_join(self.root, rel_dir)
+        self.index = IndexFile(self.dir / INDEX_NAME)
+        self._index_entry = index_entry
+        self._sort_key = sort_key
+        self.lock_timeout = lock_timeout
+
+    # -- paths and locks --------------------------------------------------
+
+    def lock(self):  # type: ignore[no-untyped-def]
+        """Return the context manager holding this collection's lock."""
+        return collection_lock(self.dir, self.lock_timeout)
+
+    @property
+    def lock_path(self) -> Path:
+        """Path of this collection's lock file."""
+        return self.dir / LOCK_NAME
+
+    def item_path(self, item_id: str) -> Path:
+        """Path of an item file; refuses ids that are not safe."""
+        return safe_join(self.root, self.rel_dir, f"{check_id(item_id)}.yaml")
+
+    def rel(self, path: Path) -> str:
+        """Path relative to the memory root, for reports and hits."""
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    # -- reading ----------------------------------------------------------
+
+    def load_path(self, path: Path) -> R:
+        """Load and validate one item file; ParseError/ValidationError on bad content."""
+        text = decode_utf8(read_bytes_nofollow(path), path)
+        data = load_yaml(text, path)
+        return validate_record(self.model, data, path, text)
+
+    def get(self, item_id: str) -> R | None:
+        """Return an item by id, or None when the file does not exist."""
+        try:
+            return self.load_path(self.item_path(item_id))
+        except FileNotFoundError:
+            return None
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Index entries (cached by file stat); rebuilt from items if the index is missing."""
+        read = self.index.read()
+        if not read.exists:
+            try:
+                self.rebuild_index()
+            except OSError as exc:
+                log.warning("%s: cannot rebuild index: %s", self.dir, exc)
+                return [self.entry_for(i.record) for i in self.iter_items() if i.record is not None]
+            read = self.index.read()
+        return read.entries
+
+    def iter_items(self) -> Iterator[ItemRead[R]]:
+        """Yield every item file (symlinks skipped) with its record or problem."""
+        try:
+            it = os.scandir(self.dir)
+        except FileNotFoundError:
+            return
+        with it:
+            names = sorted((e for e in it if is_item_file(e)), key=lambda e: e.name)
+        for entry in names:
+            path = Path(entry.path)
+            try:
+                yield ItemRead(path, self.load_path(path))
+            except FileProblemError as exc:
+                yield ItemRead(path, None, exc)
+            except OSError as exc:
+                yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
+
+    def symlinks(self) -> list[Path]:
+        """Symlinks found in the collection folder (never followed, reported by verify)."""
+        try:
+            with os.scandir(self.dir) as it:
+                return [Path(e.path) for e in it if stat.S_ISLNK(e.stat(follow_symlinks=False).st_mode)]
+        except FileNotFoundError:
+            return []
+
+    def referenced_files(self) -> Iterator[Path]:
+        """Item files in a plain collection reference nothing else on disk."""
+        return iter(())
+
+    # -- writing ----------------------------------------------------------
+
+    def entry_for(self, record: R) -> dict[str, Any]:
+        """The index line of a record."""
+        if self._index_entry is not None:
+            entry = self._index_entry(record)
+        else:
+            data = record.model_dump(mode="json", exclude_none=True)
+            entry = {k: data[k] for k in ("id", "type", "status", "title", "expires_at") if k in data}
+        entry.setdefault("path", f"{record.id}.yaml")  # type: ignore[attr-defined]
+        return entry
+
+    def _dump(self, record: R) -> dict[str, Any]:
+        to_yaml = getattr(record, "to_yaml_dict", None)
+        return to_yaml() if to_yaml else record.model_dump(mode="json", exclude_none=True)
+
+    def save(self, record: R) -> Path:
+        """Write an item file then its index line, under the collection lock."""
+        with self.lock():
+            return self._save_locked(record)
+
+    def _save_locked(self, record: R) -> Path:
+        path = self.item_path(record.id)  # type: ignore[attr-defined]
+        try:
+            old_text: str | None = read_bytes_nofollow(path).decode("utf-8", "replace")
+        except FileNotFoundError:
+            old_text = None
+        # Item first, index after: a crash in between leaves an orphan the next verify indexes.
+        atomic_write(path, dump_yaml(self._dump(record), old_text))
+        self.index.upsert(self.entry_for(record))
+        return path
+
+    def update(self, item_id: str, change: Callable[[R | None], R | None]) -> R | None:
+        """Read-modify-write one item under the lock; ``change`` gets None for a new item."""
+        with self.lock():
+            current = self.get(item_id)
+            new = change(current)
+            if new is not None:
+                self._save_locked(new)
+            return new
+
+    def delete(self, item_id: str) -> bool:
+        """Remove an item's index line, then its file; return True if it existed."""
+        with self.lock():
+            path = self.item_path(item_id)
+            self.index.remove([item_id])
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            return True
+
+    def rebuild_index(self) -> bool:
+        """Rewrite index.yaml from the item files; return True if its content changed."""
+        with self.lock():
+            entries = [self.entry_for(i.record) for i in self.iter_items() if i.record is not None]
+            entries = rebuild_entries(entries, self._sort_key)
+            current = self.index.read()
+            if current.exists and not current.problems and current.entries == entries:
+                return False
+            self.index.write(entries)
+            return True
+
+    def write_raw(self, item_id: str, text: str) -> None:
+        """Write an item file's text as given (tests, imports); the index is not touched."""
+        atomic_write(self.item_path(item_id), text)

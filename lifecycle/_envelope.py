@@ -1,0 +1,174 @@
+"""The record envelope every memory shares: identity, status, TTL, evidence, conflicts."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
+
+from ._clock import format_ts, parse_duration, parse_ts
+from ._paths import is_safe_id
+
+Status = Literal["active", "replaced", "deleted", "conflicted", "expired"]
+STATUSES: tuple[str, ...] = ("active", "replaced", "deleted", "conflicted", "expired")
+
+
+def _lenient_ts(value: Any) -> Any:
+    # A timestamp a person mistyped is kept as its text (so nothing is lost) and treated as
+    # expired by is_expired(), instead of making the whole item unreadable.
+    if value is None or value == "":
+        return None
+    try:
+        return parse_ts(value)
+    except ValueError:
+        return str(value)
+
+
+def _ser_ts(value: datetime | str | None) -> str | None:
+    if isinstance(value, datetime):
+        return format_ts(value)
+    return value
+
+
+Timestamp = Annotated[datetime | str | None, BeforeValidator(_lenient_ts), PlainSerializer(_ser_ts)]
+
+
+class EvidenceRef(BaseModel):
+    """A pointer to what taught a memory: an episode (and its event ids) or another memory."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "episode"
+    id: str
+    event_ids: list[str] = Field(default_factory=list)
+
+    @field_validator("event_ids", mode="before")
+    @classmethod
+    def _list(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+
+def _str_list(v: Any) -> Any:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v] if v else []
+    return [str(x) for x in v if x is not None and str(x) != ""]
+
+
+StrList = Annotated[list[str], BeforeValidator(_str_list)]
+
+
+class Record(BaseModel):
+    """Fields every memory file carries; unknown keys a person added survive a round trip."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    id: str
+    type: str
+    status: Status = "active"
+    title: str | None = None
+    applicability: dict[str, Any] = Field(default_factory=dict)
+    confidence: float = 0.5
+    ttl: str | None = None
+    expires_at: Timestamp = None
+    created_at: Timestamp = None
+    updated_at: Timestamp = None
+    last_validated_at: Timestamp = None
+    success_count: int = 0
+    failure_count: int = 0
+    evidence_refs: list[EvidenceRef] = Field(default_factory=list)
+    conflicts_with: StrList = Field(default_factory=list)
+    supersedes: str | None = None
+    superseded_by: str | None = None
+
+    ENVELOPE_HEAD: ClassVar[tuple[str, ...]] = ("id", "type", "status", "title")
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, v: str) -> str:
+        if not is_safe_id(v):
+            raise ValueError("id must be 1-80 chars of [a-z0-9_-]")
+        return v
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _clamp(cls, v: Any) -> Any:
+        if v is None:
+            return 0.5
+        return min(1.0, max(0.0, float(v)))
+
+    @field_validator("success_count", "failure_count", mode="before")
+    @classmethod
+    def _count(cls, v: Any) -> Any:
+        return 0 if v is None else max(0, int(v))
+
+    @field_validator("applicability", mode="before")
+    @classmethod
+    def _mapping(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @field_validator("evidence_refs", mode="before")
+    @classmethod
+    def _refs(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        out = []
+        for r in v:
+            out.append({"type": "episode", "id": r} if isinstance(r, str) else r)
+        return out
+
+    # -- lifecycle helpers -------------------------------------------------
+
+    def is_expired(self, now: datetime) -> bool:
+        """Tell whether the memory is past expires_at (an unparsable expires_at counts as expired)."""
+        if self.status == "expired":
+            return True
+        if self.expires_at is None:
+            return False
+        if isinstance(self.expires_at, str):
+            return True
+        return self.expires_at <= now
+
+    def renew(self, now: datetime, ttl: str | None = None) -> None:
+        """Mark validated now and push expires_at to now + TTL."""
+        if ttl is not None:
+            self.ttl = ttl
+        self.last_validated_at = now
+        self.updated_at = now
+        delta: timedelta | None = parse_duration(self.ttl) if self.ttl else None
+        self.expires_at = now + delta if delta is not None else None
+
+    def add_evidence(self, ref: EvidenceRef, cap: int = 20) -> None:
+        """Add an evidence ref (merging event ids of the same ref); keep the newest ``cap``."""
+        for old in self.evidence_refs:
+            if old.type == ref.type and old.id == ref.id:
+                old.event_ids = list(dict.fromkeys([*old.event_ids, *ref.event_ids]))[-cap:]
+                return
+        self.evidence_refs.append(ref)
+        if len(self.evidence_refs) > cap:
+            self.evidence_refs = self.evidence_refs[-cap:]
+
+    # -- serialisation -------------------------------------------------------
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """Dump for YAML: head keys, type-specific fields, envelope fields, then extra keys."""
+        data = self.model_dump(mode="json", exclude_none=True, by_alias=True)
+        envelope = set(Record.model_fields)
+        order = list(self.ENVELOPE_HEAD)
+        order += [k for k in type(self).model_fields if k not in envelope]
+        order += [k for k in Record.model_fields if k not in self.ENVELOPE_HEAD]
+        out: dict[str, Any] = {}
+        for k in order:
+            if k in data and not _empty(data[k], k):
+                out[k] = data[k]
+        for k, v in data.items():
+            if k not in out and k not in type(self).model_fields:
+                out[k] = v  # keys a person added
+        return out
+
+
+def _empty(value: Any, key: str) -> bool:
+    # Keep files short: drop empty lists/maps, but never counts or required keys.
+    return isinstance(value, (list, dict)) and not value and key not in ("id", "type")

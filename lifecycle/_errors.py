@@ -1,0 +1,92 @@
+"""The exceptions memory-plane raises; every one derives from MemoryPlaneError.
+
+MemoryPlaneError
+├── UsageError          a caller passed something the API does not accept
+├── UnsafePathError     a name or path that would leave the memory root
+├── ParseError          a file that is not valid in its format (path, line)
+│   └── YamlBombError   a YAML document whose aliases expand past the budget
+├── ValidationError     a parsed file whose fields are wrong (path, line, field)
+├── LockTimeout         a collection lock not acquired in time (lock_path)
+├── StorageError        an I/O failure while writing (path)
+└── ConfigError         a bad configuration value (path, line, key)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MemoryPlaneError(Exception):
+    """Root of every error memory-plane raises on purpose."""
+
+
+class UsageError(MemoryPlaneError, ValueError):
+    """A caller passed an argument the API does not accept."""
+
+
+class UnsafePathError(MemoryPlaneError, ValueError):
+    """A name or path that is not allowed: it would escape the root or is not a safe id."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(name, reason)
+        self.name = name
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"unsafe name {self.name!r}: {self.reason}"
+
+
+class FileProblemError(MemoryPlaneError):
+    """Base for errors about one file: carries ``path`` and ``line`` (1-based, or None)."""
+
+    def __init__(self, path: str | Path | None, line: int | None, message: str) -> None:
+        super().__init__(str(path) if path is not None else None, line, message)
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.message = message
+
+    def __str__(self) -> str:
+        where = self.path or "<text>"
+        if self.line is not None:
+            where = f"{where}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+class ParseError(FileProblemError):
+    """A file that cannot be parsed as its format."""
+
+
+class YamlBombError(ParseError):
+    """A YAML document whose alias expansion exceeds the node budget."""
+
+
+class ValidationError(FileProblemError):
+    """A parsed file whose fields do not match the schema."""
+
+
+class ConfigError(FileProblemError):
+    """A configuration value that is missing or wrong."""
+
+
+class LockTimeout(MemoryPlaneError, TimeoutError):
+    """A collection lock that was not acquired before the timeout."""
+
+    def __init__(self, lock_path: str | Path, timeout: float) -> None:
+        super().__init__(str(lock_path), timeout)
+        self.lock_path = str(lock_path)
+        self.timeout = timeout
+
+    def __str__(self) -> str:
+        return f"could not acquire lock {self.lock_path} within {self.timeout:g}s"
+
+
+class StorageError(MemoryPlaneError, OSError):
+    """An I/O failure while writing a memory file."""
+
+    def __init__(self, path: str | Path, message: str) -> None:
+        super().__init__(str(path), message)
+        self.path = str(path)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"

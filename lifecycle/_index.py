@@ -1,0 +1,224 @@
+"""index.yaml files: one JSON-syntax flow mapping per line, derived from item files.
+
+A reader parses each line as JSON (fast), falls back to YAML for a line a person edited,
+and to a full YAML parse when entries span several lines. Appends add one line; any
+other change rewrites the file atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._atomic import append_line, atomic_write, read_bytes_nofollow
+from ._errors import FileProblemError, ParseError
+from ._jsonl import dumps_compact
+from ._yaml import decode_utf8, load_yaml
+
+INDEX_NAME = "index.yaml"
+INDEX_HEADER = (
+    "# Derived from the item files in this folder: `memplane lifecycle verify` rebuilds it.\n"
+    "# One entry per line, so `grep` shows whole entries.\n"
+)
+_LIST_KEYS = ("entries", "items", "episodes", "memories", "chunks")
+
+
+def format_entry(entry: Mapping[str, Any]) -> str:
+    """Render one index entry as a single YAML line in JSON syntax."""
+    return "- " + dumps_compact(dict(entry), separators=(", ", ": "))
+
+
+@dataclass
+class IndexRead:
+    """Entries of an index file plus the problems met while reading it."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[FileProblemError] = field(default_factory=list)
+    exists: bool = True
+
+
+def _valid_entry(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("id"), str) and bool(obj["id"])
+
+
+def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
+    """Parse index text line by line, with a YAML fallback for hand-edited lines."""
+    out = IndexRead()
+    needs_full_parse = False
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if s.startswith("- {"):
+            try:
+                obj = json.loads(s[2:])
+            except ValueError:
+                obj = None
+            if _valid_entry(obj):
+                out.entries.append(obj)
+                continue
+        if s.startswith("- "):
+            try:
+                parsed = load_yaml(s, path)
+            except ParseError as exc:
+                out.problems.append(ParseError(path, lineno, exc.message))
+                continue
+            if isinstance(parsed, list) and len(parsed) == 1 and _valid_entry(parsed[0]):
+                out.entries.append(parsed[0])
+                continue
+            if isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict):
+                # A block-style entry whose further keys are on the following lines.
+                needs_full_parse = True
+                break
+            out.problems.append(ParseError(path, lineno, "index entry needs an 'id'"))
+            continue
+        needs_full_parse = True
+        break
+    if needs_full_parse:
+        return _parse_full(text, path)
+    return out
+
+
+def _parse_full(text: str, path: str | Path | None) -> IndexRead:
+    out = IndexRead()
+    try:
+        data = load_yaml(text, path)
+    except ParseError as exc:
+        out.problems.append(exc)
+        # Keep what the line reader can still take, so one bad edit loses nothing else.
+        for line in text.split("\n"):
+            s = line.strip()
+            if s.startswith("- {"):
+                try:
+                    obj = json.loads(s[2:])
+                except ValueError:
+                    continue
+                if _valid_entry(obj):
+                    out.entries.append(obj)
+        return out
+    if isinstance(data, dict):
+        seq = next((data[k] for k in _LIST_KEYS if isinstance(data.get(k), list)), None)
+        data = seq if seq is not None else []
+    if data is None:
+        return out
+    if not isinstance(data, list):
+        out.problems.append(ParseError(path, 1, "index must be a list of entries"))
+        return out
+    for i, obj in enumerate(data):
+        if _valid_entry(obj):
+            out.entries.append(obj)
+        else:
+            out.problems.append(ParseError(path, None, f"entry {i + 1} is not a mapping with an 'id'"))
+    return out
+
+
+_cache: dict[str, tuple[tuple[int, int, int], IndexRead]] = {}
+_cache_guard = threading.Lock()
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class IndexFile:
+    """One collection's index.yaml: cached reads, one-line appends, atomic rewrites."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._key = os.path.normpath(self.path)
+
+    def read(self) -> IndexRead:
+        """Return the parsed entries (cached until the file's stat changes); treat as read-only."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return IndexRead(exists=False)
+        key = _stat_key(st)
+        with _cache_guard:
+            hit = _cache.get(self._key)
+        if hit and hit[0] == key:
+            return hit[1]
+        try:
+            text = decode_utf8(read_bytes_nofollow(self.path), self.path)
+        except ParseError as exc:
+            return IndexRead(problems=[exc])
+        except FileNotFoundError:
+            return IndexRead(exists=False)
+        result = parse_index(text, self.path)
+        with _cache_guard:
+            _cache[self._key] = (key, result)
+        return result
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        """Append one entry line (caller holds the collection lock)."""
+        try:
+            before = _stat_key(os.stat(self.path))
+        except FileNotFoundError:
+            before = None
+            atomic_write(self.path, INDEX_HEADER)
+        append_line(self.path, format_entry(entry))
+        # Keep the warm cache warm: a pure append extends the cached list instead of a re-parse.
+        with _cache_guard:
+            hit = _cache.get(self._key)
+            if hit and before is not None and hit[0] == before and not hit[1].problems:
+                try:
+                    after = _stat_key(os.stat(self.path))
+                except FileNotFoundError:
+                    return
+                hit[1].entries.append(dict(entry))
+                _cache[self._key] = (after, hit[1])
+
+    def write(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Rewrite the whole index atomically (caller holds the collection lock)."""
+        body = "".join(format_entry(e) + "\n" for e in entries)
+        atomic_write(self.path, INDEX_HEADER + body)
+
+    def upsert(self, entry: Mapping[str, Any]) -> None:
+        """Replace the entry with the same id, or append it (caller holds the lock)."""
+        current = self.read()
+        if not current.exists:
+            self.append(entry)
+            return
+        new_line = format_entry(entry)
+        entries = list(current.entries)
+        for i, old in enumerate(entries):
+            if old.get("id") == entry.get("id"):
+                if format_entry(old) == new_line and not current.problems:
+                    return
+                entries[i] = dict(entry)
+                # Drop twins a hand edit may have left, so there is one line per item.
+                entries = [e for j, e in enumerate(entries) if j == i or e.get("id") != entry.get("id")]
+                self.write(entries)
+                return
+        if current.problems:
+            self.write([*entries, dict(entry)])
+        else:
+            self.append(entry)
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Remove entries by id; return how many went (caller holds the lock)."""
+        drop = set(ids)
+        current = self.read()
+        kept = [e for e in current.entries if e.get("id") not in drop]
+        removed = len(current.entries) - len(kept)
+        if removed:
+            self.write(kept)
+        return removed
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        """Map id -> entry (the last line wins)."""
+        return {e["id"]: e for e in self.read().entries}
+
+
+def rebuild_entries(
+    items: Iterable[Mapping[str, Any]], sort_key: Callable[[Mapping[str, Any]], Any] | None = None
+) -> list[dict[str, Any]]:
+    """Order derived entries deterministically (by sort_key, then id)."""
+    out = [dict(i) for i in items]
+    out.sort(key=lambda e: (sort_key(e) if sort_key else "", e.get("id", "")))
+    return out

@@ -1,0 +1,53 @@
+"""One lock per collection, shared by threads and processes (filelock)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import filelock
+
+from ._errors import LockTimeout
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+LOCK_NAME = ".lock"
+
+_registry: dict[str, filelock.FileLock] = {}
+_registry_guard = threading.Lock()
+
+
+def _lock_for(path: Path) -> filelock.FileLock:
+    # One FileLock object per path in a process: filelock is re-entrant per object (per
+    # thread), whereas two objects on the same file would deadlock a nested acquire.
+    key = os.path.normpath(path)
+    with _registry_guard:
+        lock = _registry.get(key)
+        if lock is None:
+            lock = filelock.FileLock(key, thread_local=True)
+            _registry[key] = lock
+        return lock
+
+
+@contextmanager
+def locked(lock_path: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold a collection's lock for the block; raise LockTimeout naming the lock file."""
+    path = Path(lock_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock_for(path)
+    try:
+        lock.acquire(timeout=timeout)
+    except filelock.Timeout:
+        raise LockTimeout(path, timeout) from None
+    try:
+        yield
+    finally:
+        # filelock never unlinks the lock file on release: unlinking races with waiters.
+        lock.release()
+
+
+def collection_lock(directory: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIMEOUT):  # type: ignore[no-untyped-def]
+    """Return the lock context of the collection stored in ``directory``."""
+    return locked(Path(directory) / LOCK_NAME, timeout)

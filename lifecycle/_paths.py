@@ -1,0 +1,115 @@
+"""Safe ids and paths: every name that reaches the filesystem passes through here."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path
+
+from ._errors import UnsafePathError
+
+DEFAULT_ROOT = "/userdata/agent/memory"
+ROOT_ENV = "MEMPLANE_ROOT"
+MAX_ID_LEN = 80
+_ID_RE = re.compile(r"^[a-z0-9_-]{1,80}$")
+
+
+def resolve_root(cli_root: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Choose the memory root: ``--root`` over ``$MEMPLANE_ROOT`` over the device default."""
+    env = os.environ if env is None else env
+    raw = cli_root if cli_root not in (None, "") else env.get(ROOT_ENV) or DEFAULT_ROOT
+    return Path(os.path.abspath(os.fspath(raw)))
+
+
+def is_safe_id(value: object) -> bool:
+    """Tell whether a value is a safe id: ASCII ``[a-z0-9_-]``, 1 to 80 chars."""
+    return isinstance(value, str) and bool(_ID_RE.match(value)) and value not in (".", "..")
+
+
+def check_id(value: object) -> str:
+    """Return the value if it is a safe id, else raise UnsafePathError."""
+    if not is_safe_id(value):
+        raise UnsafePathError(str(value)[:120], "ids are 1-80 chars of [a-z0-9_-]")
+    return value  # type: ignore[return-value]
+
+
+def content_hash(*parts: object, length: int = 12) -> str:
+    """Hash trimmed parts (NUL-separated) into ``length`` hex chars: stable ids from content."""
+    h = hashlib.sha1()
+    for part in parts:
+        h.update(str(part if part is not None else "").strip().encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()[:length]
+
+
+def slugify(name: str, max_len: int = 40) -> str:
+    """Lowercase ASCII slug of a name (``Open WeChat!`` -> ``open-wechat``); may be empty."""
+    text = unicodedata.normalize("NFKD", str(name))
+    text = text.encode("ascii", "ignore").decode("ascii").lower()
+    text = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+    return text[:max_len].strip("-")
+
+
+def slug_id(name: str, prefix: str = "") -> str:
+    """Make a safe id from any name: ``prefix`` + slug, plus a short hash when the slug is lossy."""
+    raw = str(name)
+    slug = slugify(raw)
+    lossy = not slug or slug != raw.strip().lower() or len(raw) > 40
+    body = slug
+    if lossy:
+        digest = content_hash(raw, length=8)
+        body = f"{slug}-{digest}" if slug else digest
+    ident = f"{prefix}{body}"[:MAX_ID_LEN]
+    return check_id(ident)
+
+
+def check_relpath(rel: str | os.PathLike[str]) -> str:
+    """Validate a relative path from a file (index ``path``, ``screenshot_ref``): no escape possible."""
+    text = os.fspath(rel)
+    if not isinstance(text, str) or not text:
+        raise UnsafePathError(str(text), "empty path")
+    if "\0" in text:
+        raise UnsafePathError(text[:120], "NUL byte in path")
+    if text.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", text) or os.path.isabs(text):
+        raise UnsafePathError(text[:120], "absolute path")
+    parts = re.split(r"[/\\]", text)
+    if any(p in ("..",) for p in parts):
+        raise UnsafePathError(text[:120], "'..' in path")
+    if any(p == "" for p in parts[:-1]):
+        raise UnsafePathError(text[:120], "empty path component")
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
+def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
+    """Join relative parts under root; raise UnsafePathError if the result leaves the root.
+
+    Unless ``follow_symlinks``, a symlink on the way (below the root) is also refused, so a
+    link planted in the tree cannot redirect a write or a delete outside it.
+    """
+    rel = "/".join(check_relpath(p) for p in parts if p not in ("", "."))
+    target = Path(os.path.normpath(os.path.join(root, rel))) if rel else Path(root)
+    root_norm = Path(os.path.normpath(root))
+    if target != root_norm and root_norm not in target.parents:
+        raise UnsafePathError(rel, "resolves outside the memory root")
+    if not follow_symlinks:
+        cur = root_norm
+        for comp in target.relative_to(root_norm).parts:
+            cur = cur / comp
+            try:
+                st = os.lstat(cur)
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(st.st_mode):
+                raise UnsafePathError(rel, f"symlink in path at {cur}")
+    return target
+
+
+def is_within(root: Path, path: Path) -> bool:
+    """Tell whether a path (normalised, links not resolved) lies inside root."""
+    root_norm = Path(os.path.normpath(root))
+    p = Path(os.path.normpath(path))
+    return p == root_norm or root_norm in p.parents

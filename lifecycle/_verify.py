@@ -1,0 +1,104 @@
+"""`memplane lifecycle verify`: report what is wrong with the tree; repair only with fix=True."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._collection import Collection, Problem
+from ._paths import is_within
+
+QUARANTINE_DIR = "lifecycle/quarantine"
+
+
+@dataclass
+class VerifyReport:
+    """Findings of one verify run, by category, plus what was repaired."""
+
+    checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    rebuilt_indexes: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is left to report."""
+        return not self.problems
+
+    def add(self, category: str, path: str, line: int | None, message: str) -> None:
+        """Record one finding."""
+        self.problems.append(Problem(category, path, line, message))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form of the report (the `--json` output)."""
+        by_cat: dict[str, int] = {}
+        for p in self.problems:
+            by_cat[p.category] = by_cat.get(p.category, 0) + 1
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "problem_counts": by_cat,
+            "problems": [p.to_dict() for p in self.problems],
+            "rebuilt_indexes": self.rebuilt_indexes,
+            "fixed": self.fixed,
+            **self.stats,
+        }
+
+
+def quarantine(root: Path, path: Path, now_ns: int | None = None) -> Path:
+    """Move a broken file into lifecycle/quarantine/ (never deleted); return its new path."""
+    if not is_within(root, path):
+        raise ValueError(f"refusing to move {path}: outside {root}")
+    rel = str(path.relative_to(root)).replace(os.sep, "__")
+    qdir = root / QUARANTINE_DIR
+    qdir.mkdir(parents=True, exist_ok=True)
+    target = qdir / f"{rel}.{now_ns or time.time_ns()}"
+    # Same filesystem: rename is atomic, the file is either here or there.
+    os.rename(path, target)
+    return target
+
+
+def verify_collections(
+    root: Path,
+    collections: Iterable[Collection],
+    *,
+    fix: bool = False,
+    report: VerifyReport | None = None,
+    rel: Callable[[Path], str] | None = None,
+) -> VerifyReport:
+    """Parse every item of every collection, report problems, rebuild indexes."""
+    report = report or VerifyReport()
+    relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
+    for coll in collections:
+        for item in coll.iter_items():
+            report.checked += 1
+            if item.problem is None:
+                continue
+            cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
+            report.add(cat, relp(item.path), item.problem.line, item.problem.message)
+            if fix:
+                target = quarantine(root, item.path)
+                report.fixed.append(f"quarantined {relp(item.path)} -> {relp(target)}")
+        symlinks = getattr(coll, "symlinks", None)
+        if symlinks is not None:
+            for link in symlinks():
+                report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
+        index = getattr(coll, "index", None)
+        if index is not None:
+            for prob in index.read().problems:
+                report.add("index", relp(Path(prob.path or index.path)), prob.line, prob.message)
+        try:
+            changed = coll.rebuild_index()
+        except OSError as exc:
+            report.add("io", relp(Path(getattr(coll, "dir", root))), None, f"cannot rebuild index: {exc}")
+            continue
+        if changed:
+            report.rebuilt_indexes.append(coll.name)
+    # A symlink is reported every time (it is never fixed automatically), but index problems
+    # vanish with the rebuild, so a second verify after --fix comes back clean.
+    return report

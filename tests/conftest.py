@@ -1,0 +1,28 @@
+"""Shared fixtures: a fresh memory root per test and a repository-relative data path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lifecycle import init_tree
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("MEMPLANE_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A freshly initialised memory tree."""
+    r = tmp_path / "memory"
+    init_tree(r)
+    return r
+
+
+def no_temp_debris(directory: Path) -> list[str]:
+    """Return staging files left anywhere under directory."""
+    from lifecycle import is_temp_name
+
+    return [str(p) for p in directory.rglob("*") if is_temp_name(p.name)]
