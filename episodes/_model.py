@@ -1,0 +1,151 @@
+"""The TaskEpisode model: one task's goal, scope, outcome and lessons (episode.yaml)."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lifecycle import StrList, Timestamp, format_ts, is_safe_id
+
+EpisodeStatus = Literal["recording", "active", "interrupted", "expired", "deleted"]
+
+FAILURE_PHASES: tuple[str, ...] = (
+    "planning",
+    "tool_error",
+    "state_mismatch",
+    "verification_timeout",
+    "max_iterations",
+    "model_parse_error",
+    "interrupted",
+    "exception",
+    "unknown",
+)
+"""Failure phases of the design, plus ``interrupted`` (crash), ``exception`` and ``unknown``."""
+
+_EP_ID = re.compile(r"^ep_(\d{4})\d{4}_[a-z0-9]+$")
+
+
+def new_episode_id(started: datetime) -> str:
+    """Make an episode id ``ep_<yyyymmdd>_<hex>`` for a start time."""
+    return f"ep_{started.strftime('%Y%m%d')}_{os.urandom(5).hex()}"
+
+
+def episode_year(episode_id: str) -> str:
+    """The ``<yyyy>`` folder of an episode id (``unknown`` for ids of another shape)."""
+    m = _EP_ID.match(episode_id)
+    return m.group(1) if m else "unknown"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class NormalizedGoal(_Open):
+    """What the goal asks: intent, app and target, as parsed before the task."""
+
+    intent: str | None = None
+    app: str | None = None
+    target: str | None = None
+
+
+class DeviceScope(_Open):
+    """Where the episode ran: device id, UI language and screenshot size ``WxH``."""
+
+    device_id: str = "default"
+    language: str | None = None
+    screen: str | None = None
+
+
+class InitialState(_Open):
+    """What the screen showed before the first action."""
+
+    summary: str | None = None
+    app: str | None = None
+    page: str | None = None
+    screenshot_ref: str | None = None
+
+
+class Outcome(_Open):
+    """How the task ended, and why."""
+
+    success: bool = False
+    final_state: str | None = None
+    final_answer: str | None = None
+    completion_reason: str | None = None
+    failure_phase: str | None = None
+    failure_reason: str | None = None
+    error: str | None = None
+
+
+class Metrics(_Open):
+    """Counts and costs of the episode."""
+
+    tool_steps: int = 0
+    events: int = 0
+    screenshots: int = 0
+    duration_ms: int = 0
+    tokens: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class TaskEpisode(BaseModel):
+    """One task, successful or not: the raw material for every lesson."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    type: str = "task_episode"
+    status: EpisodeStatus = "recording"
+    started_at: Timestamp = None
+    ended_at: Timestamp = None
+    user_goal: str = ""
+    normalized_goal: NormalizedGoal = Field(default_factory=NormalizedGoal)
+    device_scope: DeviceScope = Field(default_factory=DeviceScope)
+    initial_state: InitialState = Field(default_factory=InitialState)
+    outcome: Outcome = Field(default_factory=Outcome)
+    retrieved_memory_refs: StrList = Field(default_factory=list)
+    reusable_lessons: StrList = Field(default_factory=list)
+    failure_causes: StrList = Field(default_factory=list)
+    conflicts: StrList = Field(default_factory=list)
+    tags: StrList = Field(default_factory=list)
+    entities: StrList = Field(default_factory=list)
+    metrics: Metrics = Field(default_factory=Metrics)
+    summary: str | None = None
+    traceability: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _safe(cls, v: str) -> str:
+        if not is_safe_id(v):
+            raise ValueError("episode id must be 1-80 chars of [a-z0-9_-]")
+        return v
+
+    @property
+    def year(self) -> str:
+        """The ``<yyyy>`` folder this episode lives in."""
+        return episode_year(self.id)
+
+    @property
+    def rel_dir(self) -> str:
+        """Folder of this episode relative to ``episodes/``."""
+        return f"{self.year}/{self.id}"
+
+    def app(self) -> str | None:
+        """The app the episode was about (parsed goal first, else the first observed app)."""
+        return self.normalized_goal.app or self.initial_state.app or (getattr(self, "observed_app", None))
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """Dump for episode.yaml, dropping empty values so the file stays short."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {k: v for k, v in data.items() if v not in ([], {})}
+
+    def started_ts(self) -> str:
+        """started_at as RFC 3339 text ('' when unknown)."""
+        if isinstance(self.started_at, datetime):
+            return format_ts(self.started_at)
+        return self.started_at or ""

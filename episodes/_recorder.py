@@ -1,0 +1,360 @@
+"""EpisodeRecorder: writes a task's events to disk as they happen, never failing the task."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
+
+from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
+from ._model import FAILURE_PHASES, DeviceScope, InitialState, NormalizedGoal, Outcome, TaskEpisode, new_episode_id
+from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
+from ._store import EVENTS_FILE, RECORDING_LOCK, TaskEpisodeStore
+from ._summary import episode_summary
+
+log = logging.getLogger("memory_plane")
+
+MAX_EVENTS = 20_000  # per episode; a runaway task stops growing its log here (counted in metrics)
+OUTPUT_LIMIT = 2000
+
+
+class EpisodeRecorder:
+    """Records one task: tool calls and results, screenshots, planner and verifier events.
+
+    Every method is thread-safe and swallows I/O failures (logged and counted in
+    ``errors``): a memory problem never fails the task. Text typed into a sensitive field
+    (``tool_input["sensitive"]`` or the latest ``observed_state["field_type"] == "password"``)
+    is stored as ``[redacted]``.
+    """
+
+    def __init__(
+        self,
+        store: TaskEpisodeStore,
+        goal: str,
+        *,
+        device_id: str = "default",
+        language: str | None = None,
+        screen: str | None = None,
+        app: str | None = None,
+        page: str | None = None,
+        normalized_goal: Mapping[str, Any] | None = None,
+        retrieved_refs: Iterable[str] = (),
+        tags: Iterable[str] = (),
+        entities: Iterable[str] = (),
+        clock: Clock = system_clock,
+        on_exit_commit: Callable[[TaskEpisode], Any] | None = None,
+    ) -> None:
+        self._lock = threading.RLock()
+        self._store = store
+        self._clock = clock
+        self._on_exit_commit = on_exit_commit
+        self._t0 = time.monotonic()
+        now = clock()
+        self.errors = 0
+        self.dropped_events = 0
+        self._seq = 0
+        self._tool_steps = 0
+        self._screens = 0
+        self._names: set[str] = set()
+        self._last_obs: dict[str, Any] | None = None
+        self._last_image: tuple[str, ImageInfo] | None = None
+        self._secrets: set[str] = set()
+        self._finished: TaskEpisode | None = None
+        self._lock_fd: int | None = None
+        self.episode = TaskEpisode(
+            id=new_episode_id(now),
+            status="recording",
+            started_at=now,
+            user_goal=sanitize(goal or "", limit=2000),
+            normalized_goal=NormalizedGoal(**{k: v for k, v in (normalized_goal or {}).items() if v is not None}),
+            device_scope=DeviceScope(device_id=device_id or "default", language=language, screen=screen),
+            initial_state=InitialState(app=app, page=page),
+            retrieved_memory_refs=list(retrieved_refs),
+            tags=list(tags),
+            entities=list(entities),
+        )
+        self.dir = None
+        try:
+            self.dir = store.episode_dir(self.episode.id)
+            store.write_header(self.episode)
+            self._hold_recording_lock()
+        except Exception as exc:  # never fail the task because memory is broken
+            self._fail("cannot start episode", exc)
+
+    # -- plumbing ------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The episode id."""
+        return self.episode.id
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        self.errors += 1
+        log.warning("episode %s: %s: %s", self.episode.id, what, exc)
+
+    def _hold_recording_lock(self) -> None:
+        # Held while this recorder lives; the kernel drops it if the process dies, which is how
+        # verify tells a crashed recording from a live one.
+        assert self.dir is not None
+        fd = os.open(self.dir / RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def _release_recording_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                os.close(self._lock_fd)
+            finally:
+                self._lock_fd = None
+
+    def _scrub_secrets(self, value: Any) -> Any:
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            for s in self._secrets:
+                value = value.replace(s, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: self._scrub_secrets(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrub_secrets(v) for v in value]
+        return value
+
+    def _image_sink(self, raw: bytes) -> str | None:
+        info = self._store_screenshot(raw)
+        return info.ref if info else None
+
+    def _store_screenshot(self, image: Any) -> ImageInfo | None:
+        import hashlib
+
+        raw, fmt = encode_image(image)
+        sha = hashlib.sha256(raw).hexdigest()
+        if self._last_image and self._last_image[0] == sha:
+            return self._last_image[1]  # identical consecutive screenshot: stored once
+        if self.dir is None or self._screens >= MAX_ARTIFACTS or len(raw) > MAX_ARTIFACT_BYTES:
+            return None
+        name = f"step_{self._tool_steps:03d}"
+        k = 1
+        while name in self._names:
+            k += 1
+            name = f"step_{self._tool_steps:03d}_{k}"
+        info = store_image(self.dir / "artifacts", name, raw, fmt)
+        self._names.add(name)
+        self._screens += 1
+        self._last_image = (sha, info)
+        return info
+
+    def _emit(self, event: dict[str, Any]) -> str:
+        with self._lock:
+            self._seq += 1
+            event_id = f"evt_{self._seq:04d}"
+            if self._seq > MAX_EVENTS:
+                self.dropped_events += 1
+                return event_id
+            record = {"event_id": event_id, "ts": format_ts(self._clock()), **event}
+            record = {k: v for k, v in record.items() if v is not None}
+            if self.dir is None:
+                return event_id
+            try:
+                # One whole line per event, appended as it happens: a crash loses at most this line.
+                append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
+            except Exception as exc:
+                self._fail("cannot append event", exc)
+            return event_id
+
+    # -- events --------------------------------------------------------------
+
+    def tool_call(self, tool_name: str, tool_input: Any = None, *, content: str | None = None,
+                  call_id: str | None = None) -> str:
+        """Record that the agent called a tool; return the event id."""
+        try:
+            with self._lock:
+                self._tool_steps += 1
+                data = tool_input
+                if isinstance(data, str) and data.strip().startswith("{"):
+                    try:
+                        data = json.loads(data)
+                    except ValueError:
+                        pass
+                sensitive = (isinstance(data, Mapping) and bool(data.get("sensitive"))) or (
+                    (self._last_obs or {}).get("field_type") == "password")
+                if sensitive:
+                    self._remember_secrets(data)
+                    data = redact_text_fields(data)
+                clean = sanitize(data, self._image_sink)
+                obs = self._last_obs or {}
+                return self._emit({
+                    "type": "tool_call", "role": "agent", "step": self._tool_steps, "tool_name": str(tool_name),
+                    "tool_input": clean, "content": sanitize(content, limit=500) if content else None,
+                    "call_id": call_id, "app": obs.get("app"), "page": obs.get("page"),
+                    "sensitive": True if sensitive else None,
+                })
+        except Exception as exc:
+            self._fail("tool_call", exc)
+            return ""
+
+    def _remember_secrets(self, data: Any) -> None:
+        if isinstance(data, Mapping):
+            for k, v in data.items():
+                if k in TEXT_KEYS and isinstance(v, str) and len(v) >= 3:
+                    self._secrets.add(v)
+        elif isinstance(data, str) and len(data) >= 3:
+            self._secrets.add(data)
+
+    def tool_result(self, tool_name: str, *, is_error: bool = False, output: Any = None, screenshot: Any = None,
+                    observed_state: Any = None, error: str | None = None, call_id: str | None = None) -> str:
+        """Record a tool's result, its screenshot (stored as a file) and the observed state."""
+        try:
+            with self._lock:
+                shot: dict[str, Any] | None = None
+                if screenshot is not None:
+                    try:
+                        info = self._store_screenshot(screenshot)
+                        shot = info.to_dict() if info else {"screenshot_ref": None, "omitted": True}
+                    except Exception as exc:
+                        self._fail("cannot store screenshot", exc)
+                        shot = {"screenshot_ref": None, "error": excerpt(str(exc), 200)}
+                obs = normalize_observation(observed_state)
+                if obs is not None:
+                    self._last_obs = obs
+                    if self.episode.initial_state.app is None and obs.get("app"):
+                        self.episode.initial_state.app = obs.get("app")
+                        self.episode.initial_state.page = obs.get("page")
+                return self._emit({
+                    "type": "tool_result", "role": "tool", "step": self._tool_steps, "tool_name": str(tool_name),
+                    "is_error": bool(is_error), "output": sanitize(output, self._image_sink, limit=OUTPUT_LIMIT),
+                    "error": sanitize(error, limit=500) if error else None, "call_id": call_id,
+                    "observed_state": obs, **(shot or {}),
+                })
+        except Exception as exc:
+            self._fail("tool_result", exc)
+            return ""
+
+    def planner(self, *, objective: str | None = None, plan: Iterable[str] | None = None,
+                next_step: str | None = None, completion_criteria: Iterable[str] | None = None,
+                content: str | None = None) -> str:
+        """Record a planner decision."""
+        return self.event("planner_decision", role="planner", objective=objective,
+                          plan=list(plan) if plan else None, next_step=next_step,
+                          completion_criteria=list(completion_criteria) if completion_criteria else None,
+                          content=content)
+
+    def verifier(self, *, can_finish: bool, needs_replan: bool = False, reason: str | None = None,
+                 observed_state: Any = None) -> str:
+        """Record a verifier decision (whether the current observation proves completion)."""
+        return self.event("verifier_decision", role="verifier", can_finish=bool(can_finish),
+                          needs_replan=bool(needs_replan), reason=reason,
+                          observed_state=normalize_observation(observed_state))
+
+    def note(self, text: str, **fields: Any) -> str:
+        """Record a free-form note."""
+        return self.event("note", role="agent", content=text, **fields)
+
+    def event(self, type: str, **fields: Any) -> str:
+        """Record an event of any type; values are sanitised like tool inputs."""
+        try:
+            return self._emit({"type": str(type), **{k: sanitize(v, self._image_sink) for k, v in fields.items()}})
+        except Exception as exc:
+            self._fail(f"event {type}", exc)
+            return ""
+
+    # -- the end -------------------------------------------------------------
+
+    def finish(self, *, output: str | None = None, error: str | BaseException | None = None,
+               success: bool | None = None, final_state: str | None = None, completion_reason: str | None = None,
+               failure_phase: str | None = None, failure_reason: str | None = None, final_answer: str | None = None,
+               tags: Iterable[str] = (), entities: Iterable[str] = (), tokens: int | None = None,
+               prompt_tokens: int | None = None, completion_tokens: int | None = None) -> TaskEpisode:
+        """Close the episode and return it (commit it with ``MemoryPlane.commit_episode``)."""
+        with self._lock:
+            if self._finished is not None:
+                log.warning("episode %s: finish() called twice; keeping the first outcome", self.episode.id)
+                return self._finished
+            ep = self.episode
+            err_text = None
+            if isinstance(error, BaseException):
+                err_text = f"{type(error).__name__}: {error}"
+            elif error:
+                err_text = str(error)
+            if success is None:
+                success = err_text is None and failure_phase is None
+            if err_text is not None:
+                success = False
+            if not success and failure_phase is None:
+                failure_phase = "tool_error" if err_text else "unknown"
+            if failure_phase is not None and failure_phase not in FAILURE_PHASES:
+                log.warning("episode %s: unknown failure_phase %r stored as 'unknown'", ep.id, failure_phase)
+                failure_phase = "unknown"
+            now = self._clock()
+            ep.ended_at = now
+            ep.outcome = Outcome(
+                success=bool(success), final_state=_txt(final_state), final_answer=_txt(final_answer or output),
+                completion_reason=_txt(completion_reason), failure_phase=None if success else failure_phase,
+                failure_reason=_txt(failure_reason) if not success else None, error=_txt(err_text),
+            )
+            ep.outcome = Outcome.model_validate(self._scrub_secrets(ep.outcome.model_dump()))
+            ep.tags = list(dict.fromkeys([*ep.tags, *tags]))
+            ep.entities = list(dict.fromkeys([*ep.entities, *entities]))
+            ep.metrics.tool_steps = self._tool_steps
+            ep.metrics.events = min(self._seq, MAX_EVENTS)
+            ep.metrics.screenshots = self._screens
+            ep.metrics.duration_ms = int((time.monotonic() - self._t0) * 1000)
+            ep.metrics.tokens = tokens
+            ep.metrics.prompt_tokens = prompt_tokens
+            ep.metrics.completion_tokens = completion_tokens
+            if self.dropped_events:
+                ep.metrics.dropped_events = self.dropped_events  # type: ignore[attr-defined]
+            self._emit({"type": "finish", "role": "runtime", "success": ep.outcome.success,
+                        "failure_phase": ep.outcome.failure_phase})
+            if self.dir is not None:
+                try:
+                    events = self._store.events(ep.id).records
+                except Exception:
+                    events = []
+                ep.summary = episode_summary(ep, events)
+            self._release_recording_lock()
+            self._finished = ep
+            return ep
+
+    def __enter__(self) -> EpisodeRecorder:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._finished is not None:
+            return
+        if exc is not None:
+            ep = self.finish(error=exc, failure_phase="exception")
+        else:
+            ep = self.finish()
+        if self._on_exit_commit is not None:
+            try:
+                self._on_exit_commit(ep)
+            except Exception as commit_exc:
+                self._fail("commit on exit", commit_exc)
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _txt(v: Any) -> str | None:
+    if v is None:
+        return None
+    return sanitize(str(v), limit=1000)

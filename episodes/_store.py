@@ -1,0 +1,248 @@
+"""TaskEpisodeStore: episodes/<yyyy>/<id>/ folders plus episodes/index.yaml."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz import fuzz, process
+
+from lifecycle import (
+    DEFAULT_LOCK_TIMEOUT,
+    INDEX_NAME,
+    Clock,
+    FileProblemError,
+    IndexFile,
+    ItemRead,
+    JsonlRead,
+    ParseError,
+    atomic_write,
+    check_id,
+    collection_lock,
+    decode_utf8,
+    dump_yaml,
+    format_ts,
+    load_yaml,
+    parse_ts,
+    read_bytes_nofollow,
+    read_jsonl,
+    safe_join,
+    system_clock,
+    validate_record,
+)
+
+from ._model import TaskEpisode, episode_year
+from ._summary import episode_summary
+
+log = logging.getLogger("memory_plane")
+
+EPISODE_FILE = "episode.yaml"
+EVENTS_FILE = "events.jsonl"
+RECORDING_LOCK = ".recording.lock"
+
+
+def _sort_ts(entry: Mapping[str, Any]) -> datetime:
+    try:
+        return parse_ts(entry.get("started_at"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=parse_ts("2000-01-01T00:00:00Z").tzinfo)
+
+
+class TaskEpisodeStore:
+    """Reads and writes episodes; the index holds one line per committed episode."""
+
+    name = "episodes"
+
+    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        self.root = Path(root)
+        self.dir = safe_join(self.root, "episodes")
+        self.index = IndexFile(self.dir / INDEX_NAME)
+        self.clock = clock
+        self.lock_timeout = lock_timeout
+
+    def lock(self):  # type: ignore[no-untyped-def]
+        """The episodes collection lock."""
+        return collection_lock(self.dir, self.lock_timeout)
+
+    # -- paths ------------------------------------------------------------
+
+    def episode_dir(self, episode_id: str) -> Path:
+        """Folder of an episode: episodes/<yyyy>/<id>."""
+        return safe_join(self.root, "episodes", episode_year(check_id(episode_id)), episode_id)
+
+    def rel(self, path: Path) -> str:
+        """Path relative to the memory root."""
+        return str(Path(path).relative_to(self.root))
+
+    # -- writing ----------------------------------------------------------
+
+    def write_header(self, ep: TaskEpisode) -> None:
+        """Write episode.yaml of an episode being recorded (no index line yet)."""
+        d = self.episode_dir(ep.id)
+        (d / "artifacts").mkdir(parents=True, exist_ok=True)
+        atomic_write(d / EPISODE_FILE, dump_yaml(ep.to_yaml_dict()))
+
+    def entry_for(self, ep: TaskEpisode) -> dict[str, Any]:
+        """The index line of an episode."""
+        o = ep.outcome
+        entry: dict[str, Any] = {
+            "id": ep.id,
+            "status": ep.status,
+            "success": o.success,
+            "app": ep.app(),
+            "intent": ep.normalized_goal.intent,
+            "goal": " ".join(ep.user_goal.split())[:300],
+            "summary": ep.summary or episode_summary(ep, []),
+            "failure_phase": o.failure_phase,
+            "device_id": ep.device_scope.device_id,
+            "language": ep.device_scope.language,
+            "screen": ep.device_scope.screen,
+            "steps": ep.metrics.tool_steps,
+            "started_at": ep.started_ts() or None,
+            "path": f"{ep.rel_dir}/{EPISODE_FILE}",
+        }
+        return {k: v for k, v in entry.items() if v is not None}
+
+    def write(self, ep: TaskEpisode) -> Path:
+        """Write episode.yaml (keeping comments) then its index line, under the episodes lock."""
+        d = self.episode_dir(ep.id)
+        path = d / EPISODE_FILE
+        with self.lock():
+            d.mkdir(parents=True, exist_ok=True)
+            try:
+                old = read_bytes_nofollow(path).decode("utf-8", "replace")
+            except FileNotFoundError:
+                old = None
+            atomic_write(path, dump_yaml(ep.to_yaml_dict(), old))
+            self.index.upsert(self.entry_for(ep))
+        return path
+
+    # -- reading ----------------------------------------------------------
+
+    def load_path(self, path: Path) -> TaskEpisode:
+        """Load one episode.yaml; ParseError/ValidationError on bad content."""
+        text = decode_utf8(read_bytes_nofollow(path), path)
+        return validate_record(TaskEpisode, load_yaml(text, path), path, text)
+
+    def get(self, episode_id: str) -> TaskEpisode | None:
+        """An episode by id, or None if it does not exist."""
+        try:
+            return self.load_path(self.episode_dir(episode_id) / EPISODE_FILE)
+        except FileNotFoundError:
+            return None
+
+    def events(self, episode_id: str) -> JsonlRead:
+        """The events of an episode (a torn last line is skipped)."""
+        return read_jsonl(self.episode_dir(episode_id) / EVENTS_FILE)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Index entries; the index is rebuilt when missing."""
+        read = self.index.read()
+        if not read.exists:
+            try:
+                self.rebuild_index()
+            except OSError as exc:
+                log.warning("%s: cannot rebuild episode index: %s", self.dir, exc)
+                return [self.entry_for(i.record) for i in self.iter_items() if i.record is not None]
+            read = self.index.read()
+        return read.entries
+
+    def list(self, limit: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        """Index entries newest first (by parsed start time), optionally by status."""
+        items = [e for e in self.entries() if status is None or e.get("status") == status]
+        items.sort(key=_sort_ts, reverse=True)
+        return items[:limit] if limit else items
+
+    def search(self, query: str, limit: int = 5) -> list[tuple[dict[str, Any], float]]:
+        """Episodes whose goal resembles the query (fuzzy token match), best first."""
+        entries = self.entries()
+        goals = [str(e.get("goal", "")) for e in entries]
+        found = process.extract(query, goals, scorer=fuzz.token_set_ratio, limit=limit)
+        return [(entries[i], score / 100.0) for _, score, i in found]
+
+    def iter_items(self) -> Iterator[ItemRead[TaskEpisode]]:
+        """Every episode.yaml under episodes/<yyyy>/ (symlinks never followed)."""
+        for year_dir in _scan_dirs(self.dir):
+            for ep_dir in _scan_dirs(year_dir):
+                path = ep_dir / EPISODE_FILE
+                try:
+                    yield ItemRead(path, self.load_path(path))
+                except FileNotFoundError:
+                    yield ItemRead(path, None, ParseError(path, None, "episode folder without episode.yaml"))
+                except FileProblemError as exc:
+                    yield ItemRead(path, None, exc)
+                except OSError as exc:
+                    yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
+
+    def rebuild_index(self) -> bool:
+        """Rewrite episodes/index.yaml from the episode folders (oldest first)."""
+        with self.lock():
+            entries = [self.entry_for(i.record) for i in self.iter_items()
+                       if i.record is not None and i.record.status != "recording"]
+            entries.sort(key=lambda e: (_sort_ts(e), e["id"]))
+            current = self.index.read()
+            if current.exists and not current.problems and current.entries == entries:
+                return False
+            self.index.write(entries)
+            return True
+
+    def referenced_files(self) -> Iterator[Path]:
+        """Screenshot files the events of every episode point at."""
+        for item in self.iter_items():
+            if item.record is None:
+                continue
+            d = item.path.parent
+            for ev in read_jsonl(d / EVENTS_FILE).records:
+                ref = ev.get("screenshot_ref") or (ev.get("screenshot") or {}).get("screenshot_ref")
+                if isinstance(ref, str) and ref:
+                    try:
+                        yield safe_join(d, ref)
+                    except ValueError:
+                        continue
+
+    # -- crash recovery -----------------------------------------------------
+
+    def is_recording_live(self, episode_id: str) -> bool:
+        """Tell whether a process still records this episode (it holds the recording lock)."""
+        path = self.episode_dir(episode_id) / RECORDING_LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def mark_interrupted(self, ep: TaskEpisode, now: datetime | None = None) -> TaskEpisode:
+        """Close an episode its recorder never finished: failed, phase ``interrupted``."""
+        now = now or self.clock()
+        events = self.events(ep.id).records
+        ep.status = "interrupted"
+        ep.outcome.success = False
+        ep.outcome.failure_phase = "interrupted"
+        ep.outcome.failure_reason = ep.outcome.failure_reason or "restart: the recorder stopped before finish"
+        if ep.ended_at is None:
+            last = events[-1].get("ts") if events else None
+            ep.ended_at = last or format_ts(now)
+        ep.metrics.events = len(events)
+        ep.metrics.tool_steps = sum(1 for e in events if e.get("type") == "tool_call")
+        ep.summary = episode_summary(ep, events)
+        self.write(ep)
+        return ep
+
+
+def _scan_dirs(directory: Path) -> list[Path]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(Path(e.path) for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -1,0 +1,143 @@
+"""One-line renderings of an episode: its tool path and its index summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._model import TaskEpisode
+
+TEXT_FIELDS: tuple[str, ...] = ("text", "query", "keyword", "input", "value")
+MAX_PATH_STEPS = 8
+
+
+def parse_tool_input(raw: Any) -> dict[str, Any]:
+    """Tool input as a dict: JSON strings and Go's ``__arg1`` wrapper are unwrapped."""
+    value = raw
+    for _ in range(6):
+        if isinstance(value, str):
+            s = value.strip()
+            if s.startswith("{"):
+                try:
+                    value = json.loads(s)
+                    continue
+                except ValueError:
+                    return {"raw": value}
+            return {"raw": value} if value else {}
+        if isinstance(value, Mapping):
+            inner = value.get("__arg1")
+            if isinstance(inner, (str, Mapping)) and len(value) == 1:
+                value = inner
+                continue
+            return dict(value)
+        break
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {} if value is None else {"raw": value}
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if v == int(v) else f"{v:g}"
+
+
+def tool_coords(tool_input: Mapping[str, Any]) -> str | None:
+    """Coordinates of a tap or swipe as ``x=500,y=850`` or ``x=..,y=.. -> x=..,y=..``."""
+    def point(obj: Any) -> tuple[float, float] | None:
+        if isinstance(obj, Mapping):
+            x, y = _num(obj.get("x")), _num(obj.get("y"))
+            return (x, y) if x is not None and y is not None else None
+        if isinstance(obj, (list, tuple)) and len(obj) >= 2:
+            x, y = _num(obj[0]), _num(obj[1])
+            return (x, y) if x is not None and y is not None else None
+        return None
+
+    start = None
+    for keys in (("x", "y"), ("start_x", "start_y"), ("x1", "y1"), ("from_x", "from_y")):
+        x, y = _num(tool_input.get(keys[0])), _num(tool_input.get(keys[1]))
+        if x is not None and y is not None:
+            start = (x, y)
+            break
+    if start is None:
+        for key in ("coordinate", "coords", "point", "start", "from", "position"):
+            start = point(tool_input.get(key))
+            if start:
+                break
+    end = None
+    for keys in (("end_x", "end_y"), ("x2", "y2"), ("to_x", "to_y")):
+        x, y = _num(tool_input.get(keys[0])), _num(tool_input.get(keys[1]))
+        if x is not None and y is not None:
+            end = (x, y)
+            break
+    if end is None:
+        for key in ("end", "to", "end_coordinate", "coordinate2"):
+            end = point(tool_input.get(key))
+            if end:
+                break
+    if start is None:
+        return None
+    s = f"x={_fmt(start[0])},y={_fmt(start[1])}"
+    return f"{s} -> x={_fmt(end[0])},y={_fmt(end[1])}" if end else s
+
+
+def tool_text(tool_input: Mapping[str, Any]) -> str | None:
+    """Text typed or searched by a tool call (first of text, query, keyword, input, value)."""
+    for key in TEXT_FIELDS:
+        v = tool_input.get(key)
+        if isinstance(v, str) and v.strip():
+            return v
+    return None
+
+
+def step_label(tool_name: str, tool_input: Mapping[str, Any]) -> str:
+    """Short rendering of one call: ``tap(x=320,y=100)``, ``keyboard_text("weixin")``."""
+    coords = tool_coords(tool_input)
+    text = tool_text(tool_input)
+    args: list[str] = []
+    for key in ("app", "app_name", "package", "type", "action", "button", "direction"):
+        v = tool_input.get(key)
+        if isinstance(v, str) and v:
+            args.append(v[:40])
+            break
+    if coords:
+        args.append(coords)
+    if text:
+        args.append(json.dumps(text[:40], ensure_ascii=False))
+    return f"{tool_name}({', '.join(args)})"
+
+
+def tool_path(events: Iterable[Mapping[str, Any]], max_steps: int = MAX_PATH_STEPS) -> list[str]:
+    """Labels of the tool calls of an episode in order."""
+    out = []
+    for ev in events:
+        if ev.get("type") == "tool_call":
+            out.append(step_label(str(ev.get("tool_name") or "?"), parse_tool_input(ev.get("tool_input"))))
+    return out
+
+
+def episode_summary(ep: TaskEpisode, events: Iterable[Mapping[str, Any]]) -> str:
+    """``Goal: … Path: a -> b … Outcome: …`` for the index and for retrieval."""
+    steps = tool_path(events)
+    shown = steps[:MAX_PATH_STEPS]
+    path = " -> ".join(shown) + (f" -> …(+{len(steps) - len(shown)})" if len(steps) > len(shown) else "")
+    o = ep.outcome
+    if o.success:
+        outcome = "success" + (f", {o.final_state}" if o.final_state else "")
+    else:
+        why = o.failure_reason or o.error or "unknown"
+        outcome = f"failure ({o.failure_phase or 'unknown'}): {why}"
+    goal = " ".join(ep.user_goal.split())[:200]
+    return f"Goal: {goal}. Path: {path or '(no tool calls)'}. Outcome: {outcome}"[:600]

@@ -1,0 +1,163 @@
+"""TaskEpisodeWriter: the synchronous episode write plus one bounded background worker."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._model import TaskEpisode
+from ._store import TaskEpisodeStore
+
+log = logging.getLogger("memory_plane")
+
+EpisodeJob = Callable[[TaskEpisode], Any]
+"""Background work run for each committed episode (lesson extraction, outcome updates)."""
+
+
+@dataclass
+class WriterStats:
+    """Counters of what the writer did; exposed as ``MemoryPlane.stats()``."""
+
+    committed: int = 0
+    commit_errors: int = 0
+    jobs_done: int = 0
+    jobs_failed: int = 0
+    jobs_retried: int = 0
+    jobs_dropped: int = 0
+    jobs_slow: int = 0
+    last_error: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form of the counters."""
+        return {k: v for k, v in self.__dict__.items() if k != "errors"}
+
+
+class TaskEpisodeWriter:
+    """Writes committed episodes and runs their background jobs; never raises into the caller."""
+
+    def __init__(self, store: TaskEpisodeStore, *, jobs: list[EpisodeJob] | None = None, queue_size: int = 64,
+                 job_timeout: float = 30.0, retries: int = 2, retry_delay: float = 0.05) -> None:
+        self.store = store
+        self.jobs: list[EpisodeJob] = list(jobs or [])
+        self.job_timeout = job_timeout
+        self.retries = retries
+        self.retry_delay = retry_delay
+        self.stats = WriterStats()
+        self._queue: queue.Queue[tuple[str, Callable[[], Any]] | None] = queue.Queue(maxsize=queue_size)
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def _record_error(self, msg: str) -> None:
+        self.stats.last_error = msg
+        self.stats.errors.append(msg)
+        del self.stats.errors[:-20]
+
+    def commit(self, ep: TaskEpisode) -> bool:
+        """Write the episode now, then queue its jobs; return False (and log) on failure."""
+        try:
+            ep.status = "active" if ep.status == "recording" else ep.status
+            self.store.write(ep)
+            self.stats.committed += 1
+        except Exception as exc:
+            self.stats.commit_errors += 1
+            msg = f"commit {getattr(ep, 'id', '?')}: {type(exc).__name__}: {exc}"
+            self._record_error(msg)
+            log.error("memory: %s", msg)
+            return False
+        for job in self.jobs:
+            name = getattr(job, "__name__", type(job).__name__)
+            self.submit(f"{name}({ep.id})", lambda job=job: job(ep))
+        return True
+
+    def submit(self, name: str, fn: Callable[[], Any]) -> bool:
+        """Queue background work without waiting; a full queue drops it (logged, counted)."""
+        if self._closed:
+            self.stats.jobs_dropped += 1
+            return False
+        self._ensure_worker()
+        with self._cond:
+            self._pending += 1
+        try:
+            self._queue.put_nowait((name, fn))
+        except queue.Full:
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+            self.stats.jobs_dropped += 1
+            log.warning("memory: background queue full, dropped %s", name)
+            return False
+        return True
+
+    def _ensure_worker(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="memplane-writer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            name, fn = item
+            try:
+                self._run_one(name, fn)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+
+    def _run_one(self, name: str, fn: Callable[[], Any]) -> None:
+        start = time.monotonic()
+        for attempt in range(self.retries + 1):
+            try:
+                fn()
+                self.stats.jobs_done += 1
+                break
+            except (OSError, TimeoutError) as exc:  # transient: disk busy, lock timeout
+                if attempt < self.retries:
+                    self.stats.jobs_retried += 1
+                    time.sleep(self.retry_delay * (2**attempt))
+                    continue
+                self.stats.jobs_failed += 1
+                self._record_error(f"{name}: {type(exc).__name__}: {exc}")
+                log.error("memory: background %s failed after %d tries: %s", name, attempt + 1, exc)
+            except Exception as exc:
+                self.stats.jobs_failed += 1
+                self._record_error(f"{name}: {type(exc).__name__}: {exc}")
+                log.exception("memory: background %s failed", name)
+                break
+        elapsed = time.monotonic() - start
+        if elapsed > self.job_timeout:
+            self.stats.jobs_slow += 1
+            log.warning("memory: background %s took %.1fs (timeout %.1fs)", name, elapsed, self.job_timeout)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until queued work is done; return False if the timeout passed first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Finish queued work and stop the worker."""
+        ok = self.flush(timeout)
+        self._closed = True
+        if self._thread is not None and self._thread.is_alive():
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                pass
+            self._thread.join(timeout=max(0.1, timeout))
+        return ok

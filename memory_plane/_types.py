@@ -1,0 +1,83 @@
+"""The public request and result types of MemoryPlane.retrieve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CurrentEnvironmentHints(BaseModel):
+    """What the runtime already knows about the device; never triggers device actions."""
+
+    model_config = ConfigDict(extra="allow")
+
+    app: str | None = None
+    page: str | None = None
+    language: str | None = None
+    screen_width: int | None = None
+    screen_height: int | None = None
+    frame_socket: str | None = None
+    input_method: str | None = None
+
+    def screen(self) -> str | None:
+        """Screen size as ``WxH`` when both sides are known."""
+        if self.screen_width and self.screen_height:
+            return f"{self.screen_width}x{self.screen_height}"
+        return None
+
+
+class MemoryRetrieveRequest(BaseModel):
+    """A task about to start: its goal text and what the runtime knows."""
+
+    model_config = ConfigDict(extra="allow")
+
+    input: str
+    device_id: str | None = None
+    attachments: list[Any] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list)
+    tool_names: list[str] = Field(default_factory=list)
+    current_hints: CurrentEnvironmentHints = Field(default_factory=CurrentEnvironmentHints)
+    session_id: str | None = None
+
+
+class MemoryHit(BaseModel):
+    """One retrieved memory: id, type, score, confidence, prompt text and file path."""
+
+    id: str
+    type: str
+    score: float = 0.0
+    confidence: float = 0.0
+    text: str = ""
+    path: str | None = None
+    title: str | None = None
+    app: str | None = None
+    page: str | None = None
+    status: str = "active"
+    steps: list[str] = Field(default_factory=list)
+    factors: dict[str, float] = Field(default_factory=dict)
+    caution: bool = False
+
+
+class RoleMemoryContext(BaseModel):
+    """Retrieved memories by category, as the agent's prompt uses them."""
+
+    device_profile: list[MemoryHit] = Field(default_factory=list)
+    app_profiles: list[MemoryHit] = Field(default_factory=list)
+    procedures: list[MemoryHit] = Field(default_factory=list)
+    navigation: list[MemoryHit] = Field(default_factory=list)
+    similar_episodes: list[MemoryHit] = Field(default_factory=list)
+    calibration_notes: list[MemoryHit] = Field(default_factory=list)
+    failure_modes: list[MemoryHit] = Field(default_factory=list)
+    conflicts: list[MemoryHit] = Field(default_factory=list)
+    long_term: list[MemoryHit] = Field(default_factory=list)
+
+    def all_hits(self) -> list[MemoryHit]:
+        """Every hit in render order."""
+        return [h for name in CATEGORY_ORDER for h in getattr(self, name)]
+
+
+CATEGORY_ORDER: tuple[str, ...] = (
+    "device_profile", "app_profiles", "long_term", "procedures", "navigation", "similar_episodes",
+    "calibration_notes", "failure_modes", "conflicts",
+)
