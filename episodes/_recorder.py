@@ -335,10 +335,7 @@ class EpisodeRecorder:
                  tb: TracebackType | None) -> None:
         if self._finished is not None:
             return
-        if exc is not None:
-            ep = self.finish(error=exc, failure_phase="exception")
-        else:
-            ep = self.finish()
+        ep = self.finish(error=exc, failure_phase="exception") if exc is not None else self.finish()
         if self._on_exit_commit is not None:
             try:
                 self._on_exit_commit(ep)

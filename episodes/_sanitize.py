@@ -156,5 +156,5 @@ def normalize_observation(obs: Any) -> dict[str, Any] | None:
         out["page"] = out["page_name"]
     vt = out.get("visible_text")
     if isinstance(vt, list) and len(vt) > MAX_VISIBLE_TEXT:
-        out["visible_text"] = vt[:MAX_VISIBLE_TEXT] + [f"[{len(vt) - MAX_VISIBLE_TEXT} more omitted]"]
+        out["visible_text"] = [*vt[:MAX_VISIBLE_TEXT], f"[{len(vt) - MAX_VISIBLE_TEXT} more omitted]"]
     return out

@@ -122,7 +122,7 @@ def test_failure_phases_are_stored(root: Path, phase: str) -> None:
 
 
 def test_error_means_failure_and_unknown_phase_is_coerced(root: Path) -> None:
-    store, rec = make(root)
+    _store, rec = make(root)
     ep = rec.finish(error="adb disconnected", success=True)
     assert ep.outcome.success is False and ep.outcome.failure_phase == "tool_error"
     _, rec2 = make(root)
@@ -174,7 +174,7 @@ def test_recorder_survives_broken_tree(tmp_path: Path) -> None:
     root = tmp_path / "m"
     root.mkdir()
     (root / "episodes").write_text("a file where a folder should be")
-    store, rec = make(root)
+    _store, rec = make(root)
     rec.tool_call("tap", {"x": 1, "y": 2})
     rec.tool_result("tap", screenshot=screenshot())
     ep = rec.finish(success=True)
