@@ -1,6 +1,7 @@
 """Task episodes: the recorder used during a task, the store and the writer used after it."""
 
 from ._artifacts import ImageInfo, dhash, hamming
+from ._extract import EXTRACTOR_VERSION, ExtractionResult, LessonExtractor, goal_pattern
 from ._model import (
     FAILURE_PHASES,
     DeviceScope,
@@ -12,8 +13,10 @@ from ._model import (
     episode_year,
     new_episode_id,
 )
+from ._outcomes import OutcomeResult, OutcomeUpdater, trigger_passed
 from ._recorder import EpisodeRecorder
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
+from ._steps import Step, pair_steps
 from ._store import EPISODE_FILE, EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary, parse_tool_input, step_label, tool_coords, tool_path, tool_text
 from ._writer import EpisodeJob, TaskEpisodeWriter, WriterStats
@@ -21,16 +24,22 @@ from ._writer import EpisodeJob, TaskEpisodeWriter, WriterStats
 __all__ = [
     "EPISODE_FILE",
     "EVENTS_FILE",
+    "EXTRACTOR_VERSION",
     "FAILURE_PHASES",
     "REDACTED",
     "DeviceScope",
     "EpisodeJob",
     "EpisodeRecorder",
+    "ExtractionResult",
     "ImageInfo",
     "InitialState",
+    "LessonExtractor",
     "Metrics",
     "NormalizedGoal",
     "Outcome",
+    "OutcomeResult",
+    "OutcomeUpdater",
+    "Step",
     "TaskEpisode",
     "TaskEpisodeStore",
     "TaskEpisodeWriter",
@@ -39,8 +48,10 @@ __all__ = [
     "episode_summary",
     "episode_year",
     "excerpt",
+    "goal_pattern",
     "hamming",
     "new_episode_id",
+    "pair_steps",
     "parse_tool_input",
     "sanitize",
     "scrub_base64",
@@ -48,4 +59,5 @@ __all__ = [
     "tool_coords",
     "tool_path",
     "tool_text",
+    "trigger_passed",
 ]

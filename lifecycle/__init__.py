@@ -23,6 +23,7 @@ from ._errors import (
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
 from ._index import INDEX_HEADER, INDEX_NAME, IndexFile, IndexRead, format_entry, parse_index
+from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock, locked
 from ._paths import (
@@ -55,6 +56,7 @@ __all__ = [
     "Clock",
     "Collection",
     "ConfigError",
+    "ConflictLog",
     "EvidenceRef",
     "FileProblemError",
     "IndexFile",
@@ -71,6 +73,7 @@ __all__ = [
     "StorageError",
     "StrList",
     "Timestamp",
+    "TombstoneLog",
     "UnsafePathError",
     "UsageError",
     "ValidationError",

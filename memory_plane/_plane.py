@@ -9,19 +9,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from episodes import EpisodeJob, EpisodeRecorder, TaskEpisode, TaskEpisodeStore, TaskEpisodeWriter
-from lifecycle import (
-    DEFAULT_LOCK_TIMEOUT,
-    DEVICE_COLLECTIONS,
-    Clock,
-    Collection,
-    Record,
-    VerifyReport,
-    YamlCollection,
-    init_tree,
-    resolve_root,
-    system_clock,
+from device_memory import DeviceMemory
+from episodes import (
+    EpisodeJob,
+    EpisodeRecorder,
+    LessonExtractor,
+    OutcomeUpdater,
+    TaskEpisode,
+    TaskEpisodeStore,
+    TaskEpisodeWriter,
 )
+from lifecycle import DEFAULT_LOCK_TIMEOUT, Clock, Collection, VerifyReport, init_tree, resolve_root, system_clock
 
 from ._maintenance import verify_tree
 from ._types import MemoryRetrieveRequest
@@ -38,7 +36,11 @@ class MemoryPlane:
         self.clock = clock
         self.lock_timeout = lock_timeout
         self.episodes = TaskEpisodeStore(self.root, clock=clock, lock_timeout=lock_timeout)
-        self.writer = TaskEpisodeWriter(self.episodes, jobs=list(extra_jobs), queue_size=queue_size)
+        self.device = DeviceMemory(self.root, clock=clock, lock_timeout=lock_timeout)
+        self.extractor = LessonExtractor(self.device, self.episodes)
+        self.outcomes = OutcomeUpdater(self.device, self.episodes)
+        jobs: list[EpisodeJob] = [self.outcomes, self.extractor, *extra_jobs]
+        self.writer = TaskEpisodeWriter(self.episodes, jobs=jobs, queue_size=queue_size)
 
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> MemoryPlane:
@@ -79,8 +81,7 @@ class MemoryPlane:
 
     def collections(self) -> list[Collection]:
         """Every collection of memory files in this tree (for verify and GC)."""
-        return [YamlCollection(self.root, f"device/{name}", Record, lock_timeout=self.lock_timeout)
-                for name in DEVICE_COLLECTIONS]
+        return list(self.device.all_collections())
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
         """Check the tree, rebuild indexes, close crashed episodes; quarantine broken files with fix."""

@@ -1,0 +1,130 @@
+"""App identity: one canonical id per app, found from display names, aliases, pinyin or packages."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+
+from lifecycle import load_yaml, slug_id
+
+# Names that are also ordinary words: they name the app only when nothing more specific does.
+GENERIC_NAMES = frozenset({
+    "settings", "setting", "clock", "calendar", "calculator", "contacts", "phone", "messages", "camera", "photos",
+    "gallery", "files", "maps", "tasks", "keep", "dictionary", "booking", "alarm", "sms", "dialer", "browser",
+})
+
+
+@dataclass
+class AppInfo:
+    """One app: canonical id, display names, aliases and Android packages."""
+
+    app_id: str
+    names: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
+
+    @property
+    def display(self) -> str:
+        """The first display name."""
+        return self.names[0] if self.names else self.app_id
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\s_\-.·]+", " ", text.strip().lower())
+
+
+class AppCatalog:
+    """The shipped alias table plus names learned on the device; thread-safe."""
+
+    def __init__(self, apps: Iterable[AppInfo] = ()) -> None:
+        self._lock = threading.Lock()
+        self._apps: dict[str, AppInfo] = {}
+        self._by_name: dict[str, str] = {}
+        for app in apps:
+            self.add(app)
+
+    @classmethod
+    def shipped(cls) -> AppCatalog:
+        """The catalog of the alias table shipped with the package."""
+        text = resources.files("device_memory").joinpath("data/apps.yaml").read_text("utf-8")
+        data = load_yaml(text, "device_memory/data/apps.yaml") or {}
+        return cls(AppInfo(str(k), [str(x) for x in v.get("names", [])], [str(x) for x in v.get("aliases", [])],
+                           [str(x) for x in v.get("packages", [])]) for k, v in data.items())
+
+    def add(self, app: AppInfo) -> None:
+        """Add or merge an app's names."""
+        with self._lock:
+            cur = self._apps.get(app.app_id)
+            if cur is None:
+                cur = AppInfo(app.app_id)
+                self._apps[app.app_id] = cur
+            for attr in ("names", "aliases", "packages"):
+                merged = list(dict.fromkeys([*getattr(cur, attr), *getattr(app, attr)]))
+                setattr(cur, attr, merged)
+            for name in [cur.app_id, *cur.names, *cur.aliases, *cur.packages]:
+                key = _norm(name)
+                if key:
+                    self._by_name.setdefault(key, cur.app_id)
+
+    def learn(self, app_id: str, names: Iterable[str] = (), packages: Iterable[str] = ()) -> None:
+        """Remember names and packages an app profile observed."""
+        self.add(AppInfo(app_id, [n for n in names if n], [], [p for p in packages if p]))
+
+    def get(self, app_id: str) -> AppInfo | None:
+        """The app with this canonical id."""
+        return self._apps.get(app_id)
+
+    def canonical(self, name: str | None) -> str | None:
+        """Canonical id of a name, alias or package; None when unknown."""
+        if not name:
+            return None
+        return self._by_name.get(_norm(name))
+
+    def app_id_for(self, name: str) -> str:
+        """Canonical id of a known app, else a safe slug id of the name (e.g. ``微信`` -> hash)."""
+        known = self.canonical(name)
+        if known:
+            return known
+        return slug_id(name)
+
+    def find_in_text(self, text: str) -> list[tuple[str, int, str]]:
+        """Apps named in free text as (app_id, position, matched name), most specific first."""
+        low = text.lower()
+        found: dict[str, tuple[int, int, str, bool]] = {}
+        with self._lock:
+            names = list(self._by_name.items())
+        for key, app_id in names:
+            if key.isascii():
+                if len(key) <= 2:
+                    # Two-letter names (QQ, JD) count only when written in capitals.
+                    m = re.search(rf"(?<![A-Za-z0-9]){re.escape(key.upper())}(?![A-Za-z0-9])", text)
+                    pos = m.start() if m else -1
+                else:
+                    m = re.search(rf"(?<![a-z0-9]){re.escape(key).replace(' ', '[ _.-]?')}(?![a-z0-9])", low)
+                    pos = m.start() if m else -1
+            else:
+                pos = low.find(key)
+            if pos < 0:
+                continue
+            generic = key in GENERIC_NAMES
+            prev = found.get(app_id)
+            if prev is None or (len(key), -pos) > (prev[1], -prev[0]):
+                found[app_id] = (pos, len(key), key, generic)
+        ranked = sorted(found.items(), key=lambda kv: (kv[1][3], kv[1][0], -kv[1][1]))
+        return [(app_id, v[0], v[2]) for app_id, v in ranked]
+
+
+_shipped: AppCatalog | None = None
+_shipped_lock = threading.Lock()
+
+
+def shipped_catalog() -> AppCatalog:
+    """A process-wide copy of the shipped catalog (loaded once)."""
+    global _shipped
+    with _shipped_lock:
+        if _shipped is None:
+            _shipped = AppCatalog.shipped()
+        return _shipped

@@ -1,0 +1,324 @@
+"""Typed device memories on the shared envelope: one YAML file each."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from lifecycle import Record, StrList
+
+# Caps so cumulative lists never grow without bound (newest kept).
+CAPS: dict[str, int] = {
+    "pages_seen": 50, "tools_used": 30, "known_issues": 20, "display_names": 20, "aliases": 20, "packages": 10,
+    "common_dialogs": 20, "open_methods": 10, "goal_examples": 5, "steps": 30, "tags": 20, "entities": 20,
+    "screens": 10, "labels": 10,
+}
+
+
+def cap_list(values: list[Any], name: str) -> list[Any]:
+    """Keep the newest ``CAPS[name]`` values of a list."""
+    n = CAPS.get(name)
+    return values[-n:] if n and len(values) > n else values
+
+
+def merge_unique(old: list[Any], new: list[Any], name: str) -> list[Any]:
+    """Union preserving order, a repeated value moving to the newest end, then capped."""
+    out = [v for v in old if v not in new] + [v for v in new if v is not None and v != ""]
+    out = list(dict.fromkeys(out)) if all(isinstance(v, str) for v in out) else out
+    return cap_list(out, name)
+
+
+class DeviceItem(Record):
+    """Fields every device memory has beyond the envelope."""
+
+    device_id: str | None = None
+    app_id: str | None = None
+    app_name: str | None = None
+    page_name: str | None = None
+    summary: str | None = None
+    lesson_key: str | None = None
+    priority: int | None = None
+    tags: StrList = Field(default_factory=list)
+    entities: StrList = Field(default_factory=list)
+
+    TYPE: ClassVar[str] = "device_item"
+    DEFAULT_TTL: ClassVar[str] = "30d"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("type"):
+            data = {**data, "type": cls.TYPE}
+        return data
+
+    def body(self) -> str:
+        """The one-line text shown in prompts and index summaries."""
+        return self.summary or self.title or self.id
+
+
+class ScreenInfo(BaseModel):
+    """Screenshot geometry of a device."""
+
+    model_config = ConfigDict(extra="allow")
+
+    screenshot_width: int | None = None
+    screenshot_height: int | None = None
+    density: str | None = None
+
+
+class DeviceProfile(DeviceItem):
+    """Stable facts of one device: OS, language, screen, input method."""
+
+    model: str | None = None
+    os_name: str | None = "android"
+    os_version: str | None = None
+    language: str | None = None
+    input_method: str | None = None
+    screen: ScreenInfo = Field(default_factory=ScreenInfo)
+    TYPE: ClassVar[str] = "device_profile"
+    DEFAULT_TTL: ClassVar[str] = "90d"
+
+    def body(self) -> str:
+        """Device summary line."""
+        parts = [f"Device {self.device_id or 'default'}"]
+        if self.language:
+            parts.append(f"language {self.language}")
+        if self.screen.screenshot_width and self.screen.screenshot_height:
+            parts.append(f"screenshots {self.screen.screenshot_width}x{self.screen.screenshot_height}")
+        if self.input_method:
+            parts.append(f"input method {self.input_method}")
+        return ", ".join(parts)
+
+
+class OpenMethod(BaseModel):
+    """A way to open an app, with how often it worked."""
+
+    model_config = ConfigDict(extra="allow")
+
+    method: str
+    query: str | None = None
+    success_count: int = 0
+    failure_count: int = 0
+
+
+class AppProfile(DeviceItem):
+    """What the device taught about one app (cumulative across episodes)."""
+
+    display_names: StrList = Field(default_factory=list)
+    aliases: StrList = Field(default_factory=list)
+    packages: StrList = Field(default_factory=list)
+    open_methods: list[OpenMethod] = Field(default_factory=list)
+    known_entries: dict[str, str] = Field(default_factory=dict)
+    common_dialogs: StrList = Field(default_factory=list)
+    login_state: str | None = "unknown"
+    pages_seen: StrList = Field(default_factory=list)
+    tools_used: StrList = Field(default_factory=list)
+    known_issues: StrList = Field(default_factory=list)
+    TYPE: ClassVar[str] = "app_profile"
+    DEFAULT_TTL: ClassVar[str] = "30d"
+
+    def body(self) -> str:
+        """App summary line: names, pages, tools, best open method."""
+        name = self.app_name or (self.display_names[0] if self.display_names else self.app_id)
+        parts = [f"App {name}"]
+        if self.packages:
+            parts.append(f"package {self.packages[0]}")
+        if self.open_methods:
+            best = max(self.open_methods, key=lambda m: (m.success_count - m.failure_count, m.success_count))
+            q = f" {best.query!r}" if best.query else ""
+            parts.append(f"opens via {best.method}{q} ({best.success_count} ok/{best.failure_count} failed)")
+        if self.pages_seen:
+            parts.append("pages: " + ", ".join(self.pages_seen[-8:]))
+        if self.tools_used:
+            parts.append("tools: " + ", ".join(self.tools_used[-6:]))
+        if self.known_issues:
+            parts.append("known issue: " + self.known_issues[-1])
+        return "; ".join(parts)
+
+
+class ProcedureStep(BaseModel):
+    """One verified action of a procedure."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tool: str
+    description: str | None = None
+    coords: str | None = None
+    text: str | None = None
+    app_name: str | None = None
+    page_name: str | None = None
+    target_label: str | None = None
+    outcome_note: str | None = None
+
+    def render(self) -> str:
+        """``tool(@x=..,y=.., text="…", desc="…") → page=App/Page``."""
+        args = []
+        if self.coords:
+            args.append(f"@{self.coords}")
+        if self.text:
+            args.append(f'text="{self.text[:40]}"')
+        if self.target_label:
+            args.append(f"label={self.target_label[:30]!r}")
+        if self.description:
+            args.append(f'desc="{self.description[:60]}"')
+        out = f"{self.tool}({', '.join(args)})"
+        if self.outcome_note:
+            out += f" → {self.outcome_note}"
+        return out
+
+
+class Procedure(DeviceItem):
+    """A verified way to reach a goal on an app: the exact steps that worked."""
+
+    goal_pattern: str | None = None
+    intent: str | None = None
+    goal_examples: StrList = Field(default_factory=list)
+    steps: list[ProcedureStep] = Field(default_factory=list)
+    TYPE: ClassVar[str] = "procedure"
+    DEFAULT_TTL: ClassVar[str] = "45d"
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        return [{"tool": "step", "description": s} if isinstance(s, str) else s for s in v]
+
+    def body(self) -> str:
+        """When goal is …, prefer this path."""
+        goal = self.goal_examples[-1] if self.goal_examples else (self.goal_pattern or "")
+        path = " → ".join(s.tool for s in self.steps[:8])
+        return f"When goal is like {goal!r}: verified path {path} ({len(self.steps)} steps)"
+
+
+class Navigation(DeviceItem):
+    """A page transition rule: from App/Page, this action leads to App/Page."""
+
+    from_app: str | None = None
+    from_page: str | None = None
+    to_app: str | None = None
+    to_page: str | None = None
+    tool: str | None = None
+    coords: str | None = None
+    text: str | None = None
+    description: str | None = None
+    TYPE: ClassVar[str] = "navigation"
+    DEFAULT_TTL: ClassVar[str] = "30d"
+
+    def body(self) -> str:
+        """``A/P1 → A/P2 via tool(@coords)``."""
+        how = self.tool or "?"
+        if self.coords:
+            how += f"(@{self.coords})"
+        elif self.text:
+            how += f'("{self.text[:30]}")'
+        desc = f" — {self.description[:60]}" if self.description else ""
+        return f"{self.from_app}/{self.from_page} → {self.to_app}/{self.to_page} via {how}{desc}"
+
+
+class Calibration(DeviceItem):
+    """Verified geometry and timing: coordinate space, screenshot size, waits."""
+
+    coord_space: str | None = None
+    screenshot_width: int | None = None
+    screenshot_height: int | None = None
+    waits: dict[str, float] = Field(default_factory=dict)
+    notes: StrList = Field(default_factory=list)
+    TYPE: ClassVar[str] = "calibration"
+    DEFAULT_TTL: ClassVar[str] = "30d"
+
+    def body(self) -> str:
+        """Calibration summary line."""
+        parts = []
+        if self.screenshot_width and self.screenshot_height:
+            parts.append(f"screenshots are {self.screenshot_width}x{self.screenshot_height}")
+        if self.coord_space:
+            parts.append(f"tap coordinates are {self.coord_space}")
+        if self.waits:
+            parts.append("waits: " + ", ".join(f"{k} {v:g}s" for k, v in list(self.waits.items())[:4]))
+        parts.extend(self.notes[-2:])
+        return "; ".join(parts) or (self.summary or self.id)
+
+
+class Failure(DeviceItem):
+    """A known failure mode: what triggers it and what to do instead."""
+
+    failure_mode: str | None = None
+    failure_phase: str | None = None
+    trigger: dict[str, Any] = Field(default_factory=dict)
+    lesson: str | None = None
+    goal_pattern: str | None = None
+    occurrences: int = 0
+    TYPE: ClassVar[str] = "failure"
+    DEFAULT_TTL: ClassVar[str] = "60d"
+
+    def body(self) -> str:
+        """``Trigger: … Avoid/verify: …``."""
+        trig = ", ".join(f"{k}={v}" for k, v in self.trigger.items()) or "?"
+        return f"Trigger: {trig}. Avoid/verify: {self.lesson or self.summary or self.failure_mode}"
+
+
+class AnchorPoint(BaseModel):
+    """Running statistics of normalised tap positions (Welford)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    count: int = 0
+    nx: float = 0.0
+    ny: float = 0.0
+    m2x: float = 0.0
+    m2y: float = 0.0
+
+    def add(self, nx: float, ny: float) -> None:
+        """Fold one normalised point into the mean and variance."""
+        self.count += 1
+        dx, dy = nx - self.nx, ny - self.ny
+        self.nx += dx / self.count
+        self.ny += dy / self.count
+        self.m2x += dx * (nx - self.nx)
+        self.m2y += dy * (ny - self.ny)
+
+    def spread(self) -> float:
+        """Standard deviation of the points (normalised units)."""
+        if self.count < 2:
+            return 0.0
+        return float(((self.m2x + self.m2y) / (2 * (self.count - 1))) ** 0.5)
+
+
+class UiAnchor(DeviceItem):
+    """Where an element usually is, in normalised coordinates, so a new resolution can reuse it."""
+
+    label: str | None = None
+    point: AnchorPoint = Field(default_factory=AnchorPoint)
+    screens: StrList = Field(default_factory=list)
+    last_coords: str | None = None
+    TYPE: ClassVar[str] = "ui_anchor"
+    DEFAULT_TTL: ClassVar[str] = "30d"
+
+    def body(self) -> str:
+        """``'Label' on App/Page at (0.50, 0.71) of the screen``."""
+        return (f"{self.label!r} on {self.app_name}/{self.page_name} at ({self.point.nx:.3f}, {self.point.ny:.3f}) "
+                f"of the screen (normalised; n={self.point.count}, spread {self.point.spread():.3f})")
+
+
+ITEM_TYPES: dict[str, type[DeviceItem]] = {
+    "device_profile": DeviceProfile, "app_profile": AppProfile, "procedure": Procedure, "navigation": Navigation,
+    "calibration": Calibration, "failure": Failure, "ui_anchor": UiAnchor,
+}
+ID_PREFIX: dict[str, str] = {
+    "device_": "device_profile", "app_": "app_profile", "proc_": "procedure", "nav_": "navigation",
+    "cal_": "calibration", "fail_": "failure", "ui_": "ui_anchor",
+}
+FOLDER: dict[str, str] = {
+    "app_profile": "apps", "procedure": "procedures", "navigation": "navigation", "calibration": "calibration",
+    "failure": "failures", "ui_anchor": "ui_anchors",
+}
+
+
+def type_of_id(item_id: str) -> str | None:
+    """The memory type an id's prefix names (``proc_…`` -> procedure)."""
+    for prefix, t in ID_PREFIX.items():
+        if item_id.startswith(prefix):
+            return t
+    return None

@@ -1,0 +1,271 @@
+"""DeviceMemory: one collection per memory type under device/, plus device profiles."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lifecycle import (
+    DEFAULT_LOCK_TIMEOUT,
+    Clock,
+    ConflictLog,
+    FileProblemError,
+    ItemRead,
+    ParseError,
+    TombstoneLog,
+    YamlCollection,
+    atomic_write,
+    collection_lock,
+    decode_utf8,
+    dump_yaml,
+    format_ts,
+    load_yaml,
+    read_bytes_nofollow,
+    safe_join,
+    slug_id,
+    system_clock,
+    validate_record,
+)
+
+from ._apps import AppCatalog, shipped_catalog
+from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, type_of_id
+
+T = TypeVar("T", bound=DeviceItem)
+SUMMARY_CHARS = 240
+
+
+def index_entry(item: DeviceItem) -> dict[str, Any]:
+    """The index line of a device memory: what retrieval needs without opening the file."""
+    app = item.applicability or {}
+    entry: dict[str, Any] = {
+        "id": item.id,
+        "type": item.type,
+        "status": item.status,
+        "title": item.title,
+        "app": item.app_id,
+        "app_name": item.app_name,
+        "page": item.page_name,
+        "device_id": item.device_id,
+        "applicability": dict(app) or None,
+        "confidence": round(item.confidence, 3),
+        "success_count": item.success_count or None,
+        "failure_count": item.failure_count or None,
+        "evidence": len(item.evidence_refs),
+        "expires_at": _ts(item.expires_at),
+        "updated_at": _ts(item.updated_at),
+        "last_validated_at": _ts(item.last_validated_at),
+        "superseded_by": item.superseded_by,
+        "conflicts_with": item.conflicts_with or None,
+        "tags": item.tags[:8] or None,
+        "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
+        "path": f"{item.id}.yaml",
+    }
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def _ts(v: Any) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else format_ts(v)
+
+
+class DeviceProfileStore:
+    """Device profiles: device/profile.yaml for ``default``, device/profiles/<id>.yaml for others."""
+
+    name = "device/profiles"
+
+    def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        self.root = Path(root)
+        self.dir = safe_join(self.root, "device", "profiles")
+        self.lock_timeout = lock_timeout
+
+    def path_for(self, device_id: str) -> Path:
+        """File of a device's profile (never shared between two devices)."""
+        if device_id == "default":
+            return safe_join(self.root, "device", "profile.yaml")
+        return safe_join(self.root, "device", "profiles", f"{slug_id(device_id)}.yaml")
+
+    def lock(self):  # type: ignore[no-untyped-def]
+        """The profiles lock."""
+        return collection_lock(self.dir, self.lock_timeout)
+
+    def load_path(self, path: Path) -> DeviceProfile:
+        """Load one profile file."""
+        text = decode_utf8(read_bytes_nofollow(path), path)
+        return validate_record(DeviceProfile, load_yaml(text, path), path, text)
+
+    def get(self, device_id: str) -> DeviceProfile | None:
+        """A device's profile, or None."""
+        try:
+            return self.load_path(self.path_for(device_id))
+        except FileNotFoundError:
+            return None
+
+    def save(self, profile: DeviceProfile) -> None:
+        """Write a profile (keeping comments a person added)."""
+        path = self.path_for(profile.device_id or "default")
+        try:
+            old = read_bytes_nofollow(path).decode("utf-8", "replace")
+        except FileNotFoundError:
+            old = None
+        atomic_write(path, dump_yaml(profile.to_yaml_dict(), old))
+
+    def update(self, device_id: str, change: Callable[[DeviceProfile | None], DeviceProfile | None]) -> Any:
+        """Read-modify-write a profile under the lock."""
+        with self.lock():
+            try:
+                cur = self.get(device_id)
+            except FileProblemError:
+                cur = None  # a broken profile is rebuilt from new evidence; verify reports the old one
+            new = change(cur)
+            if new is not None:
+                self.save(new)
+            return new
+
+    def iter_items(self) -> Iterator[ItemRead[DeviceProfile]]:
+        """The default profile and every other device's profile."""
+        paths = [self.root / "device" / "profile.yaml"]
+        try:
+            with os.scandir(self.dir) as it:
+                paths += sorted(Path(e.path) for e in it
+                                if e.name.endswith(".yaml") and e.name != "index.yaml" and not e.name.startswith(".")
+                                and e.is_file(follow_symlinks=False))
+        except FileNotFoundError:
+            pass
+        for p in paths:
+            if not p.exists():
+                continue
+            try:
+                yield ItemRead(p, self.load_path(p))
+            except FileProblemError as exc:
+                yield ItemRead(p, None, exc)
+            except OSError as exc:
+                yield ItemRead(p, None, ParseError(p, None, f"unreadable: {exc}"))
+
+    def all(self) -> list[DeviceProfile]:
+        """Every readable profile."""
+        return [i.record for i in self.iter_items() if i.record is not None]
+
+    def rebuild_index(self) -> bool:
+        """Profiles have no index (there are few); nothing to rebuild."""
+        return False
+
+    def referenced_files(self) -> Iterator[Path]:
+        """Profiles reference no files."""
+        return iter(())
+
+
+class DeviceMemory:
+    """Every device memory of the tree, by type, with tombstones and the conflict log."""
+
+    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 catalog: AppCatalog | None = None) -> None:
+        self.root = Path(root)
+        self.clock = clock
+        self.collections: dict[str, YamlCollection[Any]] = {
+            t: YamlCollection(self.root, f"device/{folder}", ITEM_TYPES[t], index_entry=index_entry,
+                              lock_timeout=lock_timeout)
+            for t, folder in FOLDER.items()
+        }
+        self.profiles = DeviceProfileStore(self.root, lock_timeout=lock_timeout)
+        self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
+        self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
+        self._catalog = catalog
+        self._catalog_key: tuple[int, int, int] | None = None
+
+    # -- apps -----------------------------------------------------------------
+
+    @property
+    def catalog(self) -> AppCatalog:
+        """The shipped alias table plus names learned by app profiles (refreshed when they change)."""
+        idx = self.collections["app_profile"].index.path
+        try:
+            st = os.stat(idx)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            key = (0, 0, 0)
+        if self._catalog is None or key != self._catalog_key:
+            cat = AppCatalog()
+            base = shipped_catalog()
+            for app_id in list(base._apps):
+                info = base.get(app_id)
+                if info:
+                    cat.add(info)
+            for entry in self.collections["app_profile"].entries():
+                if entry.get("app") and entry.get("app_name"):
+                    cat.learn(str(entry["app"]), [str(entry["app_name"])])
+            self._catalog, self._catalog_key = cat, key
+        return self._catalog
+
+    # -- access -------------------------------------------------------------------
+
+    def collection(self, item_type: str) -> YamlCollection[Any]:
+        """The collection holding one memory type."""
+        return self.collections[item_type]
+
+    def get(self, item_id: str) -> DeviceItem | None:
+        """Any device memory by id (the prefix names its type)."""
+        t = type_of_id(item_id)
+        if t == "device_profile":
+            return next((p for p in self.profiles.all() if p.id == item_id), None)
+        if t is None:
+            return None
+        return self.collections[t].get(item_id)  # type: ignore[no-any-return]
+
+    def entries(self, item_type: str | None = None, app: str | None = None) -> list[dict[str, Any]]:
+        """Index entries of one type or all, optionally for one app."""
+        types = [item_type] if item_type else list(self.collections)
+        out: list[dict[str, Any]] = []
+        for t in types:
+            if t == "device_profile":
+                out += [index_entry(p) for p in self.profiles.all()]
+                continue
+            out += [e for e in self.collections[t].entries() if app is None or e.get("app") == app]
+        return out
+
+    def upsert(self, item_type: str, item_id: str, change: Callable[[Any], Any]) -> Any:
+        """Create or update one item under its collection lock; forgotten lessons are not re-created."""
+        coll = self.collections[item_type]
+        blocked = self.tombstones.blocked_ids()
+
+        def guarded(cur: Any) -> Any:
+            if cur is None and item_id in blocked:
+                return None
+            new = change(cur)
+            if new is not None and cur is None and new.lesson_key in self.tombstones.blocked_hashes():
+                return None  # forgotten on purpose: the same evidence must not teach it again
+            return new
+
+        return coll.update(item_id, guarded)
+
+    def forget(self, item_id: str, reason: str) -> bool:
+        """Delete a memory and write a tombstone (no content) that blocks re-learning it."""
+        item = self.get(item_id)
+        t = type_of_id(item_id)
+        if item is None or t is None or t == "device_profile":
+            return False
+        self.collections[t].delete(item_id)
+        self.tombstones.add(t, item_id, reason=reason, content_hashes=[item.lesson_key or ""])
+        return True
+
+    def all_collections(self) -> list[Any]:
+        """Collections for verify and GC (profiles included)."""
+        return [*self.collections.values(), self.profiles]
+
+    def new_item(self, cls: type[T], item_id: str, **fields: Any) -> T:
+        """A fresh item stamped with creation time and its type's default TTL."""
+        now = self.clock()
+        item = cls(id=item_id, created_at=now, updated_at=now, ttl=cls.DEFAULT_TTL, **fields)
+        item.renew(now)
+        return item
+
+    def app_profile_id(self, app: str) -> str:
+        """The id of an app's profile: ``app_<canonical id>``."""
+        return f"app_{self.catalog.app_id_for(app)}"[:80]
+
+    def get_app_profile(self, app: str) -> AppProfile | None:
+        """The profile of an app by any of its names."""
+        item = self.collections["app_profile"].get(self.app_profile_id(app))
+        return item if isinstance(item, AppProfile) else None

@@ -1,0 +1,514 @@
+"""Lessons from a finished episode: device and app profiles, procedures, navigation rules,
+calibration, failure modes and UI anchors, each merged into the item it repeats."""
+
+from __future__ import annotations
+
+import logging
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from device_memory import (
+    AppProfile,
+    Calibration,
+    DeviceMemory,
+    DeviceProfile,
+    Failure,
+    Navigation,
+    OpenMethod,
+    Procedure,
+    ProcedureStep,
+    ScreenInfo,
+    UiAnchor,
+    cap_list,
+    merge_unique,
+)
+from lifecycle import EvidenceRef, content_hash, slug_id
+
+from ._model import TaskEpisode
+from ._steps import Step, pair_steps
+from ._store import TaskEpisodeStore
+
+log = logging.getLogger("memory_plane")
+
+EXTRACTOR_VERSION = 1
+NON_ASCII_MODE = "keyboard_text_cannot_input_non_ascii"
+NON_ASCII_LESSON = ("keyboard_text cannot type non-ASCII text on this device: type pinyin or an English alias, "
+                    "then select the candidate or search result.")
+TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text")
+
+
+def goal_pattern(ep: TaskEpisode) -> str:
+    """A goal with its specifics masked: the intent if parsed, else the normalised text."""
+    if ep.normalized_goal.intent and ep.normalized_goal.intent != "unknown":
+        return ep.normalized_goal.intent
+    text = ep.user_goal.lower()
+    text = re.sub(r"[\"“”'‘’「」『』][^\"“”'‘’「」『』]{0,40}[\"“”'‘’「」『』]", "…", text)
+    text = re.sub(r"\d+(?:[.:]\d+)*", "#", text)
+    text = re.sub(r"[^\w#…\s]+", " ", text)
+    return " ".join(text.split())[:120]
+
+
+@dataclass
+class ExtractionResult:
+    """What one extraction wrote: items created and updated by type, and what it skipped."""
+
+    created: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] = field(default_factory=dict)
+    skipped_tombstoned: int = 0
+    steps: int = 0
+
+    def bump(self, kind: str, item_type: str) -> None:
+        """Count one created or updated item."""
+        d = self.created if kind == "created" else self.updated
+        d[item_type] = d.get(item_type, 0) + 1
+
+    @property
+    def duplicates_avoided(self) -> int:
+        """Lessons that updated an existing item instead of adding a twin."""
+        return sum(self.updated.values())
+
+
+class LessonExtractor:
+    """The writer's background job that turns an episode into device memories."""
+
+    def __init__(self, device: DeviceMemory, episodes: TaskEpisodeStore) -> None:
+        self.device = device
+        self.episodes = episodes
+        self.__name__ = "extract_lessons"
+
+    def __call__(self, ep: TaskEpisode) -> ExtractionResult:
+        """Extract from a committed episode, reading its events from disk."""
+        events = self.episodes.events(ep.id).records
+        return self.extract(ep, events)
+
+    # -- main ---------------------------------------------------------------------
+
+    def extract(self, ep: TaskEpisode, events: list[dict[str, Any]]) -> ExtractionResult:
+        """Write every lesson this episode teaches; returns counts."""
+        res = ExtractionResult()
+        steps = pair_steps(events)
+        res.steps = len(steps)
+        ctx = _Ctx(ep, steps, self.device)
+        self._device_profile(ctx, res)
+        if not steps:
+            return res  # nothing was done, so nothing was learned about apps or paths
+        for app_id in ctx.apps:
+            self._app_profile(ctx, app_id, res)
+        if ep.outcome.success:
+            self._procedure(ctx, res)
+        self._navigation(ctx, res)
+        self._calibration(ctx, res)
+        self._failures(ctx, res)
+        self._ui_anchors(ctx, res)
+        return res
+
+    def _upsert(self, ctx: _Ctx, res: ExtractionResult, item_type: str, item_id: str, create: Any,
+                merge: Any, lesson_key: str) -> Any:
+        state = {"kind": None}
+
+        def change(cur: Any) -> Any:
+            now = self.device.clock()
+            if cur is None:
+                item = create()
+                item.lesson_key = lesson_key
+                item.add_evidence(ctx.evidence())
+                item.renew(now)
+                state["kind"] = "created"
+                return item
+            if any(r.id == ctx.ep.id and r.type == "episode" for r in cur.evidence_refs):
+                return None  # this episode was already applied (a retried job): apply once
+            merge(cur)
+            cur.add_evidence(ctx.evidence())
+            cur.updated_at = now
+            if cur.status in ("active", "expired"):
+                cur.status = "active"
+                cur.renew(now)
+            state["kind"] = "updated"
+            return cur
+
+        out = self.device.upsert(item_type, item_id, change)
+        if out is None and state["kind"] is None:
+            res.skipped_tombstoned += 1
+        elif state["kind"]:
+            res.bump(str(state["kind"]), item_type)
+        return out
+
+    # -- each lesson ----------------------------------------------------------------
+
+    def _device_profile(self, ctx: _Ctx, res: ExtractionResult) -> None:
+        dev = ctx.device_id
+        w, h = ctx.screen or (None, None)
+
+        def change(cur: DeviceProfile | None) -> DeviceProfile:
+            now = self.device.clock()
+            p = cur or self.device.new_item(DeviceProfile, slug_id(dev, prefix="device_"), device_id=dev,
+                                            title=f"Device {dev}", confidence=0.6)
+            if ctx.language:
+                p.language = ctx.language
+            if w and h:
+                p.screen = ScreenInfo(screenshot_width=w, screenshot_height=h, density=p.screen.density)
+            if cur is not None:
+                p.confidence = min(0.95, p.confidence + 0.02)
+            p.applicability = {"device_id": dev}
+            p.add_evidence(ctx.evidence())
+            p.renew(now)
+            res.bump("updated" if cur is not None else "created", "device_profile")
+            return p
+
+        self.device.profiles.update(dev, change)
+
+    def _app_profile(self, ctx: _Ctx, app_id: str, res: ExtractionResult) -> None:
+        names = ctx.app_names.get(app_id, [])
+        pages = [p for p in ctx.pages_by_app.get(app_id, []) if p]
+        tools = ctx.tools_by_app.get(app_id, [])
+        packages = ctx.packages_by_app.get(app_id, [])
+        opened = ctx.open_method(app_id)
+        goal_app = ctx.goal_app == app_id or ctx.goal_app is None
+        success = ctx.ep.outcome.success
+
+        def merge(p: AppProfile) -> None:
+            p.display_names = merge_unique(p.display_names, names, "display_names")
+            p.pages_seen = merge_unique(p.pages_seen, pages, "pages_seen")
+            p.tools_used = merge_unique(p.tools_used, tools, "tools_used")
+            p.packages = merge_unique(p.packages, packages, "packages")
+            if opened is not None:
+                method, query, ok = opened
+                om = next((m for m in p.open_methods if m.method == method and m.query == query), None)
+                if om is None:
+                    om = OpenMethod(method=method, query=query)
+                    p.open_methods.append(om)
+                    p.open_methods = cap_list(p.open_methods, "open_methods")
+                om.success_count += 1 if ok else 0
+                om.failure_count += 0 if ok else 1
+            if goal_app:
+                if success:
+                    p.success_count += 1
+                    p.confidence = min(0.95, p.confidence + 0.05)
+                else:
+                    p.failure_count += 1
+                    p.confidence = max(0.05, p.confidence - 0.05)
+                    reason = ctx.failure_text()
+                    if reason:
+                        p.known_issues = merge_unique(p.known_issues, [reason], "known_issues")
+            p.summary = p.body()
+
+        def create() -> AppProfile:
+            display = names[0] if names else (self.device.catalog.get(app_id).display  # type: ignore[union-attr]
+                                              if self.device.catalog.get(app_id) else app_id)
+            p = self.device.new_item(AppProfile, f"app_{app_id}"[:80], app_id=app_id, app_name=display,
+                                     device_id=ctx.device_id, title=f"App profile: {display}", confidence=0.6,
+                                     applicability={"device_id": ctx.device_id})
+            merge(p)
+            return p
+
+        self._upsert(ctx, res, "app_profile", f"app_{app_id}"[:80], create, merge,
+                     content_hash("app_profile", ctx.device_id, app_id))
+
+    def _procedure(self, ctx: _Ctx, res: ExtractionResult) -> None:
+        steps = [s for s in ctx.steps if not s.is_error]
+        if not steps:
+            return
+        first = next((s for s in ctx.steps if s.app_before and s.page_before), None)
+        app_id = ctx.goal_app or (ctx.canon(first.app_before) if first else None) or ctx.first_app
+        page = first.page_before if first else None
+        pattern = goal_pattern(ctx.ep)
+        pid = f"proc_{content_hash(ctx.device_id, app_id, page, pattern)}"
+        psteps = [ProcedureStep(tool=s.tool, description=s.content, coords=s.coords, text=s.text,
+                                app_name=s.app_before, page_name=s.page_before, target_label=s.target_label,
+                                outcome_note=_note(s)) for s in steps]
+        psteps = cap_list(psteps, "steps")
+        pages = list(dict.fromkeys(p for s in steps for p in (s.page_before, s.page_after) if p))
+        app_name = ctx.display(app_id)
+
+        def merge(p: Procedure) -> None:
+            if pid not in ctx.ep.retrieved_memory_refs:  # else the outcome update counted this success
+                p.success_count += 1
+                p.confidence = min(0.95, p.confidence + 0.05)
+            p.goal_examples = merge_unique(p.goal_examples, [ctx.ep.user_goal[:200]], "goal_examples")
+            if not p.steps or len(psteps) < len(p.steps):
+                p.steps = psteps  # a shorter verified path is the better lesson
+            p.entities = merge_unique(p.entities, [*pages, *ctx.ep.entities], "entities")
+            p.summary = p.body()
+
+        def create() -> Procedure:
+            p = self.device.new_item(
+                Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=ctx.device_id,
+                goal_pattern=pattern, intent=ctx.ep.normalized_goal.intent,
+                title=f"{app_name or 'Device'}: {pattern}"[:120], confidence=0.75, priority=70,
+                goal_examples=[ctx.ep.user_goal[:200]], steps=psteps, applicability=ctx.applicability(app_id),
+                tags=[f"page:{p}" for p in pages[:5]] + ([ctx.ep.normalized_goal.intent]
+                                                          if ctx.ep.normalized_goal.intent else []),
+                entities=[*pages, *ctx.ep.entities][:20],
+            )
+            p.success_count = 1
+            p.summary = p.body()
+            return p
+
+        self._upsert(ctx, res, "procedure", pid, create, merge, content_hash("procedure", pid))
+
+    def _navigation(self, ctx: _Ctx, res: ExtractionResult) -> None:
+        seen: set[str] = set()
+        for s in ctx.steps:
+            if s.is_error or not s.has_result or not s.changed_page or not s.page_before or not s.app_before:
+                continue
+            fa, ta = ctx.canon(s.app_before), ctx.canon(s.app_after)
+            nid = f"nav_{content_hash(ctx.device_id, fa, s.page_before, ta, s.page_after)}"
+            if nid in seen:
+                continue
+            seen.add(nid)
+
+            def merge(n: Navigation, s: Step = s, nid: str = nid) -> None:
+                if nid not in ctx.ep.retrieved_memory_refs:
+                    n.success_count += 1
+                    n.confidence = min(0.95, n.confidence + 0.05)
+                n.coords, n.text, n.tool = s.coords or n.coords, s.text or n.text, s.tool
+                n.summary = n.body()
+
+            def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid) -> Navigation:
+                n = self.device.new_item(
+                    Navigation, nid, app_id=fa, app_name=s.app_before, page_name=s.page_before,
+                    device_id=ctx.device_id, from_app=s.app_before, from_page=s.page_before, to_app=s.app_after,
+                    to_page=s.page_after, tool=s.tool, coords=s.coords, text=s.text, description=s.content,
+                    title=f"{s.app_before}/{s.page_before} → {s.app_after}/{s.page_after}", confidence=0.7,
+                    priority=65, applicability=ctx.applicability(fa), entities=[s.page_before, s.page_after],
+                )
+                n.success_count = 1
+                n.summary = n.body()
+                return n
+
+            self._upsert(ctx, res, "navigation", nid, create, merge, content_hash("navigation", nid))
+
+    def _calibration(self, ctx: _Ctx, res: ExtractionResult) -> None:
+        normalized = any(str(s.tool_input.get("coord_space", "")).lower() == "normalized" for s in ctx.steps)
+        waits = [float(v) for s in ctx.steps if "wait" in s.tool.lower()
+                 for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
+                 if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 120]
+        if ctx.screen is None and not normalized and not waits:
+            return  # calibration without evidence is not a lesson
+        w, h = ctx.screen or (None, None)
+        space = "normalized" if normalized else ("pixels" if ctx.screen else None)
+        cid = ("cal_normalized_coordinates" if normalized and not ctx.screen
+               else f"cal_{slug_id(ctx.device_id)}_{w}x{h}" if ctx.screen else f"cal_{slug_id(ctx.device_id)}_waits")
+        verified = any(s.changed_page and s.point() for s in ctx.steps)
+
+        def merge(c: Calibration) -> None:
+            if waits:
+                c.waits["wait_step"] = round(statistics.median([*waits, c.waits.get("wait_step", waits[0])]), 2)
+            if verified:
+                c.success_count += 1
+                c.confidence = min(0.95, c.confidence + 0.03)
+            c.summary = c.body()
+
+        def create() -> Calibration:
+            c = self.device.new_item(
+                Calibration, cid[:80], device_id=ctx.device_id, coord_space=space, screenshot_width=w,
+                screenshot_height=h, title=f"Calibration {ctx.device_id} {w}x{h}" if w else "Calibration",
+                confidence=0.8, priority=75,
+                applicability={k: v for k, v in {"device_id": ctx.device_id, "screen": ctx.screen_text}.items() if v},
+            )
+            if verified:
+                c.notes = [f"a tap at screenshot pixels changed the page ({ctx.ep.id})"]
+            merge(c)
+            return c
+
+        self._upsert(ctx, res, "calibration", cid[:80], create, merge, content_hash("calibration", cid))
+
+    def _failures(self, ctx: _Ctx, res: ExtractionResult) -> None:
+        ep = ctx.ep
+        for s in ctx.steps:
+            if s.tool in TEXT_TOOLS and s.text and not s.text.isascii() and (
+                    s.is_error or (not ep.outcome.success and not s.changed_page)):
+                self._failure(ctx, res, NON_ASCII_MODE, {"tool": s.tool, "input_contains_non_ascii": True},
+                              NON_ASCII_LESSON, s, scope_app=False)
+                break
+        if ep.outcome.success:
+            return
+        last = ctx.steps[-1]
+        phase = ep.outcome.failure_phase or "unknown"
+        reason = ctx.failure_text() or phase
+        mode = f"{phase}: {' '.join(reason.split())[:80]}"
+        trigger = {k: v for k, v in {"tool": last.tool, "app": ctx.display(ctx.goal_app or ctx.canon(last.app_after)),
+                                     "page": last.page_after or last.page_before}.items() if v}
+        lesson = (f"Goal {ep.user_goal[:80]!r} failed at {phase}: {reason[:160]}. "
+                  "Check the current observation before repeating this path; completion needs fresh evidence.")
+        self._failure(ctx, res, mode, trigger, lesson, last, scope_app=True)
+
+    def _failure(self, ctx: _Ctx, res: ExtractionResult, mode: str, trigger: dict[str, Any], lesson: str,
+                 step: Step, *, scope_app: bool) -> None:
+        app_id = (ctx.goal_app or ctx.canon(step.app_after) or ctx.canon(step.app_before)) if scope_app else None
+        pattern = goal_pattern(ctx.ep) if scope_app else None
+        fid = f"fail_{content_hash(ctx.device_id, app_id, pattern, mode)}"
+
+        def merge(f: Failure) -> None:
+            f.occurrences += 1
+            f.confidence = min(0.98, f.confidence + 0.05)
+            f.summary = f.body()
+
+        def create() -> Failure:
+            f = self.device.new_item(
+                Failure, fid, device_id=ctx.device_id, app_id=app_id, app_name=ctx.display(app_id),
+                page_name=trigger.get("page"), failure_mode=mode, failure_phase=ctx.ep.outcome.failure_phase,
+                trigger=trigger, lesson=lesson, goal_pattern=pattern, title=mode[:120], confidence=0.8,
+                priority=80, occurrences=1,
+                applicability={k: v for k, v in {"device_id": ctx.device_id, "app": app_id}.items() if v},
+            )
+            f.summary = f.body()
+            return f
+
+        ev = EvidenceRef(type="episode", id=ctx.ep.id, event_ids=step.event_ids)
+        ctx.extra_evidence = ev
+        try:
+            self._upsert(ctx, res, "failure", fid, create, merge, content_hash("failure", fid))
+        finally:
+            ctx.extra_evidence = None
+
+    def _ui_anchors(self, ctx: _Ctx, res: ExtractionResult) -> None:
+        if ctx.screen is None:
+            return
+        w, h = ctx.screen
+        for s in ctx.steps:
+            pt = s.point()
+            label = s.target_label or (s.content if s.content and len(s.content) <= 40 else None)
+            if pt is None or not label or s.is_error or not (s.changed_page or ctx.ep.outcome.success):
+                continue
+            if not s.app_before or not s.page_before:
+                continue
+            app_id = ctx.canon(s.app_before)
+            uid = f"ui_{content_hash(ctx.device_id, app_id, s.page_before, label)}"
+            nx, ny = round(pt[0] / w, 4), round(pt[1] / h, 4)
+            if not (0 <= nx <= 1 and 0 <= ny <= 1):
+                continue
+
+            def merge(a: UiAnchor, s: Step = s, nx: float = nx, ny: float = ny) -> None:
+                a.point.add(nx, ny)
+                a.screens = merge_unique(a.screens, [ctx.screen_text], "screens")
+                a.last_coords = s.coords
+                a.summary = a.body()
+
+            def create(s: Step = s, uid: str = uid, label: str = label, app_id: str | None = app_id) -> UiAnchor:
+                a = self.device.new_item(
+                    UiAnchor, uid, device_id=ctx.device_id, app_id=app_id, app_name=s.app_before,
+                    page_name=s.page_before, label=label, title=f"{label} on {s.app_before}/{s.page_before}",
+                    confidence=0.6, applicability={"device_id": ctx.device_id}, entities=[label],
+                )
+                return a
+
+            def create_and_merge(create: Any = create, merge: Any = merge) -> UiAnchor:
+                a = create()
+                merge(a)
+                return a
+
+            self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid))
+
+
+def _note(s: Step) -> str | None:
+    if s.is_error:
+        return f"error: {s.error or 'tool error'}"[:120]
+    if s.app_after or s.page_after:
+        return f"page={s.app_after or '?'}/{s.page_after or '?'}"
+    return None
+
+
+class _Ctx:
+    """Facts about one episode shared by every lesson writer."""
+
+    def __init__(self, ep: TaskEpisode, steps: list[Step], device: DeviceMemory) -> None:
+        self.ep = ep
+        self.steps = steps
+        self.device = device
+        self.catalog = device.catalog
+        self.device_id = ep.device_scope.device_id or "default"
+        self.language = ep.device_scope.language
+        self.extra_evidence: EvidenceRef | None = None
+        screen = None
+        if ep.device_scope.screen and "x" in ep.device_scope.screen:
+            try:
+                a, b = ep.device_scope.screen.lower().split("x")
+                screen = (int(a), int(b))
+            except ValueError:
+                screen = None
+        if screen is None:
+            screen = next((s.screen for s in steps if s.screen), None)
+        self.screen = screen
+        self.screen_text = f"{screen[0]}x{screen[1]}" if screen else None
+        goal_app = ep.normalized_goal.app
+        self.goal_app = self.catalog.app_id_for(goal_app) if goal_app else None
+        self.apps: list[str] = []
+        self.app_names: dict[str, list[str]] = {}
+        self.pages_by_app: dict[str, list[str]] = {}
+        self.tools_by_app: dict[str, list[str]] = {}
+        self.packages_by_app: dict[str, list[str]] = {}
+        for s in steps:
+            for app, page in ((s.app_before, s.page_before), (s.app_after, s.page_after)):
+                if not app:
+                    continue
+                aid = self.canon(app)
+                if aid is None:
+                    continue
+                if aid not in self.apps:
+                    self.apps.append(aid)
+                self.app_names.setdefault(aid, [])
+                if app not in self.app_names[aid]:
+                    self.app_names[aid].append(app)
+                if page and page not in self.pages_by_app.setdefault(aid, []):
+                    self.pages_by_app[aid].append(page)
+            for app in {s.app_before, s.app_after}:  # the tool that entered an app counts for it too
+                aid = self.canon(app)
+                if aid and s.tool not in self.tools_by_app.setdefault(aid, []):
+                    self.tools_by_app[aid].append(s.tool)
+            if s.package_after and s.app_after:
+                aid = self.canon(s.app_after)
+                if aid and s.package_after not in self.packages_by_app.setdefault(aid, []):
+                    self.packages_by_app[aid].append(s.package_after)
+        if self.goal_app and self.goal_app not in self.apps and any(s.app_before or s.app_after for s in steps):
+            self.apps.insert(0, self.goal_app)
+        self.first_app = self.apps[0] if self.apps else None
+
+    def canon(self, name: str | None) -> str | None:
+        """Canonical app id of an observed app name."""
+        return self.catalog.app_id_for(name) if name else None
+
+    def display(self, app_id: str | None) -> str | None:
+        """A readable name of an app id: as observed, else from the catalog."""
+        if not app_id:
+            return None
+        if self.app_names.get(app_id):
+            return self.app_names[app_id][0]
+        info = self.catalog.get(app_id)
+        return info.display if info else app_id
+
+    def applicability(self, app_id: str | None) -> dict[str, Any]:
+        """Where a path lesson applies: this device, language, screen and app."""
+        out = {"device_id": self.device_id, "language": self.language, "screen": self.screen_text, "app": app_id}
+        return {k: v for k, v in out.items() if v}
+
+    def evidence(self) -> EvidenceRef:
+        """The evidence ref of this episode (with event ids when a lesson names them)."""
+        if self.extra_evidence is not None:
+            return self.extra_evidence.model_copy(deep=True)
+        return EvidenceRef(type="episode", id=self.ep.id)
+
+    def failure_text(self) -> str | None:
+        """Why the episode failed, in one line."""
+        o = self.ep.outcome
+        text = o.failure_reason or o.error
+        return " ".join(text.split())[:200] if text else None
+
+    def open_method(self, app_id: str) -> tuple[str, str | None, bool] | None:
+        """How the app was entered in this episode: (method, query, worked)."""
+        typed: str | None = None
+        for s in self.steps:
+            if s.tool in TEXT_TOOLS and s.text:
+                typed = s.text
+            entered = self.canon(s.app_after) == app_id and self.canon(s.app_before) != app_id
+            launch = any(k in s.tool.lower() for k in ("launch", "open_app", "start_app")) or \
+                s.tool_input.get("action") == "open"
+            if launch and (self.canon(s.text or str(s.tool_input.get("app") or s.tool_input.get("app_name") or ""))
+                           == app_id or entered):
+                name = s.tool_input.get("app") or s.tool_input.get("app_name") or s.text
+                return ("launch_app", str(name) if name else None, not s.is_error)
+            if entered:
+                return ("system_search" if typed else "tap_icon", typed, not s.is_error)
+        return None

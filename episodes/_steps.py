@@ -1,0 +1,109 @@
+"""Pair tool calls with their results and read app, page, coordinates and text off them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._summary import parse_tool_input, tool_coords, tool_text
+
+
+@dataclass
+class Step:
+    """One tool call with its result and the observed state before and after it."""
+
+    index: int
+    tool: str
+    tool_input: dict[str, Any]
+    call_event: str | None = None
+    result_event: str | None = None
+    content: str | None = None
+    coords: str | None = None
+    text: str | None = None
+    target_label: str | None = None
+    app_before: str | None = None
+    page_before: str | None = None
+    app_after: str | None = None
+    page_after: str | None = None
+    package_after: str | None = None
+    is_error: bool = False
+    error: str | None = None
+    screen: tuple[int, int] | None = None
+    has_result: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def event_ids(self) -> list[str]:
+        """Ids of the call and result events."""
+        return [e for e in (self.call_event, self.result_event) if e]
+
+    @property
+    def changed_page(self) -> bool:
+        """True when the observed app/page after the call differs from before it."""
+        return bool(self.page_after) and (self.app_before, self.page_before) != (self.app_after, self.page_after)
+
+    def point(self) -> tuple[float, float] | None:
+        """The tap point of a single-point action (None for swipes and non-coordinate actions)."""
+        if not self.coords or "->" in self.coords:
+            return None
+        try:
+            xs, ys = self.coords.split(",")
+            return float(xs.split("=")[1]), float(ys.split("=")[1])
+        except (ValueError, IndexError):
+            return None
+
+
+def _obs_app(obs: Mapping[str, Any] | None) -> tuple[str | None, str | None, str | None]:
+    if not isinstance(obs, Mapping):
+        return None, None, None
+    app = obs.get("app") or obs.get("app_name")
+    page = obs.get("page") or obs.get("page_name") or obs.get("activity")
+    pkg = obs.get("package")
+    return (str(app) if app else None, str(page) if page else None, str(pkg) if pkg else None)
+
+
+def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
+    """Steps of an episode: each call takes app/page from the latest observation before it."""
+    steps: list[Step] = []
+    pending: list[Step] = []
+    last_app = last_page = None
+    for ev in events:
+        etype = ev.get("type")
+        if etype == "tool_call":
+            name = str(ev.get("tool_name") or "").strip()
+            if not name:
+                continue  # an empty action teaches nothing
+            ti = parse_tool_input(ev.get("tool_input"))
+            label = ev.get("target_label") or ti.get("target_label") or ti.get("label")
+            step = Step(
+                index=len(steps) + 1, tool=name, tool_input=ti, call_event=ev.get("event_id"),
+                content=str(ev["content"]) if ev.get("content") else None, coords=tool_coords(ti), text=tool_text(ti),
+                target_label=str(label) if label else None,
+                app_before=ev.get("app") or last_app, page_before=ev.get("page") or last_page,
+            )
+            steps.append(step)
+            pending.append(step)
+        elif etype == "tool_result":
+            name = str(ev.get("tool_name") or "").strip()
+            match = next((s for s in pending if s.tool == name), pending[0] if pending else None)
+            app, page, pkg = _obs_app(ev.get("observed_state"))
+            if app:
+                last_app = app
+            if page:
+                last_page = page
+            if match is None:
+                continue
+            pending.remove(match)
+            match.has_result = True
+            match.result_event = ev.get("event_id")
+            match.is_error = bool(ev.get("is_error"))
+            match.error = str(ev["error"]) if ev.get("error") else None
+            match.app_after, match.page_after, match.package_after = app or last_app, page or last_page, pkg
+            w, h = ev.get("width"), ev.get("height")
+            if isinstance(w, int) and isinstance(h, int) and w > 0 and h > 0:
+                match.screen = (w, h)
+        elif etype == "verifier_decision":
+            app, page, _ = _obs_app(ev.get("observed_state"))
+            last_app, last_page = app or last_app, page or last_page
+    return steps

@@ -1,0 +1,87 @@
+"""Append-only journals of the lifecycle: tombstones (what was forgotten) and conflict decisions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ._atomic import append_line
+from ._clock import Clock, format_ts, system_clock
+from ._jsonl import dumps_compact, read_jsonl
+from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock
+from ._paths import safe_join
+
+
+class _Journal:
+    filename = ""
+
+    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        self.root = Path(root)
+        self.dir = safe_join(self.root, "lifecycle")
+        self.path = self.dir / self.filename
+        self.clock = clock
+        self.lock_timeout = lock_timeout
+        self._cache: tuple[tuple[int, int, int], list[dict[str, Any]]] | None = None
+
+    def _append(self, record: dict[str, Any]) -> dict[str, Any]:
+        record = {"ts": format_ts(self.clock()), **record}
+        with collection_lock(self.dir, self.lock_timeout):
+            append_line(self.path, dumps_compact({k: v for k, v in record.items() if v is not None}))
+        return record
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record (cached until the file changes; a torn last line is skipped)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if self._cache and self._cache[0] == key:
+            return self._cache[1]
+        recs = read_jsonl(self.path).records
+        self._cache = (key, recs)
+        return recs
+
+
+class TombstoneLog(_Journal):
+    """lifecycle/tombstones.jsonl: one line per forgotten or collected memory, never its content."""
+
+    filename = "tombstones.jsonl"
+
+    def add(self, ref_type: str, ref_id: str, *, reason: str, content_hashes: Iterable[str] = (),
+            at: datetime | None = None) -> dict[str, Any]:
+        """Record that a memory is gone; the hashes block re-learning it from the same evidence."""
+        hashes = sorted({h for h in content_hashes if h})
+        ts = format_ts(at or self.clock())
+        return self._append({"id": f"tomb_{os.urandom(6).hex()}", "ts": ts, "reason": reason,
+                             "ref": {"type": ref_type, "id": ref_id}, "content_hashes": hashes or None})
+
+    def blocked_hashes(self) -> set[str]:
+        """Content hashes that must not be re-learned."""
+        out: set[str] = set()
+        for r in self.records():
+            hs = r.get("content_hashes")
+            if isinstance(hs, list):
+                out.update(h for h in hs if isinstance(h, str))
+        return out
+
+    def blocked_ids(self) -> set[str]:
+        """Ids of memories deleted on purpose (forgotten)."""
+        return {r["ref"]["id"] for r in self.records()
+                if isinstance(r.get("ref"), dict) and isinstance(r["ref"].get("id"), str)
+                and r.get("reason") != "gc"}
+
+
+class ConflictLog(_Journal):
+    """lifecycle/conflicts.jsonl: one line per conflict decision (ids, rule, evidence, decision)."""
+
+    filename = "conflicts.jsonl"
+
+    def add(self, ids: Iterable[str], *, rule: str, decision: str, evidence: Any = None,
+            detail: str | None = None) -> dict[str, Any]:
+        """Record one decision about conflicting memories."""
+        return self._append({"ids": list(ids), "rule": rule, "decision": decision, "evidence": evidence,
+                             "detail": detail})
