@@ -143,6 +143,7 @@ class ProcedureStep(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tool: str
+    action: str | None = None
     description: str | None = None
     coords: str | None = None
     text: str | None = None
@@ -154,6 +155,8 @@ class ProcedureStep(BaseModel):
     def render(self) -> str:
         """``tool(@x=..,y=.., text="…", desc="…") → page=App/Page``."""
         args = []
+        if self.action:
+            args.append(self.action[:30])
         if self.coords:
             args.append(f"@{self.coords}")
         if self.text:

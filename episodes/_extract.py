@@ -215,7 +215,7 @@ class LessonExtractor:
         page = first.page_before if first else None
         pattern = goal_pattern(ctx.ep)
         pid = f"proc_{content_hash(ctx.device_id, app_id, page, pattern)}"
-        psteps = [ProcedureStep(tool=s.tool, description=s.content, coords=s.coords, text=s.text,
+        psteps = [ProcedureStep(tool=s.tool, action=_action(s), description=s.content, coords=s.coords, text=s.text,
                                 app_name=s.app_before, page_name=s.page_before, target_label=s.target_label,
                                 outcome_note=_note(s)) for s in steps]
         psteps = cap_list(psteps, "steps")
@@ -401,6 +401,14 @@ class LessonExtractor:
                 return a
 
             self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid))
+
+
+def _action(s: Step) -> str | None:
+    for key in ("type", "button", "direction", "app", "app_name", "action", "key"):
+        v = s.tool_input.get(key)
+        if isinstance(v, str) and v:
+            return v[:40]
+    return None
 
 
 def _note(s: Step) -> str | None:

@@ -6,14 +6,31 @@
 
 from lifecycle import MemoryPlaneError
 
+from ._context import MemoryContext
+from ._long_term import LongTermMemory, LongTermStore, SaveResult
 from ._plane import MemoryPlane
+from ._query import ParsedQuery, parse_query
+from ._render import quote_data, render_context
+from ._retrieve import RetrieveConfig, Retriever
+from ._session import SessionStore
 from ._types import CurrentEnvironmentHints, MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 
 __all__ = [
     "CurrentEnvironmentHints",
+    "LongTermMemory",
+    "LongTermStore",
+    "MemoryContext",
     "MemoryHit",
     "MemoryPlane",
     "MemoryPlaneError",
     "MemoryRetrieveRequest",
+    "ParsedQuery",
+    "RetrieveConfig",
+    "Retriever",
     "RoleMemoryContext",
+    "SaveResult",
+    "SessionStore",
+    "parse_query",
+    "quote_data",
+    "render_context",
 ]

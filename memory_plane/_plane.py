@@ -21,8 +21,12 @@ from episodes import (
 )
 from lifecycle import DEFAULT_LOCK_TIMEOUT, Clock, Collection, VerifyReport, init_tree, resolve_root, system_clock
 
+from ._context import MemoryContext
+from ._long_term import LongTermStore
 from ._maintenance import verify_tree
-from ._types import MemoryRetrieveRequest
+from ._retrieve import RetrieveConfig, Retriever
+from ._session import SessionStore
+from ._types import MemoryRetrieveRequest, RoleMemoryContext
 
 log = logging.getLogger("memory_plane")
 
@@ -31,7 +35,8 @@ class MemoryPlane:
     """Retrieve before a task, record during it, commit after it; never fails the task."""
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                 queue_size: int = 64, extra_jobs: Iterable[EpisodeJob] = ()) -> None:
+                 queue_size: int = 64, extra_jobs: Iterable[EpisodeJob] = (),
+                 retrieve_config: RetrieveConfig | None = None) -> None:
         self.root = Path(root)
         self.clock = clock
         self.lock_timeout = lock_timeout
@@ -39,6 +44,10 @@ class MemoryPlane:
         self.device = DeviceMemory(self.root, clock=clock, lock_timeout=lock_timeout)
         self.extractor = LessonExtractor(self.device, self.episodes)
         self.outcomes = OutcomeUpdater(self.device, self.episodes)
+        self.long_term = LongTermStore(self.root, clock=clock, lock_timeout=lock_timeout)
+        self.session = SessionStore(self.root, clock=clock, lock_timeout=lock_timeout)
+        self.retriever = Retriever(self.device, self.episodes, self.long_term, retrieve_config)
+        self.retrieve_errors = 0
         jobs: list[EpisodeJob] = [self.outcomes, self.extractor, *extra_jobs]
         self.writer = TaskEpisodeWriter(self.episodes, jobs=jobs, queue_size=queue_size)
 
@@ -50,6 +59,29 @@ class MemoryPlane:
         return cls(path, **kwargs)
 
     # -- the runtime's three calls ----------------------------------------------
+
+    def retrieve(self, req: MemoryRetrieveRequest | str) -> MemoryContext:
+        """Find what this device learned for the request's goal; never raises (an empty context on failure).
+
+        With ``req.session_id`` set, the first retrieval of that session freezes its rendered block and
+        later ones reuse it (a stable prompt prefix); a new session id refreshes it.
+        """
+        if isinstance(req, str):
+            req = MemoryRetrieveRequest(input=req)
+        try:
+            ctx = self.retriever.retrieve(req, self.clock())
+        except Exception:
+            self.retrieve_errors += 1
+            log.exception("memory: retrieve failed; continuing without memory")
+            return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
+        if req.session_id:
+            try:
+                block, _ = self.session.frozen_block(req.session_id, ctx.render)
+                ctx.frozen_block = block
+                ctx.session_id = req.session_id
+            except Exception:
+                log.exception("memory: session freeze failed; using a fresh block")
+        return ctx
 
     def new_episode_recorder(self, req: MemoryRetrieveRequest, ctx: Any = None) -> EpisodeRecorder:
         """Start recording the task described by req; ctx's memory ids are kept as its refs."""
@@ -75,13 +107,23 @@ class MemoryPlane:
 
     def stats(self) -> dict[str, Any]:
         """Counters of commits and background jobs, including failures."""
-        return self.writer.stats.to_dict()
+        return {**self.writer.stats.to_dict(), "retrieve_errors": self.retrieve_errors}
+
+    def forget(self, memory_id: str, *, reason: str = "forgotten") -> bool:
+        """Forget any memory (long-term or device) everywhere, leaving only a tombstone."""
+        if memory_id.startswith("mem_"):
+            mem = self.long_term.get(memory_id)
+            ok = self.long_term.forget_memory(memory_id, reason=reason)
+            if ok and mem is not None:
+                self.session.scrub([mem.content, mem.title or ""])
+            return ok
+        return self.device.forget(memory_id, reason)
 
     # -- lifecycle ----------------------------------------------------------------
 
     def collections(self) -> list[Collection]:
         """Every collection of memory files in this tree (for verify and GC)."""
-        return list(self.device.all_collections())
+        return [*self.device.all_collections(), self.long_term]
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
         """Check the tree, rebuild indexes, close crashed episodes; quarantine broken files with fix."""

@@ -1,0 +1,346 @@
+"""Long-term memory: what the user or the model chose to remember, as markdown with frontmatter."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from lifecycle import (
+    DEFAULT_LOCK_TIMEOUT,
+    INDEX_NAME,
+    Clock,
+    FileProblemError,
+    IndexFile,
+    ItemRead,
+    ParseError,
+    Record,
+    StrList,
+    TombstoneLog,
+    UsageError,
+    atomic_write,
+    collection_lock,
+    content_hash,
+    decode_utf8,
+    format_ts,
+    parse_duration,
+    parse_frontmatter,
+    read_bytes_nofollow,
+    render_frontmatter,
+    safe_join,
+    system_clock,
+    validate_record,
+)
+
+from ._text import InvertedIndex, token_set
+from ._types import MemoryHit
+
+LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
+LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")
+PROFILE_TYPES: tuple[str, ...] = ("profile", "rule", "preference")
+DEFAULT_TTL = {"profile": None, "rule": None, "preference": None, "procedure": "45d", "fact": "180d"}
+PRIORITY = {"rule": 90, "preference": 80, "profile": 70, "procedure": 60, "fact": 50}
+GENERIC_ENTITIES = frozenset({"user", "me", "my", "you", "i", "我", "用户"})
+MAX_CONTENT = 4000
+
+
+class LongTermMemory(Record):
+    """One long-term memory (the body of its markdown file is the content)."""
+
+    type: LongTermType = "fact"  # type: ignore[assignment]
+    priority: int = 50
+    time_scope: str | None = None
+    traceability: str = "full"
+    tags: StrList = Field(default_factory=list)
+    entities: StrList = Field(default_factory=list)
+    source_refs: StrList = Field(default_factory=list)
+    content: str = Field(default="", exclude=True)
+
+    def to_frontmatter(self) -> dict[str, Any]:
+        """The frontmatter mapping (content lives in the body)."""
+        return self.to_yaml_dict()
+
+
+@dataclass
+class SaveResult:
+    """Answer of save_memory: the id and saved | ignored | superseded."""
+
+    id: str
+    status: str
+    reason: str | None = None
+    superseded: list[str] | None = None
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _body(mem: LongTermMemory) -> str:
+    title = mem.title or mem.content.split("\n", 1)[0][:80]
+    return f"\n# {title}\n\n{mem.content.strip()}\n"
+
+
+def _content_of(body: str) -> tuple[str | None, str]:
+    text = body.strip("\n")
+    m = re.match(r"#\s+(.*)\n", text + "\n")
+    if m:
+        title = m.group(1).strip()
+        rest = text[m.end():].strip("\n") if m.end() <= len(text) else ""
+        return title, rest.strip()
+    return None, text.strip()
+
+
+class LongTermStore:
+    """long_term/memories/<id>.md plus index.yaml and profile.md."""
+
+    name = "long_term"
+
+    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        self.root = Path(root)
+        self.dir = safe_join(self.root, "long_term")
+        self.mem_dir = self.dir / "memories"
+        self.index = IndexFile(self.dir / INDEX_NAME)
+        self.clock = clock
+        self.lock_timeout = lock_timeout
+        self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
+        self._search_cache: tuple[Any, list[dict[str, Any]], InvertedIndex] | None = None
+
+    def lock(self):  # type: ignore[no-untyped-def]
+        """The long-term collection lock."""
+        return collection_lock(self.dir, self.lock_timeout)
+
+    def path_for(self, mem_id: str) -> Path:
+        """The file of a memory."""
+        return safe_join(self.root, "long_term", "memories", f"{mem_id}.md")
+
+    # -- reading ----------------------------------------------------------------
+
+    def load_path(self, path: Path) -> LongTermMemory:
+        """Load one memory file (LF or CRLF)."""
+        text = decode_utf8(read_bytes_nofollow(path), path)
+        meta, body = parse_frontmatter(text, path)
+        title, content = _content_of(body)
+        mem = validate_record(LongTermMemory, meta, path, text)
+        mem.content = content
+        if not mem.title and title:
+            mem.title = title
+        return mem
+
+    def get(self, mem_id: str) -> LongTermMemory | None:
+        """A memory by id, or None."""
+        try:
+            return self.load_path(self.path_for(mem_id))
+        except FileNotFoundError:
+            return None
+
+    def iter_items(self) -> Iterator[ItemRead[LongTermMemory]]:
+        """Every memory file (symlinks skipped)."""
+        try:
+            with os.scandir(self.mem_dir) as it:
+                files = sorted(Path(e.path) for e in it if e.name.endswith(".md") and not e.name.startswith(".")
+                               and e.is_file(follow_symlinks=False))
+        except FileNotFoundError:
+            return
+        for p in files:
+            try:
+                yield ItemRead(p, self.load_path(p))
+            except FileProblemError as exc:
+                yield ItemRead(p, None, exc)
+            except OSError as exc:
+                yield ItemRead(p, None, ParseError(p, None, f"unreadable: {exc}"))
+
+    def symlinks(self) -> list[Path]:
+        """Symlinks among memory files (never followed)."""
+        try:
+            with os.scandir(self.mem_dir) as it:
+                return [Path(e.path) for e in it if e.is_symlink()]
+        except FileNotFoundError:
+            return []
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Index entries (rebuilt when the index is missing)."""
+        read = self.index.read()
+        if not read.exists:
+            self.rebuild_index()
+            read = self.index.read()
+        return read.entries
+
+    def entry_for(self, mem: LongTermMemory) -> dict[str, Any]:
+        """The index line of a memory."""
+        e = {
+            "id": mem.id, "type": mem.type, "status": mem.status, "title": mem.title, "priority": mem.priority,
+            "confidence": round(mem.confidence, 3), "tags": mem.tags[:8] or None, "entities": mem.entities[:8] or None,
+            "expires_at": mem.expires_at if isinstance(mem.expires_at, str) or mem.expires_at is None
+            else format_ts(mem.expires_at),
+            "superseded_by": mem.superseded_by, "applicability": mem.applicability or None,
+            "summary": " ".join(mem.content.split())[:240], "path": f"memories/{mem.id}.md",
+        }
+        return {k: v for k, v in e.items() if v is not None}
+
+    def rebuild_index(self) -> bool:
+        """Rewrite index.yaml (by priority, then id) and profile.md from the memory files."""
+        with self.lock():
+            mems = [i.record for i in self.iter_items() if i.record is not None]
+            entries = sorted((self.entry_for(m) for m in mems), key=lambda e: (-int(e.get("priority", 0)), e["id"]))
+            current = self.index.read()
+            self._write_profile(mems)
+            if current.exists and not current.problems and current.entries == entries:
+                return False
+            self.index.write(entries)
+            return True
+
+    def referenced_files(self) -> Iterator[Path]:
+        """Long-term memories point at no files that must exist."""
+        return iter(())
+
+    # -- writing ----------------------------------------------------------------
+
+    def _write(self, mem: LongTermMemory) -> None:
+        path = self.path_for(mem.id)
+        try:
+            old = read_bytes_nofollow(path).decode("utf-8", "replace")
+        except FileNotFoundError:
+            old = None
+        atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
+        self.index.upsert(self.entry_for(mem))
+
+    def _write_profile(self, mems: Iterable[LongTermMemory] | None = None) -> None:
+        if mems is None:
+            mems = [i.record for i in self.iter_items() if i.record is not None]
+        active = sorted((m for m in mems if m.status == "active" and m.type in PROFILE_TYPES),
+                        key=lambda m: (-m.priority, m.id))
+        path = self.dir / "profile.md"
+        if not active:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return
+        parts = ["# User Profile\n", "Built from active profile, rule and preference memories; "
+                 "`memplane lifecycle verify` rebuilds it.\n"]
+        for m in active:
+            parts.append(f"\n## [{m.type}] {m.title or m.id}\n\n{m.content.strip()}\n\n<!-- {m.id} -->\n")
+        atomic_write(path, "".join(parts))
+
+    def save_memory(self, *, type: str = "fact", content: str, title: str | None = None, tags: Iterable[str] = (),
+                    entities: Iterable[str] = (), source_refs: Iterable[str] = (), priority: int | None = None,
+                    ttl: str | None = None, applicability: dict[str, Any] | None = None,
+                    force: bool = False) -> SaveResult:
+        """Save a memory; status ``saved``, ``ignored`` (duplicate or forgotten) or ``superseded``."""
+        if type not in LONG_TERM_TYPES:
+            raise UsageError(f"type must be one of {', '.join(LONG_TERM_TYPES)}, not {type!r}")
+        text = (content or "").strip()
+        if not text:
+            raise UsageError("content must not be empty")
+        text = text[:MAX_CONTENT]
+        key = content_hash("long_term", type, _norm(text))
+        mem_id = f"mem_{key}"
+        tags_l = list(dict.fromkeys(t.strip() for t in tags if t and t.strip()))
+        ents_l = list(dict.fromkeys(e.strip() for e in entities if e and e.strip()))
+        if ttl is not None:
+            parse_duration(ttl)  # a bad TTL is a usage error now, not a surprise later
+        with self.lock():
+            if not force and (key in self.tombstones.blocked_hashes() or mem_id in self.tombstones.blocked_ids()):
+                return SaveResult(mem_id, "ignored", "forgotten on purpose (force=True saves it again)")
+            actives = [m for m in (i.record for i in self.iter_items()) if m is not None and m.status == "active"
+                       and m.type == type]
+            norm = _norm(text)
+            for m in actives:
+                old = _norm(m.content)
+                if old == norm or (len(norm) >= 8 and norm in old):
+                    return SaveResult(m.id, "ignored", "the same or a broader memory exists")
+            replaced: list[LongTermMemory] = []
+            for m in actives:
+                old = _norm(m.content)
+                if len(old) >= 8 and old in norm:
+                    replaced.append(m)  # the new memory says the same, more specifically
+                elif (set(map(str.lower, m.entities)) & set(map(str.lower, ents_l)) - GENERIC_ENTITIES
+                      and set(map(str.lower, m.tags)) & set(map(str.lower, tags_l))
+                      and _similar(old, norm) >= 0.5):
+                    replaced.append(m)  # same subject, same kind, mostly the same words
+            now = self.clock()
+            mem = LongTermMemory(
+                id=mem_id, type=type, title=(title or text.split("\n", 1)[0])[:120], content=text,  # type: ignore[arg-type]
+                priority=priority if priority is not None else PRIORITY[type], confidence=0.9 if type == "rule"
+                else 0.8, tags=tags_l, entities=ents_l, source_refs=list(source_refs), created_at=now,
+                updated_at=now, ttl=ttl or DEFAULT_TTL[type], applicability=applicability or {},
+                lesson_key=key,
+            )
+            mem.renew(now)
+            mem.supersedes = replaced[0].id if replaced else None
+            self._write(mem)
+            for old_mem in replaced:
+                # New file first, then the old one marked replaced: a crash between leaves two actives,
+                # which the next save dedupes, never zero.
+                old_mem.status = "replaced"
+                old_mem.superseded_by = mem.id
+                old_mem.updated_at = now
+                self._write(old_mem)
+            self._write_profile()
+            if replaced:
+                return SaveResult(mem.id, "superseded", None, [m.id for m in replaced])
+            return SaveResult(mem.id, "saved")
+
+    def forget_memory(self, mem_id: str, *, reason: str = "forgotten") -> bool:
+        """Delete a memory everywhere and write a tombstone without its content; True if it existed."""
+        with self.lock():
+            mem = self.get(mem_id)
+            if mem is None:
+                return False
+            self.index.remove([mem_id])
+            os.unlink(self.path_for(mem_id))
+            self._write_profile()
+            key = content_hash("long_term", mem.type, _norm(mem.content))
+            self.tombstones.add("memory", mem_id, reason=reason, content_hashes=[key])
+            return True
+
+    def recall_memory(self, query: str, limit: int = 5, *, now: Any = None) -> list[MemoryHit]:
+        """Active, unexpired memories matching a query, best first."""
+        entries, inv = self._searchable()
+        q = token_set(query)
+        now = now or self.clock()
+        hits: list[MemoryHit] = []
+        for i, score in inv.search(q, limit=max(limit * 4, 20)):
+            e = entries[i]
+            if e.get("status", "active") != "active" or _expired(e, now):
+                continue
+            bonus = 0.1 if any(t.lower() in query.lower() for t in [*e.get("tags", []), *e.get("entities", [])]
+                               if len(t) >= 2 and t.lower() not in GENERIC_ENTITIES) else 0.0
+            hits.append(MemoryHit(id=e["id"], type=e.get("type", "fact"), score=round(min(1.0, score + bonus), 4),
+                                  confidence=float(e.get("confidence", 0.5)), text=e.get("summary", ""),
+                                  title=e.get("title"), path=f"long_term/{e.get('path', '')}"))
+        hits.sort(key=lambda h: -h.score)
+        return hits[:limit]
+
+    def _searchable(self) -> tuple[list[dict[str, Any]], InvertedIndex]:
+        entries = self.entries()
+        key = (id(entries), len(entries))
+        if self._search_cache is None or self._search_cache[0] != key:
+            texts = [" ".join([str(e.get("title", "")), str(e.get("summary", "")), *e.get("tags", []),
+                               *e.get("entities", [])]) for e in entries]
+            self._search_cache = (key, entries, InvertedIndex.build(texts))
+        return self._search_cache[1], self._search_cache[2]
+
+
+def _similar(a: str, b: str) -> float:
+    ta, tb = token_set(a), token_set(b)
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+def _expired(entry: dict[str, Any], now: Any) -> bool:
+    from lifecycle import parse_ts
+
+    exp = entry.get("expires_at")
+    if not exp:
+        return False
+    try:
+        return bool(parse_ts(exp) <= now)
+    except ValueError:
+        return True  # an unreadable expiry counts as expired

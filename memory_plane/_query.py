@@ -1,0 +1,118 @@
+"""Query parsing: intent, app, target and entities of a goal, in Chinese or English."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from device_memory import AppCatalog
+
+from ._text import token_set
+
+# (intent, Chinese keywords, English keywords): the first intent with a hit wins, so the more
+# specific intents come first.
+INTENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("send_message", ("发消息", "发送消息", "发信息", "发微信", "回复", "发给", "告诉", "留言"),
+     ("send a message", "send message", "text ", "reply", "message to", "send ")),
+    ("open_contact_chat", ("聊天", "对话框", "找到", "联系人"), ("chat with", "conversation with", "contact ")),
+    ("call", ("打电话", "拨打", "呼叫", "视频通话", "语音通话"), ("call ", "dial", "phone call", "video call")),
+    ("order", ("点外卖", "外卖", "下单", "点一", "购买", "买一", "加入购物车", "购物车", "订餐"),
+     ("order", "buy", "purchase", "add to cart", "cart", "checkout", "delivery")),
+    ("pay", ("支付", "付款", "转账", "缴费", "充值", "收款"), ("pay ", "payment", "transfer money", "top up")),
+    ("book", ("预订", "预定", "订票", "订酒店", "机票", "火车票", "酒店"),
+     ("book", "reserve", "reservation", "hotel", "flight", "ticket")),
+    ("navigate", ("导航", "路线", "怎么去", "去往", "打车"),
+     ("navigate", "directions", "route to", "ride to", "take me")),
+    ("set_alarm", ("闹钟", "定时", "计时", "提醒我"), ("alarm", "timer", "remind me", "stopwatch")),
+    ("create_event", ("日程", "会议", "日历", "安排"), ("event", "calendar", "schedule", "meeting", "appointment")),
+    ("toggle_setting", ("开启", "关闭", "切换", "蓝牙", "无线", "亮度", "深色模式", "语言", "通知", "飞行模式"),
+     ("turn on", "turn off", "enable", "disable", "toggle", "wifi", "wi-fi", "bluetooth", "brightness",
+      "dark mode", "language", "notification", "airplane mode")),
+    ("play_media", ("播放", "听歌", "看视频", "放一首", "听"), ("play ", "watch", "listen", "song", "music", "video")),
+    ("post", ("发布", "分享", "发朋友圈", "上传", "评论", "点赞", "关注"),
+     ("post", "share", "publish", "upload", "comment", "like ", "follow")),
+    ("take_photo", ("拍照", "拍一张", "录像"), ("take a photo", "take a picture", "photo", "selfie", "record a video")),
+    ("create_note", ("笔记", "备忘", "记事", "待办"), ("note", "memo", "to-do", "todo", "task list")),
+    ("search", ("搜索", "查找", "搜一下", "找一下", "查一下", "查询"), ("search", "look up", "find ", "look for")),
+    ("check_info", ("查看", "看看", "显示", "多少", "是什么"),
+     ("check", "view", "show", "what is", "how much", "see ")),
+    ("open_app", ("打开", "启动", "进入", "开启"), ("open", "launch", "start", "go to")),
+)
+
+_QUOTED = re.compile(r"[\"“”「」『』‘’']([^\"“”「」『』‘’']{1,40})[\"“”「」『』‘’']")
+_ZH_TARGET = re.compile(
+    r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉)\s*([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
+)
+_EN_TARGET = re.compile(r"\b(?:to|with|for|find|call|message|text)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)")
+_NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
+_ZH_VERBS = ("打开", "使用", "登录", "进入", "处理", "关于", "在")
+
+
+@dataclass
+class ParsedQuery:
+    """What a goal asks for, as retrieval and the episode use it."""
+
+    text: str
+    intent: str = "unknown"
+    app: str | None = None
+    app_name: str | None = None
+    target: str | None = None
+    entities: list[str] = field(default_factory=list)
+    apps: list[str] = field(default_factory=list)
+    tokens: frozenset[str] = frozenset()
+    language: str = "en"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form for ``--explain``."""
+        return {"intent": self.intent, "app": self.app, "app_name": self.app_name, "target": self.target,
+                "entities": self.entities, "apps": self.apps, "language": self.language}
+
+
+def detect_intent(text: str) -> str:
+    """The intent of a goal from a small keyword vocabulary (``unknown`` when nothing matches)."""
+    low = " " + text.lower() + " "
+    for intent, zh, en in INTENTS:
+        if any(k in text for k in zh) or any(k in low for k in en):
+            return intent
+    return "unknown"
+
+
+def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) -> ParsedQuery:
+    """Parse a goal: intent, canonical app (from the text, else the hint), target and entities."""
+    clean = " ".join((text or "").split())
+    q = ParsedQuery(text=clean, tokens=token_set(clean))
+    q.language = "zh" if re.search(r"[\u4e00-\u9fff]", clean) else "en"
+    q.intent = detect_intent(clean)
+    found = catalog.find_in_text(clean)
+    q.apps = [a for a, _, _ in found]
+    if found:
+        q.app, _, q.app_name = found[0]
+    elif app_hint:
+        q.app = catalog.app_id_for(app_hint)
+        q.app_name = app_hint
+    if q.app and q.app_name:
+        info = catalog.get(q.app)
+        q.app_name = info.display if info else q.app_name
+    entities: list[str] = []
+    entities += [m.group(1).strip() for m in _QUOTED.finditer(clean)]
+    m = _ZH_TARGET.search(clean)
+    if m and catalog.canonical(m.group(1)) is None:
+        entities.append(m.group(1))
+    m2 = _EN_TARGET.search(clean)
+    if m2 and catalog.canonical(m2.group(1)) is None:
+        entities.append(m2.group(1))
+    entities += _NUMBER.findall(clean)
+    for verb in _ZH_VERBS:
+        i = clean.find(verb)
+        if i >= 0:
+            tail = re.match(r"[\u4e00-\u9fffA-Za-z0-9]{2,4}", clean[i + len(verb):])
+            if not tail or tail.group(0) in entities:
+                continue
+            if any(pos == 0 for _, pos, _ in catalog.find_in_text(tail.group(0))):
+                continue  # "打开微信": the app, not an entity
+            if detect_intent(tail.group(0)) == "unknown":
+                entities.append(tail.group(0))
+    q.entities = list(dict.fromkeys(e for e in entities if e and e.lower() not in ("app", "me", "my", "you")))[:10]
+    named = [e for e in q.entities if not _NUMBER.fullmatch(e)]
+    q.target = named[0] if named else None
+    return q

@@ -1,0 +1,229 @@
+"""Session memory: the active conversation window, its compressed chunks and summary, session freeze."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lifecycle import (
+    DEFAULT_LOCK_TIMEOUT,
+    INDEX_NAME,
+    Clock,
+    IndexFile,
+    UsageError,
+    append_line,
+    atomic_write,
+    collection_lock,
+    dumps_compact,
+    format_ts,
+    init_tree,
+    read_bytes_nofollow,
+    read_jsonl,
+    safe_join,
+    slug_id,
+    system_clock,
+)
+
+from ._text import InvertedIndex, token_set
+from ._types import MemoryHit
+
+EVENT_TYPES = ("user_input", "assistant_output", "tool_result", "system_event")
+
+
+@dataclass
+class SessionConfig:
+    """Window and compression thresholds (Go parity: 30 hot events, compress past the window)."""
+
+    hot_events: int = 30
+    compress_after: int = 50
+    summaries_kept: int = 10
+    archive_lines_max: int = 500
+    event_chars_max: int = 4000
+
+
+class SessionStore:
+    """session/: events.jsonl, chunks/, summary.md and metadata.json (session id and freeze)."""
+
+    name = "session"
+
+    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 config: SessionConfig | None = None) -> None:
+        self.root = Path(root)
+        self.dir = safe_join(self.root, "session")
+        self.chunks_dir = self.dir / "chunks"
+        self.chunk_index = IndexFile(self.chunks_dir / INDEX_NAME)
+        self.clock = clock
+        self.lock_timeout = lock_timeout
+        self.config = config or SessionConfig()
+
+    def lock(self):  # type: ignore[no-untyped-def]
+        """The session lock."""
+        return collection_lock(self.dir, self.lock_timeout)
+
+    # -- metadata and freeze -------------------------------------------------------
+
+    def metadata(self) -> dict[str, Any]:
+        """session/metadata.json ({} when missing or unreadable)."""
+        try:
+            data = json.loads(read_bytes_nofollow(self.dir / "metadata.json"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write_metadata(self, data: dict[str, Any]) -> None:
+        atomic_write(self.dir / "metadata.json", json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+    def session_id(self) -> str:
+        """The active session's id (created on first use)."""
+        with self.lock():
+            meta = self.metadata()
+            if not meta.get("session_id"):
+                now = self.clock()
+                meta["session_id"] = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
+                meta["started_at"] = format_ts(now)
+                self._write_metadata(meta)
+            return str(meta["session_id"])
+
+    def frozen_block(self, session_id: str, render: Any) -> tuple[str, bool]:
+        """The block frozen for this session, rendering and storing it on the first call; (block, reused)."""
+        with self.lock():  # concurrent first retrievals: one writes, the others read its block
+            meta = self.metadata()
+            frozen = meta.get("frozen") or {}
+            if frozen.get("session_id") == session_id and isinstance(frozen.get("block"), str):
+                return frozen["block"], True
+            block = render()
+            meta["frozen"] = {"session_id": session_id, "block": block, "at": format_ts(self.clock())}
+            self._write_metadata(meta)
+            return block, False
+
+    # -- events -------------------------------------------------------------------
+
+    def append(self, type: str, content: str, *, role: str | None = None, app_name: str | None = None,
+               **extra: Any) -> dict[str, Any]:
+        """Append one session event; compress older events past the window."""
+        if type not in EVENT_TYPES:
+            raise UsageError(f"session event type must be one of {', '.join(EVENT_TYPES)}")
+        ev = {"event_id": f"evt_{os.urandom(6).hex()}", "ts": format_ts(self.clock()), "type": type,
+              "role": role or {"user_input": "user", "assistant_output": "assistant"}.get(type, "system"),
+              "content": (content or "")[: self.config.event_chars_max], "app_name": app_name, **extra}
+        ev = {k: v for k, v in ev.items() if v is not None}
+        with self.lock():
+            append_line(self.dir / "events.jsonl", dumps_compact(ev))
+            events = read_jsonl(self.dir / "events.jsonl").records
+            if len(events) > self.config.compress_after:
+                self._compress(events)
+        return ev
+
+    def window(self) -> list[dict[str, Any]]:
+        """The hot window: the newest events."""
+        return read_jsonl(self.dir / "events.jsonl").records[-self.config.hot_events:]
+
+    def _compress(self, events: list[dict[str, Any]]) -> None:
+        old, keep = events[: -self.config.hot_events], events[-self.config.hot_events:]
+        now = self.clock()
+        chunk_id = f"chunk_{now.strftime('%Y%m%d%H%M%S')}_{os.urandom(3).hex()}"
+        body = "".join(dumps_compact(e) + "\n" for e in old)
+        summary = summarize_events(old)
+        # Chunk file and its index line first, then the shortened event log: a crash between
+        # leaves the events twice (harmless), never zero times.
+        atomic_write(self.chunks_dir / f"{chunk_id}.jsonl", body)
+        apps = sorted({str(e["app_name"]) for e in old if e.get("app_name")})
+        self.chunk_index.append({"id": chunk_id, "file": f"{chunk_id}.jsonl", "status": "active", "summary": summary,
+                                 "app_name": apps[0] if apps else None, "event_count": len(old),
+                                 "first_ts": old[0].get("ts"), "last_ts": old[-1].get("ts"),
+                                 "checksum": "sha256:" + hashlib.sha256(body.encode()).hexdigest()})
+        atomic_write(self.dir / "events.jsonl", "".join(dumps_compact(e) + "\n" for e in keep))
+        self._write_summary()
+
+    def _write_summary(self) -> None:
+        chunks = self.chunk_index.read().entries
+        newest = chunks[-self.config.summaries_kept:]
+        lines = ["# Session Summary", "", "Compressed older parts of the active session, oldest first.", ""]
+        lines += [f"- [{c['id']}] {c.get('summary', '')}" for c in newest]
+        atomic_write(self.dir / "summary.md", "\n".join(lines) + "\n")
+        older = chunks[: -self.config.summaries_kept]
+        if older:
+            arch = [f"- [{c['id']}] {c.get('summary', '')}" for c in older][-self.config.archive_lines_max:]
+            atomic_write(self.dir / "summary_archive.md", "# Older session summaries\n\n" + "\n".join(arch) + "\n")
+
+    def summary(self) -> str:
+        """summary.md of the active session ('' when none)."""
+        try:
+            return read_bytes_nofollow(self.dir / "summary.md").decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def recall_session_chunks(self, query: str, limit: int = 3) -> list[MemoryHit]:
+        """Chunks of the active session matching a query (closed sessions are never searched)."""
+        chunks = self.chunk_index.read().entries
+        if not chunks:
+            return []
+        inv = InvertedIndex.build(str(c.get("summary", "")) for c in chunks)
+        out = []
+        for i, score in inv.search(token_set(query), limit):
+            c = chunks[i]
+            out.append(MemoryHit(id=c["id"], type="session_chunk", score=round(score, 4), confidence=1.0,
+                                 text=str(c.get("summary", "")), path=f"session/chunks/{c.get('file', '')}"))
+        return out
+
+    def close(self) -> str | None:
+        """Move the active session into session_archive/<id>/ and start a fresh one; return the id."""
+        with self.lock():
+            meta = self.metadata()
+            sid = meta.get("session_id")
+            if not sid:
+                return None
+            target = safe_join(self.root, "session_archive", slug_id(str(sid)))
+            target.mkdir(parents=True, exist_ok=True)
+            for name in ("events.jsonl", "summary.md", "summary_archive.md", "metadata.json", "chunks"):
+                src = self.dir / name
+                if src.exists() or src.is_symlink():
+                    os.replace(src, target / name)
+        init_tree(self.root)
+        return str(sid)
+
+    def scrub(self, texts: Iterable[str]) -> int:
+        """Replace forgotten text in the session files with ``[forgotten]``; return files changed."""
+        needles = [t for t in texts if t and len(t) >= 4]
+        if not needles:
+            return 0
+        changed = 0
+        with self.lock():
+            files = [self.dir / "events.jsonl", self.dir / "summary.md", self.dir / "summary_archive.md",
+                     self.dir / "metadata.json", self.chunks_dir / INDEX_NAME]
+            files += sorted(self.chunks_dir.glob("*.jsonl"))
+            for f in files:
+                try:
+                    text = read_bytes_nofollow(f).decode("utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                new = text
+                for n in needles:
+                    new = new.replace(n, "[forgotten]").replace(json.dumps(n, ensure_ascii=False)[1:-1], "[forgotten]")
+                if new != text:
+                    atomic_write(f, new)
+                    changed += 1
+        return changed
+
+
+def summarize_events(events: list[dict[str, Any]]) -> str:
+    """Offline summary of a run of session events: who asked what, which apps, how it ended."""
+    users = [str(e.get("content", "")) for e in events if e.get("type") == "user_input"]
+    outs = [str(e.get("content", "")) for e in events if e.get("type") == "assistant_output"]
+    apps = sorted({str(e["app_name"]) for e in events if e.get("app_name")})
+    tools = sum(1 for e in events if e.get("type") == "tool_result")
+    parts = []
+    if users:
+        parts.append("User asked: " + " | ".join(" ".join(u.split())[:80] for u in users[:3]))
+    if apps:
+        parts.append("apps: " + ", ".join(apps[:5]))
+    if tools:
+        parts.append(f"{tools} tool results")
+    if outs:
+        parts.append("last reply: " + " ".join(outs[-1].split())[:120])
+    return "; ".join(parts)[:400] or f"{len(events)} events"

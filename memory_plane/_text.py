@@ -1,0 +1,111 @@
+"""Text features for matching goals: Latin words, numbers and CJK bigrams, weighted by IDF."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Iterable
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+")
+_STOP_EN = frozenset([
+    "a", "an", "the", "to", "of", "in", "on", "at", "for", "and", "or", "with", "my", "me", "i", "you",
+    "your", "it", "this", "that", "is", "are", "be", "please", "can", "could", "would", "then", "from",
+    "by", "as", "into", "up", "so", "app", "apps", "use", "using", "via", "now", "just", "all", "some",
+    "any",
+])
+# Words that start nearly every Chinese request; they say nothing about which memory fits.
+_STOP_ZH = frozenset(["帮我", "请帮", "一下", "我的", "我要", "我想", "然后", "并且", "可以", "一个", "这个", "那个"])
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ed"):
+        return word[:-2]
+    return word
+
+
+def tokens(text: str) -> list[str]:
+    """Tokens of a text: stemmed lowercase words and numbers, CJK runs as bigrams (and single chars)."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(text.lower()):
+        tok = m.group(0)
+        if "\u3400" <= tok[0] <= "\ufaff":
+            if len(tok) == 1:
+                out.append(tok)
+                continue
+            for i in range(len(tok) - 1):
+                bg = tok[i : i + 2]
+                if bg not in _STOP_ZH:
+                    out.append(bg)
+        elif tok not in _STOP_EN:
+            out.append(_stem(tok))
+    return out
+
+
+def token_set(text: str) -> frozenset[str]:
+    """The distinct tokens of a text."""
+    return frozenset(tokens(text))
+
+
+class InvertedIndex:
+    """Postings token -> document numbers; grows by appends; IDF computed from live counts."""
+
+    def __init__(self) -> None:
+        self.docs: list[frozenset[str]] = []
+        self.postings: dict[str, list[int]] = {}
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> InvertedIndex:
+        """Index a list of texts."""
+        inv = cls()
+        for t in texts:
+            inv.add(t)
+        return inv
+
+    def add(self, text: str) -> int:
+        """Index one more document; return its number."""
+        doc = token_set(text)
+        n = len(self.docs)
+        self.docs.append(doc)
+        for t in doc:
+            self.postings.setdefault(t, []).append(n)
+        return n
+
+    def weight(self, token: str) -> float:
+        """BM25-style IDF of a token (an unseen token weighs as much as the rarest)."""
+        n = max(1, len(self.docs))
+        df = len(self.postings.get(token, ()))
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def search(self, query: frozenset[str], limit: int = 200) -> list[tuple[int, float]]:
+        """Documents sharing tokens with the query, by IDF-weighted coverage of the query (0..1)."""
+        if not query:
+            return []
+        weights = {t: self.weight(t) for t in query}
+        total = sum(weights.values())
+        acc: dict[int, float] = {}
+        for t, w in weights.items():
+            plist = self.postings.get(t)
+            if not plist:
+                continue
+            for i in plist:
+                acc[i] = acc.get(i, 0.0) + w
+        if not acc or total <= 0:
+            return []
+        best = heapq.nlargest(limit, acc.items(), key=lambda kv: kv[1])
+        return [(i, s / total) for i, s in best]
+
+    def similarity(self, query: frozenset[str], doc: int) -> float:
+        """IDF-weighted share of the query's tokens found in one document (0..1)."""
+        if not query:
+            return 0.0
+        weights = {t: self.weight(t) for t in query}
+        total = sum(weights.values())
+        d = self.docs[doc]
+        return sum(w for t, w in weights.items() if t in d) / total if total else 0.0
