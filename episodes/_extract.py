@@ -7,6 +7,7 @@ import logging
 import re
 import statistics
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from device_memory import (
@@ -37,6 +38,7 @@ NON_ASCII_MODE = "keyboard_text_cannot_input_non_ascii"
 NON_ASCII_LESSON = ("keyboard_text cannot type non-ASCII text on this device: type pinyin or an English alias, "
                     "then select the candidate or search result.")
 TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text")
+PROFILE_RENEW_EVERY = timedelta(days=1)  # the device profile is re-validated at most daily
 
 
 def goal_pattern(ep: TaskEpisode) -> str:
@@ -141,8 +143,15 @@ class LessonExtractor:
         dev = ctx.device_id
         w, h = ctx.screen or (None, None)
 
-        def change(cur: DeviceProfile | None) -> DeviceProfile:
+        def change(cur: DeviceProfile | None) -> DeviceProfile | None:
             now = self.device.clock()
+            if cur is not None:
+                same_screen = not (w and h) or (cur.screen.screenshot_width, cur.screen.screenshot_height) == (w, h)
+                same_lang = not ctx.language or cur.language == ctx.language
+                last = cur.last_validated_at
+                fresh = isinstance(last, datetime) and now - last < PROFILE_RENEW_EVERY
+                if same_screen and same_lang and fresh:
+                    return None  # nothing new: no rewrite of the profile for every task
             p = cur or self.device.new_item(DeviceProfile, slug_id(dev, prefix="device_"), device_id=dev,
                                             title=f"Device {dev}", confidence=0.6)
             if ctx.language:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -138,8 +140,98 @@ def _merge_into(target: CommentedMap, new: Mapping[str, Any]) -> None:
         target[key] = _to_commented(value)
 
 
+_PLAIN = re.compile(r"^[A-Za-z_\u00c0-\uffff][\w\u00c0-\uffff .,/@()+=-]*$")
+_RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "nan", "inf"})
+_NUMBERISH = re.compile(r"^[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?$|^0[xob]|^\d{4}-\d\d-\d\d|^\d+:\d")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]")
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value:
+            return ".nan"
+        if value in (float("inf"), float("-inf")):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    text = str(value)
+    if (_PLAIN.match(text) and text.lower() not in _RESERVED and not _NUMBERISH.match(text)
+            and not text.endswith((" ", ":")) and ": " not in text and " #" not in text and text.strip() == text
+            and _UNSAFE.search(text) is None and len(text) < 2000):
+        return text
+    # A JSON string is a valid YAML double-quoted scalar; escape what YAML forbids raw.
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+def _emit(value: Any, indent: int, out: list[str]) -> None:
+    pad = " " * indent
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            key = _scalar(k)
+            if isinstance(v, Mapping) and v:
+                out.append(f"{pad}{key}:")
+                _emit(v, indent + 2, out)
+            elif isinstance(v, (list, tuple)) and v:
+                out.append(f"{pad}{key}:")
+                _emit(list(v), indent + 2, out)
+            else:
+                out.append(f"{pad}{key}: {_inline_empty(v)}")
+    else:
+        for item in value:
+            if isinstance(item, Mapping) and item:
+                sub: list[str] = []
+                _emit(item, indent + 2, sub)
+                sub[0] = f"{pad}- {sub[0][indent + 2:]}"
+                out.extend(sub)
+            elif isinstance(item, (list, tuple)) and item:
+                out.append(f"{pad}-")
+                _emit(list(item), indent + 2, out)
+            else:
+                out.append(f"{pad}- {_inline_empty(item)}")
+
+
+def _inline_empty(v: Any) -> str:
+    if isinstance(v, Mapping):
+        return "{}"
+    if isinstance(v, (list, tuple)):
+        return "[]"
+    return _scalar(v)
+
+
+def emit_block_yaml(data: Mapping[str, Any]) -> str:
+    """Block-style YAML of plain data (dicts, lists, scalars) in the given key order, fast."""
+    if not data:
+        return "{}\n"
+    out: list[str] = []
+    _emit(data, 0, out)
+    return "\n".join(out) + "\n"
+
+
+_TOP_KEY = re.compile(r"^([^\s#:-][^:]*):", re.MULTILINE)
+
+
+def _hand_edited(existing_text: str, data: Mapping[str, Any]) -> bool:
+    # Comments, or top-level keys in an order we would not write, mean a person shaped the file.
+    if "#" in existing_text:
+        return True
+    keys = [k.strip().strip("'\"") for k in _TOP_KEY.findall(existing_text)]
+    ours = [k for k in data if k in keys]
+    theirs = [k for k in keys if k in data]
+    return ours != theirs
+
+
 def dump_yaml(data: Mapping[str, Any], existing_text: str | None = None) -> str:
     """Render a mapping as block YAML; when rewriting, keep the old file's comments and key order."""
+    if not existing_text or not _hand_edited(existing_text, data):
+        return emit_block_yaml(data)
     doc: Any = None
     if existing_text:
         try:

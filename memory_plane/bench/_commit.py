@@ -1,0 +1,104 @@
+"""`bench commit`: commit latency of a 30-event, 30-screenshot episode with 100 and 10,000 stored."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageDraw
+
+from episodes import TaskEpisodeStore
+from lifecycle import IndexFile, collection_lock
+
+from ._util import pct, r, temp_root
+
+EVENTS = 30
+
+
+def _shots(n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        img = Image.new("RGB", (640, 1200), (250, 250, 250))
+        d = ImageDraw.Draw(img)
+        for k in range(10):
+            d.rectangle([(i * 37 + k * 53) % 560, (k * 111 + i * 7) % 1100, (i * 37 + k * 53) % 560 + 80,
+                         (k * 111 + i * 7) % 1100 + 60], fill=((i * 20) % 255, (k * 25) % 255, 90))
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=75)
+        out.append(buf.getvalue())
+    return out
+
+
+def _prefill(root: Path, n: int) -> None:
+    """Store n committed episodes (episode.yaml plus index line) quickly, without fsync: fixture only."""
+    store = TaskEpisodeStore(root)
+    entries = []
+    for i in range(n):
+        eid = f"ep_20260101_{i:010x}"
+        d = store.episode_dir(eid)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "episode.yaml").write_text(f"id: {eid}\nstatus: active\nuser_goal: goal {i}\nstarted_at: "
+                                        f"'2026-01-01T00:00:00Z'\noutcome:\n  success: true\n", "utf-8")
+        entries.append({"id": eid, "status": "active", "success": True, "app": "wechat", "intent": "send_message",
+                        "goal": f"打开微信给联系人{i}发消息", "summary": f"Goal: 打开微信给联系人{i}发消息. Path: tap. "
+                        "Outcome: success", "started_at": "2026-01-01T00:00:00Z",
+                        "path": f"2026/{eid}/episode.yaml"})
+    with collection_lock(store.dir):
+        IndexFile(store.dir / "index.yaml").write(entries)
+
+
+def _measure(stored: int, trials: int, shots: list[bytes]) -> dict[str, float]:
+    from .._plane import MemoryPlane
+    from .._types import CurrentEnvironmentHints, MemoryRetrieveRequest
+
+    with temp_root() as root:
+        _prefill(root, stored)
+        commit_ms: list[float] = []
+        record_ms: list[float] = []
+        with MemoryPlane.open(root) as plane:
+            req = MemoryRetrieveRequest(input="打开微信，找到张三，准备发消息", current_hints=CurrentEnvironmentHints(
+                language="zh-CN", screen_width=640, screen_height=1200))
+            for t in range(trials):
+                t0 = time.perf_counter()
+                rec = plane.new_episode_recorder(req)
+                for i in range(EVENTS // 2):
+                    rec.tool_call("mouse_click", {"x": 10 * i, "y": 20 * i}, content=f"step {i}")
+                    rec.tool_result("mouse_click", output="ok", screenshot=shots[(2 * i + t) % len(shots)],
+                                    observed_state={"app": "WeChat", "page": f"P{i % 5}"})
+                    rec.tool_result("mouse_click", output="ok", screenshot=shots[(2 * i + 1 + t) % len(shots)])
+                ep = rec.finish(success=True, final_state="chat")
+                record_ms.append((time.perf_counter() - t0) * 1000)
+                t1 = time.perf_counter()
+                ok = plane.commit_episode(ep)
+                commit_ms.append((time.perf_counter() - t1) * 1000)
+                assert ok, plane.stats()
+                plane.flush(30)  # background extraction is not part of the commit the agent waits for
+    return {"p50": pct(commit_ms, 50), "p95": pct(commit_ms, 95), "record_p50": pct(record_ms, 50)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Commit p50/p95 at 100 and at 10,000 stored episodes, and their ratio."""
+    big = 2000 if getattr(args, "short", False) else int(getattr(args, "episodes", 10_000) or 10_000)
+    trials = 15 if getattr(args, "short", False) else 40
+    shots = _shots(EVENTS)
+    small = _measure(100, trials, shots)
+    large = _measure(big, trials, shots)
+    return {
+        "events_per_episode": EVENTS,
+        "screenshots_per_episode": EVENTS,
+        "screenshot": "640x1200 JPEG",
+        "trials": trials,
+        "stored_small": 100,
+        "stored_large": big,
+        "p50_ms_at_100": r(small["p50"], 2),
+        "p95_ms_at_100": r(small["p95"], 2),
+        f"p50_ms_at_{big}": r(large["p50"], 2),
+        f"p95_ms_at_{big}": r(large["p95"], 2),
+        "ratio_p50_large_vs_small": r(large["p50"] / small["p50"], 2),
+        "record_episode_p50_ms": r(large["record_p50"], 1),
+        "cpu_count": os.cpu_count(),
+    }

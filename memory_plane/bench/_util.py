@@ -1,0 +1,73 @@
+"""Helpers shared by benchmarks: timing, percentiles, temporary roots, data paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lifecycle import init_tree
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile (nearest rank) of values, in the same unit."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, round(p / 100 * (len(s) - 1))))
+    return s[k]
+
+
+def ms(fn: Callable[[], Any]) -> float:
+    """Milliseconds one call of fn takes."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def median_ms(fn: Callable[[], Any], n: int) -> float:
+    """Median milliseconds over n calls."""
+    return statistics.median(ms(fn) for _ in range(n))
+
+
+@contextmanager
+def temp_root(prefix: str = "memplane-bench-") -> Iterator[Path]:
+    """A fresh memory tree in a temporary folder, removed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        root = d / "memory"
+        init_tree(root)
+        yield root
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def data_dir(args: Any) -> Path | None:
+    """../shared/data (None when absent: benchmarks that need it say so and skip)."""
+    from .._cli import _data_dir
+
+    d = _data_dir(getattr(args, "data", None))
+    return d if d.is_dir() else None
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of every regular file under root."""
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def r(x: float, n: int = 3) -> float:
+    """Round for reports."""
+    return round(float(x), n)
