@@ -94,7 +94,8 @@ def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = N
     for n, data in _lines(src):
         if limit is not None and rep.episodes >= limit:
             break
-        if not isinstance(data, dict) or not isinstance(data.get("goal"), str) or not isinstance(data.get("steps"), list):
+        valid = isinstance(data, dict) and isinstance(data.get("goal"), str) and isinstance(data.get("steps"), list)
+        if not valid:
             rep.skipped_lines += 1
             log.warning("%s:%d: not an AndroidControl episode; skipped", src, n)
             continue
