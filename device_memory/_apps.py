@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 from lifecycle import load_yaml, slug_id
 
@@ -43,6 +44,7 @@ class AppCatalog:
         self._lock = threading.Lock()
         self._apps: dict[str, AppInfo] = {}
         self._by_name: dict[str, str] = {}
+        self._compiled: tuple[int, Any] | None = None
         for app in apps:
             self.add(app)
 
@@ -90,26 +92,44 @@ class AppCatalog:
             return known
         return slug_id(name)
 
+    def _matchers(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, list[tuple[str, str]]]:
+        # One compiled alternation for all Latin names (longest first) instead of a regex per name.
+        with self._lock:
+            if self._compiled is not None and self._compiled[0] == len(self._by_name):
+                return self._compiled[1]
+            names = list(self._by_name.items())
+        ascii_long = sorted((k for k, _ in names if k.isascii() and len(k) > 2), key=len, reverse=True)
+        ascii_short = sorted({k.upper() for k, _ in names if k.isascii() and len(k) <= 2}, key=len, reverse=True)
+        long_re = re.compile(r"(?<![a-z0-9])(" + "|".join(re.escape(k).replace("\\ ", "[ _.-]?")
+                                                            for k in ascii_long) + r")(?![a-z0-9])")
+        # Two-letter names (QQ, JD) count only when written in capitals.
+        short_re = (re.compile(r"(?<![A-Za-z0-9])(" + "|".join(map(re.escape, ascii_short)) + r")(?![A-Za-z0-9])")
+                    if ascii_short else None)
+        cjk = [(k, a) for k, a in names if not k.isascii()]
+        compiled = (long_re, short_re, cjk)
+        with self._lock:
+            self._compiled = (len(self._by_name), compiled)
+        return compiled
+
     def find_in_text(self, text: str) -> list[tuple[str, int, str]]:
         """Apps named in free text as (app_id, position, matched name), most specific first."""
         low = text.lower()
+        long_re, short_re, cjk = self._matchers()
+        hits: list[tuple[str, int]] = []
+        for m in long_re.finditer(low):
+            hits.append((re.sub(r"[ _.-]", " ", m.group(1)), m.start()))
+        if short_re is not None:
+            hits += [(m.group(1).lower(), m.start()) for m in short_re.finditer(text)]
+        for key, _ in cjk:
+            pos = low.find(key)
+            if pos >= 0:
+                hits.append((key, pos))
         found: dict[str, tuple[int, int, str, bool]] = {}
-        with self._lock:
-            names = list(self._by_name.items())
-        for key, app_id in names:
-            if key.isascii():
-                if len(key) <= 2:
-                    # Two-letter names (QQ, JD) count only when written in capitals.
-                    m = re.search(rf"(?<![A-Za-z0-9]){re.escape(key.upper())}(?![A-Za-z0-9])", text)
-                    pos = m.start() if m else -1
-                else:
-                    m = re.search(rf"(?<![a-z0-9]){re.escape(key).replace(' ', '[ _.-]?')}(?![a-z0-9])", low)
-                    pos = m.start() if m else -1
-            else:
-                pos = low.find(key)
-            if pos < 0:
+        for key, pos in hits:
+            app_id = self._by_name.get(_norm(key))
+            if app_id is None:
                 continue
-            generic = key in GENERIC_NAMES
+            generic = _norm(key) in GENERIC_NAMES
             prev = found.get(app_id)
             if prev is None or (len(key), -pos) > (prev[1], -prev[0]):
                 found[app_id] = (pos, len(key), key, generic)

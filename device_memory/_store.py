@@ -47,6 +47,7 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "app": item.app_id,
         "app_name": item.app_name,
         "page": item.page_name,
+        "intent": getattr(item, "intent", None),
         "device_id": item.device_id,
         "applicability": dict(app) or None,
         "confidence": round(item.confidence, 3),

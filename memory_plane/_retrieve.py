@@ -1,15 +1,20 @@
-"""Retrieval: recall candidates from the indexes, drop what must not be shown, score, route, trim."""
+"""Retrieval: recall candidates from the indexes, drop what must not be shown, score, route, trim.
+
+Per-entry facts (status, parsed times, applicability, validation, penalty) are computed once
+when an index changes; a query only intersects postings and scores the few candidates left.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from device_memory import DeviceMemory, Procedure, type_of_id
+from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
 from lifecycle import FileProblemError, parse_ts
 
@@ -28,9 +33,12 @@ PENALTY_WEIGHT = 0.30
 CAPS = {"device_profile": 1, "app_profiles": 2, "long_term": 4, "procedures": 3, "navigation": 4,
         "similar_episodes": 3, "calibration_notes": 2, "failure_modes": 4, "conflicts": 3}
 APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
-APPLICABILITY_KEYS = {"device_id": ("device_id", "device"), "language": ("language", "lang"),
-                      "screen": ("screen", "resolution"), "app": ("app", "app_id", "app_name"),
-                      "input_method": ("input_method",)}
+ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
+_ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
+            "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
+ROUTE = {"app_profile": "app_profiles", "procedure": "procedures", "navigation": "navigation",
+         "calibration": "calibration_notes", "failure": "failure_modes", "ui_anchor": "navigation"}
+_BAD = datetime.min  # marks an unparsable timestamp (treated as expired)
 
 
 @dataclass
@@ -42,33 +50,99 @@ class RetrieveConfig:
     min_similarity: float = 0.25
     episode_max_age_days: float = 180.0
     recency_days: float = 30.0
-    search_limit: int = 200
+    search_limit: int = 60
+    app_bound_limit: int = 40
+
+
+class _Feat(NamedTuple):
+    status: str
+    expires: datetime | None
+    when: datetime | None
+    appl: tuple[str | None, ...]
+    app: str | None
+    confidence: float
+    validation: float
+    penalty: float
+    has_evidence: bool
+
+
+def _parse(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return parse_ts(value)
+    except ValueError:
+        return _BAD
+
+
+def _appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
+    appl = e.get("applicability") or {}
+    out = []
+    for key in ENV_KEYS:
+        v = next((appl[a] for a in _ALIASES[key] if appl.get(a) not in (None, "")), None)
+        if v is None and key in ("device_id", "language", "screen"):
+            v = e.get(key)
+        out.append(str(v).lower() if v not in (None, "") else None)
+    return tuple(out)
+
+
+def _features(e: dict[str, Any], kind: str) -> _Feat:
+    s, f = int(e.get("success_count") or 0), int(e.get("failure_count") or 0)
+    if kind == "episode":
+        ok = bool(e.get("success"))
+        return _Feat(str(e.get("status", "active")), None, _parse(e.get("started_at")), _appl_key(e),
+                     e.get("app"), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
+    penalty = 0.0
+    evidence = bool(e.get("evidence")) or kind == "long_term"
+    if kind in APP_BOUND and not evidence:
+        penalty = 0.5  # missing evidence or broken traceability: downweighted
+    if f > s or e.get("conflicts_with"):
+        penalty = max(penalty, 0.5)
+    when = _parse(e.get("last_validated_at")) or _parse(e.get("updated_at"))
+    return _Feat(str(e.get("status", "active")), _parse(e.get("expires_at")), None if when is _BAD else when,
+                 _appl_key(e), e.get("app"), float(e.get("confidence", 0.5) or 0.0), (s + 1) / (s + f + 2), penalty,
+                 evidence)
 
 
 class _Source:
-    """Index entries of one collection plus their inverted index, kept in step incrementally."""
+    """Index entries of one collection, their features and inverted index, kept in step incrementally."""
 
-    def __init__(self, text: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(self, kind: str, text: Callable[[dict[str, Any]], str]) -> None:
+        self.kind = kind
         self._text = text
         self._key: int | None = None
         self.entries: list[dict[str, Any]] = []
+        self._feats: list[_Feat | None] = []
         self.inv = InvertedIndex()
         self.by_app: dict[str, list[int]] = {}
+        self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
 
     def sync(self, entries: list[dict[str, Any]]) -> None:
         # The index reader returns the same list object until the file changes; a pure append
         # extends it in place, so only the new tail needs indexing.
-        if id(entries) != self._key or len(entries) < len(self.inv.docs):
+        if id(entries) != self._key or len(entries) < len(self._feats):
             self._key = id(entries)
-            self.inv = InvertedIndex()
-            self.by_app = {}
+            self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
         self.entries = entries
-        for i in range(len(self.inv.docs), len(entries)):
+        for i in range(len(self._feats), len(entries)):
             e = entries[i]
             self.inv.add(self._text(e))
+            self._feats.append(None)  # parsed on first use: a cold query touches few entries
             app = e.get("app")
             if isinstance(app, str):
                 self.by_app.setdefault(app, []).append(i)
+            t = e.get("type")
+            if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
+                self.always.append(i)
+
+
+    def feat(self, i: int) -> _Feat:
+        """Features of entry i (computed once)."""
+        f = self._feats[i]
+        if f is None:
+            f = _features(self.entries[i], self.kind)
+            self._feats[i] = f
+        return f
 
 
 def _device_text(e: dict[str, Any]) -> str:
@@ -85,13 +159,24 @@ def _long_term_text(e: dict[str, Any]) -> str:
                                      " ".join(e.get("entities") or [])) if x)
 
 
-def _ts(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return parse_ts(value)
-    except ValueError:
-        return None
+class _Query(NamedTuple):
+    q: ParsedQuery
+    env: tuple[str | None, ...]
+    now: datetime
+    tool_names: frozenset[str]
+
+
+class _Cand(NamedTuple):
+    """A scored candidate, turned into a MemoryHit only if it makes its category's cut."""
+
+    score: float
+    src: _Source
+    i: int
+    item_type: str
+    sim: float
+    app_match: float
+    appl: float
+    bonus: float
 
 
 class Retriever:
@@ -103,9 +188,11 @@ class Retriever:
         self.episodes = episodes
         self.long_term = long_term
         self.config = config or RetrieveConfig()
-        self._device_sources = {t: _Source(_device_text) for t in device.collections}
-        self._episode_source = _Source(_episode_text)
-        self._lt_source = _Source(_long_term_text)
+        self._device_sources = {t: _Source("device", _device_text) for t in device.collections}
+        self._episode_source = _Source("episode", _episode_text)
+        self._lt_source = _Source("long_term", _long_term_text)
+        self._appl_memo: dict[tuple[Any, ...], float | None] = {}
+        self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
 
     # -- the call ----------------------------------------------------------------
 
@@ -113,75 +200,124 @@ class Retriever:
         """Build the MemoryContext for a request."""
         hints = req.current_hints
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
-        env = {"device_id": req.device_id or "default", "language": hints.language, "screen": hints.screen(),
-               "app": q.app, "input_method": hints.input_method}
-        picked: dict[str, list[MemoryHit]] = {k: [] for k in CAPS}
+        env = tuple(str(v).lower() if v not in (None, "") else None for v in
+                    (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
+        ctx = _Query(q, env, now, frozenset(req.tool_names))
+        picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
         dropped: dict[str, int] = {}
 
         def drop(reason: str) -> None:
             dropped[reason] = dropped.get(reason, 0) + 1
 
-        self._device_candidates(q, env, now, picked, drop, req.tool_names)
-        self._episode_candidates(q, env, now, picked, drop)
-        self._long_term_candidates(q, env, now, picked, drop)
-        self._device_profile(env, picked)
+        self._device_candidates(ctx, picked, drop)
+        self._episode_candidates(ctx, picked, drop)
+        self._long_term_candidates(ctx, picked, drop)
 
         common = RoleMemoryContext()
-        for cat, hits in picked.items():
-            hits.sort(key=lambda h: (-h.score, h.id))
-            setattr(common, cat, hits[: self.config.caps.get(cat, 3)])
+        for cat, cands in picked.items():
+            cands.sort(key=lambda c: (-c.score, c.src.entries[c.i]["id"]))
+            setattr(common, cat, [self._hit(c, cat, now) for c in cands[: self.config.caps.get(cat, 3)]])
+        self._device_profile(req.device_id or "default", common)
         self._expand_steps(common)
         self._fit_budget(common)
         return MemoryContext(common, q, dropped=dropped)
 
-    # -- scoring -------------------------------------------------------------------
+    def rank_episodes(self, req: MemoryRetrieveRequest, now: datetime, limit: int = 5) -> list[MemoryHit]:
+        """Successful episodes ranked by the retrieval score with no similarity threshold (benchmarks)."""
+        saved = (self.config.min_similarity, dict(self.config.caps))
+        self.config.min_similarity, self.config.caps["similar_episodes"] = -1.0, limit
+        try:
+            hints = req.current_hints
+            q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
+            env = tuple(str(v).lower() if v not in (None, "") else None for v in
+                        (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
+            picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
+            self._episode_candidates(_Query(q, env, now, frozenset()), picked, lambda _: None)
+            cands = sorted(picked["similar_episodes"], key=lambda c: (-c.score, c.src.entries[c.i]["id"]))[:limit]
+            return [self._hit(c, "similar_episodes", now) for c in cands]
+        finally:
+            self.config.min_similarity, self.config.caps = saved[0], saved[1]
 
-    def _applicability(self, entry: dict[str, Any], env: dict[str, Any], *, app_bound: bool) -> float | None:
-        """1.0 all known keys match, lower when the request does not know some; None on a mismatch."""
-        appl = dict(entry.get("applicability") or {})
-        for key in ("device_id", "language", "screen"):
-            if key not in appl and entry.get(key):
-                appl[key] = entry[key]
-        if not appl:
-            return 0.6
-        known = matched = 0
-        for key, aliases in APPLICABILITY_KEYS.items():
-            value = next((appl[a] for a in aliases if appl.get(a) not in (None, "")), None)
-            if value is None:
+    # -- filters and scoring -------------------------------------------------------
+
+    def _applicability(self, appl: tuple[str | None, ...], env: tuple[str | None, ...],
+                       app_bound: bool) -> float | None:
+        """1.0 all keys known and matching, lower when the request does not know some; None on a mismatch."""
+        memo_key = (appl, env, app_bound)
+        if memo_key in self._appl_memo:
+            return self._appl_memo[memo_key]
+        total = known = 0
+        result: float | None = None
+        for i, (have, want) in enumerate(zip(appl, env)):
+            if have is None or (i == 3 and not app_bound):
                 continue
-            want = env.get(key)
-            if key == "app" and not app_bound:
-                continue
-            if want in (None, ""):
+            total += 1
+            if want is None:
                 continue
             known += 1
-            if str(value).lower() == str(want).lower():
-                matched += 1
-            else:
-                return None
-        total = sum(1 for k, aliases in APPLICABILITY_KEYS.items() if any(appl.get(a) for a in aliases))
-        return 1.0 if known == total else 0.6 + 0.4 * (known / max(1, total))
+            if have != want:
+                break
+        else:
+            result = 0.6 if total == 0 else (1.0 if known == total else 0.6 + 0.4 * known / total)
+        if len(self._appl_memo) > 4096:
+            self._appl_memo.clear()
+        self._appl_memo[memo_key] = result
+        return result
 
-    def _score(self, *, sim: float, app_match: float, appl: float, conf: float, when: datetime | None,
-               validation: float, penalty: float, now: datetime) -> tuple[float, dict[str, float]]:
-        recency = 0.5
-        if when is not None:
-            age = max(0.0, (now - when).total_seconds() / 86400)
-            recency = math.exp(-age / self.config.recency_days)
-        f = {"goal_similarity": sim, "entity_or_app_match": app_match, "applicability": appl,
-             "confidence": conf, "recency": recency, "validation": validation}
-        score = sum(WEIGHTS[k] * v for k, v in f.items()) - PENALTY_WEIGHT * penalty
-        f["conflict_or_stale_penalty"] = penalty
-        return round(score, 4), {k: round(v, 3) for k, v in f.items()}
+    def _live(self, f: _Feat, now: datetime, drop: Callable[[str], None]) -> bool:
+        if f.status in ("replaced", "deleted", "expired"):
+            drop(f.status)
+            return False
+        if f.expires is not None and (f.expires is _BAD or f.expires <= now):
+            drop("expired")  # an unparsable expiry counts as expired
+            return False
+        return True
 
-    def _app_match(self, q: ParsedQuery, app: Any, text: str) -> float:
+    def _recency(self, when: datetime | None, now: datetime) -> float:
+        if when is None or when is _BAD:
+            return 0.5
+        age = max(0.0, (now - when).total_seconds() / 86400)
+        return math.exp(-age / self.config.recency_days)
+
+    def _score(self, f: _Feat, sim: float, app_match: float, appl: float, now: datetime) -> float:
+        """The design's weighted score."""
+        return (0.35 * sim + 0.20 * app_match + 0.15 * appl + 0.10 * f.confidence
+                + 0.10 * self._recency(f.when, now) + 0.10 * f.validation - PENALTY_WEIGHT * f.penalty)
+
+    def _hit(self, c: _Cand, category: str, now: datetime) -> MemoryHit:
+        """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
+        f, e = c.src.feat(c.i), c.src.entries[c.i]
+        factors = {"goal_similarity": c.sim, "entity_or_app_match": c.app_match, "applicability": c.appl,
+                   "confidence": f.confidence, "recency": self._recency(f.when, now), "validation": f.validation,
+                   "conflict_or_stale_penalty": f.penalty}
+        if c.bonus:
+            factors["user_rule_bonus"] = c.bonus
+        kind = c.src.kind
+        if kind == "episode":
+            success = f.validation == 1.0
+            item_type = "task_episode" if success else "task_episode_failure"
+            text, title, path = e.get("summary") or e.get("goal", ""), e.get("goal"), f"episodes/{e.get('path', '')}"
+        elif kind == "long_term":
+            item_type, text, title = str(e.get("type", "fact")), e.get("summary", ""), e.get("title")
+            path = f"long_term/{e.get('path', '')}"
+        else:
+            item_type, text, title = c.item_type, e.get("summary") or e.get("title") or e["id"], e.get("title")
+            path = f"{self.device.collections[c.item_type].rel_dir}/{e.get('path', e['id'] + '.yaml')}"
+        return MemoryHit(id=e["id"], type=item_type, score=round(c.score, 4), confidence=f.confidence, text=text,
+                         title=title, path=path, app=f.app, page=e.get("page"), status=f.status,
+                         factors={k: round(v, 3) for k, v in factors.items()},
+                         caution=category in ("failure_modes", "conflicts"))
+
+    @staticmethod
+    def _app_match(q: ParsedQuery, app: Any, text: str) -> float:
         if q.app and app == q.app:
             return 1.0
         if app and app in q.apps:
             return 0.8
-        low = text.lower()
-        if q.entities and any(e.lower() in low for e in q.entities):
-            return 0.7
+        if q.entities:
+            low = text.lower()
+            if any(e.lower() in low for e in q.entities):
+                return 0.7
         return 0.3 if not app else 0.0
 
     @staticmethod
@@ -190,11 +326,26 @@ class Retriever:
             return max(sim, 0.5 + 0.5 * sim)
         return sim
 
+    def _recall(self, src: _Source, q: ParsedQuery) -> dict[int, float]:
+        """Candidates of one source: the best token matches, the query app's items, the always-shown ones."""
+        found = dict(src.inv.search(q.tokens, self.config.search_limit))
+        # Below the search cut-off a document shares no token with the query, so its similarity is 0;
+        # only when the search was truncated must the extra candidates be measured.
+        truncated = len(found) >= self.config.search_limit
+        weights = src.inv.weights(q.tokens) if truncated else None
+        extra = list(src.always)
+        for app in {q.app, *q.apps} - {None}:
+            extra += src.by_app.get(str(app), [])[-self.config.app_bound_limit:]
+        for i in extra:
+            if i not in found:
+                found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
+        return found
+
     # -- device memory -------------------------------------------------------------
 
-    def _device_candidates(self, q: ParsedQuery, env: dict[str, Any], now: datetime,
-                           picked: dict[str, list[MemoryHit]], drop: Callable[[str], None],
-                           tool_names: list[str]) -> None:
+    def _device_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
+                           drop: Callable[[str], None]) -> None:
+        q = ctx.q
         for item_type, coll in self.device.collections.items():
             src = self._device_sources[item_type]
             try:
@@ -202,76 +353,35 @@ class Retriever:
             except (OSError, FileProblemError) as exc:
                 log.warning("retrieve: cannot read %s: %s", coll.dir, exc)
                 continue
-            found = dict(src.inv.search(q.tokens, self.config.search_limit))
-            for app in {q.app, *q.apps} - {None}:
-                for i in src.by_app.get(str(app), [])[-self.config.search_limit:]:
-                    found.setdefault(i, src.inv.similarity(q.tokens, i))
-            if item_type == "calibration":
-                for i in range(len(src.entries)):
-                    found.setdefault(i, 0.0)
-            if item_type == "failure":
-                for i, e in enumerate(src.entries):
-                    if not e.get("app"):
-                        found.setdefault(i, src.inv.similarity(q.tokens, i))
+            found = self._recall(src, q)
             for i, sim in found.items():
-                self._device_hit(src.entries[i], item_type, sim, q, env, now, picked, drop, tool_names)
+                self._device_hit(src, i, item_type, sim, ctx, picked, drop)
 
-    def _device_hit(self, e: dict[str, Any], item_type: str, sim: float, q: ParsedQuery, env: dict[str, Any],
-                    now: datetime, picked: dict[str, list[MemoryHit]], drop: Callable[[str], None],
-                    tool_names: list[str]) -> None:
-        status = e.get("status", "active")
-        if status in ("replaced", "deleted", "expired"):
-            drop(status)
+    def _device_hit(self, src: _Source, i: int, item_type: str, sim: float, ctx: _Query,
+                    picked: dict[str, list[_Cand]], drop: Callable[[str], None]) -> None:
+        f = src.feat(i)
+        if not self._live(f, ctx.now, drop):
             return
-        exp = e.get("expires_at")
-        if exp and (_ts(exp) is None or _ts(exp) <= now):  # type: ignore[operator]
-            drop("expired")
-            return
-        app_bound = item_type in APP_BOUND
-        appl = self._applicability(e, env, app_bound=False)
+        appl = self._applicability(f.appl, ctx.env, False)
         if appl is None:
             drop("inapplicable")
             return
-        app = e.get("app")
-        if item_type == "calibration" and not e.get("evidence"):
+        if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence")
             return
-        app_match = self._app_match(q, app, e.get("summary", ""))
-        sim = self._intent_sim(q, e.get("intent") or (e.get("tags") or [None])[-1], sim)
-        relevant = self._relevant(item_type, sim, q, app, app_match, e, tool_names)
-        if not relevant:
+        e = src.entries[i]
+        q = ctx.q
+        app_match = self._app_match(q, f.app, e.get("summary", ""))
+        sim = self._intent_sim(q, e.get("intent"), sim)
+        if not self._relevant(item_type, sim, q, f.app, app_match, f.status):
             return
-        s, f = e.get("success_count", 0) or 0, e.get("failure_count", 0) or 0
-        validation = (s + 1) / (s + f + 2)
-        penalty = 0.0
-        if app_bound and not e.get("evidence"):
-            penalty = max(penalty, 0.5)
-        if f > s:
-            penalty = max(penalty, 0.5)
-        if e.get("conflicts_with"):
-            penalty = max(penalty, 0.5)
-        when = _ts(e.get("last_validated_at")) or _ts(e.get("updated_at"))
-        score, factors = self._score(sim=sim, app_match=app_match, appl=appl, conf=float(e.get("confidence", 0.5)),
-                                     when=when, validation=validation, penalty=penalty, now=now)
-        hit = MemoryHit(id=e["id"], type=item_type, score=score, confidence=float(e.get("confidence", 0.5)),
-                        text=e.get("summary") or e.get("title") or e["id"], title=e.get("title"),
-                        path=f"{self.device.collections[item_type].rel_dir}/{e.get('path', e['id'] + '.yaml')}",
-                        app=app, page=e.get("page"), status=status, factors=factors)
-        if status == "conflicted":
-            hit.caution = True
-            picked["conflicts"].append(hit)
-            return
-        cat = {"app_profile": "app_profiles", "procedure": "procedures", "navigation": "navigation",
-               "calibration": "calibration_notes", "failure": "failure_modes", "ui_anchor": "navigation"}[item_type]
-        if item_type == "failure":
-            hit.caution = True
-        picked[cat].append(hit)
+        cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
+        picked["conflicts" if f.status == "conflicted" else ROUTE[item_type]].append(cand)
 
-    def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, app_match: float,
-                  e: dict[str, Any], tool_names: list[str]) -> bool:
+    def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, app_match: float, status: str) -> bool:
         if item_type == "calibration":
             return True
-        if e.get("status") == "conflicted":
+        if status == "conflicted":
             return app_match >= 0.8 or sim >= 0.3
         if item_type == "app_profile":
             return app is not None and (app == q.app or app in q.apps)
@@ -289,117 +399,113 @@ class Retriever:
 
     # -- episodes --------------------------------------------------------------------
 
-    def _episode_candidates(self, q: ParsedQuery, env: dict[str, Any], now: datetime,
-                            picked: dict[str, list[MemoryHit]], drop: Callable[[str], None]) -> None:
+    def _episode_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
+                            drop: Callable[[str], None]) -> None:
         src = self._episode_source
         try:
             src.sync(self.episodes.entries())
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: cannot read episodes index: %s", exc)
             return
-        found = src.inv.search(q.tokens, self.config.search_limit)
-        for i, sim in found:
-            e = src.entries[i]
-            status = e.get("status", "active")
-            if status not in ("active", "interrupted"):
-                drop(status)
+        q, now = ctx.q, ctx.now
+        catalog = self.device.catalog
+        for i, sim in src.inv.search(q.tokens, self.config.search_limit):
+            f = src.feat(i)
+            if f.status not in ("active", "interrupted"):
+                drop(f.status)
                 continue
-            started = _ts(e.get("started_at"))
-            if started and (now - started).days > self.config.episode_max_age_days:
+            if f.when and f.when is not _BAD and (now - f.when).days > self.config.episode_max_age_days:
                 drop("expired")
                 continue
-            appl = self._applicability(e, env, app_bound=False)
+            appl = self._applicability(f.appl, ctx.env, False)
             if appl is None:
                 drop("inapplicable")
                 continue
-            app = e.get("app")
-            if q.app and app and app != q.app and self.device.catalog.app_id_for(str(app)) != q.app:
+            e = src.entries[i]
+            app = catalog.app_id_for(str(f.app)) if f.app else None
+            if q.app and app and app != q.app:
                 continue
             sim = self._intent_sim(q, e.get("intent"), sim)
-            success = bool(e.get("success"))
+            success = f.validation == 1.0
             if sim < (self.config.min_similarity if success else self.config.min_similarity + 0.1):
                 continue
-            app_match = self._app_match(q, self.device.catalog.app_id_for(str(app)) if app else None, e.get("goal", ""))
-            score, factors = self._score(sim=sim, app_match=app_match, appl=appl, conf=1.0 if success else 0.8,
-                                         when=started, validation=1.0 if success else 0.5, penalty=0.0, now=now)
-            hit = MemoryHit(id=e["id"], type="task_episode" if success else "task_episode_failure", score=score,
-                            confidence=1.0 if success else 0.8, text=e.get("summary") or e.get("goal", ""),
-                            title=e.get("goal"), path=f"episodes/{e.get('path', '')}", app=app, status=status,
-                            factors=factors, caution=not success)
-            picked["similar_episodes" if success else "failure_modes"].append(hit)
+            app_match = self._app_match(q, app, e.get("goal", ""))
+            cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
+            picked["similar_episodes" if success else "failure_modes"].append(cand)
 
     # -- long-term -------------------------------------------------------------------
 
-    def _long_term_candidates(self, q: ParsedQuery, env: dict[str, Any], now: datetime,
-                              picked: dict[str, list[MemoryHit]], drop: Callable[[str], None]) -> None:
+    def _long_term_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
+                              drop: Callable[[str], None]) -> None:
         src = self._lt_source
         try:
             src.sync(self.long_term.entries())
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: cannot read long-term index: %s", exc)
             return
-        found = dict(src.inv.search(q.tokens, self.config.search_limit))
-        for i, e in enumerate(src.entries):
-            if e.get("type") in PROFILE_TYPES:
-                found.setdefault(i, src.inv.similarity(q.tokens, i))
-        for i, sim in found.items():
-            e = src.entries[i]
-            status = e.get("status", "active")
-            if status in ("replaced", "deleted", "expired"):
-                drop(status)
+        q = ctx.q
+        for i, sim in self._recall(src, q).items():
+            f = src.feat(i)
+            if not self._live(f, ctx.now, drop):
                 continue
-            exp = e.get("expires_at")
-            if exp and (_ts(exp) is None or _ts(exp) <= now):  # type: ignore[operator]
-                drop("expired")
-                continue
-            appl = self._applicability(e, env, app_bound=True)
+            appl = self._applicability(f.appl, ctx.env, True)
             if appl is None:
                 drop("inapplicable")
                 continue
+            e = src.entries[i]
             user_rule = e.get("type") in PROFILE_TYPES
             if not user_rule and sim < self.config.min_similarity:
                 continue
-            # User rules outrank automatic experience: they get full validation and no penalty.
-            score, factors = self._score(sim=sim, app_match=self._app_match(q, None, e.get("summary", "")), appl=appl,
-                                         conf=float(e.get("confidence", 0.8)), when=None,
-                                         validation=1.0 if user_rule else 0.5, penalty=0.0, now=now)
-            if user_rule:
-                score += 0.2
-            hit = MemoryHit(id=e["id"], type=str(e.get("type", "fact")), score=round(score, 4),
-                            confidence=float(e.get("confidence", 0.8)), text=e.get("summary", ""),
-                            title=e.get("title"), path=f"long_term/{e.get('path', '')}", status=status, factors=factors)
-            if status == "conflicted":
-                hit.caution = True
-                picked["conflicts"].append(hit)
-            else:
-                picked["long_term"].append(hit)
+            # User rules outrank automatic experience: full validation (set in features) and a bonus.
+            app_match = self._app_match(q, None, e.get("summary", ""))
+            bonus = 0.2 if user_rule else 0.0
+            score = self._score(f, sim, app_match, appl, ctx.now) + bonus
+            cand = _Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
+            picked["conflicts" if f.status == "conflicted" else "long_term"].append(cand)
 
     # -- profile, steps, budget ----------------------------------------------------------
 
-    def _device_profile(self, env: dict[str, Any], picked: dict[str, list[MemoryHit]]) -> None:
+    def _device_profile(self, device_id: str, common: RoleMemoryContext) -> None:
+        path = self.device.profiles.path_for(device_id)
         try:
-            prof = self.device.profiles.get(env["device_id"])
+            prof = self._cached(path, lambda: self.device.profiles.load_path(path))
+        except FileNotFoundError:
+            return
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: device profile unreadable: %s", exc)
             return
-        if prof is None or prof.status != "active":
+        if prof.status != "active":
             return
-        path = self.device.profiles.path_for(env["device_id"])
-        picked["device_profile"].append(MemoryHit(
+        common.device_profile = [MemoryHit(
             id=prof.id, type="device_profile", score=1.0, confidence=prof.confidence, text=prof.body(),
-            path=str(path.relative_to(self.device.root)), status=prof.status))
+            path=str(path.relative_to(self.device.root)), status=prof.status)]
+
+    def _cached(self, path: Any, load: Callable[[], Any]) -> Any:
+        """An item loaded from a file, cached until the file's stat changes (warm path)."""
+        st = os.stat(path)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        hit = self._item_cache.get(str(path))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = load()
+        if len(self._item_cache) > 512:
+            self._item_cache.clear()
+        self._item_cache[str(path)] = (key, value)
+        return value
 
     def _expand_steps(self, common: RoleMemoryContext) -> None:
         for hit in common.procedures:
             if type_of_id(hit.id) != "procedure":
                 continue
+            coll = self.device.collections["procedure"]
+            path = coll.item_path(hit.id)
             try:
-                item = self.device.get(hit.id)
+                steps = self._cached(path, lambda path=path, coll=coll: [
+                    s.render() for s in getattr(coll.load_path(path), "steps", [])])
             except (OSError, FileProblemError) as exc:
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue
-            if isinstance(item, Procedure):
-                hit.steps = [s.render() for s in item.steps]
+            hit.steps = list(steps)
 
     def _fit_budget(self, common: RoleMemoryContext) -> None:
         # Drop the weakest non-caution hits until the block fits; cautions go last.

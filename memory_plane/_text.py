@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -18,6 +19,7 @@ _STOP_EN = frozenset([
 _STOP_ZH = frozenset(["帮我", "请帮", "一下", "我的", "我要", "我想", "然后", "并且", "可以", "一个", "这个", "那个"])
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -33,19 +35,18 @@ def _stem(word: str) -> str:
 def tokens(text: str) -> list[str]:
     """Tokens of a text: stemmed lowercase words and numbers, CJK runs as bigrams (and single chars)."""
     out: list[str] = []
-    for m in _TOKEN.finditer(text.lower()):
-        tok = m.group(0)
+    for tok in _TOKEN.findall(text.lower()):
         if "\u3400" <= tok[0] <= "\ufaff":
             if len(tok) == 1:
                 out.append(tok)
-                continue
-            for i in range(len(tok) - 1):
-                bg = tok[i : i + 2]
-                if bg not in _STOP_ZH:
-                    out.append(bg)
+            else:
+                out.extend(bg for bg in map(tok.__getitem__, _BIGRAMS[min(len(tok), 64)]) if bg not in _STOP_ZH)
         elif tok not in _STOP_EN:
             out.append(_stem(tok))
     return out
+
+
+_BIGRAMS = [[slice(i, i + 2) for i in range(n - 1)] for n in range(65)]
 
 
 def token_set(text: str) -> frozenset[str]:
@@ -101,11 +102,15 @@ class InvertedIndex:
         best = heapq.nlargest(limit, acc.items(), key=lambda kv: kv[1])
         return [(i, s / total) for i, s in best]
 
-    def similarity(self, query: frozenset[str], doc: int) -> float:
+    def weights(self, query: frozenset[str]) -> dict[str, float]:
+        """IDF weight of each query token (compute once per query)."""
+        return {t: self.weight(t) for t in query}
+
+    def similarity(self, query: frozenset[str], doc: int, weights: dict[str, float] | None = None) -> float:
         """IDF-weighted share of the query's tokens found in one document (0..1)."""
         if not query:
             return 0.0
-        weights = {t: self.weight(t) for t in query}
-        total = sum(weights.values())
+        w = weights if weights is not None else self.weights(query)
+        total = sum(w.values())
         d = self.docs[doc]
-        return sum(w for t, w in weights.items() if t in d) / total if total else 0.0
+        return sum(v for t, v in w.items() if t in d) / total if total else 0.0
