@@ -15,6 +15,8 @@ from lifecycle import load_yaml, slug_id
 GENERIC_NAMES = frozenset({
     "settings", "setting", "clock", "calendar", "calculator", "contacts", "phone", "messages", "camera", "photos",
     "gallery", "files", "maps", "tasks", "keep", "dictionary", "booking", "alarm", "sms", "dialer", "browser",
+    "设置", "系统设置", "时钟", "闹钟", "日历", "计算器", "联系人", "通讯录", "电话", "拨号", "短信", "信息",
+    "相机", "相册", "图库", "文件管理", "浏览器", "应用商店", "电信", "头条", "点评", "菜鸟", "高德", "滴滴", "网易云",
 })
 
 
@@ -100,8 +102,9 @@ class AppCatalog:
             names = list(self._by_name.items())
         ascii_long = sorted((k for k, _ in names if k.isascii() and len(k) > 2), key=len, reverse=True)
         ascii_short = sorted({k.upper() for k, _ in names if k.isascii() and len(k) <= 2}, key=len, reverse=True)
-        long_re = re.compile(r"(?<![a-z0-9])(" + "|".join(re.escape(k).replace("\\ ", "[ _.-]?")
-                                                            for k in ascii_long) + r")(?![a-z0-9])")
+        # Not inside an e-mail address, a domain or a package name (agent@gmail.com is not Gmail).
+        long_re = re.compile(r"(?<![a-z0-9@.])(" + "|".join(re.escape(k).replace("\\ ", "[ _.-]?")
+                                                            for k in ascii_long) + r")(?![a-z0-9]|\.[a-z])")
         # Two-letter names (QQ, JD) count only when written in capitals.
         short_re = (re.compile(r"(?<![A-Za-z0-9])(" + "|".join(map(re.escape, ascii_short)) + r")(?![A-Za-z0-9])")
                     if ascii_short else None)

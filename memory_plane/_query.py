@@ -59,12 +59,14 @@ class ParsedQuery:
     target: str | None = None
     entities: list[str] = field(default_factory=list)
     apps: list[str] = field(default_factory=list)
+    app_generic: bool = False
     tokens: frozenset[str] = frozenset()
     language: str = "en"
 
     def to_dict(self) -> dict[str, object]:
         """JSON form for ``--explain``."""
-        return {"intent": self.intent, "app": self.app, "app_name": self.app_name, "target": self.target,
+        return {"intent": self.intent, "app": self.app, "app_name": self.app_name, "app_generic": self.app_generic,
+                "target": self.target,
                 "entities": self.entities, "apps": self.apps, "language": self.language}
 
 
@@ -87,6 +89,10 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     q.apps = [a for a, _, _ in found]
     if found:
         q.app, _, q.app_name = found[0]
+        from device_memory import GENERIC_NAMES
+
+        # "信息" or "settings" may name an app or just be a word: a weaker signal than "微信".
+        q.app_generic = q.app_name.lower() in GENERIC_NAMES
     elif app_hint:
         q.app = catalog.app_id_for(app_hint)
         q.app_name = app_hint

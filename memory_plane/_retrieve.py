@@ -222,8 +222,12 @@ class Retriever:
         self._fit_budget(common)
         return MemoryContext(common, q, dropped=dropped)
 
-    def rank_episodes(self, req: MemoryRetrieveRequest, now: datetime, limit: int = 5) -> list[MemoryHit]:
-        """Successful episodes ranked by the retrieval score with no similarity threshold (benchmarks)."""
+    def rank_episodes(self, req: MemoryRetrieveRequest, now: datetime, limit: int = 5,
+                      exclude: frozenset[str] = frozenset()) -> list[MemoryHit]:
+        """Successful episodes ranked by the retrieval score with no similarity threshold (benchmarks).
+
+        ``exclude`` removes episodes before anything else sees them (leave-one-out evaluation).
+        """
         saved = (self.config.min_similarity, dict(self.config.caps))
         self.config.min_similarity, self.config.caps["similar_episodes"] = -1.0, limit
         try:
@@ -232,7 +236,7 @@ class Retriever:
             env = tuple(str(v).lower() if v not in (None, "") else None for v in
                         (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
             picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
-            self._episode_candidates(_Query(q, env, now, frozenset()), picked, lambda _: None)
+            self._episode_candidates(_Query(q, env, now, frozenset()), picked, lambda _: None, exclude)
             cands = sorted(picked["similar_episodes"], key=lambda c: (-c.score, c.src.entries[c.i]["id"]))[:limit]
             return [self._hit(c, "similar_episodes", now) for c in cands]
         finally:
@@ -311,13 +315,14 @@ class Retriever:
     @staticmethod
     def _app_match(q: ParsedQuery, app: Any, text: str) -> float:
         if q.app and app == q.app:
-            return 1.0
+            return 0.4 if q.app_generic else 1.0
         if app and app in q.apps:
-            return 0.8
-        if q.entities:
+            return 0.5
+        names = [e for e in q.entities if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit()]
+        if names:
             low = text.lower()
-            if any(e.lower() in low for e in q.entities):
-                return 0.7
+            if any(e.lower() in low for e in names):
+                return 0.4  # the same name or quoted value elsewhere: weak evidence of the same task
         return 0.3 if not app else 0.0
 
     @staticmethod
@@ -400,7 +405,7 @@ class Retriever:
     # -- episodes --------------------------------------------------------------------
 
     def _episode_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
-                            drop: Callable[[str], None]) -> None:
+                            drop: Callable[[str], None], exclude: frozenset[str] = frozenset()) -> None:
         src = self._episode_source
         try:
             src.sync(self.episodes.entries())
@@ -409,7 +414,11 @@ class Retriever:
             return
         q, now = ctx.q, ctx.now
         catalog = self.device.catalog
-        for i, sim in src.inv.search(q.tokens, self.config.search_limit):
+        found = src.inv.search(q.tokens, self.config.search_limit)
+        if exclude:
+            found = [(i, sim) for i, sim in found if src.entries[i]["id"] not in exclude]
+        inferred = self._infer_app(src, found, q)
+        for i, sim in found:
             f = src.feat(i)
             if f.status not in ("active", "interrupted"):
                 drop(f.status)
@@ -423,15 +432,33 @@ class Retriever:
                 continue
             e = src.entries[i]
             app = catalog.app_id_for(str(f.app)) if f.app else None
-            if q.app and app and app != q.app:
-                continue
             sim = self._intent_sim(q, e.get("intent"), sim)
             success = f.validation == 1.0
             if sim < (self.config.min_similarity if success else self.config.min_similarity + 0.1):
                 continue
             app_match = self._app_match(q, app, e.get("goal", ""))
+            if inferred and app == inferred[0]:
+                app_match = max(app_match, inferred[1])
             cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
             picked["similar_episodes" if success else "failure_modes"].append(cand)
+
+    def _infer_app(self, src: _Source, found: list[tuple[int, float]], q: ParsedQuery) -> tuple[str, float] | None:
+        """When the goal names no app, let the closest past episodes vote for the app it is about."""
+        if q.app and not q.app_generic:
+            return None
+        votes: dict[str, float] = {}
+        total = 0.0
+        for i, sim in found[:8]:
+            app = src.entries[i].get("app")
+            if app:
+                votes[str(app)] = votes.get(str(app), 0.0) + sim * sim
+            total += sim * sim
+        if not votes or total <= 0:
+            return None
+        app, weight = max(votes.items(), key=lambda kv: kv[1])
+        share = weight / total
+        # Only a clear majority counts; its strength is the share of the vote.
+        return (app, round(0.4 + 0.5 * share, 3)) if share >= 0.5 else None
 
     # -- long-term -------------------------------------------------------------------
 

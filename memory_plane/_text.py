@@ -60,6 +60,8 @@ class InvertedIndex:
     def __init__(self) -> None:
         self.docs: list[frozenset[str]] = []
         self.postings: dict[str, list[int]] = {}
+        self._norms: dict[int, float] = {}
+        self._norms_at = 0
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> InvertedIndex:
@@ -84,8 +86,26 @@ class InvertedIndex:
         df = len(self.postings.get(token, ()))
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
+    def _norm(self, doc: int) -> float:
+        # Total IDF of a document's tokens; recomputed lazily once the corpus grew by a tenth.
+        if len(self.docs) > self._norms_at * 1.1 + 10:
+            self._norms, self._norms_at = {}, len(self.docs)
+        n = self._norms.get(doc)
+        if n is None:
+            n = sum(self.weight(t) for t in self.docs[doc]) or 1.0
+            self._norms[doc] = n
+        return n
+
+    @staticmethod
+    def _blend(recall: float, precision: float) -> float:
+        # F2: mostly "how much of the query does the document cover", tempered by "how much of the
+        # document is about the query", so a long document sharing one common word ranks low.
+        if recall <= 0 or precision <= 0:
+            return 0.0
+        return 5 * precision * recall / (4 * precision + recall)
+
     def search(self, query: frozenset[str], limit: int = 200) -> list[tuple[int, float]]:
-        """Documents sharing tokens with the query, by IDF-weighted coverage of the query (0..1)."""
+        """Documents sharing tokens with the query, by IDF-weighted overlap (0..1, F2 of coverages)."""
         if not query:
             return []
         weights = {t: self.weight(t) for t in query}
@@ -99,18 +119,22 @@ class InvertedIndex:
                 acc[i] = acc.get(i, 0.0) + w
         if not acc or total <= 0:
             return []
-        best = heapq.nlargest(limit, acc.items(), key=lambda kv: kv[1])
-        return [(i, s / total) for i, s in best]
+        # Rank a generous pool by raw overlap, then re-score it with the document-length-aware blend.
+        pool = heapq.nlargest(limit * 3, acc.items(), key=lambda kv: kv[1])
+        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
+        scored.sort(key=lambda kv: -kv[1])
+        return scored[:limit]
 
     def weights(self, query: frozenset[str]) -> dict[str, float]:
         """IDF weight of each query token (compute once per query)."""
         return {t: self.weight(t) for t in query}
 
     def similarity(self, query: frozenset[str], doc: int, weights: dict[str, float] | None = None) -> float:
-        """IDF-weighted share of the query's tokens found in one document (0..1)."""
+        """IDF-weighted overlap of the query and one document (0..1, same measure as search)."""
         if not query:
             return 0.0
         w = weights if weights is not None else self.weights(query)
         total = sum(w.values())
         d = self.docs[doc]
-        return sum(v for t, v in w.items() if t in d) / total if total else 0.0
+        shared = sum(v for t, v in w.items() if t in d)
+        return self._blend(shared / total, min(1.0, shared / self._norm(doc))) if total else 0.0

@@ -227,3 +227,10 @@ def test_catalog_knows_aliases() -> None:
         assert c.canonical(name) == "wechat"
     assert c.find_in_text("帮我在美团上点外卖")[0][0] == "meituan"
     assert c.find_in_text("Open the Gmail app and check settings")[0][0] == "gmail"
+
+
+def test_app_names_inside_addresses_do_not_count() -> None:
+    c = shipped_catalog()
+    assert c.find_in_text("Email agent.benchmark@gmail.com the report") == []
+    assert c.find_in_text("Install com.tencent.mm.beta") == []
+    assert c.find_in_text("Open Gmail.")[0][0] == "gmail"

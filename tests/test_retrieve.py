@@ -237,3 +237,23 @@ def test_old_episodes_drop_out(root: Path) -> None:
     with freeze_time(later), MemoryPlane.open(root) as plane:
         ctx = plane.retrieve(req("打开微信找张三"))
         assert ctx.common.similar_episodes == []
+
+
+def test_query_parsing_zh_and_en(plane: MemoryPlane) -> None:
+    from memory_plane import parse_query
+
+    q = parse_query("打开微信，找到张三，准备发消息", plane.device.catalog)
+    assert (q.intent, q.app, q.target) == ("send_message", "wechat", "张三")
+    q = parse_query("Order a pizza on Meituan for 2 people", plane.device.catalog)
+    assert (q.intent, q.app) == ("order", "meituan") and "2" in q.entities
+    q = parse_query("进入用户中心的个人信息页面", plane.device.catalog)
+    assert q.app_generic or q.app is None  # "信息" is a word here, not surely the Messages app
+
+
+def test_leave_one_out_excludes_before_voting(plane: MemoryPlane) -> None:
+    for i in range(3):
+        run(plane, f"在美团点外卖 {i}", [("launch_app", {"app": "美团"}, None, {"app": "美团", "page": "首页"})])
+    ep_ids = [e["id"] for e in plane.episodes.entries()]
+    now = plane.clock()
+    hits = plane.retriever.rank_episodes(req("在美团点外卖 0"), now, limit=5, exclude=frozenset(ep_ids[:1]))
+    assert ep_ids[0] not in [h.id for h in hits] and len(hits) == 2
