@@ -40,6 +40,18 @@ class IndexRead:
     entries: list[dict[str, Any]] = field(default_factory=list)
     problems: list[FileProblemError] = field(default_factory=list)
     exists: bool = True
+    _positions: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    def position(self, item_id: str) -> int | None:
+        """Index of the (last) entry with this id, via a map built once and kept in step with appends."""
+        if self._positions is None or len(self._positions) > len(self.entries):
+            self._positions = {e["id"]: i for i, e in enumerate(self.entries)}
+        elif self.entries and len(self._positions) < len(self.entries):
+            # Entries appended since the map was built: add only those (twins keep the last position).
+            known = max(self._positions.values(), default=-1)
+            for i in range(known + 1, len(self.entries)):
+                self._positions[self.entries[i]["id"]] = i
+        return self._positions.get(item_id)
 
 
 def _valid_entry(obj: Any) -> bool:
@@ -185,16 +197,17 @@ class IndexFile:
             self.append(entry)
             return
         new_line = format_entry(entry)
-        entries = list(current.entries)
-        for i, old in enumerate(entries):
-            if old.get("id") == entry.get("id"):
-                if format_entry(old) == new_line and not current.problems:
-                    return
-                entries[i] = dict(entry)
-                # Drop twins a hand edit may have left, so there is one line per item.
-                entries = [e for j, e in enumerate(entries) if j == i or e.get("id") != entry.get("id")]
-                self.write(entries)
+        # O(1) lookup: committing a new episode into a 10,000-line index must not scan it.
+        i = current.position(str(entry.get("id")))
+        if i is not None:
+            if format_entry(current.entries[i]) == new_line and not current.problems:
                 return
+            entries = list(current.entries)
+            entries[i] = dict(entry)
+            # Drop twins a hand edit may have left, so there is one line per item.
+            entries = [e for j, e in enumerate(entries) if j == i or e.get("id") != entry.get("id")]
+            self.write(entries)
+            return
         if current.problems:
             self.write([*entries, dict(entry)])
         else:
