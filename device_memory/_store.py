@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     Clock,
+    ConfigError,
     ConflictLog,
     FileProblemError,
     ItemRead,
@@ -21,6 +22,7 @@ from lifecycle import (
     decode_utf8,
     dump_yaml,
     format_ts,
+    load_retention,
     load_yaml,
     read_bytes_nofollow,
     safe_join,
@@ -48,6 +50,8 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "app_name": item.app_name,
         "page": item.page_name,
         "intent": getattr(item, "intent", None),
+        "goal": getattr(item, "goal_pattern", None),
+        "stale": (item.model_extra or {}).get("stale_key"),
         "device_id": item.device_id,
         "applicability": dict(app) or None,
         "confidence": round(item.confidence, 3),
@@ -175,6 +179,13 @@ class DeviceMemory:
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._catalog = catalog
         self._catalog_key: tuple[int, int, int] | None = None
+        self.retention_error: str | None = None
+        try:
+            self.retention = load_retention(self.root / "lifecycle" / "retention.yaml")
+        except ConfigError as exc:
+            # A bad retention.yaml must not stop the agent: defaults apply, verify reports it.
+            self.retention_error = str(exc)
+            self.retention = load_retention(None)
 
     # -- apps -----------------------------------------------------------------
 
@@ -258,9 +269,50 @@ class DeviceMemory:
     def new_item(self, cls: type[T], item_id: str, **fields: Any) -> T:
         """A fresh item stamped with creation time and its type's default TTL."""
         now = self.clock()
-        item = cls(id=item_id, created_at=now, updated_at=now, ttl=cls.DEFAULT_TTL, **fields)
+        item = cls(id=item_id, created_at=now, updated_at=now, ttl=self.retention.ttl_text(cls.TYPE), **fields)
         item.renew(now)
         return item
+
+    def mark_environment_change(self, device_id: str, key: str, old: str | None, new: str | None) -> list[str]:
+        """The device's language/screen/input method changed: demote memories made under the old value
+        (conflicted with a stale reason, never deleted) and bring back those made under the new one."""
+        changed: list[str] = []
+        if not old or not new or str(old).lower() == str(new).lower():
+            return changed
+        for item_type in ("procedure", "navigation", "calibration", "ui_anchor"):
+            coll = self.collections[item_type]
+            for e in list(coll.entries()):
+                appl = e.get("applicability") or {}
+                value = appl.get(key)
+                if value is None or appl.get("device_id", device_id) != device_id:
+                    continue
+                demote = e.get("status") == "active" and str(value).lower() == str(old).lower()
+                restore = (e.get("status") == "conflicted" and e.get("stale") == key
+                           and str(value).lower() == str(new).lower())
+                if not (demote or restore):
+                    continue
+
+                def change(cur: Any, demote: bool = demote) -> Any:
+                    if cur is None:
+                        return None
+                    extra = cur.model_extra if cur.model_extra is not None else {}
+                    if demote:
+                        cur.status = "conflicted"
+                        extra["stale_key"] = key
+                        extra["stale_reason"] = f"{key} changed from {old} to {new}"
+                    else:
+                        cur.status = "active"
+                        extra.pop("stale_key", None)
+                        extra.pop("stale_reason", None)
+                    cur.updated_at = self.clock()
+                    return cur
+
+                if coll.update(e["id"], change) is not None:
+                    changed.append(e["id"])
+                    self.conflicts.add([e["id"]], rule="environment_changed" if demote else "environment_restored",
+                                       decision="conflicted" if demote else "active",
+                                       evidence={"device_id": device_id, key: [old, new]})
+        return changed
 
     def app_profile_id(self, app: str) -> str:
         """The id of an app's profile: ``app_<canonical id>``."""

@@ -104,6 +104,9 @@ class LessonExtractor:
         self._calibration(ctx, res)
         self._failures(ctx, res)
         self._ui_anchors(ctx, res)
+        for ids, rule, decision, detail in ctx.decisions:
+            self.device.conflicts.add(ids, rule=rule, decision=decision, evidence={"episode": ctx.ep.id},
+                                      detail=detail)
         return res
 
     def _upsert(self, ctx: _Ctx, res: ExtractionResult, item_type: str, item_id: str, create: Any,
@@ -142,9 +145,13 @@ class LessonExtractor:
     def _device_profile(self, ctx: _Ctx, res: ExtractionResult) -> None:
         dev = ctx.device_id
         w, h = ctx.screen or (None, None)
+        before: dict[str, str | None] = {}
 
         def change(cur: DeviceProfile | None) -> DeviceProfile | None:
             now = self.device.clock()
+            if cur is not None:
+                sw, sh = cur.screen.screenshot_width, cur.screen.screenshot_height
+                before.update(language=cur.language, screen=f"{sw}x{sh}" if sw and sh else None)
             if cur is not None:
                 same_screen = not (w and h) or (cur.screen.screenshot_width, cur.screen.screenshot_height) == (w, h)
                 same_lang = not ctx.language or cur.language == ctx.language
@@ -167,6 +174,12 @@ class LessonExtractor:
             return p
 
         self.device.profiles.update(dev, change)
+        # Conflict source 3: the device's environment changed; memories made under the old one are
+        # demoted (not deleted) and those made under the new one come back.
+        if before.get("language") and ctx.language:
+            self.device.mark_environment_change(dev, "language", before["language"], ctx.language)
+        if before.get("screen") and ctx.screen_text:
+            self.device.mark_environment_change(dev, "screen", before["screen"], ctx.screen_text)
 
     def _app_profile(self, ctx: _Ctx, app_id: str, res: ExtractionResult) -> None:
         names = ctx.app_names.get(app_id, [])
@@ -239,6 +252,7 @@ class LessonExtractor:
             if not p.steps or len(psteps) < len(p.steps):
                 p.steps = psteps  # a shorter verified path is the better lesson
             p.entities = merge_unique(p.entities, [*pages, *ctx.ep.entities], "entities")
+            ctx.resolve(p, app_id)
             p.summary = p.body()
 
         def create() -> Procedure:
@@ -255,7 +269,9 @@ class LessonExtractor:
             p.summary = p.body()
             return p
 
-        self._upsert(ctx, res, "procedure", pid, create, merge, content_hash("procedure", pid))
+        proc = self._upsert(ctx, res, "procedure", pid, create, merge, content_hash("procedure", pid))
+        if isinstance(proc, Procedure):
+            self._negation(ctx, app_id, pattern)
 
     def _navigation(self, ctx: _Ctx, res: ExtractionResult) -> None:
         seen: set[str] = set()
@@ -268,11 +284,12 @@ class LessonExtractor:
                 continue
             seen.add(nid)
 
-            def merge(n: Navigation, s: Step = s, nid: str = nid) -> None:
+            def merge(n: Navigation, s: Step = s, nid: str = nid, fa: str | None = fa) -> None:
                 if nid not in ctx.ep.retrieved_memory_refs:
                     n.success_count += 1
                     n.confidence = min(0.95, n.confidence + 0.05)
                 n.coords, n.text, n.tool = s.coords or n.coords, s.text or n.text, s.tool
+                ctx.resolve(n, fa)
                 n.summary = n.body()
 
             def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid) -> Navigation:
@@ -287,19 +304,23 @@ class LessonExtractor:
                 n.summary = n.body()
                 return n
 
-            self._upsert(ctx, res, "navigation", nid, create, merge, content_hash("navigation", nid))
+            contradicted = self._contradicted_navigation(ctx, s, fa, nid)
+            new = self._upsert(ctx, res, "navigation", nid, create, merge, content_hash("navigation", nid))
+            if isinstance(new, Navigation) and contradicted:
+                self._settle_navigation(ctx, new, contradicted)
 
     def _calibration(self, ctx: _Ctx, res: ExtractionResult) -> None:
         normalized = any(str(s.tool_input.get("coord_space", "")).lower() == "normalized" for s in ctx.steps)
         waits = [float(v) for s in ctx.steps if "wait" in s.tool.lower()
                  for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 120]
-        if ctx.screen is None and not normalized and not waits:
+        seen = ctx.observed_screen  # a screenshot's real size, not the runtime's hint
+        if seen is None and not normalized and not waits:
             return  # calibration without evidence is not a lesson
-        w, h = ctx.screen or (None, None)
-        space = "normalized" if normalized else ("pixels" if ctx.screen else None)
-        cid = ("cal_normalized_coordinates" if normalized and not ctx.screen
-               else f"cal_{slug_id(ctx.device_id)}_{w}x{h}" if ctx.screen else f"cal_{slug_id(ctx.device_id)}_waits")
+        w, h = seen or (None, None)
+        space = "normalized" if normalized else ("pixels" if seen else None)
+        cid = ("cal_normalized_coordinates" if normalized and not seen
+               else f"cal_{slug_id(ctx.device_id)}_{w}x{h}" if seen else f"cal_{slug_id(ctx.device_id)}_waits")
         verified = any(s.changed_page and s.point() for s in ctx.steps)
 
         def merge(c: Calibration) -> None:
@@ -315,7 +336,8 @@ class LessonExtractor:
                 Calibration, cid[:80], device_id=ctx.device_id, coord_space=space, screenshot_width=w,
                 screenshot_height=h, title=f"Calibration {ctx.device_id} {w}x{h}" if w else "Calibration",
                 confidence=0.8, priority=75,
-                applicability={k: v for k, v in {"device_id": ctx.device_id, "screen": ctx.screen_text}.items() if v},
+                applicability={k: v for k, v in {"device_id": ctx.device_id,
+                                                 "screen": f"{w}x{h}" if w else None}.items() if v},
             )
             if verified:
                 c.notes = [f"a tap at screenshot pixels changed the page ({ctx.ep.id})"]
@@ -339,7 +361,7 @@ class LessonExtractor:
         reason = ctx.failure_text() or phase
         mode = f"{phase}: {' '.join(reason.split())[:80]}"
         trigger = {k: v for k, v in {"tool": last.tool, "app": ctx.display(ctx.goal_app or ctx.canon(last.app_after)),
-                                     "page": last.page_after or last.page_before}.items() if v}
+                                     "page": last.page_before or last.page_after}.items() if v}
         lesson = (f"Goal {ep.user_goal[:80]!r} failed at {phase}: {reason[:160]}. "
                   "Check the current observation before repeating this path; completion needs fresh evidence.")
         self._failure(ctx, res, mode, trigger, lesson, last, scope_app=True)
@@ -353,6 +375,9 @@ class LessonExtractor:
         def merge(f: Failure) -> None:
             f.occurrences += 1
             f.confidence = min(0.98, f.confidence + 0.05)
+            if f.status == "conflicted":
+                f.status = "active"  # the failure happened again: the doubt is resolved in its favour
+                ctx.decide([f.id], "failure_reconfirmed", "active")
             f.summary = f.body()
 
         def create() -> Failure:
@@ -369,9 +394,78 @@ class LessonExtractor:
         ev = EvidenceRef(type="episode", id=ctx.ep.id, event_ids=step.event_ids)
         ctx.extra_evidence = ev
         try:
-            self._upsert(ctx, res, "failure", fid, create, merge, content_hash("failure", fid))
+            fail = self._upsert(ctx, res, "failure", fid, create, merge, content_hash("failure", fid))
         finally:
             ctx.extra_evidence = None
+        if isinstance(fail, Failure) and scope_app and app_id and pattern:
+            self._negation(ctx, app_id, pattern)
+
+    # -- conflicts -------------------------------------------------------------------
+
+    def _contradicted_navigation(self, ctx: _Ctx, s: Step, app_id: str | None, nid: str) -> list[Navigation]:
+        """Conflict source 1: active rules saying the same action on the same page leads elsewhere."""
+        out: list[Navigation] = []
+        for e in self.device.entries("navigation", app_id):
+            if e["id"] == nid or e.get("status") != "active" or e.get("page") != s.page_before:
+                continue
+            n = self.device.collection("navigation").get(e["id"])
+            if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
+                continue
+            same_action = _close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
+            if same_action and (n.to_app, n.to_page) != (s.app_after, s.page_after):
+                out.append(n)
+        return out
+
+    def _settle_navigation(self, ctx: _Ctx, new: Navigation, old_rules: list[Navigation]) -> None:
+        coll = self.device.collection("navigation")
+        for old in old_rules:
+            if old.success_count <= 1:
+                # More specific (newer, as well supported) evidence for the same fact supersedes the old rule.
+                def replace(cur: Any, new_id: str = new.id) -> Any:
+                    if cur is None:
+                        return None
+                    cur.status, cur.superseded_by, cur.updated_at = "replaced", new_id, self.device.clock()
+                    return cur
+
+                coll.update(old.id, replace)
+                coll.update(new.id, lambda cur, old_id=old.id: cur and cur.model_copy(update={"supersedes": old_id}))
+                ctx.decide([old.id, new.id], "navigation_contradicted", "superseded",
+                           f"{old.from_page} now leads to {new.to_page}, not {old.to_page}")
+            else:
+                for nid in (old.id, new.id):
+                    coll.update(nid, lambda cur: cur and cur.model_copy(update={"status": "conflicted"}))
+                ctx.decide([old.id, new.id], "navigation_contradicted", "conflicted",
+                           f"{old.from_page}: {old.to_page} ({old.success_count}x) vs {new.to_page} (new)")
+
+    def _negation(self, ctx: _Ctx, app_id: str | None, pattern: str | None) -> None:
+        """Conflict source 2: a verified path and a failure mode for the same app and goal on that path."""
+        if not app_id or not pattern:
+            return
+        procs = [e for e in self.device.entries("procedure", app_id)
+                 if e.get("goal") == pattern and e.get("status") == "active"]
+        fails = [e for e in self.device.entries("failure", app_id)
+                 if e.get("goal") == pattern and e.get("status") == "active"]
+        for pe in procs:
+            proc = self.device.collection("procedure").get(pe["id"])
+            if not isinstance(proc, Procedure):
+                continue
+            for fe in fails:
+                fail = self.device.collection("failure").get(fe["id"])
+                if not isinstance(fail, Failure) or not _on_path(fail.trigger, proc):
+                    continue
+                ok, bad = proc.success_count, max(1, fail.occurrences)
+                if ok >= 2 * bad and ok >= 2:
+                    losers, decision = [fail.id], "failure_outvoted"
+                elif bad >= 2 * ok and bad >= 2:
+                    losers, decision = [proc.id], "procedure_outvoted"
+                else:
+                    losers, decision = [proc.id, fail.id], "undecided"
+                for lid in losers:
+                    kind = "procedure" if lid.startswith("proc_") else "failure"
+                    self.device.collection(kind).update(
+                        lid, lambda cur: cur and cur.model_copy(update={"status": "conflicted"}))
+                ctx.decide([proc.id, fail.id], "success_failure_negate", decision,
+                           f"{ok} successes vs {bad} failures on the same path")
 
     def _ui_anchors(self, ctx: _Ctx, res: ExtractionResult) -> None:
         if ctx.screen is None:
@@ -412,6 +506,26 @@ class LessonExtractor:
             self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid))
 
 
+def _xy(coords: str | None) -> tuple[float, float] | None:
+    if not coords or "->" in coords:
+        return None
+    try:
+        xs, ys = coords.split(",")
+        return float(xs.split("=")[1]), float(ys.split("=")[1])
+    except (ValueError, IndexError):
+        return None
+
+
+def _close(a: str | None, b: str | None, tolerance: float = 48.0) -> bool:
+    pa, pb = _xy(a), _xy(b)
+    return pa is not None and pb is not None and abs(pa[0] - pb[0]) <= tolerance and abs(pa[1] - pb[1]) <= tolerance
+
+
+def _on_path(trigger: dict[str, Any], proc: Procedure) -> bool:
+    tool, page = trigger.get("tool"), trigger.get("page")
+    return any(st.tool == tool and (page is None or page == st.page_name) for st in proc.steps) if tool else False
+
+
 def _action(s: Step) -> str | None:
     for key in ("type", "button", "direction", "app", "app_name", "action", "key"):
         v = s.tool_input.get(key)
@@ -439,6 +553,7 @@ class _Ctx:
         self.device_id = ep.device_scope.device_id or "default"
         self.language = ep.device_scope.language
         self.extra_evidence: EvidenceRef | None = None
+        self.decisions: list[tuple[list[str], str, str, str | None]] = []
         screen = None
         if ep.device_scope.screen and "x" in ep.device_scope.screen:
             try:
@@ -446,8 +561,9 @@ class _Ctx:
                 screen = (int(a), int(b))
             except ValueError:
                 screen = None
+        self.observed_screen = next((s.screen for s in steps if s.screen), None)
         if screen is None:
-            screen = next((s.screen for s in steps if s.screen), None)
+            screen = self.observed_screen
         self.screen = screen
         self.screen_text = f"{screen[0]}x{screen[1]}" if screen else None
         goal_app = ep.normalized_goal.app
@@ -482,6 +598,24 @@ class _Ctx:
         if self.goal_app and self.goal_app not in self.apps and any(s.app_before or s.app_after for s in steps):
             self.apps.insert(0, self.goal_app)
         self.first_app = self.apps[0] if self.apps else None
+
+    def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None) -> None:
+        """Queue a line for lifecycle/conflicts.jsonl (written after the item locks are released)."""
+        self.decisions.append((ids, rule, decision, detail))
+
+    def resolve(self, item: Any, app_id: str | None) -> None:
+        """New success evidence for a conflicted path: re-scope it to now and reactivate it when it outweighs."""
+        if item.status != "conflicted" or not self.ep.outcome.success:
+            return
+        extra = item.model_extra if item.model_extra is not None else {}
+        if extra.get("stale_key"):
+            item.applicability = self.applicability(app_id)  # verified again under the current environment
+            extra.pop("stale_key", None)
+            extra.pop("stale_reason", None)
+        if item.success_count > item.failure_count:
+            item.status = "active"
+            self.decide([item.id], "resolved_by_new_evidence", "active",
+                        f"{item.success_count} successes vs {item.failure_count} failures")
 
     def canon(self, name: str | None) -> str | None:
         """Canonical app id of an observed app name."""

@@ -94,8 +94,7 @@ class OutcomeUpdater:
                         cur.status = "conflicted"
                         decision.update(rule="success_contradicts_failure", decision="conflicted")
                 elif success:
-                    cur.success_count += 1  # the caution was heeded and the task worked
-                    cur.renew(now)
+                    cur.success_count += 1  # heeded and the task worked; renewal needs the failure itself
                 elif passed:
                     cur.occurrences += 1  # confirmed again
                     cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)

@@ -22,6 +22,7 @@ from ._errors import (
     YamlBombError,
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
+from ._gc import GcReport, remove_path, stale_temp_files, tree_size, walk_files
 from ._index import INDEX_HEADER, INDEX_NAME, IndexFile, IndexRead, format_entry, parse_index
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
@@ -39,13 +40,16 @@ from ._paths import (
     slug_id,
     slugify,
 )
+from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._verify import QUARANTINE_DIR, VerifyReport, quarantine, verify_collections
 from ._yaml import check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file
 
 __all__ = [
+    "DEFAULT_GRACE",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_ROOT",
+    "DEFAULT_TTL",
     "DEVICE_COLLECTIONS",
     "INDEX_HEADER",
     "INDEX_NAME",
@@ -59,6 +63,7 @@ __all__ = [
     "ConflictLog",
     "EvidenceRef",
     "FileProblemError",
+    "GcReport",
     "IndexFile",
     "IndexRead",
     "ItemRead",
@@ -69,6 +74,7 @@ __all__ = [
     "ParseError",
     "Problem",
     "Record",
+    "Retention",
     "Status",
     "StorageError",
     "StrList",
@@ -101,6 +107,7 @@ __all__ = [
     "is_temp_name",
     "is_within",
     "key_line",
+    "load_retention",
     "load_yaml",
     "load_yaml_file",
     "locked",
@@ -112,14 +119,18 @@ __all__ = [
     "quarantine",
     "read_bytes_nofollow",
     "read_jsonl",
+    "remove_path",
     "render_frontmatter",
     "resolve_root",
     "safe_join",
     "slug_id",
     "slugify",
     "split_frontmatter",
+    "stale_temp_files",
     "system_clock",
     "template_files",
+    "tree_size",
     "validate_record",
     "verify_collections",
+    "walk_files",
 ]

@@ -20,6 +20,7 @@ from lifecycle import (
     ItemRead,
     ParseError,
     Record,
+    Retention,
     StrList,
     TombstoneLog,
     UsageError,
@@ -28,6 +29,7 @@ from lifecycle import (
     content_hash,
     decode_utf8,
     format_ts,
+    load_retention,
     parse_duration,
     parse_frontmatter,
     read_bytes_nofollow,
@@ -43,7 +45,6 @@ from ._types import MemoryHit
 LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
 LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")
 PROFILE_TYPES: tuple[str, ...] = ("profile", "rule", "preference")
-DEFAULT_TTL = {"profile": None, "rule": None, "preference": None, "procedure": "45d", "fact": "180d"}
 PRIORITY = {"rule": 90, "preference": 80, "profile": 70, "procedure": 60, "fact": 50}
 GENERIC_ENTITIES = frozenset({"user", "me", "my", "you", "i", "我", "用户"})
 MAX_CONTENT = 4000
@@ -100,8 +101,10 @@ class LongTermStore:
 
     name = "long_term"
 
-    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+    def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 retention: Retention | None = None) -> None:
         self.root = Path(root)
+        self.retention = retention or load_retention(None)
         self.dir = safe_join(self.root, "long_term")
         self.mem_dir = self.dir / "memories"
         self.index = IndexFile(self.dir / INDEX_NAME)
@@ -264,11 +267,12 @@ class LongTermStore:
                       and _similar(old, norm) >= 0.5):
                     replaced.append(m)  # same subject, same kind, mostly the same words
             now = self.clock()
+            ttl_kind = "long_term_procedure" if type == "procedure" else type
             mem = LongTermMemory(
                 id=mem_id, type=type, title=(title or text.split("\n", 1)[0])[:120], content=text,  # type: ignore[arg-type]
                 priority=priority if priority is not None else PRIORITY[type], confidence=0.9 if type == "rule"
                 else 0.8, tags=tags_l, entities=ents_l, source_refs=list(source_refs), created_at=now,
-                updated_at=now, ttl=ttl or DEFAULT_TTL[type], applicability=applicability or {},
+                updated_at=now, ttl=ttl or self.retention.ttl_text(ttl_kind), applicability=applicability or {},
                 lesson_key=key,
             )
             mem.renew(now)

@@ -1,31 +1,359 @@
-"""Verify over every collection of a plane, plus the checks only episodes need."""
+"""Verify and GC over the whole tree: what cron runs (`memplane lifecycle verify|gc`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from episodes import TaskEpisodeStore
-from lifecycle import Collection, VerifyReport, verify_collections
+from device_memory import DeviceMemory
+from episodes import EPISODE_FILE, EVENTS_FILE, TaskEpisodeStore
+from lifecycle import (
+    QUARANTINE_DIR,
+    Collection,
+    ConfigError,
+    GcReport,
+    Retention,
+    TombstoneLog,
+    VerifyReport,
+    atomic_write,
+    collection_lock,
+    dumps_compact,
+    load_retention,
+    parse_ts,
+    read_jsonl,
+    remove_path,
+    safe_join,
+    stale_temp_files,
+    tree_size,
+    verify_collections,
+)
+
+from ._long_term import LongTermStore
+from ._session import SessionStore
+
+log = logging.getLogger("memory_plane")
+TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")
+CONFLICT_LOG_MAX = 20_000
 
 
-def verify_tree(root: Path, collections: Iterable[Collection], episodes: TaskEpisodeStore, *, fix: bool = False,
-                now: datetime | None = None) -> VerifyReport:
-    """Rebuild indexes, report bad files, close episodes whose recorder died."""
+def _jsonl_files(root: Path, episodes: TaskEpisodeStore) -> list[Path]:
+    files = [root / "lifecycle" / "tombstones.jsonl", root / "lifecycle" / "conflicts.jsonl",
+             root / "session" / "events.jsonl"]
+    for item in episodes.iter_items():
+        files.append(item.path.parent / EVENTS_FILE)
+    return [f for f in files if f.is_file() and not f.is_symlink()]
+
+
+def _repair_jsonl(path: Path) -> int:
+    """Rewrite a jsonl file without its unreadable lines; return how many went."""
+    read = read_jsonl(path)
+    if not read.problems:
+        return 0
+    atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records))
+    return len(read.problems)
+
+
+def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
+                *, fix: bool = False, now: datetime | None = None,
+                extra: Iterable[Collection] = ()) -> VerifyReport:
+    """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes."""
+    now = now or device.clock()
     report = VerifyReport()
-    interrupted: list[str] = []
+    try:
+        load_retention(root / "lifecycle" / "retention.yaml")
+    except ConfigError as exc:
+        report.add("config", "lifecycle/retention.yaml", exc.line, exc.message)
     # Episodes first: an interrupted episode gets its index line before the index rebuild.
+    interrupted: list[str] = []
+    traced: set[str] = set()
+    known_episodes: set[str] = set()
     for item in episodes.iter_items():
         ep = item.record
-        if ep is None or ep.status != "recording":
+        if ep is None:
             continue
-        if episodes.is_recording_live(ep.id):
-            continue  # a running agent is recording it right now
-        # Closing a dead recording is safe without --fix: it only adds what the crash lost.
-        episodes.mark_interrupted(ep, now)
-        interrupted.append(ep.id)
-        report.fixed.append(f"marked {ep.id} interrupted")
+        known_episodes.add(ep.id)
+        d = item.path.parent
+        if (d / EVENTS_FILE).exists():
+            traced.add(ep.id)
+        if ep.status == "recording" and not episodes.is_recording_live(ep.id):
+            # Closing a dead recording is safe without --fix: it only adds what the crash lost.
+            episodes.mark_interrupted(ep, now)
+            interrupted.append(ep.id)
+            report.fixed.append(f"marked {ep.id} interrupted")
+        if ep.traceability in ("summary_only", "excerpt_only"):
+            continue
+        for ev in read_jsonl(d / EVENTS_FILE).records:
+            ref = ev.get("screenshot_ref")
+            if not isinstance(ref, str) or not ref:
+                continue
+            try:
+                target = safe_join(d, ref)
+            except ValueError:
+                report.add("unsafe_ref", episodes.rel(d / EVENTS_FILE), None,
+                           f"screenshot_ref {ref!r} leaves the episode")
+                continue
+            if not target.exists():
+                report.add("missing_artifact", episodes.rel(d), None, f"{ref} referenced by {ev.get('event_id')}")
+                if fix:
+                    ep.traceability = "excerpt_only"
+                    episodes.write(ep)
+                    report.fixed.append(f"{ep.id}: traceability excerpt_only (artifacts missing)")
+                break
     report.stats["interrupted"] = interrupted
+
+    collections: list[Any] = [*device.all_collections(), long_term, *extra]
     verify_collections(root, [*collections, episodes], fix=fix, report=report)
+
+    # Lifecycle transitions: expired by time, evidence gone.
+    expired: list[str] = []
+    excerpt: list[str] = []
+    for coll in [*device.collections.values(), long_term]:
+        for item in coll.iter_items():
+            rec = item.record
+            if rec is None:
+                continue
+            changes: dict[str, Any] = {}
+            if rec.status == "active" and rec.is_expired(now):
+                changes["status"] = "expired"
+                expired.append(rec.id)
+            refs = [r for r in getattr(rec, "evidence_refs", []) if r.type == "episode"]
+            lost = [r for r in refs if r.id not in known_episodes or r.id not in traced]
+            trace = getattr(rec, "traceability", None) or (rec.model_extra or {}).get("traceability")
+            if refs and len(lost) == len(refs) and trace != "excerpt_only":
+                changes["traceability"] = "excerpt_only"
+                excerpt.append(rec.id)
+            if changes:
+                _apply(coll, rec.id, changes, item.path)
+    report.stats["expired_marked"] = expired
+    report.stats["excerpt_only"] = excerpt
+    if expired or excerpt:
+        for coll in [*device.collections.values(), long_term]:
+            coll.rebuild_index()
+
+    for f in _jsonl_files(root, episodes):
+        read = read_jsonl(f)
+        if read.problems:
+            rel = str(f.relative_to(root))
+            for p in read.problems:
+                report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message)
+            if fix:
+                n = _repair_jsonl(f)
+                report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+    if fix:
+        # The second verify after --fix must be clean: drop the findings that were repaired.
+        repaired = {"parse", "validation", "yamlbomb", "index", "jsonl", "torn_jsonl", "missing_artifact"}
+        report.problems = [p for p in report.problems if p.category not in repaired]
     return report
+
+
+def _apply(coll: Any, item_id: str, changes: dict[str, Any], path: Path) -> None:
+    def change(cur: Any) -> Any:
+        if cur is None:
+            return None
+        for k, v in changes.items():
+            setattr(cur, k, v)
+        return cur
+
+    if hasattr(coll, "update"):
+        coll.update(item_id, change)
+    else:  # long-term store: rewrite through its own writer under its lock
+        with coll.lock():
+            cur = coll.get(item_id)
+            if cur is not None:
+                for k, v in changes.items():
+                    setattr(cur, k, v)
+                coll._write(cur)
+
+
+# -- GC -----------------------------------------------------------------------------
+
+
+def _referenced_episodes(device: DeviceMemory, long_term: LongTermStore) -> set[str]:
+    """Episodes still evidence for a memory that is not gone (active, conflicted, expired in grace)."""
+    refs: set[str] = set()
+    for coll in [*device.collections.values(), device.profiles, long_term]:
+        for item in coll.iter_items():
+            rec = item.record
+            if rec is None or rec.status in ("deleted", "replaced"):
+                continue
+            refs.update(r.id for r in getattr(rec, "evidence_refs", []) if r.type in ("episode", "outcome"))
+            refs.update(getattr(rec, "source_refs", []) or [])
+    return refs
+
+
+def _older(ts: Any, delta: timedelta | None, now: datetime) -> bool:
+    if delta is None or not ts:
+        return False
+    try:
+        return parse_ts(ts) + delta <= now
+    except ValueError:
+        return False
+
+
+def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
+            session: SessionStore, *, dry_run: bool = False, now: datetime | None = None,
+            retention: Retention | None = None) -> GcReport:
+    """Remove what retention says is done with; every step is idempotent, so a killed GC resumes."""
+    now = now or device.clock()
+    ret = retention or load_retention(root / "lifecycle" / "retention.yaml")  # a bad file stops GC: exit 1
+    rep = GcReport(dry_run=dry_run)
+    tombs = TombstoneLog(root, clock=device.clock)
+
+    def rel(p: Path) -> str:
+        return str(p.relative_to(root))
+
+    def remove(p: Path, reason: str) -> None:
+        # remove_path unlinks a symlink as a link (its target is never touched) and refuses paths outside root.
+        if p.is_symlink():
+            rep.skipped_symlinks.append(rel(p))
+            return
+        size = tree_size(p)
+        rep.note(rel(p), reason, size)
+        if not dry_run:
+            for link in remove_path(root, p):
+                rep.skipped_symlinks.append(rel(link))
+
+    # 1. staging files left by crashes
+    for p in stale_temp_files(root, ret.grace_of("temp_files") or timedelta(hours=1), now):
+        remove(p, "stale_temp_file")
+
+    # 2. episodes: drop full traces past their TTL, summaries past theirs, unless evidence for a memory
+    referenced = _referenced_episodes(device, long_term)
+    drop_ids: list[str] = []
+    for item in episodes.iter_items():
+        ep = item.record
+        d = item.path.parent
+        if ep is None or ep.status == "recording":
+            continue
+        if d.is_symlink() or d.parent.is_symlink():
+            rep.skipped_symlinks.append(rel(d))
+            continue
+        started = ep.started_ts()
+        if ep.id in referenced:
+            if _older(started, ret.ttl_of("episode_trace"), now):
+                rep.keep("referenced_episode_trace")
+            continue
+        if _older(started, ret.ttl_of("episode_summary"), now):
+            drop_ids.append(ep.id)
+            remove(d, "episode_summary_ttl")
+            continue
+        if _older(started, ret.ttl_of("episode_trace"), now):
+            parts = [d / name for name in TRACE_PARTS if (d / name).exists() or (d / name).is_symlink()]
+            for part in parts:
+                remove(part, "episode_trace_ttl")
+            if parts and not dry_run:
+                ep.traceability = "summary_only"
+                episodes.write(ep)
+        else:
+            _orphan_artifacts(d, remove)
+    if drop_ids and not dry_run:
+        with episodes.lock():
+            episodes.index.remove(drop_ids)
+        for eid in drop_ids:
+            tombs.add("episode", eid, reason="gc")
+            rep.tombstones_written += 1
+
+    # 3. memories: expired past grace, replaced past grace, deleted
+    for coll in [*device.collections.values(), long_term]:
+        gone: list[str] = []
+        for item in coll.iter_items():
+            rec = item.record
+            if rec is None:
+                continue
+            if item.path.is_symlink():
+                rep.skipped_symlinks.append(rel(item.path))
+                continue
+            reason = None
+            if rec.status == "deleted":
+                reason = "deleted"
+            elif rec.status == "replaced" and _older(rec.updated_at, ret.grace_of("replaced"), now):
+                reason = "replaced_past_grace"
+            elif rec.is_expired(now):
+                exp = rec.expires_at if not isinstance(rec.expires_at, str) else None
+                if exp is None or exp + (ret.grace_of("expired") or timedelta(0)) <= now:
+                    reason = "expired_past_grace"
+            if reason:
+                gone.append(rec.id)
+                remove(item.path, reason)
+        if gone and not dry_run:
+            with coll.lock():
+                coll.index.remove(gone)  # the file went after the index line: a kill leaves an orphan only
+            for gid in gone:
+                tombs.add(getattr(coll, "name", "memory"), gid, reason="gc")
+                rep.tombstones_written += 1
+            if isinstance(coll, LongTermStore):
+                coll.rebuild_index()
+
+    # 4. old tombstones, quarantine, session archives, conflict log size
+    _trim_tombstones(root, ret, now, rep, dry_run)
+    qdir = root / QUARANTINE_DIR
+    grace_q = ret.grace_of("quarantine")
+    if qdir.is_dir() and grace_q is not None:
+        for p in sorted(qdir.iterdir()):
+            if p.is_symlink():
+                rep.skipped_symlinks.append(rel(p))
+                continue
+            if datetime.fromtimestamp(p.lstat().st_mtime, now.tzinfo) + grace_q <= now:
+                remove(p, "quarantine_past_grace")
+    arch = root / "session_archive"
+    grace_s = ret.grace_of("session_archive")
+    if arch.is_dir() and grace_s is not None:
+        for p in sorted(arch.iterdir()):
+            if p.name.startswith(".") or p.is_symlink():
+                if p.is_symlink():
+                    rep.skipped_symlinks.append(rel(p))
+                continue
+            if datetime.fromtimestamp(p.lstat().st_mtime, now.tzinfo) + grace_s <= now:
+                remove(p, "session_archive_past_grace")
+    _trim_conflicts(root, rep, dry_run)
+    return rep
+
+
+def _orphan_artifacts(d: Path, remove: Any) -> None:
+    """Screenshots no event points at (left by a crash between the file and its event)."""
+    art = d / "artifacts"
+    if not art.is_dir() or art.is_symlink():
+        return
+    events = read_jsonl(d / EVENTS_FILE)
+    if events.problems and not events.records:
+        return  # cannot tell what is referenced: keep everything
+    used = {str(ev.get("screenshot_ref")) for ev in events.records if ev.get("screenshot_ref")}
+    used |= {part.split("]")[0] for ev in events.records for part in str(ev).split("[image: ")[1:]}
+    for p in sorted(art.iterdir()):
+        if not p.is_file() or p.is_symlink():
+            continue
+        if f"artifacts/{p.name}" not in used and not (d / EPISODE_FILE).read_text("utf-8", "replace").count(p.name):
+            remove(p, "unreferenced_artifact")
+
+
+def _trim_tombstones(root: Path, ret: Retention, now: datetime, rep: GcReport, dry_run: bool) -> None:
+    path = root / "lifecycle" / "tombstones.jsonl"
+    grace = ret.grace_of("tombstone")
+    if grace is None or not path.is_file() or path.is_symlink():
+        return
+    with collection_lock(root / "lifecycle"):
+        read = read_jsonl(path)
+        keep = [r for r in read.records if not _older(r.get("ts"), grace, now)]
+        dropped = len(read.records) - len(keep)
+        if dropped:
+            rep.note("lifecycle/tombstones.jsonl", f"tombstones_past_grace ({dropped} lines)")
+            if not dry_run:
+                atomic_write(path, "".join(dumps_compact(r) + "\n" for r in keep))
+
+
+def _trim_conflicts(root: Path, rep: GcReport, dry_run: bool) -> None:
+    path = root / "lifecycle" / "conflicts.jsonl"
+    if not path.is_file() or path.is_symlink():
+        return
+    with collection_lock(root / "lifecycle"):
+        read = read_jsonl(path)
+        if len(read.records) > CONFLICT_LOG_MAX:
+            rep.note("lifecycle/conflicts.jsonl", f"conflict_log_cap ({len(read.records) - CONFLICT_LOG_MAX} lines)")
+            if not dry_run:
+                atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records[-CONFLICT_LOG_MAX:]))
+
+
+__all__ = ["gc_tree", "verify_tree"]

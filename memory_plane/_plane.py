@@ -19,11 +19,20 @@ from episodes import (
     TaskEpisodeStore,
     TaskEpisodeWriter,
 )
-from lifecycle import DEFAULT_LOCK_TIMEOUT, Clock, Collection, VerifyReport, init_tree, resolve_root, system_clock
+from lifecycle import (
+    DEFAULT_LOCK_TIMEOUT,
+    Clock,
+    Collection,
+    GcReport,
+    VerifyReport,
+    init_tree,
+    resolve_root,
+    system_clock,
+)
 
 from ._context import MemoryContext
 from ._long_term import LongTermStore
-from ._maintenance import verify_tree
+from ._maintenance import gc_tree, verify_tree
 from ._retrieve import RetrieveConfig, Retriever
 from ._session import SessionStore
 from ._types import MemoryRetrieveRequest, RoleMemoryContext
@@ -44,7 +53,8 @@ class MemoryPlane:
         self.device = DeviceMemory(self.root, clock=clock, lock_timeout=lock_timeout)
         self.extractor = LessonExtractor(self.device, self.episodes)
         self.outcomes = OutcomeUpdater(self.device, self.episodes)
-        self.long_term = LongTermStore(self.root, clock=clock, lock_timeout=lock_timeout)
+        self.long_term = LongTermStore(self.root, clock=clock, lock_timeout=lock_timeout,
+                                       retention=self.device.retention)
         self.session = SessionStore(self.root, clock=clock, lock_timeout=lock_timeout)
         self.retriever = Retriever(self.device, self.episodes, self.long_term, retrieve_config)
         self.retrieve_errors = 0
@@ -126,8 +136,15 @@ class MemoryPlane:
         return [*self.device.all_collections(), self.long_term]
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
-        """Check the tree, rebuild indexes, close crashed episodes; quarantine broken files with fix."""
-        return verify_tree(self.root, self.collections(), self.episodes, fix=fix, now=self.clock())
+        """Check the tree, rebuild indexes, mark expired, close crashed episodes; quarantine broken files with fix."""
+        self.flush(30)
+        return verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock())
+
+    def gc(self, *, dry_run: bool = False) -> GcReport:
+        """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent."""
+        self.flush(30)
+        return gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
+                       now=self.clock())
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish background work and stop the worker."""

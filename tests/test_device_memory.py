@@ -92,7 +92,7 @@ def test_failed_episode_records_known_issue_and_failure(world: World) -> None:
     assert "procedure" not in res.created
     fails = [world.device.get(e["id"]) for e in world.device.entries("failure")]
     assert len(fails) == 1 and isinstance(fails[0], Failure)
-    assert fails[0].trigger["page"] == "Cart" and fails[0].evidence_refs[0].event_ids
+    assert fails[0].trigger["page"] == "Home" and fails[0].evidence_refs[0].event_ids
 
 
 def test_non_ascii_typing_failure_is_learned(world: World) -> None:

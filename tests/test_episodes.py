@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import screenshot
 
 from episodes import (
     FAILURE_PHASES,
@@ -24,6 +23,8 @@ from episodes import (
     tool_coords,
 )
 from lifecycle import read_jsonl
+
+from helpers import screenshot
 
 REPO = Path(__file__).resolve().parent.parent
 

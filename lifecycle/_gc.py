@@ -1,0 +1,135 @@
+"""File-level garbage collection primitives: never follow a symlink, never leave the root."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ._atomic import is_temp_name
+from ._errors import UnsafePathError
+from ._paths import is_within
+
+
+@dataclass
+class GcReport:
+    """What GC removed (or would remove, in a dry run), why, and what it kept."""
+
+    dry_run: bool = False
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    kept: dict[str, int] = field(default_factory=dict)
+    bytes_freed: int = 0
+    tombstones_written: int = 0
+    skipped_symlinks: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def note(self, path: str, reason: str, size: int = 0) -> None:
+        """Record one removal."""
+        self.removed.append({"path": path, "reason": reason, "bytes": size})
+        self.bytes_freed += size
+
+    def keep(self, why: str) -> None:
+        """Count something kept on purpose."""
+        self.kept[why] = self.kept.get(why, 0) + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` report."""
+        by_reason: dict[str, int] = {}
+        for r in self.removed:
+            by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+        return {"dry_run": self.dry_run, "removed_count": len(self.removed), "removed_by_reason": by_reason,
+                "bytes_freed": self.bytes_freed, "kept": self.kept, "tombstones_written": self.tombstones_written,
+                "skipped_symlinks": self.skipped_symlinks, "errors": self.errors, "removed": self.removed}
+
+    def lines(self) -> list[str]:
+        """Human-readable summary."""
+        verb = "would remove" if self.dry_run else "removed"
+        out = [f"{verb}: {r['path']} ({r['reason']})" for r in self.removed[:200]]
+        if len(self.removed) > 200:
+            out.append(f"... and {len(self.removed) - 200} more")
+        out += [f"skipped symlink (never followed): {s}" for s in self.skipped_symlinks]
+        out += [f"error: {e}" for e in self.errors]
+        d = self.to_dict()
+        out.append(f"gc {'dry run' if self.dry_run else 'done'}: {verb} {d['removed_count']} paths, "
+                   f"{self.bytes_freed} bytes; kept {self.kept or 'nothing by rule'}")
+        return out
+
+
+def tree_size(path: Path) -> int:
+    """Bytes under a path (links counted as themselves, never followed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_size
+    total = 0
+    for dirpath, dirnames, files in os.walk(path, followlinks=False):
+        for name in files + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def remove_path(root: Path, path: Path) -> list[Path]:
+    """Delete a file or folder tree inside root, leaving every symlink (and what it points at) alone.
+
+    Returns the symlinks left in place; a folder that still holds one is kept.
+    """
+    if not is_within(root, path) or Path(os.path.normpath(path)) == Path(os.path.normpath(root)):
+        raise UnsafePathError(str(path), "GC refuses to delete outside (or all of) the memory root")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return []
+    if stat.S_ISLNK(st.st_mode):
+        return [path]
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return []
+    kept: list[Path] = []
+    for dirpath, dirnames, files in os.walk(path, topdown=False, followlinks=False):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                kept.append(Path(full))
+            else:
+                os.unlink(full)
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                kept.append(Path(full))
+                continue
+            try:
+                os.rmdir(full)
+            except OSError:
+                pass  # still holds a kept link
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+    return kept
+
+
+def walk_files(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """Every regular file and symlink under root with its lstat (symlinked folders not entered)."""
+    for dirpath, dirnames, files in os.walk(root, followlinks=False):
+        for name in files + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            p = Path(dirpath) / name
+            try:
+                yield p, os.lstat(p)
+            except OSError:
+                continue
+
+
+def stale_temp_files(root: Path, older_than: timedelta, now: datetime) -> list[Path]:
+    """Staging files left by a crash (our temp-name pattern) older than the grace period."""
+    cutoff = now.timestamp() - older_than.total_seconds()
+    return [p for p, st in walk_files(root)
+            if is_temp_name(p.name) and stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff]
