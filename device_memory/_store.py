@@ -153,7 +153,7 @@ class DeviceProfileStore:
         """Every readable profile."""
         return [i.record for i in self.iter_items() if i.record is not None]
 
-    def rebuild_index(self) -> bool:
+    def rebuild_index(self, items: list[ItemRead[DeviceProfile]] | None = None) -> bool:
         """Profiles have no index (there are few); nothing to rebuild."""
         return False
 

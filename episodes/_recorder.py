@@ -84,8 +84,10 @@ class EpisodeRecorder:
         self.dir = None
         try:
             self.dir = store.episode_dir(self.episode.id)
-            store.write_header(self.episode)
+            (self.dir / "artifacts").mkdir(parents=True, exist_ok=True)
+            # Lock first, header second: verify must never see a recording episode nobody holds.
             self._hold_recording_lock()
+            store.write_header(self.episode)
         except Exception as exc:  # never fail the task because memory is broken
             self._fail("cannot start episode", exc)
 

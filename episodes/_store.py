@@ -27,11 +27,13 @@ from lifecycle import (
     decode_utf8,
     dump_yaml,
     format_ts,
+    fresh_records,
     load_yaml,
     parse_ts,
     read_bytes_nofollow,
     read_jsonl,
     safe_join,
+    stat_key,
     system_clock,
     validate_record,
 )
@@ -171,7 +173,8 @@ class TaskEpisodeStore:
             for ep_dir in _scan_dirs(year_dir):
                 path = ep_dir / EPISODE_FILE
                 try:
-                    yield ItemRead(path, self.load_path(path))
+                    key = stat_key(path)
+                    yield ItemRead(path, self.load_path(path), None, key)
                 except FileNotFoundError:
                     yield ItemRead(path, None, ParseError(path, None, "episode folder without episode.yaml"))
                 except FileProblemError as exc:
@@ -179,11 +182,15 @@ class TaskEpisodeStore:
                 except OSError as exc:
                     yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
 
-    def rebuild_index(self) -> bool:
-        """Rewrite episodes/index.yaml from the episode folders (oldest first)."""
+    def item_paths(self) -> list[Path]:
+        """episode.yaml of every episode folder present now."""
+        return [d / EPISODE_FILE for y in _scan_dirs(self.dir) for d in _scan_dirs(y) if (d / EPISODE_FILE).is_file()]
+
+    def rebuild_index(self, items: list[ItemRead[TaskEpisode]] | None = None) -> bool:
+        """Rewrite episodes/index.yaml from the episode folders (oldest first), under the lock."""
         with self.lock():
-            entries = [self.entry_for(i.record) for i in self.iter_items()
-                       if i.record is not None and i.record.status != "recording"]
+            records = fresh_records(items, self.item_paths(), self.load_path)
+            entries = [self.entry_for(r) for r in records if r.status != "recording"]
             entries.sort(key=lambda e: (_sort_ts(e), e["id"]))
             current = self.index.read()
             if current.exists and not current.problems and current.entries == entries:
@@ -222,8 +229,17 @@ class TaskEpisodeStore:
             os.close(fd)
         return False
 
-    def mark_interrupted(self, ep: TaskEpisode, now: datetime | None = None) -> TaskEpisode:
-        """Close an episode its recorder never finished: failed, phase ``interrupted``."""
+    def mark_interrupted(self, ep: TaskEpisode, now: datetime | None = None) -> TaskEpisode | None:
+        """Close an episode its recorder never finished: failed, phase ``interrupted``.
+
+        Re-checked under the lock: an episode that was committed, or whose recorder is alive, is left
+        alone (returns None), so verify never overwrites a commit it raced with.
+        """
+        with self.lock():
+            cur = self.get(ep.id)
+            if cur is None or cur.status != "recording" or self.is_recording_live(ep.id):
+                return None
+            ep = cur
         now = now or self.clock()
         events = self.events(ep.id).records
         ep.status = "interrupted"

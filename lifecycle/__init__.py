@@ -5,9 +5,26 @@ markdown frontmatter), the record envelope, collections, verify and GC. Nothing 
 imports the layers above (device_memory, episodes, memory_plane).
 """
 
-from ._atomic import append_line, atomic_write, create_exclusive, fsync_dir, is_temp_name, read_bytes_nofollow
+from ._atomic import (
+    append_line,
+    append_lines,
+    atomic_write,
+    create_exclusive,
+    fsync_dir,
+    is_temp_name,
+    read_bytes_nofollow,
+)
 from ._clock import Clock, elapsed_label, format_duration, format_ts, parse_duration, parse_ts, system_clock
-from ._collection import Collection, ItemRead, Problem, YamlCollection, key_line, validate_record
+from ._collection import (
+    Collection,
+    ItemRead,
+    Problem,
+    YamlCollection,
+    fresh_records,
+    key_line,
+    stat_key,
+    validate_record,
+)
 from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Timestamp
 from ._errors import (
     ConfigError,
@@ -87,6 +104,7 @@ __all__ = [
     "YamlBombError",
     "YamlCollection",
     "append_line",
+    "append_lines",
     "atomic_write",
     "check_budget",
     "check_id",
@@ -101,6 +119,7 @@ __all__ = [
     "format_duration",
     "format_entry",
     "format_ts",
+    "fresh_records",
     "fsync_dir",
     "init_tree",
     "is_safe_id",
@@ -127,6 +146,7 @@ __all__ = [
     "slugify",
     "split_frontmatter",
     "stale_temp_files",
+    "stat_key",
     "system_clock",
     "template_files",
     "tree_size",

@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from ._errors import StorageError, UsageError
+from ._errors import UsageError
 
 _counter = itertools.count()
 TEMP_MARK = ".tmp."
@@ -96,11 +96,21 @@ def append_line(path: str | os.PathLike[str], line: str | bytes, *, fsync: bool 
     If a previous writer died mid-line (no trailing newline), a newline is written first so
     the torn fragment stays isolated on its own line and this record stays whole.
     """
-    payload = line.encode("utf-8") if isinstance(line, str) else line
-    payload = payload.rstrip(b"\n")
-    if b"\n" in payload:
+    text = line.decode("utf-8") if isinstance(line, bytes) else line
+    text = text.rstrip("\n")
+    if "\n" in text:
         raise UsageError("append_line takes exactly one line (no embedded newline)")
-    payload += b"\n"
+    append_lines(path, [text], fsync=fsync)
+
+
+def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool = True) -> None:
+    """Append several whole lines with one write (caller holds the lock); none may hold a newline."""
+    if not lines:
+        return
+    if any("\n" in line for line in lines):
+        raise UsageError("append_lines takes whole lines without embedded newlines")
+    # One write of whole lines: a crash can tear only the tail, which readers skip and verify repairs.
+    payload = ("\n".join(lines) + "\n").encode("utf-8")
     target = Path(path)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -112,9 +122,10 @@ def append_line(path: str | os.PathLike[str], line: str | bytes, *, fsync: bool 
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             payload = b"\n" + payload
-        n = os.write(fd, payload)
-        if n != len(payload):
-            raise StorageError(target, f"short append ({n} of {len(payload)} bytes)")
+        view = memoryview(payload)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
         if fsync:
             os.fsync(fd)
     finally:

@@ -50,6 +50,36 @@ class ItemRead(Generic[R]):
     path: Path
     record: R | None
     problem: FileProblemError | None = None
+    stat_key: tuple[int, int, int] | None = None
+
+
+def stat_key(path: Path) -> tuple[int, int, int] | None:
+    """(mtime_ns, size, inode) of a file, or None if it is gone."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def fresh_records(items: list[ItemRead[Any]] | None, current: list[Path], load: Callable[[Path], Any]) -> list[Any]:
+    """Records for the files present now: reuse a parse whose file is unchanged, load the rest.
+
+    Called under the collection lock, so an item written between a verify pass and its index
+    rebuild is never left out of the rebuilt index.
+    """
+    known = {str(i.path): i for i in items or [] if i.record is not None}
+    out: list[Any] = []
+    for p in current:
+        prev = known.get(str(p))
+        if prev is not None and prev.stat_key is not None and prev.stat_key == stat_key(p):
+            out.append(prev.record)
+            continue
+        try:
+            out.append(load(p))
+        except (FileProblemError, OSError):
+            continue
+    return out
 
 
 @runtime_checkable
@@ -68,7 +98,11 @@ class Collection(Protocol):
         ...
 
     def rebuild_index(self) -> bool:
-        """Rewrite the derived index from the item files; return True if it changed."""
+        """Rewrite the derived index from the item files; return True if it changed.
+
+        Implementations may accept ``items=`` (ItemReads just parsed) to avoid reading unchanged files
+        twice; they must still include whatever appeared since, so the rebuild loses nothing.
+        """
         ...
 
     def referenced_files(self) -> Iterator[Path]:
@@ -189,7 +223,8 @@ class YamlCollection(Generic[R]):
         for entry in names:
             path = Path(entry.path)
             try:
-                yield ItemRead(path, self.load_path(path))
+                key = stat_key(path)
+                yield ItemRead(path, self.load_path(path), None, key)
             except FileProblemError as exc:
                 yield ItemRead(path, None, exc)
             except OSError as exc:
@@ -248,6 +283,30 @@ class YamlCollection(Generic[R]):
                 self._save_locked(new)
             return new
 
+    def update_many(self, changes: dict[str, Callable[[R], R | None]]) -> int:
+        """Apply changes to many items under one lock, then rewrite the index once; return items written."""
+        written = 0
+        changed: dict[str, dict[str, Any]] = {}
+        with self.lock():
+            for item_id, change in changes.items():
+                cur = self.get(item_id)
+                if cur is None:
+                    continue
+                new = change(cur)
+                if new is None:
+                    continue
+                path = self.item_path(item_id)
+                old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
+                atomic_write(path, dump_yaml(self._dump(new), old_text))
+                changed[item_id] = self.entry_for(new)
+                written += 1
+            if changed:
+                # One index rewrite for the batch: the changed lines replaced, every other line kept.
+                current = self.index.read()
+                self.index.write([changed.pop(e["id"], e) if e["id"] in changed else e for e in current.entries]
+                                 + list(changed.values()))
+        return written
+
     def delete(self, item_id: str) -> bool:
         """Remove an item's index line, then its file; return True if it existed."""
         with self.lock():
@@ -259,10 +318,19 @@ class YamlCollection(Generic[R]):
                 return False
             return True
 
-    def rebuild_index(self) -> bool:
-        """Rewrite index.yaml from the item files; return True if its content changed."""
+    def item_paths(self) -> list[Path]:
+        """Paths of the item files present now (symlinks excluded)."""
+        try:
+            with os.scandir(self.dir) as it:
+                return sorted((Path(e.path) for e in it if is_item_file(e)), key=lambda p: p.name)
+        except FileNotFoundError:
+            return []
+
+    def rebuild_index(self, items: list[ItemRead[R]] | None = None) -> bool:
+        """Rewrite index.yaml from the item files (reusing unchanged parses in ``items``); True if it changed."""
         with self.lock():
-            entries = [self.entry_for(i.record) for i in self.iter_items() if i.record is not None]
+            records = fresh_records(items, self.item_paths(), self.load_path)
+            entries = [self.entry_for(r) for r in records]
             entries = rebuild_entries(entries, self._sort_key)
             current = self.index.read()
             if current.exists and not current.problems and current.entries == entries:

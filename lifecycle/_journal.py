@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._atomic import append_line
+from ._atomic import append_line, append_lines
 from ._clock import Clock, format_ts, system_clock
 from ._jsonl import dumps_compact, read_jsonl
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock
@@ -58,6 +58,17 @@ class TombstoneLog(_Journal):
         ts = format_ts(at or self.clock())
         return self._append({"id": f"tomb_{os.urandom(6).hex()}", "ts": ts, "reason": reason,
                              "ref": {"type": ref_type, "id": ref_id}, "content_hashes": hashes or None})
+
+    def add_many(self, ref_type: str, ref_ids: list[str], *, reason: str) -> int:
+        """Record many removals (no content hashes) in one locked append; returns the count."""
+        if not ref_ids:
+            return 0
+        ts = format_ts(self.clock())
+        lines = [dumps_compact({"id": f"tomb_{os.urandom(6).hex()}", "ts": ts, "reason": reason,
+                                "ref": {"type": ref_type, "id": rid}}) for rid in ref_ids]
+        with collection_lock(self.dir, self.lock_timeout):
+            append_lines(self.path, lines)
+        return len(lines)
 
     def blocked_hashes(self) -> set[str]:
         """Content hashes that must not be re-learned."""

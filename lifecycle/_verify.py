@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -70,14 +71,19 @@ def verify_collections(
     fix: bool = False,
     report: VerifyReport | None = None,
     rel: Callable[[Path], str] | None = None,
+    on_item: Callable[[Collection, Any], None] | None = None,
 ) -> VerifyReport:
     """Parse every item of every collection, report problems, rebuild indexes."""
     report = report or VerifyReport()
     relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
     for coll in collections:
+        parsed: list[Any] = []
         for item in coll.iter_items():
             report.checked += 1
             if item.problem is None:
+                parsed.append(item)
+                if on_item is not None:
+                    on_item(coll, item)
                 continue
             cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
             report.add(cat, relp(item.path), item.problem.line, item.problem.message)
@@ -93,7 +99,10 @@ def verify_collections(
             for prob in index.read().problems:
                 report.add("index", relp(Path(prob.path or index.path)), prob.line, prob.message)
         try:
-            changed = coll.rebuild_index()
+            if "items" in inspect.signature(coll.rebuild_index).parameters:
+                changed = coll.rebuild_index(items=parsed)  # type: ignore[call-arg]
+            else:
+                changed = coll.rebuild_index()
         except OSError as exc:
             report.add("io", relp(Path(getattr(coll, "dir", root))), None, f"cannot rebuild index: {exc}")
             continue

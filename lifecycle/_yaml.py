@@ -79,10 +79,43 @@ def check_budget(obj: Any, path: str | Path | None = None) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+try:  # the C parser with the safe constructor and YAML 1.2 rules, as YAML(typ="safe") uses,
+    # but with the loader class built once: YAML().load builds a new class on every call.
+    from ruamel.yaml.clib._ruamel_yaml import CParser as _CParser
+    from ruamel.yaml.constructor import SafeConstructor as _SafeConstructor
+    from ruamel.yaml.resolver import Resolver as _Resolver  # holds the YAML 1.2 implicit rules
+
+    class _Loader(_CParser, _SafeConstructor, _Resolver):  # type: ignore[misc]
+        # The constructor asks the resolver for the version to decide on octals, sexagesimals and
+        # YAML 1.1 float warnings: answer 1.2, the rules this resolver holds.
+        processing_version = (1, 2)
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            self._parser = self._composer = self
+            _SafeConstructor.__init__(self, loader=self)
+            self.allow_duplicate_keys = False
+            _Resolver.__init__(self, loadumper=self)
+
+    _CSafeLoader: Any = _Loader
+except ImportError:  # pragma: no cover - without ruamel.yaml.clib
+    _CSafeLoader = None
+
+
+def _safe_load(text: str) -> Any:
+    if _CSafeLoader is None:
+        return _safe().load(text)
+    loader = _CSafeLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str, path: str | Path | None = None) -> Any:
     """Parse YAML safely (no object-building tags); ParseError names the file and line."""
     try:
-        data = _safe().load(text)
+        data = _safe_load(text)
     except YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ParseError(path, _error_line(exc), f"invalid YAML: {problem}") from None

@@ -29,12 +29,14 @@ from lifecycle import (
     content_hash,
     decode_utf8,
     format_ts,
+    fresh_records,
     load_retention,
     parse_duration,
     parse_frontmatter,
     read_bytes_nofollow,
     render_frontmatter,
     safe_join,
+    stat_key,
     system_clock,
     validate_record,
 )
@@ -151,7 +153,8 @@ class LongTermStore:
             return
         for p in files:
             try:
-                yield ItemRead(p, self.load_path(p))
+                key = stat_key(p)
+                yield ItemRead(p, self.load_path(p), None, key)
             except FileProblemError as exc:
                 yield ItemRead(p, None, exc)
             except OSError as exc:
@@ -185,10 +188,19 @@ class LongTermStore:
         }
         return {k: v for k, v in e.items() if v is not None}
 
-    def rebuild_index(self) -> bool:
-        """Rewrite index.yaml (by priority, then id) and profile.md from the memory files."""
+    def item_paths(self) -> list[Path]:
+        """Memory files present now (symlinks excluded)."""
+        try:
+            with os.scandir(self.mem_dir) as it:
+                return sorted(Path(e.path) for e in it if e.name.endswith(".md") and not e.name.startswith(".")
+                              and e.is_file(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+
+    def rebuild_index(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
+        """Rewrite index.yaml (by priority, then id) and profile.md from the memory files, under the lock."""
         with self.lock():
-            mems = [i.record for i in self.iter_items() if i.record is not None]
+            mems = fresh_records(items, self.item_paths(), self.load_path)
             entries = sorted((self.entry_for(m) for m in mems), key=lambda e: (-int(e.get("priority", 0)), e["id"]))
             current = self.index.read()
             self._write_profile(mems)
@@ -196,6 +208,25 @@ class LongTermStore:
                 return False
             self.index.write(entries)
             return True
+
+    def update_many(self, changes: dict[str, Any]) -> int:
+        """Apply changes to many memories under one lock, then rebuild index and profile once."""
+        written = 0
+        with self.lock():
+            for mem_id, change in changes.items():
+                cur = self.get(mem_id)
+                if cur is None:
+                    continue
+                new = change(cur)
+                if new is None:
+                    continue
+                path = self.path_for(mem_id)
+                old = read_bytes_nofollow(path).decode("utf-8", "replace")
+                atomic_write(path, render_frontmatter(new.to_frontmatter(), _body(new), old))
+                written += 1
+            if written:
+                self.rebuild_index()
+        return written
 
     def referenced_files(self) -> Iterator[Path]:
         """Long-term memories point at no files that must exist."""

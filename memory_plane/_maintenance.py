@@ -14,6 +14,7 @@ from lifecycle import (
     QUARANTINE_DIR,
     Collection,
     ConfigError,
+    FileProblemError,
     GcReport,
     Retention,
     TombstoneLog,
@@ -39,11 +40,10 @@ TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")
 CONFLICT_LOG_MAX = 20_000
 
 
-def _jsonl_files(root: Path, episodes: TaskEpisodeStore) -> list[Path]:
+def _jsonl_files(root: Path, episode_dirs: Iterable[Path]) -> list[Path]:
     files = [root / "lifecycle" / "tombstones.jsonl", root / "lifecycle" / "conflicts.jsonl",
              root / "session" / "events.jsonl"]
-    for item in episodes.iter_items():
-        files.append(item.path.parent / EVENTS_FILE)
+    files += [d / EVENTS_FILE for d in episode_dirs]
     return [f for f in files if f.is_file() and not f.is_symlink()]
 
 
@@ -66,25 +66,25 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         load_retention(root / "lifecycle" / "retention.yaml")
     except ConfigError as exc:
         report.add("config", "lifecycle/retention.yaml", exc.line, exc.message)
-    # Episodes first: an interrupted episode gets its index line before the index rebuild.
     interrupted: list[str] = []
     traced: set[str] = set()
-    known_episodes: set[str] = set()
-    for item in episodes.iter_items():
+
+    episode_dirs: list[Path] = []
+
+    def check_episode(item: Any) -> None:
         ep = item.record
-        if ep is None:
-            continue
-        known_episodes.add(ep.id)
         d = item.path.parent
+        episode_dirs.append(d)
         if (d / EVENTS_FILE).exists():
             traced.add(ep.id)
-        if ep.status == "recording" and not episodes.is_recording_live(ep.id):
-            # Closing a dead recording is safe without --fix: it only adds what the crash lost.
-            episodes.mark_interrupted(ep, now)
+        # Closing a dead recording is safe without --fix: it only adds what the crash lost; the
+        # index rebuild that follows sees the rewritten file (its stat changed) and indexes it.
+        dead = ep.status == "recording" and not episodes.is_recording_live(ep.id)
+        if dead and episodes.mark_interrupted(ep, now) is not None:
             interrupted.append(ep.id)
             report.fixed.append(f"marked {ep.id} interrupted")
         if ep.traceability in ("summary_only", "excerpt_only"):
-            continue
+            return
         for ev in read_jsonl(d / EVENTS_FILE).records:
             ref = ev.get("screenshot_ref")
             if not isinstance(ref, str) or not ref:
@@ -102,38 +102,42 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                     episodes.write(ep)
                     report.fixed.append(f"{ep.id}: traceability excerpt_only (artifacts missing)")
                 break
-    report.stats["interrupted"] = interrupted
 
-    collections: list[Any] = [*device.all_collections(), long_term, *extra]
-    verify_collections(root, [*collections, episodes], fix=fix, report=report)
-
-    # Lifecycle transitions: expired by time, evidence gone.
+    # Lifecycle transitions, decided from the records verify parses anyway (one pass over the files).
     expired: list[str] = []
     excerpt: list[str] = []
-    for coll in [*device.collections.values(), long_term]:
-        for item in coll.iter_items():
-            rec = item.record
-            if rec is None:
-                continue
-            changes: dict[str, Any] = {}
-            if rec.status == "active" and rec.is_expired(now):
-                changes["status"] = "expired"
-                expired.append(rec.id)
-            refs = [r for r in getattr(rec, "evidence_refs", []) if r.type == "episode"]
-            lost = [r for r in refs if r.id not in known_episodes or r.id not in traced]
-            trace = getattr(rec, "traceability", None) or (rec.model_extra or {}).get("traceability")
-            if refs and len(lost) == len(refs) and trace != "excerpt_only":
-                changes["traceability"] = "excerpt_only"
-                excerpt.append(rec.id)
-            if changes:
-                _apply(coll, rec.id, changes, item.path)
+    pending: dict[int, tuple[Any, dict[str, Any]]] = {}
+    transition_colls = {id(c) for c in [*device.collections.values(), long_term]}
+
+    def decide(coll: Any, item: Any) -> None:
+        rec = item.record
+        if coll is episodes:
+            check_episode(item)
+            return
+        if id(coll) not in transition_colls or rec is None:
+            return
+        changes: dict[str, Any] = {}
+        if rec.status == "active" and rec.is_expired(now):
+            changes["status"] = "expired"
+            expired.append(rec.id)
+        refs = [r for r in getattr(rec, "evidence_refs", []) if r.type == "episode"]
+        trace = getattr(rec, "traceability", None) or (rec.model_extra or {}).get("traceability")
+        if refs and trace != "excerpt_only" and all(r.id not in traced for r in refs):
+            changes["traceability"] = "excerpt_only"  # every episode it came from is gone or trimmed
+            excerpt.append(rec.id)
+        if changes:
+            pending.setdefault(id(coll), (coll, {}))[1][rec.id] = changes
+
+    # Episodes first: what they hold decides which memories lost their evidence.
+    collections: list[Any] = [episodes, *device.all_collections(), long_term, *extra]
+    verify_collections(root, collections, fix=fix, report=report, on_item=decide)
+    report.stats["interrupted"] = interrupted
+    for coll, changes in pending.values():
+        coll.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
     report.stats["expired_marked"] = expired
     report.stats["excerpt_only"] = excerpt
-    if expired or excerpt:
-        for coll in [*device.collections.values(), long_term]:
-            coll.rebuild_index()
 
-    for f in _jsonl_files(root, episodes):
+    for f in _jsonl_files(root, episode_dirs):
         read = read_jsonl(f)
         if read.problems:
             rel = str(f.relative_to(root))
@@ -149,33 +153,23 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     return report
 
 
-def _apply(coll: Any, item_id: str, changes: dict[str, Any], path: Path) -> None:
+def _setter(changes: dict[str, Any]) -> Any:
     def change(cur: Any) -> Any:
-        if cur is None:
-            return None
         for k, v in changes.items():
             setattr(cur, k, v)
         return cur
 
-    if hasattr(coll, "update"):
-        coll.update(item_id, change)
-    else:  # long-term store: rewrite through its own writer under its lock
-        with coll.lock():
-            cur = coll.get(item_id)
-            if cur is not None:
-                for k, v in changes.items():
-                    setattr(cur, k, v)
-                coll._write(cur)
+    return change
 
 
 # -- GC -----------------------------------------------------------------------------
 
 
-def _referenced_episodes(device: DeviceMemory, long_term: LongTermStore) -> set[str]:
+def _referenced_episodes(parsed: dict[int, tuple[Any, list[Any]]]) -> set[str]:
     """Episodes still evidence for a memory that is not gone (active, conflicted, expired in grace)."""
     refs: set[str] = set()
-    for coll in [*device.collections.values(), device.profiles, long_term]:
-        for item in coll.iter_items():
+    for _, items in parsed.values():
+        for item in items:
             rec = item.record
             if rec is None or rec.status in ("deleted", "replaced"):
                 continue
@@ -220,8 +214,11 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     for p in stale_temp_files(root, ret.grace_of("temp_files") or timedelta(hours=1), now):
         remove(p, "stale_temp_file")
 
+    # Every memory file is parsed once; the same records decide references and removals.
+    parsed = {id(c): (c, list(c.iter_items())) for c in [*device.collections.values(), device.profiles, long_term]}
+
     # 2. episodes: drop full traces past their TTL, summaries past theirs, unless evidence for a memory
-    referenced = _referenced_episodes(device, long_term)
+    referenced = _referenced_episodes(parsed)
     drop_ids: list[str] = []
     for item in episodes.iter_items():
         ep = item.record
@@ -252,38 +249,53 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     if drop_ids and not dry_run:
         with episodes.lock():
             episodes.index.remove(drop_ids)
-        for eid in drop_ids:
-            tombs.add("episode", eid, reason="gc")
-            rep.tombstones_written += 1
+        rep.tombstones_written += tombs.add_many("episode", drop_ids, reason="gc")
 
     # 3. memories: expired past grace, replaced past grace, deleted
+    def reason_for(rec: Any) -> str | None:
+        if rec.status == "deleted":
+            return "deleted"
+        if rec.status == "replaced" and _older(rec.updated_at, ret.grace_of("replaced"), now):
+            return "replaced_past_grace"
+        if rec.is_expired(now):
+            exp = rec.expires_at if not isinstance(rec.expires_at, str) else None
+            if exp is None or exp + (ret.grace_of("expired") or timedelta(0)) <= now:
+                return "expired_past_grace"
+        return None
+
     for coll in [*device.collections.values(), long_term]:
-        gone: list[str] = []
-        for item in coll.iter_items():
-            rec = item.record
-            if rec is None:
+        candidates = []
+        for item in parsed[id(coll)][1]:
+            if item.record is None:
                 continue
             if item.path.is_symlink():
                 rep.skipped_symlinks.append(rel(item.path))
                 continue
-            reason = None
-            if rec.status == "deleted":
-                reason = "deleted"
-            elif rec.status == "replaced" and _older(rec.updated_at, ret.grace_of("replaced"), now):
-                reason = "replaced_past_grace"
-            elif rec.is_expired(now):
-                exp = rec.expires_at if not isinstance(rec.expires_at, str) else None
-                if exp is None or exp + (ret.grace_of("expired") or timedelta(0)) <= now:
-                    reason = "expired_past_grace"
-            if reason:
+            if reason_for(item.record):
+                candidates.append(item)
+        if not candidates:
+            continue
+        gone: list[str] = []
+        with coll.lock():
+            # Re-read under the lock: the agent may have renewed an item since this pass parsed it.
+            for item in candidates:
+                try:
+                    rec = coll.load_path(item.path)
+                except (OSError, FileProblemError):
+                    continue
+                reason = reason_for(rec)
+                if reason is None:
+                    rep.keep("renewed_since_scan")
+                    continue
                 gone.append(rec.id)
-                remove(item.path, reason)
+                rep.note(rel(item.path), reason, tree_size(item.path))
+            if gone and not dry_run:
+                coll.index.remove(gone)  # index line first: a kill before the unlink leaves an orphan only
+                for item in candidates:
+                    if item.record is not None and item.record.id in gone:
+                        remove_path(root, item.path)
         if gone and not dry_run:
-            with coll.lock():
-                coll.index.remove(gone)  # the file went after the index line: a kill leaves an orphan only
-            for gid in gone:
-                tombs.add(getattr(coll, "name", "memory"), gid, reason="gc")
-                rep.tombstones_written += 1
+            rep.tombstones_written += tombs.add_many(getattr(coll, "name", "memory"), gone, reason="gc")
             if isinstance(coll, LongTermStore):
                 coll.rebuild_index()
 

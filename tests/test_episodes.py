@@ -240,6 +240,7 @@ def test_killed_process_leaves_partial_episode(root: Path) -> None:
     assert store.is_recording_live(ep_id)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
+    proc.stdout.close()
     assert not store.is_recording_live(ep_id)
     ep = store.get(ep_id)
     assert ep is not None and ep.status == "recording"

@@ -159,3 +159,9 @@ def test_index_cache_sees_external_edits(tmp_path: Path) -> None:
     with open(p, "a") as fh:
         fh.write('- {"id": "b"}\n')  # cron or a person
     assert [e["id"] for e in idx.read().entries] == ["a", "b"]
+
+
+def test_yaml_is_loaded_with_1_2_rules() -> None:
+    # The Norway problem and friends: hand-written values keep their YAML 1.2 meaning.
+    assert load_yaml("a: no\nb: on\nc: 010\nd: 1:20\ne: 5e-3\nf: 0o10\n") == {
+        "a": "no", "b": "on", "c": 10, "d": "1:20", "e": 0.005, "f": 8}

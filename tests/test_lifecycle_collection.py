@@ -174,3 +174,14 @@ def test_errors_pickle_and_carry_path() -> None:
         again = pickle.loads(pickle.dumps(exc))
         assert str(again) == str(exc)
     assert str(ParseError("/a/b.yaml", 3, "bad")) == "/a/b.yaml:3: bad"
+
+
+def test_rebuild_with_stale_parse_keeps_items_written_since(root: Path) -> None:
+    c = coll(root)
+    c.save(Record(id="proc_a", type="procedure", title="a"))
+    parsed = list(c.iter_items())
+    c.save(Record(id="proc_b", type="procedure", title="b"))  # written after the verify pass parsed
+    c.save(Record(id="proc_a", type="procedure", title="a2"))
+    c.rebuild_index(items=parsed)
+    by_id = {e["id"]: e for e in c.entries()}
+    assert set(by_id) == {"proc_a", "proc_b"} and by_id["proc_a"]["title"] == "a2"

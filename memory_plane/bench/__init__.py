@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "extract": "_extract",
     "retrieve": "_retrieve",
     "retrieval-quality": "_quality",
+    "lifecycle": "_lifecycle",
 }
 
 
