@@ -12,14 +12,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-DEMO_ROOT := ./.memplane-demo/agent/memory
-
 demo: $(STAMP)
-	rm -rf ./.memplane-demo
-	$(VENV)/bin/memplane --root $(DEMO_ROOT) init
-	$(VENV)/bin/memplane --root $(DEMO_ROOT) retrieve "打开微信，找到张三，准备发消息" --language zh-CN --screen 640x1200
-	@echo "--- the tree it made:"
-	@find $(DEMO_ROOT) | sort | sed 's|^$(DEMO_ROOT)|  memory|'
+	$(VENV)/bin/memplane demo
 
 test: $(STAMP)
 	$(PY) -m ruff check .

@@ -12,7 +12,7 @@ from lifecycle import Record, StrList
 CAPS: dict[str, int] = {
     "pages_seen": 50, "tools_used": 30, "known_issues": 20, "display_names": 20, "aliases": 20, "packages": 10,
     "common_dialogs": 20, "open_methods": 10, "goal_examples": 5, "steps": 30, "tags": 20, "entities": 20,
-    "screens": 10, "labels": 10,
+    "screens": 10, "labels": 10, "targets": 5,
 }
 
 
@@ -177,6 +177,8 @@ class Procedure(DeviceItem):
     goal_pattern: str | None = None
     intent: str | None = None
     goal_examples: StrList = Field(default_factory=list)
+    targets: StrList = Field(default_factory=list)
+    steps_target: str | None = None  # the target of the episode the steps come from
     steps: list[ProcedureStep] = Field(default_factory=list)
     TYPE: ClassVar[str] = "procedure"
     DEFAULT_TTL: ClassVar[str] = "45d"

@@ -42,14 +42,17 @@ PROFILE_RENEW_EVERY = timedelta(days=1)  # the device profile is re-validated at
 
 
 def goal_pattern(ep: TaskEpisode) -> str:
-    """A goal with its specifics masked: the intent if parsed, else the normalised text."""
-    if ep.normalized_goal.intent and ep.normalized_goal.intent != "unknown":
-        return ep.normalized_goal.intent
+    """A goal with its specifics masked: the intent when a target is its variable part (send a message
+    to anyone), else the intent plus the normalised text (dark mode and font size stay two lessons)."""
+    intent = ep.normalized_goal.intent if ep.normalized_goal.intent not in (None, "unknown") else None
+    if intent and ep.normalized_goal.target:
+        return intent
     text = ep.user_goal.lower()
     text = re.sub(r"[\"“”'‘’「」『』][^\"“”'‘’「」『』]{0,40}[\"“”'‘’「」『』]", "…", text)
     text = re.sub(r"\d+(?:[.:]\d+)*", "#", text)
     text = re.sub(r"[^\w#…\s]+", " ", text)
-    return " ".join(text.split())[:120]
+    text = " ".join(text.split())[:120]
+    return f"{intent}: {text}" if intent else text
 
 
 @dataclass
@@ -229,9 +232,10 @@ class LessonExtractor:
                      content_hash("app_profile", ctx.device_id, app_id))
 
     def _procedure(self, ctx: _Ctx, res: ExtractionResult) -> None:
-        steps = [s for s in ctx.steps if not s.is_error]
+        steps = effective_path([s for s in ctx.steps if not s.is_error])
         if not steps:
             return
+        target = ctx.ep.normalized_goal.target
         first = next((s for s in ctx.steps if s.app_before and s.page_before), None)
         app_id = ctx.goal_app or (ctx.canon(first.app_before) if first else None) or ctx.first_app
         page = first.page_before if first else None
@@ -249,8 +253,10 @@ class LessonExtractor:
                 p.success_count += 1
                 p.confidence = min(0.95, p.confidence + 0.05)
             p.goal_examples = merge_unique(p.goal_examples, [ctx.ep.user_goal[:200]], "goal_examples")
+            p.targets = merge_unique(p.targets, [target] if target else [], "targets")
             if not p.steps or len(psteps) < len(p.steps):
                 p.steps = psteps  # a shorter verified path is the better lesson
+                p.steps_target = target
             p.entities = merge_unique(p.entities, [*pages, *ctx.ep.entities], "entities")
             ctx.resolve(p, app_id)
             p.summary = p.body()
@@ -260,7 +266,9 @@ class LessonExtractor:
                 Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=ctx.device_id,
                 goal_pattern=pattern, intent=ctx.ep.normalized_goal.intent,
                 title=f"{app_name or 'Device'}: {pattern}"[:120], confidence=0.75, priority=70,
-                goal_examples=[ctx.ep.user_goal[:200]], steps=psteps, applicability=ctx.applicability(app_id),
+                goal_examples=[ctx.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
+                steps_target=target,
+                applicability=ctx.applicability(app_id),
                 tags=[f"page:{p}" for p in pages[:5]] + ([ctx.ep.normalized_goal.intent]
                                                           if ctx.ep.normalized_goal.intent else []),
                 entities=[*pages, *ctx.ep.entities][:20],
@@ -504,6 +512,34 @@ class LessonExtractor:
                 return a
 
             self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid))
+
+
+def effective_path(steps: list[Step]) -> list[Step]:
+    """The path without detours: a loop back to an earlier screen is cut, a tap that changed nothing is
+    dropped (unless it is the last step, which may be the action the goal is about, e.g. a toggle)."""
+    path: list[Step] = []
+    seen: dict[tuple[str | None, str | None], int] = {}
+    for i, s in enumerate(steps):
+        before = (s.app_before, s.page_before)
+        if before[1] is not None and before not in seen:
+            seen[before] = len(path)
+        after = (s.app_after, s.page_after)
+        typing = s.tool in TEXT_TOOLS or s.text is not None
+        # Same page and, when the observation is known, nothing on it changed either (a toggle or an
+        # "add to cart" changes the screen without changing the page, and is kept).
+        unchanged = s.changed_screen is False or (s.changed_screen is None and after == before)
+        noop = s.has_result and after == before and not typing and after[1] is not None and unchanged
+        if noop and i != len(steps) - 1:
+            continue
+        if after[1] is not None and after != before and after in seen:
+            # Back where we were: everything since that screen was a detour.
+            cut = seen[after]
+            del path[cut:]
+            seen = {k: v for k, v in seen.items() if v < cut}
+            seen[after] = len(path)
+            continue
+        path.append(s)
+    return path
 
 
 def _xy(coords: str | None) -> tuple[float, float] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,16 @@ class Step:
     error: str | None = None
     screen: tuple[int, int] | None = None
     has_result: bool = False
+    obs_before: str | None = None
+    obs_after: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed_screen(self) -> bool | None:
+        """Whether the observation changed across the call (None when either side is unknown)."""
+        if self.obs_before is None or self.obs_after is None:
+            return None
+        return self.obs_before != self.obs_after
 
     @property
     def event_ids(self) -> list[str]:
@@ -63,11 +73,18 @@ def _obs_app(obs: Mapping[str, Any] | None) -> tuple[str | None, str | None, str
     return (str(app) if app else None, str(page) if page else None, str(pkg) if pkg else None)
 
 
+def _signature(obs: Any) -> str | None:
+    if not isinstance(obs, Mapping):
+        return None
+    return json.dumps(obs, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
     """Steps of an episode: each call takes app/page from the latest observation before it."""
     steps: list[Step] = []
     pending: list[Step] = []
     last_app = last_page = None
+    last_sig: str | None = None
     for ev in events:
         etype = ev.get("type")
         if etype == "tool_call":
@@ -81,6 +98,7 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
                 content=str(ev["content"]) if ev.get("content") else None, coords=tool_coords(ti), text=tool_text(ti),
                 target_label=str(label) if label else None,
                 app_before=ev.get("app") or last_app, page_before=ev.get("page") or last_page,
+                obs_before=last_sig,
             )
             steps.append(step)
             pending.append(step)
@@ -92,8 +110,12 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
                 last_app = app
             if page:
                 last_page = page
+            sig = _signature(ev.get("observed_state"))
+            if sig is not None:
+                last_sig = sig
             if match is None:
                 continue
+            match.obs_after = sig
             pending.remove(match)
             match.has_result = True
             match.result_event = ev.get("event_id")

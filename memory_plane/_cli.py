@@ -285,11 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kills", type=int, default=300)
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--data", default=None, help="path of ../shared/data (default: beside the checkout)")
+    s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("demo", help="run the simulated phone twice with memory, then after a language change")
-    s.add_argument("--tasks", type=int, default=None)
-    s.add_argument("--seed", type=int, default=7)
+    s.add_argument("--tasks", type=int, default=None, help="tasks a round (default 3)")
+    s.add_argument("--seed", type=int, default=0, help="rotates the task targets")
     s.set_defaults(func=cmd_demo)
     return p
 

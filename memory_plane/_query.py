@@ -41,9 +41,11 @@ INTENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 
 _QUOTED = re.compile(r"[\"“”「」『』‘’']([^\"“”「」『』‘’']{1,40})[\"“”「」『』‘’']")
 _ZH_TARGET = re.compile(
-    r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉)\s*([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
+    r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉|点一杯|点一份|买一杯|买一份|订一份)\s*"
+    r"([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
 )
-_EN_TARGET = re.compile(r"\b(?:to|with|for|find|call|message|text)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)")
+_EN_TARGET = re.compile(
+    r"\b(?i:to|with|for|find|call|message|text|order|buy)\s+(?i:an?\s+|some\s+)?([A-Z][A-Za-z]+(?:\s+[A-Z][a-z]+)?)")
 _NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
 _ZH_VERBS = ("打开", "使用", "登录", "进入", "处理", "关于", "在")
 

@@ -22,9 +22,9 @@ class World:
 
     def run(self, goal: str, steps: list[tuple], *, success: bool = True, app: str | None = None,
             device_id: str = "default", language: str = "zh-CN", screen: str | None = "1080x2400",
-            refs: tuple[str, ...] = (), intent: str | None = None, **finish):
+            refs: tuple[str, ...] = (), intent: str | None = None, target: str | None = None, **finish):
         rec = EpisodeRecorder(self.store, goal, device_id=device_id, language=language, screen=screen,
-                              normalized_goal={"app": app, "intent": intent}, retrieved_refs=refs)
+                              normalized_goal={"app": app, "intent": intent, "target": target}, retrieved_refs=refs)
         for tool, tool_input, content, obs_after, *rest in steps:
             rec.tool_call(tool, tool_input, content=content)
             err = rest[0] if rest else None
@@ -106,13 +106,41 @@ def test_non_ascii_typing_failure_is_learned(world: World) -> None:
 
 
 def test_same_lesson_updates_instead_of_twin(world: World) -> None:
-    world.run("order coffee", MEITUAN, app="Meituan", intent="order")
-    _, res = world.run("order tea", MEITUAN, app="Meituan", intent="order")
+    # Similar goals (same intent, another target) teach the same procedure.
+    world.run("order coffee", MEITUAN, app="Meituan", intent="order", target="coffee")
+    _, res = world.run("order tea", MEITUAN, app="Meituan", intent="order", target="tea")
     assert res.duplicates_avoided >= 3 and "procedure" not in res.created
     procs = world.device.entries("procedure")
     assert len(procs) == 1
     proc = world.device.get(procs[0]["id"])
     assert isinstance(proc, Procedure) and proc.success_count == 2 and len(proc.goal_examples) == 2
+    assert proc.targets == ["coffee", "tea"]
+
+
+def test_untargeted_goals_of_one_intent_stay_separate_lessons(world: World) -> None:
+    world.run("turn on dark mode", MEITUAN, app="Meituan", intent="toggle_setting")
+    world.run("make the font larger", MEITUAN, app="Meituan", intent="toggle_setting")
+    assert len(world.device.entries("procedure")) == 2
+
+
+def test_effective_path_cuts_detours() -> None:
+    from episodes import pair_steps
+    from episodes._extract import effective_path
+
+    def ev(n, kind, tool, page, obs_page=None, **kw):
+        e = {"event_id": f"evt_{n}", "type": kind, "tool_name": tool, **kw}
+        if obs_page:
+            e["observed_state"] = {"app": "A", "page": obs_page}
+        return e
+
+    events = [ev(1, "tool_result", "start", None, "Home"),
+              ev(2, "tool_call", "tap", None, content="Alice"), ev(3, "tool_result", "tap", None, "Chat:Alice"),
+              ev(4, "tool_call", "back", None), ev(5, "tool_result", "back", None, "Home"),
+              ev(6, "tool_call", "tap", None, content="Contacts"), ev(7, "tool_result", "tap", None, "Contacts"),
+              ev(8, "tool_call", "tap", None, content="More"), ev(9, "tool_result", "tap", None, "Contacts"),
+              ev(10, "tool_call", "tap", None, content="Bob"), ev(11, "tool_result", "tap", None, "Chat:Bob")]
+    path = effective_path(pair_steps(events))
+    assert [s.content for s in path] == ["Contacts", "Bob"]
 
 
 def test_retried_job_applies_once(world: World) -> None:

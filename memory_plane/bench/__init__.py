@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "retrieve": "_retrieve",
     "retrieval-quality": "_quality",
     "lifecycle": "_lifecycle",
+    "replay": "_replay",
 }
 
 
