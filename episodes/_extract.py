@@ -479,7 +479,8 @@ class LessonExtractor:
         if ctx.screen is None:
             return
         w, h = ctx.screen
-        for s in ctx.steps:
+        # Only taps on the effective path: a detour's taps say where things are, not what matters.
+        for s in effective_path([s for s in ctx.steps if not s.is_error]):
             pt = s.point()
             label = s.target_label or (s.content if s.content and len(s.content) <= 40 else None)
             if pt is None or not label or s.is_error or not (s.changed_page or ctx.ep.outcome.success):

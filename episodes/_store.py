@@ -193,7 +193,8 @@ class TaskEpisodeStore:
             entries = [self.entry_for(r) for r in records if r.status != "recording"]
             entries.sort(key=lambda e: (_sort_ts(e), e["id"]))
             current = self.index.read()
-            if current.exists and not current.problems and current.entries == entries:
+            same = sorted(current.entries, key=lambda e: (_sort_ts(e), e["id"])) == entries
+            if current.exists and not current.problems and same:
                 return False
             self.index.write(entries)
             return True

@@ -333,7 +333,8 @@ class YamlCollection(Generic[R]):
             entries = [self.entry_for(r) for r in records]
             entries = rebuild_entries(entries, self._sort_key)
             current = self.index.read()
-            if current.exists and not current.problems and current.entries == entries:
+            # Same entries in another order (appends come in creation order) is not a change.
+            if current.exists and not current.problems and rebuild_entries(current.entries, self._sort_key) == entries:
                 return False
             self.index.write(entries)
             return True

@@ -204,7 +204,8 @@ class LongTermStore:
             entries = sorted((self.entry_for(m) for m in mems), key=lambda e: (-int(e.get("priority", 0)), e["id"]))
             current = self.index.read()
             self._write_profile(mems)
-            if current.exists and not current.problems and current.entries == entries:
+            same = sorted(current.entries, key=lambda e: (-int(e.get("priority", 0)), e["id"])) == entries
+            if current.exists and not current.problems and same:
                 return False
             self.index.write(entries)
             return True

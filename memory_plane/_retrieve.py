@@ -31,13 +31,13 @@ WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability"
            "recency": 0.10, "validation": 0.10}
 PENALTY_WEIGHT = 0.30
 CAPS = {"device_profile": 1, "app_profiles": 2, "long_term": 4, "procedures": 3, "navigation": 4,
-        "similar_episodes": 3, "calibration_notes": 2, "failure_modes": 4, "conflicts": 3}
+        "similar_episodes": 3, "calibration_notes": 3, "failure_modes": 4, "conflicts": 3}
 APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
 ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
 _ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
             "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
 ROUTE = {"app_profile": "app_profiles", "procedure": "procedures", "navigation": "navigation",
-         "calibration": "calibration_notes", "failure": "failure_modes", "ui_anchor": "navigation"}
+         "calibration": "calibration_notes", "failure": "failure_modes", "ui_anchor": "calibration_notes"}
 _BAD = datetime.min  # marks an unparsable timestamp (treated as expired)
 
 
@@ -376,12 +376,20 @@ class Retriever:
             return
         e = src.entries[i]
         q = ctx.q
+        status = f.status
+        stale = e.get("stale")
+        if status == "conflicted" and stale in ENV_KEYS:
+            # Demoted only because the device's environment changed; the request's own hints are
+            # fresher: if they match what the memory was made under, it applies again.
+            k = ENV_KEYS.index(stale)
+            if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
+                status = "active"
         app_match = self._app_match(q, f.app, e.get("summary", ""))
         sim = self._intent_sim(q, e.get("intent"), sim)
-        if not self._relevant(item_type, sim, q, f.app, app_match, f.status):
+        if not self._relevant(item_type, sim, q, f.app, app_match, status):
             return
         cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
-        picked["conflicts" if f.status == "conflicted" else ROUTE[item_type]].append(cand)
+        picked["conflicts" if status == "conflicted" else ROUTE[item_type]].append(cand)
 
     def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, app_match: float, status: str) -> bool:
         if item_type == "calibration":

@@ -257,6 +257,9 @@ def test_language_change_demotes_then_restores(root: Path) -> None:
         assert pid not in [h.id for h in nohint.common.procedures]
         en_ctx = plane.retrieve(MemoryRetrieveRequest(input="order coffee on Meituan", current_hints=en))
         assert pid not in en_ctx.refs()
+        # The request's own hints say zh-CN again: fresher than the profile, so the path applies.
+        zh_ctx = plane.retrieve(MemoryRetrieveRequest(input="order coffee on Meituan", current_hints=ZH))
+        assert pid in [h.id for h in zh_ctx.common.procedures]
         run(plane, "check Settings", [("tap", {"x": 5, "y": 5}, None, {"app": "Settings", "page": "Main"})])
         p = plane.device.get(pid)
         assert p is not None and p.status == "active"
