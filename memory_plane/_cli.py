@@ -44,6 +44,7 @@ def _hints(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    """`memplane init`: create the tree, filling in what is missing."""
     root = resolve_root(args.root)
     created = init_tree(root)
     if args.json:
@@ -56,6 +57,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
+    """`memplane retrieve GOAL`: what the agent would get for a goal."""
     from ._types import MemoryRetrieveRequest
 
     req = MemoryRetrieveRequest(input=args.goal, device_id=args.device, current_hints=_hints(args))
@@ -71,6 +73,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
+    """`memplane episodes list|show`: past tasks."""
     with _open(args) as plane:
         if args.action == "list":
             items = plane.episodes.list(limit=args.limit)
@@ -103,6 +106,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
 
 
 def cmd_device(args: argparse.Namespace) -> int:
+    """`memplane device list|show`: device memories."""
     with _open(args) as plane:
         if args.action == "list":
             app = plane.device.catalog.app_id_for(args.app) if args.app else None
@@ -131,6 +135,7 @@ def cmd_device(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
+    """`memplane memory save|recall|forget`: long-term memory."""
     with _open(args) as plane:
         if args.action == "save":
             r = plane.long_term.save_memory(type=args.type, content=args.text, title=args.title, tags=args.tag,
@@ -152,6 +157,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> int:
+    """`memplane lifecycle verify|gc`: what cron runs."""
     with _open(args) as plane:
         if args.action == "verify":
             rep = plane.verify(fix=args.fix)
@@ -176,6 +182,7 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """`memplane import androidcontrol FILE`: public task data as episodes."""
     from ._import import import_androidcontrol
 
     if args.format != "androidcontrol":
@@ -192,6 +199,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """`memplane bench NAME`: run a benchmark."""
     from .bench import run_bench
 
     result = run_bench(args.name, args)
@@ -204,6 +212,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`memplane demo`: the simulated phone."""
     from .sim import run_demo
 
     return run_demo(args)

@@ -165,13 +165,13 @@ def _setter(changes: dict[str, Any]) -> Any:
 # -- GC -----------------------------------------------------------------------------
 
 
-def _referenced_episodes(parsed: dict[int, tuple[Any, list[Any]]]) -> set[str]:
-    """Episodes still evidence for a memory that is not gone (active, conflicted, expired in grace)."""
+def _referenced_episodes(parsed: dict[int, tuple[Any, list[Any]]], now: datetime) -> set[str]:
+    """Episodes still evidence for a live memory (active or conflicted, and not past its expiry)."""
     refs: set[str] = set()
     for _, items in parsed.values():
         for item in items:
             rec = item.record
-            if rec is None or rec.status in ("deleted", "replaced"):
+            if rec is None or rec.status not in ("active", "conflicted") or rec.is_expired(now):
                 continue
             refs.update(r.id for r in getattr(rec, "evidence_refs", []) if r.type in ("episode", "outcome"))
             refs.update(getattr(rec, "source_refs", []) or [])
@@ -218,7 +218,7 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     parsed = {id(c): (c, list(c.iter_items())) for c in [*device.collections.values(), device.profiles, long_term]}
 
     # 2. episodes: drop full traces past their TTL, summaries past theirs, unless evidence for a memory
-    referenced = _referenced_episodes(parsed)
+    referenced = _referenced_episodes(parsed, now)
     drop_ids: list[str] = []
     for item in episodes.iter_items():
         ep = item.record

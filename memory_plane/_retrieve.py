@@ -118,6 +118,7 @@ class _Source:
         self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
 
     def sync(self, entries: list[dict[str, Any]]) -> None:
+        """Bring the postings in step with the current entries (incrementally after appends)."""
         # The index reader returns the same list object until the file changes; a pure append
         # extends it in place, so only the new tail needs indexing.
         if id(entries) != self._key or len(entries) < len(self._feats):

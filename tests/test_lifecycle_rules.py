@@ -171,6 +171,9 @@ def test_unparsable_expiry_counts_as_expired_and_is_reported(root: Path) -> None
 def test_episode_trace_and_summary_ttl_and_referenced_evidence(root: Path) -> None:
     with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
         kept = run(plane, "order coffee on Meituan", PATH)  # evidence for the procedure
+        # A user rule that cites it keeps it for as long as the rule lives (rules never expire).
+        plane.long_term.save_memory(type="rule", content="order coffee on Meituan, never on Taobao",
+                                    source_refs=[kept.id])
         loose = run(plane, "check the weather", [("tap", {"x": 1, "y": 2}, None, None)], success=False,
                     failure_phase="state_mismatch", failure_reason="nothing")
         fail_ids = [e["id"] for e in plane.device.entries("failure")]
@@ -379,3 +382,30 @@ def test_cli_exit_codes_and_help(root: Path, capsys) -> None:
     for cmd in ["init", "retrieve", "episodes", "device", "memory", "lifecycle", "import", "bench", "demo"]:
         assert cli([cmd, "--help"]) == 0
     assert parse_ts("2026-01-01T00:00:00Z").year == 2026
+
+
+def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:
+    import memory_plane._maintenance as maint
+
+    with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
+        for i in range(3):
+            run(plane, f"order item {i} on Meituan", PATH)
+        ft.move_to(T0 + timedelta(days=400))
+        calls = {"n": 0}
+        real = maint.remove_path
+
+        def dying(root_: Path, path: Path):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt("power cut")  # stands in for a kill mid-GC
+            return real(root_, path)
+
+        monkeypatch.setattr(maint, "remove_path", dying)
+        with pytest.raises(KeyboardInterrupt):
+            plane.gc()
+        monkeypatch.setattr(maint, "remove_path", real)
+        plane.verify()  # may re-index orphans the crash left; GC then finishes the job
+        plane.gc()
+        assert plane.device.entries("procedure") == [] and plane.episodes.entries() == []
+        assert not list((root / "device" / "procedures").glob("proc_*.yaml"))
+        assert plane.verify().ok

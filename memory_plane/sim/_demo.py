@@ -114,6 +114,24 @@ def _table(rounds: list[Round]) -> list[str]:
     return lines
 
 
+def _tree_summary(root: Path) -> list[str]:
+    """One line per folder: how many files and bytes it holds (lock files left out)."""
+    out = []
+    for d in sorted([root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]):
+        files = [f for f in d.iterdir() if f.is_file() and not f.name.startswith(".")]
+        if not files and d != root:
+            continue
+        rel = "." if d == root else str(d.relative_to(root))
+        if rel.startswith("episodes/") and rel.count("/") >= 2:
+            continue  # one line for the episodes, not one per episode folder
+        size = sum(f.stat().st_size for f in files)
+        out.append(f"  {rel + '/':34} {len(files):4} files {size:9,} bytes")
+    n_eps = sum(1 for _ in root.glob("episodes/*/*/episode.yaml"))
+    shots = sum(1 for _ in root.glob("episodes/*/*/artifacts/*"))
+    out.append(f"  {'episodes/<yyyy>/<episode_id>/':34} {n_eps:4} episodes, {shots} screenshots in artifacts/")
+    return out
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """`memplane demo`: the simulated phone, twice with memory, then after a language change."""
     from .._plane import MemoryPlane
@@ -148,7 +166,11 @@ def run_demo(args: argparse.Namespace) -> int:
     say(f"known failures repeated: {m['repeat_failure_rate']:.0%}; false completions: {m['false_completions']}; "
         f"memory errors: {stats['commit_errors'] + stats['jobs_failed']}")
     say("")
-    say(f"the memory is plain files under {root}:")
+    say(f"the tree it made under {root}:")
+    for line in _tree_summary(root):
+        say(line)
+    say("")
+    say("key files:")
     for rel in ("device/procedures/index.yaml", "device/apps/index.yaml", "device/failures/index.yaml",
                 "episodes/index.yaml", "lifecycle/conflicts.jsonl"):
         say(f"  {root / rel}")
