@@ -190,9 +190,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "episodes": n_ep, "device_items": n_dev, "long_term": n_lt, "queries": len(queries),
         "warm_p50_ms": r(warm_p50, 3), "warm_p95_ms": r(pct(warm, 95), 3),
-        "cold_ms": r(cold_total, 1),
+        # cold_ms: the first retrieve of a fresh process, once the runtime has imported the library at
+        # start-up (no index, postings or item caches yet); cold_with_import_ms adds the import itself.
+        "cold_ms": r(sorted(c["retrieve_ms"] for c in cold)[len(cold) // 2], 1),
         "cold_import_ms": r(sorted(c["import_ms"] for c in cold)[len(cold) // 2], 1),
-        "cold_retrieve_ms": r(sorted(c["retrieve_ms"] for c in cold)[len(cold) // 2], 1),
+        "cold_with_import_ms": r(cold_total, 1),
         "fts5_warm_p50_ms": r(fts_p50, 3), "fts5_warm_p95_ms": r(pct(fts, 95), 3),
         "ratio_warm_p50_vs_fts5": r(warm_p50 / fts_p50, 2),
         "mean_refs_per_block": r(sum(refs) / len(refs), 1),
