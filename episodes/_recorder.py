@@ -272,6 +272,16 @@ class EpisodeRecorder:
             self._fail(f"event {type}", exc)
             return ""
 
+    def open_transcript(self, *, config: Any = None, lens: Any = None, system_prompt: str = "") -> Any:
+        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks."""
+        from .transcript import TranscriptLedger  # only long tasks pay for it
+
+        if self.dir is None:
+            raise RuntimeError("the episode folder could not be created; no transcript")
+        return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
+                                system_prompt=system_prompt, session_start=self.episode.started_at
+                                if isinstance(self.episode.started_at, type(self._clock())) else None)
+
     # -- the end -------------------------------------------------------------
 
     def finish(self, *, output: str | None = None, error: str | BaseException | None = None,

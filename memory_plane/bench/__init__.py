@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "retrieval-quality": "_quality",
     "lifecycle": "_lifecycle",
     "replay": "_replay",
+    "compaction": "_compaction",
 }
 
 

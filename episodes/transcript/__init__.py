@@ -1,0 +1,64 @@
+"""The on-device transcript of a long task: four zones, a scrub edge, step summaries, beside the episode."""
+
+from ._config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
+from ._ledger import (
+    FAILED_PLACEHOLDER,
+    PENDING_PLACEHOLDER,
+    Staged,
+    TranscriptLedger,
+    Turn,
+    load_image_bytes,
+)
+from ._lens import LensOutput, OfflineVisualLens, VisualJob, VisualLens
+from ._messages import Message, Part, image, text, to_genai
+from ._neutral import BANNED_WORDS, banned_words_in, check_summary, degenerate_reason
+from ._perception import (
+    TokenMeter,
+    envelope,
+    estimate_image_tokens,
+    estimate_text_tokens,
+    hit_test,
+    label_action,
+    ui_diff,
+)
+from ._records import StepRecord, SummaryBook, SummaryEvidence, SummaryRecord
+from ._service import ServiceStats, StepMemoryService
+
+__all__ = [
+    "BANNED_WORDS",
+    "FAILED_PLACEHOLDER",
+    "PENDING_PLACEHOLDER",
+    "ChunkingSection",
+    "LensOutput",
+    "Message",
+    "OfflineVisualLens",
+    "Part",
+    "RecallSection",
+    "ServiceStats",
+    "Staged",
+    "StepMemoryService",
+    "StepRecord",
+    "SummaryBook",
+    "SummaryEvidence",
+    "SummaryRecord",
+    "TokenMeter",
+    "TranscriptConfig",
+    "TranscriptLedger",
+    "TranscriptSection",
+    "Turn",
+    "VisualJob",
+    "VisualLens",
+    "banned_words_in",
+    "check_summary",
+    "degenerate_reason",
+    "envelope",
+    "estimate_image_tokens",
+    "estimate_text_tokens",
+    "hit_test",
+    "image",
+    "label_action",
+    "load_image_bytes",
+    "text",
+    "to_genai",
+    "ui_diff",
+]

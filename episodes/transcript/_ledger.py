@@ -1,0 +1,386 @@
+"""TranscriptLedger: the append-only transcript of one task with four zones and a scrub edge.
+
+S (stable prefix) is byte-identical for the session; F (frozen history) changes only at compaction
+events; A (active turns) is append-only, except for the scrub edge at constant depth: at depth
+``xml_scrub_depth`` a turn loses its UI list and plan recitation, at depth K its screenshot is
+replaced by the ready visual summary (a pending one keeps the image for a grace of a few more
+steps, then gets a placeholder; a failed one gets the placeholder at once). A decided turn never
+changes again, so there is no late back-fill. T (this turn's tail) is rebuilt every turn.
+Everything is persisted in transcript/ so a crashed agent gets the same ledger back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lifecycle import (
+    Clock,
+    append_line,
+    atomic_write,
+    dumps_compact,
+    elapsed_label,
+    format_ts,
+    parse_ts,
+    read_bytes_nofollow,
+    read_jsonl,
+    safe_join,
+    system_clock,
+)
+
+from ._config import TranscriptConfig
+from ._lens import OfflineVisualLens, VisualJob, VisualLens
+from ._messages import Message, Part, image, text
+from ._perception import TokenMeter, envelope, estimate_image_tokens, estimate_text_tokens, label_action, ui_diff
+from ._records import StepRecord, SummaryBook, SummaryRecord
+from ._service import StepMemoryService
+
+log = logging.getLogger("memory_plane")
+
+STEPS_FILE = "steps.jsonl"
+USAGE_FILE = "usage.jsonl"
+SYSTEM_FILE = "system.md"
+PENDING_PLACEHOLDER = "[visual summary pending; evidence at step {step}]"
+FAILED_PLACEHOLDER = "[visual summary unavailable; evidence at step {step}]"
+
+
+@dataclass
+class Staged:
+    """This turn's tail: what the model sees now and has not acted on yet."""
+
+    screenshot: str | None = None
+    width: int | None = None
+    height: int | None = None
+    elements: list[dict[str, Any]] = field(default_factory=list)
+    ui_text: list[str] = field(default_factory=list)
+    plan: str | None = None
+    user_instructions: list[str] = field(default_factory=list)
+    package: str | None = None
+    activity: str | None = None
+    dhash: str | None = None
+
+
+@dataclass
+class Turn:
+    """One committed step as it appears in the transcript."""
+
+    record: StepRecord
+    image_size: tuple[int | None, int | None] = (None, None)
+    decision: str | None = None  # None: image still shown; else the text that replaced it
+    decided_at: int | None = None
+    _cache: dict[tuple[bool, bool], tuple[Message, ...]] = field(default_factory=dict)
+
+
+class TranscriptLedger:
+    """The transcript of one episode, kept in ``<episode>/transcript/``."""
+
+    def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
+                 lens: VisualLens | None = None, clock: Clock = system_clock, system_prompt: str = "",
+                 session_start: datetime | None = None, _load: bool = False) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.episode_dir = self.dir.parent
+        self.config = config or TranscriptConfig()
+        self.clock = clock
+        self.start = session_start or clock()
+        self.lens = lens or OfflineVisualLens()
+        self.turns: list[Turn] = []
+        self.frozen: list[Message] = []
+        self.staged = Staged()
+        self.summaries = SummaryBook()
+        self.meter = TokenMeter()
+        self._lock = threading.RLock()
+        self._envelopes = 0
+        cfg = self.config.transcript
+        self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
+                                         retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
+                                         max_queued=cfg.summary_queue, clock_text=lambda: format_ts(self.clock()))
+        if _load:
+            self._load()
+        else:
+            self.system = system_prompt
+            atomic_write(self.dir / SYSTEM_FILE, system_prompt)
+            self._append({"kind": "session", "start": format_ts(self.start)})
+
+    # -- persistence ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, *, config: TranscriptConfig | None = None, lens: VisualLens | None = None,
+             clock: Clock = system_clock) -> TranscriptLedger:
+        """Rebuild a ledger from its files after a crash or restart (cold start)."""
+        return cls(directory, config=config, lens=lens, clock=clock, _load=True)
+
+    def _append(self, record: Mapping[str, Any]) -> None:
+        append_line(self.dir / STEPS_FILE, dumps_compact(dict(record)), fsync=False)
+
+    def _publish(self, rec: SummaryRecord) -> None:
+        with self._lock:
+            if self.summaries.offer(rec):
+                self._append(rec.model_dump(mode="json", exclude_none=True))
+
+    def _load(self) -> None:
+        try:
+            self.system = read_bytes_nofollow(self.dir / SYSTEM_FILE).decode("utf-8")
+        except FileNotFoundError:
+            self.system = ""
+        for r in read_jsonl(self.dir / STEPS_FILE).records:
+            kind = r.get("kind")
+            if kind == "session" and r.get("start"):
+                self.start = parse_ts(r["start"])
+            elif kind == "step":
+                rec = StepRecord.model_validate(r)
+                self.turns.append(Turn(rec, (r.get("width"), r.get("height"))))
+            elif kind == "summary":
+                self.summaries.offer(SummaryRecord.model_validate(r))
+            elif kind == "scrub":
+                turn = self._turn(int(r["step"]))
+                if turn is not None and turn.decision is None:
+                    turn.decision, turn.decided_at = str(r["text"]), r.get("at")
+        # Summaries still pending when the process died will not arrive: let the edge place placeholders.
+        self._scrub()
+
+    # -- the turn cycle -----------------------------------------------------------------
+
+    def stage(self, *, screenshot: str | None = None, width: int | None = None, height: int | None = None,
+              elements: Iterable[Mapping[str, Any]] = (), ui_text: Iterable[str] | None = None,
+              plan: str | None = None, user_instructions: Iterable[str] = (), package: str | None = None,
+              activity: str | None = None, dhash: str | None = None) -> None:
+        """Set this turn's tail: the current screenshot (a file of the episode), UI list, plan, instructions."""
+        els = [dict(e) for e in elements]
+        texts = list(ui_text) if ui_text is not None else [str(e.get("label") or e.get("text")) for e in els
+                                                          if e.get("label") or e.get("text")]
+        self.staged = Staged(screenshot, width, height, els, texts, plan, list(user_instructions), package,
+                             activity, dhash)
+
+    def commit(self, *, action: str, args: Mapping[str, Any] | None = None, thought: str | None = None,
+               result: str | None = None, validator: Mapping[str, Any] | None = None,
+               failure_recovery: Iterable[Mapping[str, Any]] = (), post_image: str | None = None,
+               post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
+               notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = ()) -> StepRecord:
+        """Turn the staged tail plus the model's action and the tool's result into a committed step."""
+        with self._lock:
+            st, now = self.staged, self.clock()
+            n = len(self.turns) + 1
+            a = dict(args or {})
+            label, source = label_action(a, st.elements)
+            res_text, env_ref = self._maybe_envelope(n, result, envelope_patterns)
+            rec = StepRecord(
+                step_id=f"step_{n:04d}", step=n, ts=format_ts(now), t=elapsed_label(self.start, now),
+                action={"name": action, "args": a}, target_label=label, target_label_source=source,  # type: ignore[arg-type]
+                result=res_text, validator=dict(validator) if validator else None,
+                failure_recovery=[dict(x) for x in failure_recovery], thought=(thought or "")[:8000] or None,
+                pre_image=st.screenshot, post_image=post_image, ui_text=st.ui_text[:200],
+                ui_diff=ui_diff(st.ui_text, post_ui_text), package=st.package, activity=st.activity,
+                subgoal_hash=subgoal_hash, plan=st.plan, user_instructions=st.user_instructions,
+                notes_written=list(notes_written), envelope_ref=env_ref, dhash=st.dhash,
+            )
+            self._append({**rec.model_dump(mode="json", exclude_none=True), "width": st.width, "height": st.height})
+            turn = Turn(rec, (st.width, st.height))
+            self.turns.append(turn)
+            self.meter.add(sum(self._tokens(m) for m in self._turn_messages(turn, 1)))
+            self.staged = Staged()
+            cfg = self.config.transcript
+            if cfg.visual_summaries and rec.pre_image:
+                job = VisualJob(rec, self._path(rec.pre_image), self._path(post_image) if post_image else None,
+                                rec.ui_diff, [s.text or "" for s in self._recent_summaries(3)])
+                self.service.submit(job, self.summaries.next_version(n))
+            self._scrub()
+            return rec
+
+    def _maybe_envelope(self, n: int, result: str | None, patterns: Iterable[str]) -> tuple[str | None, str | None]:
+        cfg = self.config.transcript
+        if result is None or not cfg.envelopes:
+            return result, None
+        self._envelopes += 1
+        ref = f"transcript/envelopes/step_{n:04d}_{self._envelopes}.txt"
+        env = envelope(result, limit_chars=cfg.envelope_chars, limit_lines=cfg.envelope_lines,
+                       limit_tokens=cfg.envelope_tokens, patterns=patterns, full_ref=ref)
+        if env is None:
+            return result, None
+        atomic_write(self.episode_dir / ref, result)  # the full output stays on disk, recall can bring it back
+        return dumps_compact(env), ref
+
+    def _path(self, ref: str) -> Path | None:
+        try:
+            p = safe_join(self.episode_dir, ref)
+        except ValueError:
+            return None
+        return p if p.exists() else None
+
+    def _turn(self, step: int) -> Turn | None:
+        return self.turns[step - 1] if 0 < step <= len(self.turns) else None
+
+    def _recent_summaries(self, n: int) -> list[SummaryRecord]:
+        out = []
+        for t in reversed(self.turns[:-1]):
+            s = self.summaries.get(t.record.step)
+            if s is not None and s.status == "ready":
+                out.append(s)
+            if len(out) >= n:
+                break
+        return out
+
+    def observe_usage(self, prompt_tokens: int | None, cached_tokens: int | None = None,
+                      output_tokens: int | None = None, source: str = "agent") -> None:
+        """Record a model call's usage; only the agent's own calls set the measured context size."""
+        append_line(self.dir / USAGE_FILE, dumps_compact({
+            "ts": format_ts(self.clock()), "source": source, "step": len(self.turns), "prompt_tokens": prompt_tokens,
+            "cached_tokens": cached_tokens, "output_tokens": output_tokens}), fsync=False)
+        if source == "agent":
+            self.meter.observe_usage(prompt_tokens)
+
+    # -- the scrub edge -------------------------------------------------------------------
+
+    def _scrub(self) -> None:
+        cfg = self.config.transcript
+        if not cfg.scrub_edge:
+            return
+        total = len(self.turns)
+        k, grace = cfg.image_scrub_depth, cfg.pending_grace_steps
+        for turn in self.turns:
+            depth = total - turn.record.step + 1
+            if turn.decision is not None or not turn.record.pre_image or depth < k:
+                continue
+            s = self.summaries.get(turn.record.step)
+            if s is not None and s.status == "ready" and s.text:
+                decided = f"[Visual summary of step {turn.record.step}] {s.text}"
+            elif s is not None and s.status in ("failed", "stale"):
+                decided = FAILED_PLACEHOLDER.format(step=turn.record.step)
+            elif depth >= k + grace or not cfg.visual_summaries:
+                decided = PENDING_PLACEHOLDER.format(step=turn.record.step)
+            else:
+                continue  # lossless while pending: keep the image a little longer
+            turn.decision, turn.decided_at = decided, total
+            turn._cache.clear()
+            self._append({"kind": "scrub", "step": turn.record.step, "text": decided, "at": total})
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def _turn_messages(self, turn: Turn, depth: int) -> tuple[Message, ...]:
+        cfg = self.config.transcript
+        strip = cfg.scrub_edge and depth >= cfg.xml_scrub_depth
+        show_image = turn.decision is None
+        key = (strip, show_image)
+        cached = turn._cache.get(key)
+        if cached is not None:
+            return cached
+        r = turn.record
+        head = f"Step {r.step} ({r.t}) screen: {'/'.join(x for x in (r.package, r.activity) if x) or 'unknown'}"
+        user_parts: list[Part] = [text(head)]
+        for instr in r.user_instructions:
+            user_parts.append(text(f"User @ Step {r.step}: {instr}"))  # never stripped, never evicted
+        if not strip:
+            if r.ui_text:
+                user_parts.append(text("--- UI Element List ---\n" + "\n".join(r.ui_text)))
+            if r.plan:
+                user_parts.append(text("--- Plan ---\n" + r.plan))
+        if r.pre_image:
+            user_parts.append(image(r.pre_image) if show_image else text(turn.decision or ""))
+        model_parts: list[Part] = []
+        if r.thought:
+            model_parts.append(text(r.thought))
+        model_parts.append(Part("call", name=str(r.action.get("name")), args=dict(r.action.get("args") or {}),
+                                call_id=r.step_id))
+        response: dict[str, Any] = {"result": r.result}
+        if r.validator is not None:
+            response["validator"] = r.validator
+        if r.failure_recovery:
+            response["recovery"] = r.failure_recovery
+        msgs = (Message("user", tuple(user_parts), r.step, "A"), Message("model", tuple(model_parts), r.step, "A"),
+                # The response sits right after its call: a pair is never split by any scrub or cut.
+                Message("tool", (Part("result", name=str(r.action.get("name")), args=response, call_id=r.step_id),),
+                        r.step, "A"))
+        turn._cache[key] = msgs
+        return msgs
+
+    def render(self) -> list[Message]:
+        """The transcript to send now: S + F + A + T."""
+        with self._lock:
+            out: list[Message] = []
+            if self.system:
+                out.append(Message("system", (text(self.system),), None, "S"))
+            out.extend(self.frozen)
+            total = len(self.turns)
+            for turn in self.turns:
+                out.extend(self._turn_messages(turn, total - turn.record.step + 1))
+            st = self.staged
+            tail: list[Part] = [text(f"Now ({elapsed_label(self.start, self.clock())}): "
+                                     f"{'/'.join(x for x in (st.package, st.activity) if x) or 'screen'}")]
+            for instr in st.user_instructions:
+                tail.append(text(f"User: {instr}"))
+            if st.ui_text:
+                tail.append(text("--- UI Element List ---\n" + "\n".join(st.ui_text)))
+            if st.plan:
+                tail.append(text("--- Plan ---\n" + st.plan))
+            if st.screenshot:
+                tail.append(image(st.screenshot))
+            out.append(Message("user", tuple(tail), None, "T"))
+            return out
+
+    def stable_prefix_len(self, messages: list[Message]) -> int:
+        """How many leading messages can no longer change (S, F and decided turns past the edge)."""
+        cfg = self.config.transcript
+        total = len(self.turns)
+        n = 0
+        for m in messages:
+            if m.zone in ("S", "F"):
+                n += 1
+                continue
+            if m.zone != "A" or m.step is None:
+                break
+            depth = total - m.step + 1
+            turn = self.turns[m.step - 1]
+            settled = (turn.decision is not None or not turn.record.pre_image) and depth > cfg.xml_scrub_depth
+            if not settled:
+                break
+            n += 1
+        return n
+
+    def raw_images_in(self, messages: list[Message]) -> int:
+        """Screenshots sent as images (not summaries)."""
+        return sum(len(m.images()) for m in messages)
+
+    def estimated_tokens(self, messages: list[Message] | None = None) -> int:
+        """Heuristic size of the rendered transcript."""
+        msgs = messages if messages is not None else self.render()
+        return sum(self._tokens(m) for m in msgs)
+
+    def prompt_tokens(self) -> int:
+        """The size thresholds read: the last measured prompt plus what was added since (or the heuristic)."""
+        return self.meter.estimate(fallback=self.estimated_tokens())
+
+    def _tokens(self, m: Message) -> int:
+        total = 0
+        for p in m.parts:
+            if p.kind == "image":
+                turn = self._turn(m.step) if m.step else None
+                w, h = turn.image_size if turn else (self.staged.width, self.staged.height)
+                total += estimate_image_tokens(w, h)
+            elif p.kind == "text":
+                total += estimate_text_tokens(p.text)
+            else:
+                total += estimate_text_tokens(dumps_compact(p.args or {})) + 4
+        return total
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait for background summaries (tests and shutdown)."""
+        ok = self.service.flush(timeout)
+        return ok
+
+    def close(self) -> None:
+        """Stop the summary pool."""
+        self.service.close()
+
+
+def load_image_bytes(episode_dir: Path) -> Callable[[str], bytes]:
+    """A loader for to_genai: reads an image of the episode by its relative ref."""
+
+    def load(ref: str) -> bytes:
+        return read_bytes_nofollow(safe_join(episode_dir, ref))
+
+    return load

@@ -1,0 +1,118 @@
+"""Step records and versioned summaries, appended to transcript/steps.jsonl."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SummaryStatus = Literal["pending", "ready", "failed", "stale"]
+# Moves allowed within one version; anything else needs a higher version.
+_SAME_VERSION_MOVES = {("pending", "ready"), ("pending", "failed"), ("ready", "stale"), ("failed", "stale"),
+                       ("pending", "stale")}
+
+
+class StepRecord(BaseModel):
+    """One step (seed 001 §7.1): what was done, what the validator said, what was seen."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal["step"] = "step"
+    step_id: str
+    step: int
+    ts: str
+    t: str  # "T+mm:ss" from the session start
+    action: dict[str, Any] = Field(default_factory=dict)
+    target_label: str | None = None
+    target_label_source: Literal["index", "hit_test", "ocr", "none"] = "none"
+    result: str | None = None
+    validator: dict[str, Any] | None = None
+    failure_recovery: list[dict[str, Any]] = Field(default_factory=list)
+    thought: str | None = None
+    message_ref: str | None = None
+    pre_image: str | None = None
+    post_image: str | None = None
+    ui_text: list[str] = Field(default_factory=list)
+    ui_diff: dict[str, list[str]] | None = None
+    package: str | None = None
+    activity: str | None = None
+    subgoal_hash: str | None = None
+    plan: str | None = None
+    user_instructions: list[str] = Field(default_factory=list)
+    notes_written: list[str] = Field(default_factory=list)
+    envelope_ref: str | None = None
+    dhash: str | None = None
+
+    def action_line(self) -> str:
+        """``tap(632,1180)['确认']``: the exact action with its element label; coordinates always kept."""
+        name = str(self.action.get("name") or "?")
+        args = self.action.get("args") or {}
+        if "x" in args and "y" in args:
+            inner = f"{_n(args['x'])},{_n(args['y'])}"
+        elif args.get("text") is not None:
+            inner = repr(str(args["text"])[:60])
+        else:
+            inner = ", ".join(f"{k}={str(v)[:30]}" for k, v in list(args.items())[:3])
+        label = f"[{self.target_label!r}]" if self.target_label else ""
+        return f"{name}({inner}){label}"
+
+
+def _n(v: Any) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return str(int(f)) if f == int(f) else f"{f:g}"
+
+
+class SummaryEvidence(BaseModel):
+    """What a summary was made from, derived by the system (seed 001 §7.2), never by the model."""
+
+    decision_image: str | None = None
+    post_image: str | None = None
+    used_ui_diff: bool = False
+    model: str | None = None
+    prompt_version: int | None = None
+    lens: str | None = None
+
+
+class SummaryRecord(BaseModel):
+    """One version of a step's visual summary."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal["summary"] = "summary"
+    step: int
+    version: int
+    status: SummaryStatus
+    text: str | None = None
+    evidence: SummaryEvidence = Field(default_factory=SummaryEvidence)
+    reason: str | None = None
+    ts: str | None = None
+
+
+@dataclass
+class SummaryBook:
+    """The current summary of each step, honouring version order; every version is kept on disk."""
+
+    def __post_init__(self) -> None:
+        self._current: dict[int, SummaryRecord] = {}
+
+    def offer(self, rec: SummaryRecord) -> bool:
+        """Take a record if it is newer (or a legal move within its version); True if taken."""
+        cur = self._current.get(rec.step)
+        if cur is None or rec.version > cur.version or (
+                rec.version == cur.version and (cur.status, rec.status) in _SAME_VERSION_MOVES):
+            self._current[rec.step] = rec
+            return True
+        return False
+
+    def get(self, step: int) -> SummaryRecord | None:
+        """The current record of a step."""
+        return self._current.get(step)
+
+    def next_version(self, step: int) -> int:
+        """The version a new summary attempt of this step gets."""
+        cur = self._current.get(step)
+        return 1 if cur is None else cur.version + 1

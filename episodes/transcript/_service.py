@@ -1,0 +1,122 @@
+"""StepMemoryService: visual summaries made in the background, bounded; the caller never waits."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ._lens import LensOutput, VisualJob, VisualLens, describe
+from ._neutral import check_summary
+from ._records import SummaryEvidence, SummaryRecord
+
+log = logging.getLogger("memory_plane")
+
+
+@dataclass
+class ServiceStats:
+    """Counters of the summary service."""
+
+    submitted: int = 0
+    ready: int = 0
+    failed: int = 0
+    retried: int = 0
+    rejected_outputs: int = 0
+    dropped: int = 0
+    slow: int = 0
+    caller_waits: int = 0  # submits that had to block the caller: must stay 0
+
+
+class StepMemoryService:
+    """Runs a lens per step on a small pool (default 2), with retries, a timeout and a bounded queue."""
+
+    def __init__(self, lens: VisualLens, publish: Callable[[SummaryRecord], None], *, concurrency: int = 2,
+                 retries: int = 2, timeout_s: float = 30.0, max_queued: int = 256,
+                 clock_text: Callable[[], str] | None = None, markers: tuple[str, ...] = ()) -> None:
+        self.lens = lens
+        self.publish = publish
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.max_queued = max_queued
+        self.clock_text = clock_text or (lambda: "")
+        self.markers = markers
+        self.stats = ServiceStats()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="memplane-summary")
+        self._pending = 0
+        self._cond = threading.Condition()
+
+    def submit(self, job: VisualJob, version: int) -> bool:
+        """Queue a summary without blocking; a full queue fails the summary at once (the ledger then
+        places a placeholder) rather than making the agent wait."""
+        t0 = time.monotonic()
+        self.stats.submitted += 1
+        # Evidence is what the lens really got: a missing post-action image stays null (seed 001 §7.2).
+        r = job.record
+        evidence = SummaryEvidence(decision_image=r.pre_image if job.decision_image else None,
+                                   post_image=r.post_image if job.post_image else None,
+                                   used_ui_diff=job.ui_diff is not None, lens=describe(self.lens))
+        self.publish(SummaryRecord(step=job.record.step, version=version, status="pending", evidence=evidence,
+                                   ts=self.clock_text()))
+        with self._cond:
+            if self._pending >= self.max_queued:
+                self.stats.dropped += 1
+                self.publish(SummaryRecord(step=job.record.step, version=version, status="failed",
+                                           evidence=evidence, reason="summary queue full", ts=self.clock_text()))
+                return False
+            self._pending += 1
+        self._pool.submit(self._run, job, version, evidence)
+        if time.monotonic() - t0 > 0.05:
+            self.stats.caller_waits += 1
+        return True
+
+    def _run(self, job: VisualJob, version: int, evidence: SummaryEvidence) -> None:
+        try:
+            reason = "no attempt"
+            for attempt in range(self.retries + 1):
+                start = time.monotonic()
+                try:
+                    out: LensOutput = self.lens.summarize(job)
+                except Exception as exc:  # a lens failure is data, never the agent's problem
+                    reason = f"{type(exc).__name__}: {exc}"
+                    out = None  # type: ignore[assignment]
+                if time.monotonic() - start > self.timeout_s:
+                    self.stats.slow += 1
+                    reason = f"took longer than {self.timeout_s:g}s"
+                    out = None  # type: ignore[assignment]
+                if out is not None:
+                    bad = check_summary(out.text, self.markers)
+                    if bad is None:
+                        ev = evidence.model_copy(update={"model": out.model, "prompt_version": out.prompt_version})
+                        self.publish(SummaryRecord(step=job.record.step, version=version, status="ready",
+                                                   text=out.text.strip(), evidence=ev, ts=self.clock_text()))
+                        self.stats.ready += 1
+                        return
+                    self.stats.rejected_outputs += 1
+                    reason = f"rejected: {bad}"
+                if attempt < self.retries:
+                    self.stats.retried += 1
+            self.stats.failed += 1
+            self.publish(SummaryRecord(step=job.record.step, version=version, status="failed", evidence=evidence,
+                                       reason=reason[:300], ts=self.clock_text()))
+        finally:
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait for queued summaries (tests and shutdown only)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def close(self) -> None:
+        """Stop the pool after the queued work."""
+        self._pool.shutdown(wait=True)
