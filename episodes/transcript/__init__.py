@@ -1,5 +1,16 @@
 """The on-device transcript of a long task: four zones, a scrub edge, step summaries, beside the episode."""
 
+from ._chunks import (
+    Capsule,
+    CapsuleLens,
+    Chunk,
+    Era,
+    OfflineCapsuleLens,
+    check_capsule,
+    coverage_problem,
+    ledger_rows,
+    notes_problem,
+)
 from ._config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
 from ._ledger import (
     FAILED_PLACEHOLDER,
@@ -21,6 +32,7 @@ from ._perception import (
     label_action,
     ui_diff,
 )
+from ._recall import RECALL_HISTORY_TOOL, RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryEvidence, SummaryRecord
 from ._service import ServiceStats, StepMemoryService
 
@@ -28,11 +40,18 @@ __all__ = [
     "BANNED_WORDS",
     "FAILED_PLACEHOLDER",
     "PENDING_PLACEHOLDER",
+    "RECALL_HISTORY_TOOL",
+    "Capsule",
+    "CapsuleLens",
+    "Chunk",
     "ChunkingSection",
+    "Era",
     "LensOutput",
     "Message",
+    "OfflineCapsuleLens",
     "OfflineVisualLens",
     "Part",
+    "RecallResult",
     "RecallSection",
     "ServiceStats",
     "Staged",
@@ -49,7 +68,9 @@ __all__ = [
     "VisualJob",
     "VisualLens",
     "banned_words_in",
+    "check_capsule",
     "check_summary",
+    "coverage_problem",
     "degenerate_reason",
     "envelope",
     "estimate_image_tokens",
@@ -57,7 +78,10 @@ __all__ = [
     "hit_test",
     "image",
     "label_action",
+    "ledger_rows",
     "load_image_bytes",
+    "notes_problem",
+    "recall",
     "text",
     "to_genai",
     "ui_diff",

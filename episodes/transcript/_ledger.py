@@ -33,10 +33,22 @@ from lifecycle import (
     system_clock,
 )
 
+from ._chunks import (
+    Capsule,
+    CapsuleLens,
+    Chunk,
+    Era,
+    OfflineCapsuleLens,
+    Segment,
+    check_capsule,
+    ledger_rows,
+    snapshot_text,
+)
 from ._config import TranscriptConfig
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
 from ._perception import TokenMeter, envelope, estimate_image_tokens, estimate_text_tokens, label_action, ui_diff
+from ._recall import RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryRecord
 from ._service import StepMemoryService
 
@@ -81,7 +93,8 @@ class TranscriptLedger:
 
     def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
                  lens: VisualLens | None = None, clock: Clock = system_clock, system_prompt: str = "",
-                 session_start: datetime | None = None, _load: bool = False) -> None:
+                 session_start: datetime | None = None, capsule_lens: CapsuleLens | None = None,
+                 goal: str | None = None, _load: bool = False) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.episode_dir = self.dir.parent
@@ -96,6 +109,17 @@ class TranscriptLedger:
         self.meter = TokenMeter()
         self._lock = threading.RLock()
         self._envelopes = 0
+        self.capsule_lens: CapsuleLens = capsule_lens or OfflineCapsuleLens()
+        self.goal = goal
+        self.chunks: list[Chunk] = []
+        self.eras: list[Era] = []
+        self.snapshot: str | None = None
+        self.folded_until = 0
+        self.seg_start = 1
+        self.closed: list[Segment] = []
+        self.plan_hint: str | None = None
+        self.events: list[dict[str, Any]] = []  # compaction events (what the benchmark measures)
+        self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
@@ -141,8 +165,25 @@ class TranscriptLedger:
                 turn = self._turn(int(r["step"]))
                 if turn is not None and turn.decision is None:
                     turn.decision, turn.decided_at = str(r["text"]), r.get("at")
+            elif kind == "segment":
+                self.closed.append(Segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
+                self.seg_start = max(self.seg_start, int(r["end"]) + 1)
+            elif kind == "fold":
+                self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
+            elif kind == "era":
+                self._apply_era(int(r["count"]), bool(r.get("paragraph")))
+            elif kind == "snapshot":
+                self.snapshot = str(r["text"])
+                self.folded_until = max(self.folded_until, int(r["until"]))
+                self.chunks, self.eras = [], []
+                # A segment across the snapshot's edge was re-recorded as its tail: keep only segments after it.
+                self.closed = [seg for seg in self.closed if seg.start > self.folded_until]
         # Summaries still pending when the process died will not arrive: let the edge place placeholders.
         self._scrub()
+        # Capsules lost with the process are asked for again; their raw turns stay until then.
+        for seg in self.closed:
+            if seg.end > self.folded_until:
+                self._dispatch_capsule(seg)
 
     # -- the turn cycle -----------------------------------------------------------------
 
@@ -161,7 +202,8 @@ class TranscriptLedger:
                result: str | None = None, validator: Mapping[str, Any] | None = None,
                failure_recovery: Iterable[Mapping[str, Any]] = (), post_image: str | None = None,
                post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
-               notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = ()) -> StepRecord:
+               notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
+               boundary: str | None = None) -> StepRecord:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
         with self._lock:
             st, now = self.staged, self.clock()
@@ -190,6 +232,8 @@ class TranscriptLedger:
                                 rec.ui_diff, [s.text or "" for s in self._recent_summaries(3)])
                 self.service.submit(job, self.summaries.next_version(n))
             self._scrub()
+            if self.config.chunking.enabled:
+                self._compact(rec, boundary)
             return rec
 
     def _maybe_envelope(self, n: int, result: str | None, patterns: Iterable[str]) -> tuple[str | None, str | None]:
@@ -212,6 +256,10 @@ class TranscriptLedger:
             return None
         return p if p.exists() else None
 
+    def all_records(self) -> list[StepRecord]:
+        """Every step, folded or raw (the ledger never loses one)."""
+        return [t.record for t in self.turns]
+
     def _turn(self, step: int) -> Turn | None:
         return self.turns[step - 1] if 0 < step <= len(self.turns) else None
 
@@ -233,6 +281,201 @@ class TranscriptLedger:
             "cached_tokens": cached_tokens, "output_tokens": output_tokens}), fsync=False)
         if source == "agent":
             self.meter.observe_usage(prompt_tokens)
+
+    # -- layered compaction --------------------------------------------------------------
+
+    def plan_event(self, subgoal_hash: str) -> None:
+        """A plan write announced a new subgoal: only a hint until an executed step carries it."""
+        self.plan_hint = subgoal_hash
+
+    def _close(self, end: int, reason: str) -> None:
+        if end < self.seg_start:
+            return
+        seg = Segment(self.seg_start, end, reason)
+        self.closed.append(seg)
+        self.seg_start = end + 1
+        self._append({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
+        self._dispatch_capsule(seg)
+
+    def _dispatch_capsule(self, seg: Segment) -> None:
+        def job() -> None:
+            self._make_chunk(seg)
+
+        if not self.service.submit_call(job):
+            seg.failed = True
+
+    def _make_chunk(self, seg: Segment) -> None:
+        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
+        summaries = {s: r.text for s in range(seg.start, seg.end + 1)
+                     if (r := self.summaries.get(s)) is not None and r.status == "ready" and r.text}
+        problem = "no attempt"
+        for _ in range(self.config.transcript.summary_retries + 1):
+            seg.attempts += 1
+            try:
+                capsule = self.capsule_lens.capsule(records, summaries)
+            except Exception as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                continue
+            problem = check_capsule(capsule, records) or ""
+            if not problem:
+                chunk = self._chunk_of(seg, records, capsule)
+                atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
+                with self._lock:
+                    seg.chunk = chunk
+                return
+        seg.failed = True  # raw turns stay; only the hard threshold may fold it as ③ only
+        log.warning("transcript: capsule of steps %d-%d rejected: %s", seg.start, seg.end, problem)
+
+    def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None) -> Chunk:
+        return Chunk(seg.start, seg.end, records[0].t, records[-1].t, seg.reason, capsule, ledger_rows(records),
+                     [f'User @ Step {r.step}: "{u}"' for r in records for u in r.user_instructions],
+                     lens=getattr(self.capsule_lens, "name", "lens"), status="ready" if capsule else "pending")
+
+    def _read_chunk(self, chunk_id: str) -> Chunk:
+        files = sorted((self.dir / "chunks").glob(f"{chunk_id}.v*.md"))
+        if not files:
+            raise FileNotFoundError(chunk_id)
+        return Chunk.from_markdown(files[-1].read_text("utf-8"), files[-1])
+
+    def _apply_fold(self, chunks: list[Chunk], until: int) -> None:
+        self.chunks.extend(chunks)
+        self.folded_until = max(self.folded_until, until)
+        self.closed = [seg for seg in self.closed if seg.end > self.folded_until]
+
+    def _apply_era(self, count: int, paragraph: bool) -> None:
+        if count:
+            self.eras.append(Era(self.chunks[:count]))
+            self.chunks = self.chunks[count:]
+        if paragraph:
+            next(e for e in self.eras if not e.paragraph).paragraph = True
+
+    def _compact(self, rec: StepRecord, boundary: str | None) -> None:
+        cc = self.config.chunking
+        n = rec.step
+        prev = self.turns[n - 2].record if n >= 2 else None
+        # Triggers that close the open segment before this step.
+        if prev is not None and n - 1 >= self.seg_start:
+            reason = None
+            if rec.subgoal_hash and prev.subgoal_hash and rec.subgoal_hash != prev.subgoal_hash:
+                reason = "milestone"  # the stamped step confirms it; a plan hint alone never does
+            elif rec.package and prev.package and rec.package != prev.package:
+                reason = "package_change"
+            elif prev.failure_recovery:
+                reason = "recovery_boundary"
+            elif boundary == "goal_change":
+                reason = "goal_change"
+            if reason:
+                self._close(n - 1, reason)
+        if rec.subgoal_hash and rec.subgoal_hash == self.plan_hint:
+            self.plan_hint = None
+        if boundary == "irreversible":
+            self._close(n, "irreversible")
+        open_steps = [t.record for t in self.turns[self.seg_start - 1: n]]
+        if open_steps:
+            source_tokens = sum(estimate_text_tokens(r.action_line() + (r.result or "") + (r.thought or ""))
+                                for r in open_steps)
+            if len(open_steps) >= cc.max_steps or source_tokens >= cc.target_source_tokens:
+                self._close(n, "size")
+        budget = cc.context_budget_tokens
+        tokens = self.prompt_tokens()
+        if tokens >= (cc.soft_ratio - 0.1) * budget:
+            self._close(n - cc.min_active_steps, "soft_threshold")
+        self._swap(n, tokens)
+        if self.prompt_tokens() >= cc.hard_ratio * budget:
+            self._emergency(n)
+
+    def _swap(self, n: int, tokens: int) -> None:
+        cc = self.config.chunking
+        limit = n - cc.min_active_steps
+        ready: list[Chunk] = []
+        until = self.folded_until
+        with self._lock:
+            for seg in sorted(self.closed, key=lambda s: s.start):
+                if seg.start != until + 1 or seg.end > limit or seg.chunk is None:
+                    break  # in order, whole segments, never into the raw minimum, only when ①② are ready
+                ready.append(seg.chunk)
+                until = seg.end
+        if not ready:
+            return
+        if self.events and n - self.events[-1]["at"] < 3 and tokens < cc.soft_ratio * cc.context_budget_tokens:
+            return  # no back-to-back compactions below the soft threshold: each one costs a re-prefill
+        before = self.estimated_tokens()
+        folded = sum(self._tokens(m) for t in self.turns[self.folded_until: until]
+                     for m in self._turn_messages(t, n - t.record.step + 1))
+        added = sum(estimate_text_tokens(c.render()) for c in ready)
+        if before <= 0 or (folded - added) / before < 0.10:
+            return  # a compaction that does not shrink the prompt by a tenth is not worth a re-prefill
+        self._apply_fold(ready, until)
+        self._append({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
+        if len(self.chunks) > cc.max_chunks:
+            count = len(self.chunks) - cc.max_chunks // 2
+            paragraph = len([e for e in self.eras if not e.paragraph]) + 1 > cc.max_eras
+            self._apply_era(count, paragraph)
+            self._append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
+        self.meter = TokenMeter()  # the last measurement described the prompt before the swap
+        after = self.estimated_tokens()
+        self.events.append({"at": n, "kind": "fold", "before": before, "after": after})
+
+    def _emergency(self, n: int) -> None:
+        cc = self.config.chunking
+        before = self.estimated_tokens()
+        end = n - cc.min_active_steps
+        if end <= self.folded_until:
+            return
+        if end >= self.seg_start:
+            self._close(end, "hard_threshold")
+        for seg in list(self.closed):
+            if seg.start <= end < seg.end:
+                # A segment across the snapshot's edge: its tail becomes a segment of its own.
+                self.closed.remove(seg)
+                tail = Segment(end + 1, seg.end, seg.reason)
+                self.closed.append(tail)
+                self._append({"kind": "segment", "start": tail.start, "end": tail.end, "reason": tail.reason})
+                self._dispatch_capsule(tail)
+        records = [t.record for t in self.turns[:end]]
+        all_chunks = [c for e in self.eras for c in e.chunks] + self.chunks + [
+            seg.chunk for seg in self.closed if seg.chunk is not None]
+        last = self.turns[end - 1].record
+        self.snapshot = snapshot_text(self.goal, last.plan, all_chunks, records,
+                                      "/".join(x for x in (last.package, last.activity) if x))
+        self.folded_until = end
+        self.chunks, self.eras = [], []
+        self.closed = [seg for seg in self.closed if seg.end > end]
+        self._append({"kind": "snapshot", "text": self.snapshot, "until": end, "at": n})
+        self.meter = TokenMeter()
+        self.events.append({"at": n, "kind": "snapshot", "before": before, "after": self.estimated_tokens()})
+
+    def recall_history(self, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
+                       include_details: bool = False, include_images: bool = False,
+                       max_results: int = 5) -> RecallResult:
+        """Bring any earlier step back (bounded: at most 5 results, 2K tokens, one step's images)."""
+        rc = self.config.recall
+        with self._lock:
+            records = [t.record for t in self.turns]
+            summaries = {t.record.step: s.text for t in self.turns
+                         if (s := self.summaries.get(t.record.step)) is not None and s.status == "ready" and s.text}
+            chunk_texts = [(c.start, c.end, c.render()) for e in self.eras for c in e.chunks] + [
+                (c.start, c.end, c.render()) for c in self.chunks]
+            notes = [(r.step, "note", f"note written: {k}") for r in records for k in r.notes_written]
+            instr = [(r.step, "user", f'User @ Step {r.step}: "{u}"') for r in records for u in r.user_instructions]
+        return recall(records, summaries, chunk_texts, self.episode_dir, query=query, step_range=step_range,
+                      include_details=include_details, include_images=include_images and rc.max_image_steps > 0,
+                      max_results=min(max_results, rc.max_results), max_tokens=rc.max_text_tokens,
+                      extra=notes + instr)
+
+    def similarity_hint(self) -> str | None:
+        """One line when the current screen closely resembles an older step's (not one of the last 3)."""
+        from .._artifacts import hamming
+
+        d = self.staged.dhash
+        if not d or not self.config.transcript.similarity_hints:
+            return None
+        for t in reversed(self.turns[:-3]):
+            other = t.record.dhash
+            if other and len(other) == len(d) and hamming(other, d) <= 5:
+                return (f"The current screen closely resembles the screen of Step {t.record.step}. "
+                        "Use recall_history only if its details are needed.")
+        return None
 
     # -- the scrub edge -------------------------------------------------------------------
 
@@ -305,12 +548,16 @@ class TranscriptLedger:
             if self.system:
                 out.append(Message("system", (text(self.system),), None, "S"))
             out.extend(self.frozen)
+            out.extend(self._frozen_messages())
             total = len(self.turns)
-            for turn in self.turns:
+            for turn in self.turns[self.folded_until:]:
                 out.extend(self._turn_messages(turn, total - turn.record.step + 1))
             st = self.staged
             tail: list[Part] = [text(f"Now ({elapsed_label(self.start, self.clock())}): "
                                      f"{'/'.join(x for x in (st.package, st.activity) if x) or 'screen'}")]
+            hint = self.similarity_hint()
+            if hint:
+                tail.append(text(hint))
             for instr in st.user_instructions:
                 tail.append(text(f"User: {instr}"))
             if st.ui_text:
@@ -321,6 +568,23 @@ class TranscriptLedger:
                 tail.append(image(st.screenshot))
             out.append(Message("user", tuple(tail), None, "T"))
             return out
+
+    def _frozen_messages(self) -> list[Message]:
+        if self._frozen_cache is not None and self._frozen_cache[0] == self._frozen_key():
+            return self._frozen_cache[1]
+        msgs: list[Message] = []
+        if self.snapshot:
+            msgs.append(Message("user", (text(self.snapshot),), None, "F"))
+        for e in self.eras:
+            msgs.append(Message("user", (text(e.render()),), None, "F"))
+        for c in self.chunks:
+            msgs.append(Message("user", (text(c.render()),), None, "F"))
+        self._frozen_cache = (self._frozen_key(), msgs)
+        return msgs
+
+    def _frozen_key(self) -> tuple[Any, ...]:
+        return (self.snapshot, tuple((e.start, e.end, e.paragraph) for e in self.eras),
+                tuple(c.chunk_id for c in self.chunks))
 
     def stable_prefix_len(self, messages: list[Message]) -> int:
         """How many leading messages can no longer change (S, F and decided turns past the edge)."""

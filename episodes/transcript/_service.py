@@ -106,6 +106,27 @@ class StepMemoryService:
                 self._pending -= 1
                 self._cond.notify_all()
 
+    def submit_call(self, fn: Callable[[], None]) -> bool:
+        """Run other background work (a chunk capsule) on the same bounded pool, without waiting."""
+        with self._cond:
+            if self._pending >= self.max_queued:
+                self.stats.dropped += 1
+                return False
+            self._pending += 1
+
+        def wrapped() -> None:
+            try:
+                fn()
+            except Exception:  # background work never reaches the agent
+                log.exception("memory: background transcript job failed")
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+
+        self._pool.submit(wrapped)
+        return True
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait for queued summaries (tests and shutdown only)."""
         deadline = time.monotonic() + timeout

@@ -1,0 +1,305 @@
+"""History chunks: three bands per closed segment, eras, period paragraphs and the emergency snapshot.
+
+① synopsis (what it was for, what was done, what it left behind, with structured fields),
+② an interval narrative checked to cover every step exactly once, ③ a mechanical one-line-per-
+step ledger that no compaction ever shortens (only the period paragraph of the oldest era drops
+steps, keeping their range and recall pointer). User instructions stay verbatim at every level.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from ._records import StepRecord
+
+_INTERVAL = re.compile(r"^-?\s*Steps?\s+(\d+)(?:\s*[–-]\s*(\d+))?\s*:", re.MULTILINE)
+
+
+class Capsule(BaseModel):
+    """Bands ① and ② of a chunk (what a capsule lens produces)."""
+
+    doing: str = ""
+    did: str = ""
+    effect: str = ""
+    verified_facts: list[str] = Field(default_factory=list)
+    unresolved: list[str] = Field(default_factory=list)
+    failed_paths: list[str] = Field(default_factory=list)
+    important_entities: list[str] = Field(default_factory=list)
+    entry_state: str | None = None
+    exit_state: str | None = None
+    intervals: list[str] = Field(default_factory=list)  # "Steps a–b: …" rows
+
+
+def ledger_rows(records: Iterable[StepRecord], width: str = "full") -> list[str]:
+    """Band ③: one row per step (recovery sub-actions indented, user instructions verbatim)."""
+    out: list[str] = []
+    for r in records:
+        result = (r.result or "").replace("\n", " ")
+        v = r.validator or {}
+        verdict = "executed" if v.get("executed", True) else "not executed"
+        if width == "min":
+            out.append(f"- Step {r.step} ({r.t}): {r.action_line()}")
+        else:
+            out.append(f"- Step {r.step} ({r.t}): {r.action_line()} -> {verdict}"
+                       + (f"; {result[:160]}" if result else ""))
+        for rec in r.failure_recovery:
+            out.append(f"  - recovery: {str(rec.get('action') or rec)[:160]}")
+        for u in r.user_instructions:
+            out.append(f'  - User @ Step {r.step}: "{u}"')
+    return out
+
+
+def coverage_problem(intervals: list[str], start: int, end: int) -> str | None:
+    """Why ② does not cover steps start..end exactly once (gaps, overlaps, out of range), or None."""
+    seen: dict[int, int] = {}
+    for row in intervals:
+        m = _INTERVAL.match(row.strip())
+        if not m:
+            return f"row without a step reference: {row[:60]!r}"
+        a = int(m.group(1))
+        b = int(m.group(2) or a)
+        if a > b:
+            return f"reversed range {a}-{b}"
+        for s in range(a, b + 1):
+            if s < start or s > end:
+                return f"step {s} is outside {start}-{end}"
+            seen[s] = seen.get(s, 0) + 1
+    missing = [s for s in range(start, end + 1) if s not in seen]
+    if missing:
+        return f"steps not covered: {missing[:10]}"
+    twice = [s for s, n in seen.items() if n > 1]
+    if twice:
+        return f"steps covered twice: {twice[:10]}"
+    return None
+
+
+def notes_problem(capsule: Capsule, notes: Iterable[str]) -> str | None:
+    """Why ① misses a note key written in the segment, or None."""
+    text = " ".join([capsule.effect, capsule.did, capsule.doing, *capsule.verified_facts])
+    missing = [n for n in notes if n and n not in text]
+    return f"notes not named in the synopsis: {missing}" if missing else None
+
+
+def check_capsule(capsule: Capsule, records: list[StepRecord]) -> str | None:
+    """Mechanical checks a capsule must pass before its chunk may replace raw turns."""
+    if not records:
+        return "empty segment"
+    problem = coverage_problem(capsule.intervals, records[0].step, records[-1].step)
+    if problem:
+        return problem
+    return notes_problem(capsule, [n for r in records for n in r.notes_written])
+
+
+@runtime_checkable
+class CapsuleLens(Protocol):
+    """Writes bands ① and ② of a segment. Must be neutral; may raise to signal a transient failure."""
+
+    name: str
+
+    def capsule(self, records: list[StepRecord], summaries: dict[int, str]) -> Capsule:
+        """The capsule of a closed segment."""
+        ...
+
+
+class OfflineCapsuleLens:
+    """Bands ① and ② built mechanically from step records: exact, neutral, never more than was recorded."""
+
+    name = "offline"
+    version = 1
+
+    def capsule(self, records: list[StepRecord], summaries: dict[int, str]) -> Capsule:
+        """The capsule of a closed segment, from its records."""
+        first, last = records[0], records[-1]
+        pkgs = list(dict.fromkeys(r.package for r in records if r.package))
+        facts = list(dict.fromkeys(str(f) for r in records for f in (r.validator or {}).get("facts", []) or []))
+        failed = list(dict.fromkeys(f"{r.action_line()} on {r.activity or r.package or '?'}" for r in records
+                                    if (r.validator or {}).get("executed") is False or r.failure_recovery))
+        entities = list(dict.fromkeys(r.target_label for r in records if r.target_label))[:20]
+        notes = list(dict.fromkeys(n for r in records for n in r.notes_written))
+        subgoals = list(dict.fromkeys(r.plan.splitlines()[0] for r in records if r.plan))
+        intervals: list[str] = []
+        i = 0
+        while i < len(records):
+            j = i
+            # Group consecutive steps that did the same kind of thing on the same screen.
+            while j + 1 < len(records) and records[j + 1].action.get("name") == records[i].action.get("name") \
+                    and records[j + 1].activity == records[i].activity:
+                j += 1
+            a, b = records[i], records[j]
+            where = a.activity or a.package or "the screen"
+            what = a.action_line() if i == j else f"{a.action.get('name')} x{j - i + 1} ({a.action_line()} … " \
+                                                  f"{b.action_line()})"
+            intervals.append(f"- Steps {a.step}–{b.step}: {what} on {where}" if i != j
+                             else f"- Step {a.step}: {what} on {where}")
+            i = j + 1
+        effect = []
+        if facts:
+            effect.append("verified: " + "; ".join(facts[:10]))
+        if notes:
+            effect.append("notes written: " + ", ".join(notes))
+        return Capsule(
+            doing=subgoals[0] if subgoals else f"steps {first.step}–{last.step}",
+            did=f"{len(records)} actions in {', '.join(pkgs) or 'the device'}",
+            effect="; ".join(effect) or f"ended on {last.activity or last.package or 'an unknown screen'}",
+            verified_facts=facts, unresolved=[], failed_paths=failed, important_entities=entities,
+            entry_state=first.activity or first.package, exit_state=last.activity or last.package,
+            intervals=intervals,
+        )
+
+
+@dataclass
+class Chunk:
+    """A closed segment folded into three bands."""
+
+    start: int
+    end: int
+    t_start: str
+    t_end: str
+    reason: str
+    capsule: Capsule | None
+    rows: list[str]
+    user_rows: list[str]
+    version: int = 1
+    lens: str = "offline"
+    status: str = "ready"  # ready | pending (③ only, forced by the hard threshold)
+
+    @property
+    def chunk_id(self) -> str:
+        """Stable identity: the step range."""
+        return f"chunk_{self.start:04d}_{self.end:04d}"
+
+    def render(self, narrative: str = "full") -> str:
+        """The chunk as it appears in F."""
+        head = f"[Chunk | Steps {self.start}–{self.end} | {self.t_start} → {self.t_end} | {self.reason}]"
+        lines = [head]
+        c = self.capsule
+        if c is not None:
+            lines.append(f"① Doing: {c.doing}. Did: {c.did}. Effect: {c.effect}.")
+            for label, values in (("Verified", c.verified_facts), ("Unresolved", c.unresolved),
+                                  ("Failed paths", c.failed_paths), ("Entities", c.important_entities)):
+                if values:
+                    lines.append(f"  {label}: " + "; ".join(values))
+            if c.entry_state or c.exit_state:
+                lines.append(f"  Entry: {c.entry_state}  Exit: {c.exit_state}")
+            rows = c.intervals if narrative == "full" else [r.split(":", 1)[0] + ":" + r.split(":", 1)[1][:40]
+                                                            for r in c.intervals]
+            lines.append("② " + ("\n  ".join(rows) if rows else "(none)"))
+        else:
+            lines.append(f"① ② pending: recall_history(step_range=[{self.start}, {self.end}]) has the details")
+        lines.append("③\n" + "\n".join(self.rows))
+        return "\n".join(lines)
+
+    def to_markdown(self) -> str:
+        """The chunk file: YAML frontmatter (identity and structured fields) and the three bands."""
+        from lifecycle import render_frontmatter
+
+        c = self.capsule
+        meta: dict[str, Any] = {"chunk_id": self.chunk_id, "start_step": self.start, "end_step": self.end,
+                                "t_start": self.t_start, "t_end": self.t_end, "reason": self.reason,
+                                "version": self.version, "lens": self.lens, "status": self.status}
+        if c is not None:
+            meta["capsule"] = c.model_dump()
+        meta["user_rows"] = self.user_rows
+        return render_frontmatter(meta, "\n" + self.render() + "\n")
+
+    @classmethod
+    def from_markdown(cls, text: str, path: Any = None) -> Chunk:
+        """Read a chunk file back."""
+        from lifecycle import parse_frontmatter
+
+        meta, body = parse_frontmatter(text, path)
+        rows_part = body.split("③\n", 1)[1] if "③\n" in body else ""
+        rows = [ln for ln in rows_part.strip("\n").split("\n") if ln.strip()]
+        cap = Capsule.model_validate(meta["capsule"]) if meta.get("capsule") else None
+        return cls(int(meta["start_step"]), int(meta["end_step"]), str(meta["t_start"]), str(meta["t_end"]),
+                   str(meta.get("reason", "")), cap, rows, list(meta.get("user_rows") or []),
+                   int(meta.get("version", 1)), str(meta.get("lens", "offline")), str(meta.get("status", "ready")))
+
+
+@dataclass
+class Era:
+    """Several old chunks: ① merged as structured sets, ② headline rows, ③ kept."""
+
+    chunks: list[Chunk]
+    paragraph: bool = False  # the oldest era past the cap: one period paragraph
+
+    @property
+    def start(self) -> int:
+        """First step."""
+        return self.chunks[0].start
+
+    @property
+    def end(self) -> int:
+        """Last step."""
+        return self.chunks[-1].end
+
+    def merged(self) -> dict[str, list[str]]:
+        """Structured fields of the chunks as ordered sets."""
+        out: dict[str, list[str]] = {"verified_facts": [], "unresolved": [], "failed_paths": [],
+                                     "important_entities": []}
+        for ch in self.chunks:
+            if ch.capsule is None:
+                continue
+            for k in out:
+                for v in getattr(ch.capsule, k):
+                    if v not in out[k]:
+                        out[k].append(v)
+        return out
+
+    def render(self) -> str:
+        """The era (or the period paragraph) as it appears in F."""
+        t0, t1 = self.chunks[0].t_start, self.chunks[-1].t_end
+        m = self.merged()
+        user_rows = [u for ch in self.chunks for u in ch.user_rows]
+        if self.paragraph:
+            did = "; ".join(ch.capsule.doing for ch in self.chunks if ch.capsule)[:300] or "earlier work"
+            facts = "; ".join(m["verified_facts"])
+            failed = "; ".join(m["failed_paths"])
+            lines = [f"[Era | Steps {self.start}–{self.end} | {t0} → {t1}] {did}."
+                     + (f" Verified: {facts}." if facts else "") + (f" Failed paths: {failed}." if failed else ""),
+                     f"  (recall_history(step_range=[{self.start}, {self.end}]) brings any of these steps back)"]
+            return "\n".join(lines + user_rows)
+        lines = [f"[Era | Steps {self.start}–{self.end} | {t0} → {t1}]"]
+        for label, key in (("Verified", "verified_facts"), ("Unresolved", "unresolved"),
+                           ("Failed paths", "failed_paths"), ("Entities", "important_entities")):
+            if m[key]:
+                lines.append(f"  {label}: " + "; ".join(m[key]))
+        for ch in self.chunks:
+            heads = [r.split(":", 1)[0] + ":" + r.split(":", 1)[1][:40] for r in ch.capsule.intervals] \
+                if ch.capsule else [f"Steps {ch.start}–{ch.end}: (pending)"]
+            lines.append("② " + " | ".join(h.lstrip("- ") for h in heads))
+            lines.append("③\n" + "\n".join(ch.rows))
+        return "\n".join(lines)
+
+
+def snapshot_text(goal: str | None, plan: str | None, chunks: list[Chunk], records: list[StepRecord],
+                  state: str | None) -> str:
+    """The emergency snapshot: merged structured fields plus a minimal per-step index."""
+    era = Era(chunks) if chunks else None
+    m = era.merged() if era else {"verified_facts": [], "unresolved": [], "failed_paths": [],
+                                  "important_entities": []}
+    lines = ["[Session snapshot]", f"overall_goal: {goal or '(unknown)'}", f"plan_state: {plan or '(none)'}"]
+    for k in ("verified_facts", "unresolved", "failed_paths", "important_entities"):
+        lines.append(f"{k}: " + ("; ".join(m[k]) or "(none)"))
+    lines.append(f"device_app_state: {state or '(unknown)'}")
+    lines.append("step index:")
+    lines.extend(ledger_rows(records, width="min"))
+    return "\n".join(lines)
+
+
+@dataclass
+class Segment:
+    """A closed range of steps waiting for its capsule before it may replace raw turns."""
+
+    start: int
+    end: int
+    reason: str
+    attempts: int = 0
+    chunk: Chunk | None = None
+    failed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
