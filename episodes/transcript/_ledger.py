@@ -318,6 +318,15 @@ class TranscriptLedger:
                 continue
             problem = check_capsule(capsule, records) or ""
             if not problem:
+                # Validator facts outrank any summary: whatever the lens wrote, they stay in ①.
+                for r in records:
+                    for fact in (r.validator or {}).get("facts", []) or []:
+                        if str(fact) not in capsule.verified_facts:
+                            capsule.verified_facts.append(str(fact))
+                    if (r.validator or {}).get("executed") is False:
+                        path = f"{r.action_line()} on {r.activity or r.package or '?'}"
+                        if path not in capsule.failed_paths:
+                            capsule.failed_paths.append(path)
                 chunk = self._chunk_of(seg, records, capsule)
                 atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
                 with self._lock:

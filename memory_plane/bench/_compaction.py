@@ -22,23 +22,58 @@ FAILED_ROUTES = {12: ("mouse_click", {"x": 111, "y": 222}), 31: ("mouse_click", 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The issue's figures, all measured on one run."""
-    from episodes.transcript import OfflineVisualLens, TranscriptConfig, TranscriptLedger
-
-    from ..sim import SimPhone
+    """The issue's figures, all measured on one run (``--lens gemini-fake`` for the Gemini lenses)."""
 
     steps = int(getattr(args, "steps", 150) or 150)
     if getattr(args, "short", False):
         steps = min(steps, 150)
+    if getattr(args, "lens", "offline") == "gemini-fake":
+        from .._fake_gemini import FakeGemini
+
+        with FakeGemini(default=_fake_answer) as fake:
+            from .._lenses import GeminiSettings, select_lenses
+
+            visual, capsule = select_lenses(GeminiSettings(base_url=fake.url, api_key="bench", timeout_s=5))
+            out = _run(steps, visual, capsule)
+            out["lens"] = "gemini (google-genai SDK against a fake server on 127.0.0.1)"
+            out["model_requests"] = len(fake.requests)
+            return out
+    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
+
+    out = _run(steps, OfflineVisualLens(), OfflineCapsuleLens())
+    out["lens"] = "offline"
+    return out
+
+
+def _fake_answer(model: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+    """Neutral step summaries, and capsules whose intervals cover the asked steps, after a short delay."""
+    import re
+
+    textv = " ".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
+    m = re.search(r"steps (\d+) to (\d+)", textv)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        notes = re.findall(r"naming every note written in the segment: \[([^\]]*)\]", textv)
+        return (200, {"doing": f"work of steps {a}-{b}", "did": f"{b - a + 1} actions",
+                      "effect": f"notes: {notes[0] if notes else 'none'}",
+                      "intervals": [f"Step {n}: one action" for n in range(a, b + 1)]}, 0.05)
+    return (200, "I look at the screen with a list of items and tap one of them near the top.", 0.05)
+
+
+def _run(steps: int, visual: Any, capsule: Any) -> dict[str, Any]:
+    from episodes.transcript import TranscriptConfig, TranscriptLedger
+
     budget = 12_000
     cfg = TranscriptConfig.from_mapping({"chunking": {"context_budget_tokens": budget}})
+    from ..sim import SimPhone
+
     phone = SimPhone()
     fact_steps = {5 + 4 * i: f for i, f in enumerate(FACTS)}  # planted in steps 5..81
     with temp_root() as root:
         ep = root / "episodes" / "2026" / "ep_20260101_bench"
         (ep / "artifacts").mkdir(parents=True)
-        led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=cfg, goal="a long phone task",
-                               system_prompt="You operate a phone for the user. " * 30)
+        led = TranscriptLedger(ep / "transcript", lens=visual, capsule_lens=capsule, config=cfg,
+                               goal="a long phone task", system_prompt="You operate a phone for the user. " * 30)
         k = cfg.transcript.image_scrub_depth
         render_ms: list[float] = []
         ratios: list[float] = []
@@ -94,8 +129,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         final = led.render()
         context = "\n".join(m.text() for m in final)
         in_context = sum(1 for f in FACTS if f in context)
-        with_recall = sum(1 for f in FACTS if f in context or any(
-            f in res["text"] for res in led.recall_history(query=f.split()[-1]).results))
+        # The query an agent would type: the most specific word of the fact (its longest).
+        by_recall = [f for f in FACTS if any(f in res["text"] for res in led.recall_history(
+            query=max(f.split(), key=len)).results)]
+        with_recall = sum(1 for f in FACTS if f in context or f in by_recall)
         events = led.events
         rows_f = sum(1 for c in [c for e in led.eras for c in e.chunks] + led.chunks for row in c.rows
                      if row.startswith("- Step "))
@@ -117,6 +154,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ledger_lines_equal_steps": rows_f + raw == steps if not led.snapshot else None,
             "facts_planted": len(FACTS), "facts_retained_in_context": r(in_context / len(FACTS), 3),
             "facts_retained_with_recall": r(with_recall / len(FACTS), 3),
+            "facts_found_by_recall_alone": r(len(by_recall) / len(FACTS), 3),
+            "facts_missed_by_recall": [f for f in FACTS if f not in by_recall],
             "failed_paths_retried": retried, "failed_paths_avoided": avoided,
             "summaries_ready": led.service.stats.ready,
         }

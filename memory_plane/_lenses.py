@@ -1,0 +1,255 @@
+"""Model lenses through google-genai: visual step summaries and chunk capsules, with a fallback chain.
+
+Without GEMINI_API_KEY / GOOGLE_API_KEY the offline lenses run (and say so once in the log).
+The lenses raise on transport errors and on unusable output; the transcript's service retries
+within bounds and records ``failed`` after that, so the agent never waits on a model.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image, ImageDraw
+from pydantic import BaseModel, Field
+
+import prompts
+from episodes.transcript import (
+    BANNED_WORDS,
+    Capsule,
+    CapsuleLens,
+    LensOutput,
+    OfflineCapsuleLens,
+    OfflineVisualLens,
+    StepRecord,
+    VisualJob,
+    VisualLens,
+    check_summary,
+)
+from lifecycle import UsageError
+
+log = logging.getLogger("memory_plane")
+ECHO_MARKERS = ("DECISION FRAME", "POST-ACTION FRAME", "AFTER ACTION", "BEFORE ACTION", "Rules:", "Recent steps:")
+_warned_offline = threading.Event()
+
+
+class GeminiSettings(BaseModel):
+    """The `lenses` section: models, fallback chains, timeouts, concurrency, the endpoint."""
+
+    step_model: str = "gemini-3.5-flash-lite"
+    capsule_model: str = "gemini-3.7-flash"
+    step_fallbacks: list[str] = Field(default_factory=lambda: ["gemini-3.7-flash"])
+    capsule_fallbacks: list[str] = Field(default_factory=lambda: ["gemini-3.5-flash-lite"])
+    timeout_s: float = 20.0
+    concurrency: int = 2
+    base_url: str | None = None  # tests and the benchmark point this at a fake server on 127.0.0.1
+    api_key: str | None = None
+    temperature: float = 0.2
+    max_output_tokens: int = 600
+
+    def key(self) -> str | None:
+        """The API key: explicit, else GEMINI_API_KEY, else GOOGLE_API_KEY."""
+        return self.api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+
+
+class ModelUnavailable(Exception):
+    """Every model of the chain was overloaded, unavailable or too slow."""
+
+
+class BadRequest(Exception):
+    """The request itself was refused (4xx other than 429): no fallback can fix it."""
+
+
+@dataclass
+class Usage:
+    """Token usage of one call, from usage_metadata."""
+
+    model: str
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+
+
+@dataclass
+class GeminiClient:
+    """google-genai with a fallback chain used only for overload, unavailability and timeouts."""
+
+    settings: GeminiSettings
+    on_usage: Callable[[Usage, str], None] | None = None
+    _client: Any = field(default=None, repr=False)
+
+    def client(self) -> Any:
+        """The SDK client (created lazily: importing google-genai costs 0.4 s)."""
+        if self._client is None:
+            from google import genai
+            from google.genai import types
+
+            opts = types.HttpOptions(timeout=int(self.settings.timeout_s * 1000))
+            if self.settings.base_url:
+                opts = types.HttpOptions(base_url=self.settings.base_url, timeout=int(self.settings.timeout_s * 1000))
+            self._client = genai.Client(api_key=self.settings.key() or "unset", http_options=opts)
+        return self._client
+
+    def generate(self, chain: list[str], contents: list[Any], *, system: str | None, purpose: str,
+                 json_output: bool = False) -> tuple[str, str]:
+        """(text, model) from the first model of the chain that answers; BadRequest on a 4xx."""
+        from google.genai import errors, types
+
+        last: Exception | None = None
+        for model in chain:
+            config = types.GenerateContentConfig(
+                system_instruction=system, temperature=self.settings.temperature,
+                max_output_tokens=self.settings.max_output_tokens,
+                response_mime_type="application/json" if json_output else None)
+            try:
+                resp = self.client().models.generate_content(model=model, contents=contents, config=config)
+            except errors.APIError as exc:
+                if exc.code in (429, 500, 502, 503, 504):
+                    log.info("lens %s: %s answered %s, trying the next model", purpose, model, exc.code)
+                    last = exc
+                    continue
+                raise BadRequest(f"{model}: {exc.code} {exc.message or exc}") from exc
+            except Exception as exc:  # httpx timeouts and connection errors: transient
+                if "timeout" in type(exc).__name__.lower() or "connect" in type(exc).__name__.lower():
+                    log.info("lens %s: %s timed out, trying the next model", purpose, model)
+                    last = exc
+                    continue
+                raise
+            meta = getattr(resp, "usage_metadata", None)
+            if self.on_usage is not None:
+                self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
+                                    getattr(meta, "cached_content_token_count", None),
+                                    getattr(meta, "candidates_token_count", None)), purpose)
+            return (resp.text or ""), model
+        raise ModelUnavailable(f"{purpose}: no model of {chain} answered ({last})")
+
+
+def draw_action_marker(image_bytes: bytes, action: dict[str, Any]) -> bytes:
+    """The decision frame with the action drawn in red: a ring at a tap, an arrow for a swipe (PNG)."""
+    with Image.open(io.BytesIO(image_bytes)) as src:
+        img = src.convert("RGB")
+    d = ImageDraw.Draw(img)
+    args = action.get("args") or {}
+    r = max(8, min(img.size) // 40)
+    red = (255, 0, 0)
+
+    def pt(v: Any) -> tuple[float, float] | None:
+        if isinstance(v, (list, tuple)) and len(v) >= 2:
+            return float(v[0]), float(v[1])
+        return None
+
+    start = pt(args.get("start")) or pt(args.get("coordinate"))
+    end = pt(args.get("end")) or pt(args.get("coordinate2"))
+    if "x" in args and "y" in args:
+        start = (float(args["x"]), float(args["y"]))
+    if start and end:
+        d.line([start, end], fill=red, width=max(3, r // 3))
+        d.ellipse([end[0] - r // 2, end[1] - r // 2, end[0] + r // 2, end[1] + r // 2], fill=red)
+    elif start:
+        x, y = start
+        d.ellipse([x - r, y - r, x + r, y + r], outline=red, width=max(3, r // 3))
+        d.ellipse([x - 2, y - 2, x + 2, y + 2], fill=red)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class VisualTransitionLens:
+    """Describes a step from its decision frame (action marked in red) and, when one exists, the
+    post-action frame; the template follows the images that really exist."""
+
+    name = "gemini-visual"
+
+    def __init__(self, client: GeminiClient) -> None:
+        self.client = client
+        self.double = prompts.load("visual_summary_double")
+        self.single = prompts.load("visual_summary_single")
+
+    def summarize(self, job: VisualJob) -> LensOutput:
+        """One neutral paragraph; raises on unusable output so the service retries."""
+        from google.genai import types
+
+        r = job.record
+        prompt = self.double if job.post_image is not None else self.single
+        diff = job.ui_diff or {}
+        textv = prompt.render(banned_words=", ".join(BANNED_WORDS), step=r.step, t=r.t,
+                              where="/".join(x for x in (r.package, r.activity) if x) or "the current app",
+                              action=r.action_line(), appeared=diff.get("appeared", []),
+                              disappeared=diff.get("disappeared", []), recent=" | ".join(job.recent) or "none")
+        parts = [types.Part.from_text(text=textv)]
+        if job.decision_image is not None:
+            parts.append(types.Part.from_text(text="DECISION FRAME:"))
+            parts.append(types.Part.from_bytes(data=draw_action_marker(job.decision_image.read_bytes(), r.action),
+                                               mime_type="image/png"))
+        if job.post_image is not None:
+            parts.append(types.Part.from_text(text="POST-ACTION FRAME:"))
+            parts.append(types.Part.from_bytes(data=job.post_image.read_bytes(), mime_type="image/jpeg"))
+        chain = [self.client.settings.step_model, *self.client.settings.step_fallbacks]
+        out, model = self.client.generate(chain, [types.Content(role="user", parts=parts)], system=None,
+                                          purpose="visual_summary")
+        problem = check_summary(out, ECHO_MARKERS)
+        if problem:
+            raise ValueError(f"rejected summary: {problem}")
+        return LensOutput(out.strip(), model, prompt.version)
+
+
+class StepCapsuleLens:
+    """Writes bands ① and ② of a chunk as JSON; the ledger checks coverage and notes before use."""
+
+    name = "gemini-capsule"
+
+    def __init__(self, client: GeminiClient) -> None:
+        self.client = client
+        self.prompt = prompts.load("step_capsule")
+
+    def capsule(self, records: list[StepRecord], summaries: dict[int, str]) -> Capsule:
+        """The capsule; raises on unparsable or non-neutral output so the ledger retries."""
+        from google.genai import types
+
+        notes = sorted({n for r in records for n in r.notes_written})
+        steps = "\n".join(f"- Step {r.step} ({r.t}): {r.action_line()} -> "
+                          f"{'executed' if (r.validator or {}).get('executed', True) else 'not executed'}"
+                          f"{'; ' + summaries[r.step] if r.step in summaries else ''}" for r in records)
+        textv = self.prompt.render(start=records[0].step, end=records[-1].step, notes=notes or "none",
+                                   banned_words=", ".join(BANNED_WORDS), steps=steps)
+        chain = [self.client.settings.capsule_model, *self.client.settings.capsule_fallbacks]
+        out, _ = self.client.generate(chain, [types.Content(role="user", parts=[types.Part.from_text(text=textv)])],
+                                      system=None, purpose="step_capsule", json_output=True)
+        try:
+            data = json.loads(out)
+        except ValueError as exc:
+            raise ValueError(f"capsule is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("capsule is not a JSON object")
+        cap = Capsule.model_validate({k: v for k, v in data.items() if k in Capsule.model_fields})
+        joined = " ".join([cap.doing, cap.did, cap.effect, *cap.intervals])
+        bad = check_summary(joined if len(joined) >= 15 else joined + " " * 15)
+        if bad and "outcome words" in bad:
+            raise ValueError(f"capsule {bad}")
+        return cap
+
+
+def select_lenses(settings: GeminiSettings | None = None,
+                  on_usage: Callable[[Usage, str], None] | None = None) -> tuple[VisualLens, CapsuleLens]:
+    """Gemini lenses when a key (or a test endpoint) is configured, else the offline ones (logged once)."""
+    s = settings or GeminiSettings()
+    if not s.key() and not s.base_url:
+        if not _warned_offline.is_set():
+            _warned_offline.set()
+            log.info("no GEMINI_API_KEY/GOOGLE_API_KEY: transcript lenses run offline")
+        return OfflineVisualLens(), OfflineCapsuleLens()
+    if s.base_url and not s.base_url.startswith(("http://127.", "http://localhost", "http://[::1]")) and not s.key():
+        raise UsageError("a custom base_url without an API key is only for a local test server")
+    client = GeminiClient(s, on_usage)
+    return VisualTransitionLens(client), StepCapsuleLens(client)
+
+
+__all__ = ["BadRequest", "GeminiClient", "GeminiSettings", "ModelUnavailable", "StepCapsuleLens", "Usage",
+           "VisualTransitionLens", "draw_action_marker", "select_lenses"]
+
