@@ -25,7 +25,7 @@ from device_memory import (
     cap_list,
     merge_unique,
 )
-from lifecycle import EvidenceRef, content_hash, slug_id
+from lifecycle import EvidenceRef, UnsafePathError, content_hash, slug_id
 
 from ._model import TaskEpisode
 from ._steps import Step, pair_steps
@@ -63,6 +63,7 @@ class ExtractionResult:
     updated: dict[str, int] = field(default_factory=dict)
     skipped_tombstoned: int = 0
     steps: int = 0
+    errors: list[str] = field(default_factory=list)
 
     def bump(self, kind: str, item_type: str) -> None:
         """Count one created or updated item."""
@@ -96,17 +97,22 @@ class LessonExtractor:
         steps = pair_steps(events)
         res.steps = len(steps)
         ctx = _Ctx(ep, steps, self.device)
-        self._device_profile(ctx, res)
-        if not steps:
-            return res  # nothing was done, so nothing was learned about apps or paths
-        for app_id in ctx.apps:
-            self._app_profile(ctx, app_id, res)
-        if ep.outcome.success:
-            self._procedure(ctx, res)
-        self._navigation(ctx, res)
-        self._calibration(ctx, res)
-        self._failures(ctx, res)
-        self._ui_anchors(ctx, res)
+        writers: list[tuple[str, Any]] = [("device_profile", lambda: self._device_profile(ctx, res))]
+        if steps:  # nothing done, nothing learned about apps or paths
+            writers += [(f"app_profile:{a}", lambda a=a: self._app_profile(ctx, a, res)) for a in ctx.apps]
+            if ep.outcome.success:
+                writers.append(("procedure", lambda: self._procedure(ctx, res)))
+            writers += [("navigation", lambda: self._navigation(ctx, res)),
+                        ("calibration", lambda: self._calibration(ctx, res)),
+                        ("failure", lambda: self._failures(ctx, res)),
+                        ("ui_anchor", lambda: self._ui_anchors(ctx, res))]
+        for name, write in writers:
+            try:
+                write()
+            except UnsafePathError as exc:
+                # A refused write (a symlink planted in the tree) loses that lesson only, never the others.
+                res.errors.append(f"{name}: {exc}")
+                log.error("memory: lesson %s of %s not written: %s", name, ep.id, exc)
         for ids, rule, decision, detail in ctx.decisions:
             self.device.conflicts.add(ids, rule=rule, decision=decision, evidence={"episode": ctx.ep.id},
                                       detail=detail)

@@ -162,7 +162,7 @@ class EpisodeRecorder:
         with self._lock:
             self._seq += 1
             event_id = f"evt_{self._seq:04d}"
-            if self._seq > MAX_EVENTS:
+            if self._seq > MAX_EVENTS and event.get("type") != "finish":  # the last word is always kept
                 self.dropped_events += 1
                 return event_id
             record = {"event_id": event_id, "ts": format_ts(self._clock()), **event}

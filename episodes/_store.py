@@ -28,6 +28,7 @@ from lifecycle import (
     dump_yaml,
     format_ts,
     fresh_records,
+    has_symlink,
     load_yaml,
     parse_ts,
     read_bytes_nofollow,
@@ -62,7 +63,7 @@ class TaskEpisodeStore:
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.root = Path(root)
-        self.dir = safe_join(self.root, "episodes")
+        self.dir = safe_join(self.root, "episodes", follow_symlinks=True)
         self.index = IndexFile(self.dir / INDEX_NAME)
         self.clock = clock
         self.lock_timeout = lock_timeout
@@ -144,6 +145,8 @@ class TaskEpisodeStore:
 
     def entries(self) -> list[dict[str, Any]]:
         """Index entries; the index is rebuilt when missing."""
+        if has_symlink(self.root, self.dir):
+            return []
         read = self.index.read()
         if not read.exists:
             try:
@@ -167,8 +170,14 @@ class TaskEpisodeStore:
         found = process.extract(query, goals, scorer=fuzz.token_set_ratio, limit=limit)
         return [(entries[i], score / 100.0) for _, score, i in found]
 
+    def symlinks(self) -> list[Path]:
+        """The episodes folder itself when it is a symlink (never followed)."""
+        return [self.dir] if has_symlink(self.root, self.dir) else []
+
     def iter_items(self) -> Iterator[ItemRead[TaskEpisode]]:
         """Every episode.yaml under episodes/<yyyy>/ (symlinks never followed)."""
+        if has_symlink(self.root, self.dir):
+            return
         for year_dir in _scan_dirs(self.dir):
             for ep_dir in _scan_dirs(year_dir):
                 path = ep_dir / EPISODE_FILE

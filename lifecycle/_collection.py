@@ -14,10 +14,10 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
-from ._errors import FileProblemError, ParseError, ValidationError
+from ._errors import FileProblemError, ParseError, UnsafePathError, ValidationError
 from ._index import INDEX_NAME, IndexFile, rebuild_entries
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
-from ._paths import check_id, safe_join
+from ._paths import check_id, has_symlink, safe_join
 from ._yaml import decode_utf8, dump_yaml, load_yaml
 
 log = logging.getLogger("memory_plane")
@@ -157,7 +157,9 @@ class YamlCollection(Generic[R]):
         self.name = rel_dir
         self.rel_dir = rel_dir
         self.model = model
-        self.dir = safe_join(self.root, rel_dir)
+        # The folder itself may have been replaced by a symlink: the collection then reads nothing and
+        # refuses writes (item_path checks every component) instead of failing the whole plane.
+        self.dir = safe_join(self.root, rel_dir, follow_symlinks=True)
         self.index = IndexFile(self.dir / INDEX_NAME)
         self._index_entry = index_entry
         self._sort_key = sort_key
@@ -166,7 +168,9 @@ class YamlCollection(Generic[R]):
     # -- paths and locks --------------------------------------------------
 
     def lock(self):  # type: ignore[no-untyped-def]
-        """Return the context manager holding this collection's lock."""
+        """Return the context manager holding this collection's lock (refused in a symlinked folder)."""
+        if self.linked():
+            raise UnsafePathError(self.rel_dir, "the collection folder is a symlink; nothing is written there")
         return collection_lock(self.dir, self.lock_timeout)
 
     @property
@@ -200,8 +204,14 @@ class YamlCollection(Generic[R]):
         except FileNotFoundError:
             return None
 
+    def linked(self) -> bool:
+        """Whether the collection folder is (under) a symlink: never read nor written then."""
+        return has_symlink(self.root, self.dir)
+
     def entries(self) -> list[dict[str, Any]]:
         """Index entries (cached by file stat); rebuilt from items if the index is missing."""
+        if self.linked():
+            return []
         read = self.index.read()
         if not read.exists:
             try:
@@ -214,6 +224,8 @@ class YamlCollection(Generic[R]):
 
     def iter_items(self) -> Iterator[ItemRead[R]]:
         """Yield every item file (symlinks skipped) with its record or problem."""
+        if self.linked():
+            return
         try:
             it = os.scandir(self.dir)
         except FileNotFoundError:
@@ -232,6 +244,8 @@ class YamlCollection(Generic[R]):
 
     def symlinks(self) -> list[Path]:
         """Symlinks found in the collection folder (never followed, reported by verify)."""
+        if self.linked():
+            return [self.dir]
         try:
             with os.scandir(self.dir) as it:
                 return [Path(e.path) for e in it if stat.S_ISLNK(e.stat(follow_symlinks=False).st_mode)]
@@ -328,6 +342,8 @@ class YamlCollection(Generic[R]):
 
     def rebuild_index(self, items: list[ItemRead[R]] | None = None) -> bool:
         """Rewrite index.yaml from the item files (reusing unchanged parses in ``items``); True if it changed."""
+        if self.linked():
+            return False
         with self.lock():
             records = fresh_records(items, self.item_paths(), self.load_path)
             entries = [self.entry_for(r) for r in records]

@@ -19,6 +19,18 @@ _registry: dict[str, filelock.FileLock] = {}
 _registry_guard = threading.Lock()
 
 
+def _forget_inherited_locks() -> None:
+    # A forked child must not reuse its parent's lock objects (filelock refuses them, and the flock
+    # belongs to the parent's open file description): start the child with fresh ones.
+    global _registry_guard
+    _registry.clear()
+    _registry_guard = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_locks)
+
+
 def _lock_for(path: Path) -> filelock.FileLock:
     # One FileLock object per path in a process: filelock is re-entrant per object (per
     # thread), whereas two objects on the same file would deadlock a nested acquire.

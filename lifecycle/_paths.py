@@ -108,6 +108,24 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
     return target
 
 
+def has_symlink(root: Path, path: Path) -> bool:
+    """Whether any component of path below root is a symlink (reads and writes there are refused)."""
+    root_norm = Path(os.path.normpath(root))
+    cur = root_norm
+    try:
+        rel = Path(os.path.normpath(path)).relative_to(root_norm)
+    except ValueError:
+        return True
+    for comp in rel.parts:
+        cur = cur / comp
+        try:
+            if stat.S_ISLNK(os.lstat(cur).st_mode):
+                return True
+        except FileNotFoundError:
+            return False
+    return False
+
+
 def is_within(root: Path, path: Path) -> bool:
     """Tell whether a path (normalised, links not resolved) lies inside root."""
     root_norm = Path(os.path.normpath(root))

@@ -8,6 +8,7 @@ from importlib.abc import Traversable
 from pathlib import Path
 
 from ._atomic import create_exclusive
+from ._paths import has_symlink
 
 DEVICE_COLLECTIONS: tuple[str, ...] = ("apps", "procedures", "navigation", "calibration", "failures", "ui_anchors")
 
@@ -55,11 +56,15 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
         created.append(".")
     for rel in LAYOUT_DIRS:
         d = base / rel
+        if has_symlink(base, d):
+            continue  # never create anything through a link planted in the tree (verify reports it)
         if not d.is_dir():
             d.mkdir(parents=True, exist_ok=True)
             created.append(rel + "/")
     for rel, data in template_files():
         target = base / rel
+        if has_symlink(base, target.parent):
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL-style create: an existing file (a person's edit) is never touched.
         if create_exclusive(target, data):

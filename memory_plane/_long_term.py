@@ -30,6 +30,7 @@ from lifecycle import (
     decode_utf8,
     format_ts,
     fresh_records,
+    has_symlink,
     load_retention,
     parse_duration,
     parse_frontmatter,
@@ -107,7 +108,7 @@ class LongTermStore:
                  retention: Retention | None = None) -> None:
         self.root = Path(root)
         self.retention = retention or load_retention(None)
-        self.dir = safe_join(self.root, "long_term")
+        self.dir = safe_join(self.root, "long_term", follow_symlinks=True)
         self.mem_dir = self.dir / "memories"
         self.index = IndexFile(self.dir / INDEX_NAME)
         self.clock = clock
@@ -145,6 +146,8 @@ class LongTermStore:
 
     def iter_items(self) -> Iterator[ItemRead[LongTermMemory]]:
         """Every memory file (symlinks skipped)."""
+        if has_symlink(self.root, self.mem_dir):
+            return
         try:
             with os.scandir(self.mem_dir) as it:
                 files = sorted(Path(e.path) for e in it if e.name.endswith(".md") and not e.name.startswith(".")
@@ -162,6 +165,8 @@ class LongTermStore:
 
     def symlinks(self) -> list[Path]:
         """Symlinks among memory files (never followed)."""
+        if has_symlink(self.root, self.mem_dir):
+            return [self.mem_dir]
         try:
             with os.scandir(self.mem_dir) as it:
                 return [Path(e.path) for e in it if e.is_symlink()]
@@ -170,6 +175,8 @@ class LongTermStore:
 
     def entries(self) -> list[dict[str, Any]]:
         """Index entries (rebuilt when the index is missing)."""
+        if has_symlink(self.root, self.mem_dir):
+            return []
         read = self.index.read()
         if not read.exists:
             self.rebuild_index()

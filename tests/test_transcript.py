@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -198,20 +197,14 @@ def test_rebuild_after_crash_equals_live_ledger(tmp_path: Path) -> None:
 
 
 def test_the_caller_never_waits(tmp_path: Path) -> None:
-    class SlowLens:
-        name = "slow"
-
-        def summarize(self, job):
-            time.sleep(0.2)
-            return LensOutput("Step shows a list of contacts and a search field.", "slow", 1)
-
-    led, ep = make(tmp_path, SlowLens())
-    t0 = time.monotonic()
+    lens = GatedLens()  # no summary can finish until the gate opens
+    led, ep = make(tmp_path, lens)
     for n in range(1, 21):
-        step(led, ep, n)
-    assert time.monotonic() - t0 < 2.0  # 20 summaries x 0.2 s would be 4 s if we waited
+        step(led, ep, n)  # all 20 commits return while every summary is still blocked
+    assert led.service.stats.submitted == 20 and led.service.stats.ready == 0
     assert led.service.stats.caller_waits == 0
-    assert led.flush(20)
+    lens.gate.set()
+    assert led.flush(20) and led.service.stats.ready == 20
 
 
 def test_plain_config_is_a_plain_transcript(tmp_path: Path) -> None:

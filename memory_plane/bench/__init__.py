@@ -18,6 +18,8 @@ BENCHMARKS: dict[str, str] = {
     "lifecycle": "_lifecycle",
     "replay": "_replay",
     "compaction": "_compaction",
+    "crash": "_crash",
+    "concurrency": "_concurrency",
 }
 
 
