@@ -19,7 +19,7 @@ from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import Step, pair_steps
 from ._store import EPISODE_FILE, EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary, parse_tool_input, step_label, tool_coords, tool_path, tool_text
-from ._writer import EpisodeJob, TaskEpisodeWriter, WriterStats
+from ._writer import EpisodeJob, TaskEpisodeWriter, WriterStats, job_name
 
 __all__ = [
     "EPISODE_FILE",
@@ -50,6 +50,7 @@ __all__ = [
     "excerpt",
     "goal_pattern",
     "hamming",
+    "job_name",
     "new_episode_id",
     "pair_steps",
     "parse_tool_input",

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from lifecycle import StrList, Timestamp, format_ts, is_safe_id
 
@@ -117,6 +117,13 @@ class TaskEpisode(BaseModel):
     metrics: Metrics = Field(default_factory=Metrics)
     summary: str | None = None
     traceability: str | None = None
+    _release: Any = PrivateAttr(default=None)  # releases the recording lock once committed
+
+    def committed(self) -> None:
+        """Called by the writer after the episode is on disk: the recording is over."""
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
 
     @field_validator("id")
     @classmethod

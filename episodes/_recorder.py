@@ -336,7 +336,9 @@ class EpisodeRecorder:
                 except Exception:
                     events = []
                 ep.summary = episode_summary(ep, events)
-            self._release_recording_lock()
+            # The recording lock stays held until the episode is committed (or this recorder is
+            # collected): verify must not close an episode whose commit is just about to happen.
+            ep._release = self._release_recording_lock
             self._finished = ep
             return ep
 

@@ -56,6 +56,10 @@ def _sort_ts(entry: Mapping[str, Any]) -> datetime:
         return datetime.min.replace(tzinfo=parse_ts("2000-01-01T00:00:00Z").tzinfo)
 
 
+class OrphanFolder(FileProblemError):
+    """An episode folder without episode.yaml (a process died before writing it)."""
+
+
 class TaskEpisodeStore:
     """Reads and writes episodes; the index holds one line per committed episode."""
 
@@ -185,7 +189,10 @@ class TaskEpisodeStore:
                     key = stat_key(path)
                     yield ItemRead(path, self.load_path(path), None, key)
                 except FileNotFoundError:
-                    yield ItemRead(path, None, ParseError(path, None, "episode folder without episode.yaml"))
+                    if self.is_recording_live(ep_dir.name):
+                        continue  # a recorder is starting right now
+                    # A kill between creating the folder and writing its header: debris, not corruption.
+                    yield ItemRead(path, None, OrphanFolder(ep_dir, None, "episode folder without episode.yaml"))
                 except FileProblemError as exc:
                     yield ItemRead(path, None, exc)
                 except OSError as exc:
@@ -242,15 +249,16 @@ class TaskEpisodeStore:
     def mark_interrupted(self, ep: TaskEpisode, now: datetime | None = None) -> TaskEpisode | None:
         """Close an episode its recorder never finished: failed, phase ``interrupted``.
 
-        Re-checked under the lock: an episode that was committed, or whose recorder is alive, is left
-        alone (returns None), so verify never overwrites a commit it raced with.
+        Checked and written under one hold of the lock: an episode that was committed, or whose
+        recorder is alive, is left alone (returns None), so verify never overwrites a commit.
         """
         with self.lock():
             cur = self.get(ep.id)
             if cur is None or cur.status != "recording" or self.is_recording_live(ep.id):
                 return None
-            ep = cur
-        now = now or self.clock()
+            return self._interrupt(cur, now or self.clock())
+
+    def _interrupt(self, ep: TaskEpisode, now: datetime) -> TaskEpisode:
         events = self.events(ep.id).records
         ep.status = "interrupted"
         ep.outcome.success = False

@@ -29,6 +29,8 @@ class WriterStats:
     jobs_failed: int = 0
     jobs_retried: int = 0
     jobs_dropped: int = 0
+    jobs_deferred: int = 0
+    jobs_caught_up: int = 0
     jobs_slow: int = 0
     last_error: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -36,6 +38,11 @@ class WriterStats:
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form of the counters."""
         return {k: v for k, v in self.__dict__.items() if k != "errors"}
+
+
+def job_name(job: EpisodeJob) -> str:
+    """The name a job's marker file uses."""
+    return str(getattr(job, "__name__", type(job).__name__))
 
 
 class TaskEpisodeWriter:
@@ -54,6 +61,8 @@ class TaskEpisodeWriter:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._backlog: dict[str, TaskEpisode] = {}  # episodes whose jobs did not fit in the queue
+        self.max_backlog = 10_000
 
     def _record_error(self, msg: str) -> None:
         self.stats.last_error = msg
@@ -65,6 +74,7 @@ class TaskEpisodeWriter:
         try:
             ep.status = "active" if ep.status == "recording" else ep.status
             self.store.write(ep)
+            ep.committed()
             self.stats.committed += 1
         except Exception as exc:
             self.stats.commit_errors += 1
@@ -72,13 +82,42 @@ class TaskEpisodeWriter:
             self._record_error(msg)
             log.error("memory: %s", msg)
             return False
-        for job in self.jobs:
-            name = getattr(job, "__name__", type(job).__name__)
-            self.submit(f"{name}({ep.id})", lambda job=job: job(ep))
+        self.run_jobs(ep)
         return True
 
-    def submit(self, name: str, fn: Callable[[], Any]) -> bool:
-        """Queue background work without waiting; a full queue drops it (logged, counted)."""
+    def run_jobs(self, ep: TaskEpisode) -> None:
+        """Queue an episode's jobs; when the queue is full they wait in a backlog instead of being lost."""
+        for job in self.jobs:
+            name = job_name(job)
+            if self.job_done(ep, name):
+                continue
+            if not self.submit(f"{name}({ep.id})", lambda job=job, name=name: self._run_marked(job, name, ep),
+                               drop_ok=False):
+                with self._cond:
+                    if len(self._backlog) < self.max_backlog:
+                        self._backlog[ep.id] = ep
+                        self.stats.jobs_deferred += 1
+                    else:
+                        self.stats.jobs_dropped += 1  # verify's catch-up still finds it by its missing marker
+                return
+
+    def job_done(self, ep: TaskEpisode, name: str) -> bool:
+        """Whether a job already ran to the end for this episode (its marker file exists)."""
+        try:
+            return (self.store.episode_dir(ep.id) / f".done-{name}").exists()
+        except ValueError:
+            return False
+
+    def _run_marked(self, job: EpisodeJob, name: str, ep: TaskEpisode) -> None:
+        job(ep)
+        try:
+            # The marker says "applied": a catch-up after a crash or an overflow skips this job.
+            (self.store.episode_dir(ep.id) / f".done-{name}").touch()
+        except OSError as exc:
+            log.warning("memory: cannot mark %s done for %s: %s", name, ep.id, exc)
+
+    def submit(self, name: str, fn: Callable[[], Any], *, drop_ok: bool = True) -> bool:
+        """Queue background work without waiting; a full queue refuses it (logged, counted when dropped)."""
         if self._closed:
             self.stats.jobs_dropped += 1
             return False
@@ -91,8 +130,9 @@ class TaskEpisodeWriter:
             with self._cond:
                 self._pending -= 1
                 self._cond.notify_all()
-            self.stats.jobs_dropped += 1
-            log.warning("memory: background queue full, dropped %s", name)
+            if drop_ok:
+                self.stats.jobs_dropped += 1
+                log.warning("memory: background queue full, dropped %s", name)
             return False
         return True
 
@@ -103,6 +143,8 @@ class TaskEpisodeWriter:
 
     def _run(self) -> None:
         while True:
+            if self._queue.empty():
+                self._drain_backlog()
             item = self._queue.get()
             if item is None:
                 return
@@ -114,7 +156,26 @@ class TaskEpisodeWriter:
                     self._pending -= 1
                     self._cond.notify_all()
 
+    def _drain_backlog(self) -> None:
+        # The queue is empty: backlog episodes go back in (the worker, never the caller, pays for it).
+        while True:
+            with self._cond:
+                if not self._backlog or self._queue.qsize() >= max(1, self._queue.maxsize // 2):
+                    return
+                eid, ep = next(iter(self._backlog.items()))
+                del self._backlog[eid]
+                self._pending += 1  # in transfer: flush must not see "nothing left" in between
+            try:
+                self.stats.jobs_caught_up += 1
+                self.run_jobs(ep)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+
     def _run_one(self, name: str, fn: Callable[[], Any]) -> None:
+        if name == "drain":
+            return  # only a wake-up for the backlog
         start = time.monotonic()
         for attempt in range(self.retries + 1):
             try:
@@ -140,10 +201,15 @@ class TaskEpisodeWriter:
             log.warning("memory: background %s took %.1fs (timeout %.1fs)", name, elapsed, self.job_timeout)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until queued work is done; return False if the timeout passed first."""
+        """Wait until queued and backlogged work is done; return False if the timeout passed first."""
         deadline = time.monotonic() + timeout
+        if self._backlog:
+            self._ensure_worker()
+            with self._cond:
+                self._pending += 1
+            self._queue.put(("drain", lambda: None))  # wake the worker so it drains the backlog
         with self._cond:
-            while self._pending > 0:
+            while self._pending > 0 or self._backlog:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

@@ -87,7 +87,7 @@ def verify_collections(
                 continue
             cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
             report.add(cat, relp(item.path), item.problem.line, item.problem.message)
-            if fix:
+            if fix and item.path.is_file():
                 target = quarantine(root, item.path)
                 report.fixed.append(f"quarantined {relp(item.path)} -> {relp(target)}")
         symlinks = getattr(coll, "symlinks", None)

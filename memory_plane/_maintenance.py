@@ -148,7 +148,8 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                 report.fixed.append(f"{rel}: dropped {n} unreadable lines")
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.
-        repaired = {"parse", "validation", "yamlbomb", "index", "jsonl", "torn_jsonl", "missing_artifact"}
+        repaired = {"parse", "validation", "yamlbomb", "index", "jsonl", "torn_jsonl", "missing_artifact",
+                    "orphanfolder"}
         report.problems = [p for p in report.problems if p.category not in repaired]
     return report
 
@@ -223,6 +224,12 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     for item in episodes.iter_items():
         ep = item.record
         d = item.path.parent
+        if ep is None and type(item.problem).__name__ == "OrphanFolder" and not d.is_symlink():
+            age_ok = datetime.fromtimestamp(d.lstat().st_mtime, now.tzinfo) + (
+                ret.grace_of("temp_files") or timedelta(hours=1)) <= now
+            if age_ok:
+                remove(d, "orphan_episode_folder")
+            continue
         if ep is None or ep.status == "recording":
             continue
         if d.is_symlink() or d.parent.is_symlink():

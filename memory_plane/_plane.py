@@ -135,10 +135,52 @@ class MemoryPlane:
         """Every collection of memory files in this tree (for verify and GC)."""
         return [*self.device.all_collections(), self.long_term]
 
-    def verify(self, *, fix: bool = False) -> VerifyReport:
-        """Check the tree, rebuild indexes, mark expired, close crashed episodes; quarantine broken files with fix."""
+    def verify(self, *, fix: bool = False, catch_up_limit: int = 500) -> VerifyReport:
+        """Check the tree, rebuild indexes, mark expired, close crashed episodes, run background jobs that
+        never ran (a crash, an overflow); quarantine broken files with fix."""
         self.flush(30)
-        return verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock())
+        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock())
+        report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
+        return report
+
+    def catch_up(self, limit: int = 500, min_age_s: float = 600.0) -> list[str]:
+        """Run the background jobs of committed episodes that lack their done-markers; return their ids.
+
+        Episodes committed in the last ``min_age_s`` are left to the agent's own worker, which may still
+        be running them: a job must be applied once, not once per process.
+        """
+        import time as _time
+
+        from episodes import job_name
+
+        done: list[str] = []
+        names = [job_name(j) for j in self.writer.jobs]
+        cutoff = _time.time() - min_age_s
+        for e in self.episodes.entries():
+            if len(done) >= limit:
+                break
+            if e.get("status") not in ("active", "interrupted"):
+                continue
+            try:
+                d = self.episodes.episode_dir(e["id"])
+            except ValueError:
+                continue
+            try:
+                if all((d / f".done-{n}").exists() for n in names) or (d / "episode.yaml").stat().st_mtime > cutoff:
+                    continue
+            except OSError:
+                continue
+            ep = self.episodes.get(e["id"])
+            if ep is None:
+                continue
+            for job, name in zip(self.writer.jobs, names):
+                if not (d / f".done-{name}").exists():
+                    try:
+                        self.writer._run_marked(job, name, ep)
+                    except Exception as exc:  # reported, never raised into cron
+                        log.error("memory: catch-up %s(%s) failed: %s", name, ep.id, exc)
+            done.append(ep.id)
+        return done
 
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent."""

@@ -143,3 +143,28 @@ def test_runaway_task_is_bounded(tmp_path: Path) -> None:
     assert len(list((store.episode_dir(rec.id) / "artifacts").iterdir())) == 1
     assert TaskEpisodeWriter(store).commit(ep)
     assert MAX_EVENTS == 20_000  # the cap documented in the README
+
+
+def test_verify_catches_up_jobs_a_crash_or_overflow_skipped(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        plane.writer.jobs = []  # as if the process died before its background jobs ran
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="打开微信找张三"))
+        rec.tool_call("launch_app", {"app": "com.tencent.mm"})
+        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+        assert plane.device.get("app_wechat") is None
+        assert plane.verify().stats["jobs_caught_up"] == []  # too recent: a live worker may still run it
+        import os
+        import time
+
+        old = time.time() - 3600
+        os.utime(plane.episodes.episode_dir(rec.id) / "episode.yaml", (old, old))
+    with MemoryPlane.open(root) as plane:
+        rep = plane.verify()
+        assert len(rep.stats["jobs_caught_up"]) == 1
+        app = plane.device.get("app_wechat")
+        assert app is not None and app.success_count == 1
+        assert plane.verify().stats["jobs_caught_up"] == []  # once only
+        assert plane.device.get("app_wechat").success_count == 1  # type: ignore[union-attr]
