@@ -1,0 +1,19 @@
+"""The short crash and concurrency harnesses (issue: run them in CI): their goals are zeros."""
+
+from __future__ import annotations
+
+import argparse
+
+from memory_plane.bench import run_bench
+
+
+def test_crash_harness_short() -> None:
+    res = run_bench("crash", argparse.Namespace(short=True, kills=20, seed=1))
+    assert res["kills"] == 20 and res["acknowledged_commits"] > 0
+    assert (res["lost_commits"], res["corrupt_files"], res["index_mismatches"]) == (0, 0, 0)
+
+
+def test_concurrency_harness_short() -> None:
+    res = run_bench("concurrency", argparse.Namespace(short=True))
+    assert res["commits"] == res["episodes_indexed"] == res["app_profile_success_count"]
+    assert (res["lost_updates"], res["errors"]) == (0, 0)
