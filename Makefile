@@ -17,11 +17,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy memory_plane episodes device_memory lifecycle prompts
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mypy memory_plane episodes device_memory lifecycle
+	$(PY) -m mypy memory_plane episodes device_memory lifecycle prompts
 
 bench: $(STAMP)
 	$(VENV)/bin/memplane bench all --json

@@ -120,7 +120,7 @@ class LessonExtractor:
 
     def _upsert(self, ctx: _Ctx, res: ExtractionResult, item_type: str, item_id: str, create: Any,
                 merge: Any, lesson_key: str) -> Any:
-        state = {"kind": None}
+        state: dict[str, str | None] = {"kind": None}
 
         def change(cur: Any) -> Any:
             now = self.device.clock()
@@ -442,7 +442,7 @@ class LessonExtractor:
                     return cur
 
                 coll.update(old.id, replace)
-                coll.update(new.id, lambda cur, old_id=old.id: cur and cur.model_copy(update={"supersedes": old_id}))
+                coll.update(new.id, _setter_of({"supersedes": old.id}))
                 ctx.decide([old.id, new.id], "navigation_contradicted", "superseded",
                            f"{old.from_page} now leads to {new.to_page}, not {old.to_page}")
             else:
@@ -547,6 +547,15 @@ def effective_path(steps: list[Step]) -> list[Step]:
             continue
         path.append(s)
     return path
+
+
+def _setter_of(fields: dict[str, Any]) -> Any:
+    """A change function for YamlCollection.update that sets fields on an existing item."""
+
+    def change(cur: Any) -> Any:
+        return cur.model_copy(update=fields) if cur is not None else None
+
+    return change
 
 
 def _xy(coords: str | None) -> tuple[float, float] | None:

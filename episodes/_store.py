@@ -161,7 +161,7 @@ class TaskEpisodeStore:
             read = self.index.read()
         return read.entries
 
-    def list(self, limit: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
+    def newest(self, limit: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
         """Index entries newest first (by parsed start time), optionally by status."""
         items = [e for e in self.entries() if status is None or e.get("status") == status]
         items.sort(key=_sort_ts, reverse=True)

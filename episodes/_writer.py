@@ -91,8 +91,7 @@ class TaskEpisodeWriter:
             name = job_name(job)
             if self.job_done(ep, name):
                 continue
-            if not self.submit(f"{name}({ep.id})", lambda job=job, name=name: self._run_marked(job, name, ep),
-                               drop_ok=False):
+            if not self.submit(f"{name}({ep.id})", self._marked_call(job, name, ep), drop_ok=False):
                 with self._cond:
                     if len(self._backlog) < self.max_backlog:
                         self._backlog[ep.id] = ep
@@ -107,6 +106,12 @@ class TaskEpisodeWriter:
             return (self.store.episode_dir(ep.id) / f".done-{name}").exists()
         except ValueError:
             return False
+
+    def _marked_call(self, job: EpisodeJob, name: str, ep: TaskEpisode) -> Callable[[], None]:
+        def call() -> None:
+            self._run_marked(job, name, ep)
+
+        return call
 
     def _run_marked(self, job: EpisodeJob, name: str, ep: TaskEpisode) -> None:
         job(ep)

@@ -76,7 +76,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     """`memplane episodes list|show`: past tasks."""
     with _open(args) as plane:
         if args.action == "list":
-            items = plane.episodes.list(limit=args.limit)
+            items = plane.episodes.newest(limit=args.limit)
             if args.json:
                 _print_json(items)
             else:

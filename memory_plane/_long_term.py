@@ -63,6 +63,7 @@ class LongTermMemory(Record):
     tags: StrList = Field(default_factory=list)
     entities: StrList = Field(default_factory=list)
     source_refs: StrList = Field(default_factory=list)
+    lesson_key: str | None = None
     content: str = Field(default="", exclude=True)
 
     def to_frontmatter(self) -> dict[str, Any]:

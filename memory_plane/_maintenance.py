@@ -216,7 +216,8 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
         remove(p, "stale_temp_file")
 
     # Every memory file is parsed once; the same records decide references and removals.
-    parsed = {id(c): (c, list(c.iter_items())) for c in [*device.collections.values(), device.profiles, long_term]}
+    all_stores: list[Any] = [*device.collections.values(), device.profiles, long_term]
+    parsed = {id(c): (c, list(c.iter_items())) for c in all_stores}
 
     # 2. episodes: drop full traces past their TTL, summaries past theirs, unless evidence for a memory
     referenced = _referenced_episodes(parsed, now)
@@ -270,7 +271,8 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
                 return "expired_past_grace"
         return None
 
-    for coll in [*device.collections.values(), long_term]:
+    stores: list[Any] = [*device.collections.values(), long_term]
+    for coll in stores:
         candidates = []
         for item in parsed[id(coll)][1]:
             if item.record is None:

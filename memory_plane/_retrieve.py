@@ -146,6 +146,15 @@ class _Source:
         return f
 
 
+def _steps_loader(coll: Any, path: Any) -> Callable[[], list[str]]:
+    """Reads a procedure file and renders its steps (for the stat-keyed cache)."""
+
+    def load() -> list[str]:
+        return [s.render() for s in getattr(coll.load_path(path), "steps", [])]
+
+    return load
+
+
 def _device_text(e: dict[str, Any]) -> str:
     return " ".join(str(x) for x in (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
                                      e.get("page"), " ".join(e.get("tags") or [])) if x)
@@ -536,8 +545,7 @@ class Retriever:
             coll = self.device.collections["procedure"]
             path = coll.item_path(hit.id)
             try:
-                steps = self._cached(path, lambda path=path, coll=coll: [
-                    s.render() for s in getattr(coll.load_path(path), "steps", [])])
+                steps = self._cached(path, _steps_loader(coll, path))
             except (OSError, FileProblemError) as exc:
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue

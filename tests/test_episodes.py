@@ -154,7 +154,7 @@ def test_index_line_per_episode_and_readable_chinese(root: Path) -> None:
     assert "Path: launch_app(微信)" in lines[0] and "Outcome: success, 张三 chat" in lines[0]
     ep_text = (store.episode_dir(ids[0]) / "episode.yaml").read_text("utf-8")
     assert "打开微信" in ep_text and "\\u" not in ep_text
-    assert [e["id"] for e in store.list()] == list(reversed(ids)) or len(store.list()) == 3
+    assert [e["id"] for e in store.newest()] == list(reversed(ids)) or len(store.newest()) == 3
     assert store.search("微信 张三")[0][0]["id"] in ids
 
 

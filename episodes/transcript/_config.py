@@ -18,13 +18,13 @@ class TranscriptSection(_Section):
     visual_summaries: bool = True
     envelopes: bool = True
     similarity_hints: bool = True
-    image_scrub_depth: int = Field(3, ge=1)
-    pending_grace_steps: int = Field(3, ge=0)
-    xml_scrub_depth: int = Field(1, ge=1)
-    summary_concurrency: int = Field(2, ge=1)
+    image_scrub_depth: int = Field(default=3, ge=1)
+    pending_grace_steps: int = Field(default=3, ge=0)
+    xml_scrub_depth: int = Field(default=1, ge=1)
+    summary_concurrency: int = Field(default=2, ge=1)
     summary_timeout_s: float = 30.0
-    summary_retries: int = Field(2, ge=0)
-    summary_queue: int = Field(256, ge=1)
+    summary_retries: int = Field(default=2, ge=0)
+    summary_queue: int = Field(default=256, ge=1)
     envelope_chars: int = 6000
     envelope_lines: int = 120
     envelope_tokens: int = 4000
@@ -37,7 +37,7 @@ class ChunkingSection(_Section):
     context_budget_tokens: int = 80_000
     soft_ratio: float = 0.7
     hard_ratio: float = 0.9
-    min_active_steps: int = Field(5, ge=1)
+    min_active_steps: int = Field(default=5, ge=1)
     max_steps: int = 12
     target_source_tokens: int = 2000
     max_chunks: int = 8
@@ -56,9 +56,9 @@ class RecallSection(_Section):
 class TranscriptConfig(_Section):
     """The `transcript`, `chunking` and `recall` sections; anything missing takes its default."""
 
-    transcript: TranscriptSection = Field(default_factory=TranscriptSection)
-    chunking: ChunkingSection = Field(default_factory=ChunkingSection)
-    recall: RecallSection = Field(default_factory=RecallSection)
+    transcript: TranscriptSection = Field(default_factory=lambda: TranscriptSection())
+    chunking: ChunkingSection = Field(default_factory=lambda: ChunkingSection())
+    recall: RecallSection = Field(default_factory=lambda: RecallSection())
 
     @classmethod
     def from_mapping(cls, data: Any) -> TranscriptConfig:

@@ -306,8 +306,8 @@ class TranscriptLedger:
 
     def _make_chunk(self, seg: Segment) -> None:
         records = [t.record for t in self.turns[seg.start - 1: seg.end]]
-        summaries = {s: r.text for s in range(seg.start, seg.end + 1)
-                     if (r := self.summaries.get(s)) is not None and r.status == "ready" and r.text}
+        summaries = {s: sr.text for s in range(seg.start, seg.end + 1)
+                     if (sr := self.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
         problem = "no attempt"
         for _ in range(self.config.transcript.summary_retries + 1):
             seg.attempts += 1

@@ -63,7 +63,8 @@ def check(root: Path, acked: set[str]) -> dict[str, int]:
         present = {e["id"] for e in plane.episodes.entries()}
         lost = sum(1 for eid in acked if eid not in present or plane.episodes.get(eid) is None)
         mismatches = 0
-        for coll in [*plane.device.collections.values(), plane.long_term, plane.episodes]:
+        stores: list[Any] = [*plane.device.collections.values(), plane.long_term, plane.episodes]
+        for coll in stores:
             current = sorted(e["id"] for e in coll.index.read().entries)
             # After verify the index must already equal a rebuild from the item files.
             if coll.rebuild_index() or current != sorted(e["id"] for e in coll.index.read().entries):
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     kills = 20 if getattr(args, "short", False) else int(getattr(args, "kills", 300) or 300)
     rng = random.Random(int(getattr(args, "seed", 0) or 0))
     sys.modules.setdefault("helpers_for_bench", _helpers())
-    out = {"kills": 0, "lost_commits": 0, "corrupt_files": 0, "index_mismatches": 0, "acknowledged_commits": 0}
+    out: dict[str, Any] = {"kills": 0, "lost_commits": 0, "corrupt_files": 0, "index_mismatches": 0,
+                           "acknowledged_commits": 0}
     t0 = time.perf_counter()
     with temp_root() as root:
         ack = root.parent / "acks.log"

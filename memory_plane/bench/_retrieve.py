@@ -92,9 +92,9 @@ def build_store(root: Path, n_episodes: int, n_device: int, n_long_term: int, da
         with collection_lock(root / "device" / folder):
             IndexFile(root / "device" / folder / "index.yaml").write(per_kind[kind])
     lt_entries = []
-    for k in range(n_long_term):
+    for n_lt in range(n_long_term):
         goal, app = goals[rng.randrange(len(goals))]
-        mid = f"mem_{content_hash('lt', k)}"
+        mid = f"mem_{content_hash('lt', n_lt)}"
         typ = rng.choice(["fact", "fact", "preference", "procedure", "rule"])
         text = f"{app or 'phone'}: remember {goal[:60]}"
         (root / "long_term" / "memories" / f"{mid}.md").write_text(
