@@ -107,6 +107,48 @@ class MemoryPlane:
             retrieved_refs=refs, clock=self.clock, on_exit_commit=self.commit_episode,
         )
 
+    def config(self) -> dict[str, Any]:
+        """config.yaml under the root ({} when missing; a broken file is logged and ignored)."""
+        from lifecycle import FileProblemError, load_yaml_file
+
+        try:
+            data = load_yaml_file(self.root / "config.yaml")
+        except FileNotFoundError:
+            return {}
+        except (FileProblemError, OSError) as exc:
+            log.error("memory: config.yaml ignored: %s", exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def open_transcript(self, recorder: EpisodeRecorder, *, system_prompt: str = "", goal: str | None = None) -> Any:
+        """The transcript ledger of a recording episode, with the configured lenses (offline without a key);
+        lens usage is metered into its usage.jsonl without touching the agent's measured context size."""
+        from episodes.transcript import TranscriptConfig
+
+        from ._lenses import GeminiSettings, select_lenses
+
+        cfg = self.config()
+        holder: dict[str, Any] = {}
+
+        def meter(usage: Any, purpose: str) -> None:
+            led = holder.get("ledger")
+            if led is not None:
+                led.observe_usage(usage.prompt_tokens, usage.cached_tokens, usage.output_tokens,
+                                  source=f"lens:{purpose}:{usage.model}")
+
+        try:
+            settings = GeminiSettings.model_validate(cfg.get("lenses") or {})
+        except Exception as exc:  # a bad lenses section means offline lenses, never a failed task
+            log.error("memory: config.yaml lenses section ignored: %s", exc)
+            settings = GeminiSettings()
+        visual, capsule = select_lenses(settings, on_usage=meter)
+        ledger = recorder.open_transcript(config=TranscriptConfig.from_mapping(cfg), lens=visual,
+                                          system_prompt=system_prompt)
+        ledger.capsule_lens = capsule
+        ledger.goal = goal or recorder.episode.user_goal
+        holder["ledger"] = ledger
+        return ledger
+
     def commit_episode(self, episode: TaskEpisode) -> bool:
         """Write the episode now and queue lesson extraction; return False (logged) on failure."""
         return self.writer.commit(episode)

@@ -173,3 +173,28 @@ def test_without_a_key_the_offline_lenses_run_and_say_so(monkeypatch, caplog) ->
         select_lenses()
     assert v.name == "offline" and c.name == "offline"
     assert sum("offline" in r.message for r in caplog.records) == 1
+
+
+def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, tmp_path: Path) -> None:
+    from lifecycle import read_jsonl
+    from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        assert plane.config()["transcript"]["image_scrub_depth"] == 3  # the template's commented defaults
+        (root / "config.yaml").write_text(
+            f"transcript:\n  image_scrub_depth: 2\nlenses:\n  base_url: {fake.url}\n  api_key: k\n  timeout_s: 3\n")
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="a long task"))
+        led = plane.open_transcript(rec, system_prompt="sys")
+        assert led.config.transcript.image_scrub_depth == 2 and led.lens.name == "gemini-visual"
+        shot = rec.dir / "artifacts" / "s1.jpg"
+        shot.write_bytes(screenshot("x", (320, 600)))
+        led.stage(screenshot="artifacts/s1.jpg", width=320, height=600)
+        led.commit(action="tap", args={"x": 3, "y": 4})
+        assert led.flush(10) and led.summaries.get(1).status == "ready"
+        rows = read_jsonl(led.dir / "usage.jsonl").records
+        assert rows and rows[0]["source"].startswith("lens:visual_summary") and led.meter.measured is None
+        (root / "config.yaml").write_text("transcript: [broken\n")
+        assert plane.config() == {}
+        led.close()
+        plane.commit_episode(rec.finish(success=True))
