@@ -659,6 +659,8 @@ class _Ctx:
         """New success evidence for a conflicted path: re-scope it to now and reactivate it when it outweighs."""
         if item.status != "conflicted" or not self.ep.outcome.success:
             return
+        if any(str(c).startswith("mem_") for c in item.conflicts_with):
+            return  # overridden by a user rule: user rules win over new automatic evidence
         extra = item.model_extra if item.model_extra is not None else {}
         if extra.get("stale_key"):
             item.applicability = self.applicability(app_id)  # verified again under the current environment

@@ -138,8 +138,14 @@ def cmd_memory(args: argparse.Namespace) -> int:
     """`memplane memory save|recall|forget`: long-term memory."""
     with _open(args) as plane:
         if args.action == "save":
-            r = plane.long_term.save_memory(type=args.type, content=args.text, title=args.title, tags=args.tag,
-                                            entities=args.entity)
+            if args.overrides and args.type != "rule":
+                raise UsageError("--overrides goes with --type rule")
+            if args.type == "rule":
+                r = plane.save_rule(args.text, overrides=args.overrides, title=args.title, tags=args.tag,
+                                    entities=args.entity)
+            else:
+                r = plane.long_term.save_memory(type=args.type, content=args.text, title=args.title, tags=args.tag,
+                                                entities=args.entity)
             out = {"id": r.id, "status": r.status, "reason": r.reason, "superseded": r.superseded}
             _print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({r.reason})" if r.reason else ""))
             return EXIT_OK
@@ -267,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--entity", action="append", default=[])
     s.add_argument("--limit", type=int, default=5)
     s.add_argument("--reason", default="forgotten on request")
+    s.add_argument("--overrides", action="append", default=[], metavar="ID",
+                   help="save (rule): an automatic memory this rule overrides (it becomes a caution)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_memory)
 

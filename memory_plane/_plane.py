@@ -9,7 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from device_memory import DeviceMemory
+from device_memory import DeviceMemory, type_of_id
 from episodes import (
     EpisodeJob,
     EpisodeRecorder,
@@ -160,6 +160,30 @@ class MemoryPlane:
     def stats(self) -> dict[str, Any]:
         """Counters of commits and background jobs, including failures."""
         return {**self.writer.stats.to_dict(), "retrieve_errors": self.retrieve_errors}
+
+    def save_rule(self, content: str, *, overrides: Iterable[str] = (), **kwargs: Any) -> Any:
+        """Save a user rule; automatic memories it names in ``overrides`` become conflicted (cautions only),
+        because user rules win over automatic experience. Returns the SaveResult."""
+        result = self.long_term.save_memory(type="rule", content=content, **kwargs)
+        if result.status == "ignored":
+            return result
+        for mid in dict.fromkeys(overrides):
+            item_type = type_of_id(mid)
+            if item_type is None or item_type == "device_profile":
+                continue
+
+            def change(cur: Any, rule_id: str = result.id) -> Any:
+                if cur is None or cur.status in ("replaced", "deleted"):
+                    return None
+                cur.status = "conflicted"
+                cur.conflicts_with = list(dict.fromkeys([*cur.conflicts_with, rule_id]))
+                cur.updated_at = self.clock()
+                return cur
+
+            if self.device.upsert(item_type, mid, change) is not None:
+                self.device.conflicts.add([mid, result.id], rule="user_rule_overrides", decision="conflicted",
+                                          evidence={"rule": result.id})
+        return result
 
     def forget(self, memory_id: str, *, reason: str = "forgotten") -> bool:
         """Forget any memory (long-term or device) everywhere, leaving only a tombstone."""

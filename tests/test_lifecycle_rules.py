@@ -409,3 +409,21 @@ def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:
         assert plane.device.entries("procedure") == [] and plane.episodes.entries() == []
         assert not list((root / "device" / "procedures").glob("proc_*.yaml"))
         assert plane.verify().ok
+
+
+def test_user_rule_overrides_automatic_experience(root: Path) -> None:
+    with MemoryPlane.open(root) as plane:
+        run(plane, "order coffee on Meituan", PATH)
+        pid = plane.device.entries("procedure")[0]["id"]
+        r = plane.save_rule("Never order through the Meituan cart tab; use the shop page", overrides=[pid])
+        p = plane.device.get(pid)
+        assert p is not None and p.status == "conflicted" and r.id in p.conflicts_with
+        ctx = plane.retrieve(MemoryRetrieveRequest(input="order coffee on Meituan", current_hints=ZH))
+        assert pid not in [h.id for h in ctx.common.procedures] and pid in [h.id for h in ctx.common.conflicts]
+        assert r.id in [h.id for h in ctx.common.long_term]
+        log = read_jsonl(root / "lifecycle" / "conflicts.jsonl").records
+        assert log[-1]["rule"] == "user_rule_overrides" and log[-1]["ids"] == [pid, r.id]
+        for _ in range(3):  # new automatic successes do not undo the user's rule
+            run(plane, "order coffee on Meituan", PATH)
+        assert plane.device.get(pid).status == "conflicted"  # type: ignore[union-attr]
+    assert cli(["--root", str(root), "memory", "save", "x", "--type", "fact", "--overrides", pid]) == 2
