@@ -17,7 +17,7 @@ log = logging.getLogger("memory_plane")
 
 # Characters that JSON with ensure_ascii=False leaves raw but that YAML or line tools mishandle
 # (C1 controls, line/paragraph separators, BOM, lone surrogates): escape them.
-_UNSAFE_CHARS = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]")
+_UNSAFE_CHARS = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 
 def _json_default(obj: Any) -> Any:

@@ -176,7 +176,7 @@ def _merge_into(target: CommentedMap, new: Mapping[str, Any]) -> None:
 _PLAIN = re.compile(r"^[A-Za-z_\u00c0-\uffff][\w\u00c0-\uffff .,/@()+=-]*$")
 _RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "nan", "inf"})
 _NUMBERISH = re.compile(r"^[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?$|^0[xob]|^\d{4}-\d\d-\d\d|^\d+:\d")
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 
 def _scalar(value: Any) -> str:

@@ -37,3 +37,12 @@ def test_untouched_files_use_fast_path_and_edited_ones_keep_comments() -> None:
     edited = "type: procedure  # mine\nid: x\nn: 0\n"
     out = dump_yaml(d, edited)
     assert "# mine" in out and out.index("type") < out.index("id:")
+
+
+def test_noncharacters_are_escaped() -> None:
+    from lifecycle import format_entry, parse_index
+
+    d = {"\ufffe": "\uffff", "k": "a\ufffeb"}
+    assert load_yaml(emit_block_yaml(d)) == d
+    entry = {"id": "x", "title": "a\ufffe\uffffb"}
+    assert load_yaml(format_entry(entry)) == [entry] and parse_index(format_entry(entry)).entries == [entry]
