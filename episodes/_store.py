@@ -29,6 +29,7 @@ from lifecycle import (
     format_ts,
     fresh_records,
     has_symlink,
+    indexed_entries,
     load_yaml,
     parse_ts,
     read_bytes_nofollow,
@@ -149,17 +150,7 @@ class TaskEpisodeStore:
 
     def entries(self) -> list[dict[str, Any]]:
         """Index entries; the index is rebuilt when missing."""
-        if has_symlink(self.root, self.dir):
-            return []
-        read = self.index.read()
-        if not read.exists:
-            try:
-                self.rebuild_index()
-            except OSError as exc:
-                log.warning("%s: cannot rebuild episode index: %s", self.dir, exc)
-                return [self.entry_for(i.record) for i in self.iter_items() if i.record is not None]
-            read = self.index.read()
-        return read.entries
+        return indexed_entries(self)
 
     def newest(self, limit: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
         """Index entries newest first (by parsed start time), optionally by status."""

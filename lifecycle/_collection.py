@@ -110,6 +110,42 @@ class Collection(Protocol):
         ...
 
 
+class _Indexed(Protocol):
+    """A collection with a one-line-per-item index (what indexed_entries needs)."""
+
+    root: Path
+    dir: Path
+    index: IndexFile
+
+    def rebuild_index(self) -> bool:
+        """Rewrite the index from the item files."""
+        ...
+
+    def iter_items(self) -> Iterator[ItemRead[Any]]:
+        """Yield every item file with its record or problem."""
+        ...
+
+    def entry_for(self, record: Any) -> dict[str, Any]:
+        """The index entry of one record."""
+        ...
+
+
+def indexed_entries(coll: _Indexed) -> list[dict[str, Any]]:
+    """A collection's index entries; a missing index is rebuilt (or, if it cannot be written, derived)."""
+    if has_symlink(coll.root, coll.dir):
+        return []  # a symlinked folder is never read
+    read = coll.index.read()
+    if not read.exists:
+        try:
+            coll.rebuild_index()
+        except OSError as exc:
+            # A read-only tree still answers: the entries come straight from the item files.
+            log.warning("%s: cannot rebuild index: %s", coll.dir, exc)
+            return [coll.entry_for(i.record) for i in coll.iter_items() if i.record is not None]
+        read = coll.index.read()
+    return read.entries
+
+
 def key_line(text: str, key: str) -> int | None:
     """Return the 1-based line of a top-level ``key:`` in YAML text, if present."""
     m = re.search(rf"^{re.escape(str(key))}\s*:", text, re.MULTILINE)
@@ -210,17 +246,7 @@ class YamlCollection(Generic[R]):
 
     def entries(self) -> list[dict[str, Any]]:
         """Index entries (cached by file stat); rebuilt from items if the index is missing."""
-        if self.linked():
-            return []
-        read = self.index.read()
-        if not read.exists:
-            try:
-                self.rebuild_index()
-            except OSError as exc:
-                log.warning("%s: cannot rebuild index: %s", self.dir, exc)
-                return [self.entry_for(i.record) for i in self.iter_items() if i.record is not None]
-            read = self.index.read()
-        return read.entries
+        return indexed_entries(self)
 
     def iter_items(self) -> Iterator[ItemRead[R]]:
         """Yield every item file (symlinks skipped) with its record or problem."""
