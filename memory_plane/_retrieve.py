@@ -173,7 +173,6 @@ class _Query(NamedTuple):
     q: ParsedQuery
     env: tuple[str | None, ...]
     now: datetime
-    tool_names: frozenset[str]
 
 
 class _Cand(NamedTuple):
@@ -187,6 +186,11 @@ class _Cand(NamedTuple):
     app_match: float
     appl: float
     bonus: float
+
+
+def _rank_key(c: _Cand) -> tuple[float, str]:
+    """Best score first; ties by id, so equal scores always come out in the same order."""
+    return (-c.score, c.src.entries[c.i]["id"])
 
 
 class Retriever:
@@ -208,11 +212,7 @@ class Retriever:
 
     def retrieve(self, req: MemoryRetrieveRequest, now: datetime) -> MemoryContext:
         """Build the MemoryContext for a request."""
-        hints = req.current_hints
-        q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
-        env = tuple(str(v).lower() if v not in (None, "") else None for v in
-                    (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
-        ctx = _Query(q, env, now, frozenset(req.tool_names))
+        ctx = self._query(req, now)
         picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
         dropped: dict[str, int] = {}
 
@@ -225,12 +225,12 @@ class Retriever:
 
         common = RoleMemoryContext()
         for cat, cands in picked.items():
-            cands.sort(key=lambda c: (-c.score, c.src.entries[c.i]["id"]))
+            cands.sort(key=_rank_key)
             setattr(common, cat, [self._hit(c, cat, now) for c in cands[: self.config.caps.get(cat, 3)]])
         self._device_profile(req.device_id or "default", common)
         self._expand_steps(common)
         self._fit_budget(common)
-        return MemoryContext(common, q, dropped=dropped)
+        return MemoryContext(common, ctx.q, dropped=dropped)
 
     def rank_episodes(self, req: MemoryRetrieveRequest, now: datetime, limit: int = 5,
                       exclude: frozenset[str] = frozenset()) -> list[MemoryHit]:
@@ -238,19 +238,18 @@ class Retriever:
 
         ``exclude`` removes episodes before anything else sees them (leave-one-out evaluation).
         """
-        saved = (self.config.min_similarity, dict(self.config.caps))
-        self.config.min_similarity, self.config.caps["similar_episodes"] = -1.0, limit
-        try:
-            hints = req.current_hints
-            q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
-            env = tuple(str(v).lower() if v not in (None, "") else None for v in
-                        (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
-            picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
-            self._episode_candidates(_Query(q, env, now, frozenset()), picked, lambda _: None, exclude)
-            cands = sorted(picked["similar_episodes"], key=lambda c: (-c.score, c.src.entries[c.i]["id"]))[:limit]
-            return [self._hit(c, "similar_episodes", now) for c in cands]
-        finally:
-            self.config.min_similarity, self.config.caps = saved[0], saved[1]
+        picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
+        self._episode_candidates(self._query(req, now), picked, lambda _: None, exclude, floor=-1.0)
+        cands = sorted(picked["similar_episodes"], key=_rank_key)[:limit]
+        return [self._hit(c, "similar_episodes", now) for c in cands]
+
+    def _query(self, req: MemoryRetrieveRequest, now: datetime) -> _Query:
+        """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
+        hints = req.current_hints
+        q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
+        env = tuple(str(v).lower() if v not in (None, "") else None for v in
+                    (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
+        return _Query(q, env, now)
 
     # -- filters and scoring -------------------------------------------------------
 
@@ -277,6 +276,24 @@ class Retriever:
             self._appl_memo.clear()
         self._appl_memo[memo_key] = result
         return result
+
+    def _admit(self, f: _Feat, ctx: _Query, drop: Callable[[str], None], app_bound: bool) -> float | None:
+        """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
+        if not self._live(f, ctx.now, drop):
+            return None
+        appl = self._applicability(f.appl, ctx.env, app_bound)
+        if appl is None:
+            drop("inapplicable")
+        return appl
+
+    def _sync(self, src: _Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
+        """Bring a source in step with its index; an unreadable index is logged and skipped."""
+        try:
+            src.sync(read())
+        except (OSError, FileProblemError) as exc:
+            log.warning("retrieve: cannot read %s: %s", what, exc)
+            return False
+        return True
 
     def _live(self, f: _Feat, now: datetime, drop: Callable[[str], None]) -> bool:
         if f.status in ("replaced", "deleted", "expired"):
@@ -363,23 +380,16 @@ class Retriever:
         q = ctx.q
         for item_type, coll in self.device.collections.items():
             src = self._device_sources[item_type]
-            try:
-                src.sync(coll.entries())
-            except (OSError, FileProblemError) as exc:
-                log.warning("retrieve: cannot read %s: %s", coll.dir, exc)
+            if not self._sync(src, coll.entries, coll.dir):
                 continue
-            found = self._recall(src, q)
-            for i, sim in found.items():
+            for i, sim in self._recall(src, q).items():
                 self._device_hit(src, i, item_type, sim, ctx, picked, drop)
 
     def _device_hit(self, src: _Source, i: int, item_type: str, sim: float, ctx: _Query,
                     picked: dict[str, list[_Cand]], drop: Callable[[str], None]) -> None:
         f = src.feat(i)
-        if not self._live(f, ctx.now, drop):
-            return
-        appl = self._applicability(f.appl, ctx.env, False)
+        appl = self._admit(f, ctx, drop, False)
         if appl is None:
-            drop("inapplicable")
             return
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence")
@@ -423,14 +433,14 @@ class Retriever:
     # -- episodes --------------------------------------------------------------------
 
     def _episode_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
-                            drop: Callable[[str], None], exclude: frozenset[str] = frozenset()) -> None:
+                            drop: Callable[[str], None], exclude: frozenset[str] = frozenset(),
+                            floor: float | None = None) -> None:
+        # floor: the similarity a successful episode needs (default: the configured minimum).
         src = self._episode_source
-        try:
-            src.sync(self.episodes.entries())
-        except (OSError, FileProblemError) as exc:
-            log.warning("retrieve: cannot read episodes index: %s", exc)
+        if not self._sync(src, self.episodes.entries, "episodes index"):
             return
         q, now = ctx.q, ctx.now
+        floor = self.config.min_similarity if floor is None else floor
         catalog = self.device.catalog
         found = src.inv.search(q.tokens, self.config.search_limit)
         if exclude:
@@ -452,7 +462,7 @@ class Retriever:
             app = catalog.app_id_for(str(f.app)) if f.app else None
             sim = self._intent_sim(q, e.get("intent"), sim)
             success = f.validation == 1.0
-            if sim < (self.config.min_similarity if success else self.config.min_similarity + 0.1):
+            if sim < (floor if success else floor + 0.1):
                 continue
             app_match = self._app_match(q, app, e.get("goal", ""))
             if inferred and app == inferred[0]:
@@ -483,19 +493,13 @@ class Retriever:
     def _long_term_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
                               drop: Callable[[str], None]) -> None:
         src = self._lt_source
-        try:
-            src.sync(self.long_term.entries())
-        except (OSError, FileProblemError) as exc:
-            log.warning("retrieve: cannot read long-term index: %s", exc)
+        if not self._sync(src, self.long_term.entries, "long-term index"):
             return
         q = ctx.q
         for i, sim in self._recall(src, q).items():
             f = src.feat(i)
-            if not self._live(f, ctx.now, drop):
-                continue
-            appl = self._applicability(f.appl, ctx.env, True)
+            appl = self._admit(f, ctx, drop, True)
             if appl is None:
-                drop("inapplicable")
                 continue
             e = src.entries[i]
             user_rule = e.get("type") in PROFILE_TYPES
