@@ -73,3 +73,15 @@ def test_import_skips_bad_lines_and_empty_actions(tmp_path: Path, capsys) -> Non
         procs = [plane.device.get(e["id"]) for e in plane.device.entries("procedure")]
     assert len(procs) == 1 and [s.tool for s in procs[0].steps] == ["launch_app"]  # type: ignore[union-attr]
     assert cli(["--root", str(root), "import", "androidcontrol", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_bench_reports_are_strict_json(monkeypatch) -> None:
+    """A figure that could not be measured is null in the report, not NaN (which JSON readers reject)."""
+    import argparse
+    import types
+
+    from memory_plane import bench
+
+    fake = types.SimpleNamespace(run=lambda args: {"p50": float("nan"), "by": [{"x": float("inf")}], "n": 3})
+    monkeypatch.setattr(bench.importlib, "import_module", lambda name: fake)
+    assert bench.run_bench("index", argparse.Namespace()) == {"p50": None, "by": [{"x": None}], "n": 3}

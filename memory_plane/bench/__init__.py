@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 from typing import Any
 
 from lifecycle import UsageError
@@ -36,6 +37,22 @@ def run_bench(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return run_all(args)
     if name not in BENCHMARKS:
         raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(names())}, all")
+    return run_one(name, args)
+
+
+def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one named benchmark; a figure that could not be measured is None (JSON null), never NaN."""
     module = importlib.import_module(f"{__name__}.{BENCHMARKS[name]}")
-    result: dict[str, Any] = module.run(args)
+    result: dict[str, Any] = _finite(module.run(args))
     return result
+
+
+def _finite(obj: Any) -> Any:
+    # NaN and infinity are not JSON: strict readers (jq, browsers) reject the whole report.
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
