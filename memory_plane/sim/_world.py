@@ -129,6 +129,16 @@ class SimPhone:
         y0 = int((row + shift) * sh)
         return x0, y0, int(x0 + w * sw), int(y0 + h * sh)
 
+    def _search_page(self, kind: str, names: list[str]) -> list[Element]:
+        """An in-app search page: the box, then the names matching what was typed (by pinyin or name)."""
+        els = [Element("search_box", self.label("search_box"), self._box(0.05, 0.05, 0.9, 0.05), "input")]
+        q = self.typed.lower()
+        if q:
+            hits = [n for n in names if q in (PINYIN.get(n, n.lower()), n.lower())]
+            els += [Element(f"{kind}:{n}", n, self._box(0.05, 0.15 + 0.08 * i, 0.9, 0.07), "item")
+                    for i, n in enumerate(hits)]
+        return els
+
     def elements(self) -> list[Element]:
         """Elements of the current page, in on-screen order."""
         p, L, B = self.page, self.label, self._box
@@ -158,13 +168,7 @@ class SimPhone:
                    Element("search", L("search"), B(0.8, 0.05, 0.15, 0.05))]
             return els
         if p == "wx_search":
-            els = [Element("search_box", L("search_box"), B(0.05, 0.05, 0.9, 0.05), "input")]
-            q = self.typed.lower()
-            if q:
-                hits = [c for c in CONTACTS if q in (PINYIN.get(c, c.lower()), c.lower())]
-                els += [Element(f"contact:{c}", c, B(0.05, 0.15 + 0.08 * i, 0.9, 0.07), "item")
-                        for i, c in enumerate(hits)]
-            return els
+            return self._search_page("contact", CONTACTS)
         if p == "wx_contacts":
             visible = CONTACTS[self.scroll: self.scroll + 6]
             els = [Element(f"contact:{c}", c, B(0.05, 0.12 + 0.1 * i, 0.9, 0.08), "item")
@@ -184,13 +188,7 @@ class SimPhone:
                     Element("me", L("me"), B(0.74, 0.9, 0.22)), Element("cart", L("cart"), B(0.5, 0.9, 0.22)),
                     Element("search", L("search"), B(0.05, 0.05, 0.9, 0.05), "input")]
         if p == "mt_search":
-            els = [Element("search_box", L("search_box"), B(0.05, 0.05, 0.9, 0.05), "input")]
-            q = self.typed.lower()
-            if q:
-                hits = [s for s in SHOPS if q in (PINYIN.get(s, s.lower()), s.lower())]
-                els += [Element(f"shop:{s}", s, B(0.05, 0.15 + 0.08 * i, 0.9, 0.07), "item")
-                        for i, s in enumerate(hits)]
-            return els
+            return self._search_page("shop", SHOPS)
         if p == "mt_shop":
             return [Element("add", L("add"), B(0.55, 0.3, 0.4)), Element("cart", L("cart"), B(0.5, 0.9, 0.22)),
                     Element("checkout", L("checkout"), B(0.74, 0.9, 0.22))]
