@@ -28,6 +28,7 @@ from lifecycle import (
     dump_yaml,
     format_ts,
     fresh_records,
+    fsync_file,
     has_symlink,
     indexed_entries,
     load_yaml,
@@ -47,6 +48,7 @@ log = logging.getLogger("memory_plane")
 
 EPISODE_FILE = "episode.yaml"
 EVENTS_FILE = "events.jsonl"
+STAGING_DIR = ".staging"  # temp files of commits (skipped by scans; crash debris is GC'd)
 RECORDING_LOCK = ".recording.lock"
 
 
@@ -126,7 +128,12 @@ class TaskEpisodeStore:
                 old = read_bytes_nofollow(path).decode("utf-8", "replace")
             except FileNotFoundError:
                 old = None
-            atomic_write(path, dump_yaml(ep.to_yaml_dict(), old))
+            # The recorder appends events without fsync (one per event would cost the task); the
+            # commit is the moment they must be durable, before episode.yaml says "committed".
+            fsync_file(d / EVENTS_FILE)
+            # Staged in a small folder: creating the temp beside the episode, in a year folder of
+            # 10,000 episodes, cost ext4 0.3-0.7 ms more per commit (bench commit), growing with the store.
+            atomic_write(path, dump_yaml(ep.to_yaml_dict(), old), stage_in=self.dir / STAGING_DIR)
             self.index.upsert(self.entry_for(ep))
         return path
 

@@ -11,6 +11,7 @@ from ._atomic import (
     atomic_write,
     create_exclusive,
     fsync_dir,
+    fsync_file,
     is_temp_name,
     read_bytes_nofollow,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "format_ts",
     "fresh_records",
     "fsync_dir",
+    "fsync_file",
     "has_symlink",
     "indexed_entries",
     "init_tree",

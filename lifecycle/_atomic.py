@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import re
+import stat
 import time
 from pathlib import Path
 
@@ -34,12 +36,38 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> None:
-    """Replace a file's content all at once: readers see the old file or the new, never half."""
+def fsync_file(path: str | os.PathLike[str]) -> bool:
+    """Flush a file's data to disk; False when it does not exist (a link is never followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
+                 stage_in: Path | None = None) -> None:
+    """Replace a file's content all at once: readers see the old file or the new, never half.
+
+    ``stage_in`` is a folder on the same filesystem to create the temp file in instead of beside the
+    target (the Maildir tmp/ idea); a folder that cannot take it falls back to beside the target.
+    """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(target)
+    if stage_in is not None:
+        try:
+            stage_in.mkdir(parents=True, exist_ok=True)
+            # A link planted there could lead outside the tree: stage beside the target instead.
+            if stat.S_ISDIR(os.lstat(stage_in).st_mode):
+                tmp = stage_in / tmp.name
+        except OSError:
+            pass
     # O_EXCL|O_NOFOLLOW: never write through a planted link or into someone else's file.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:
@@ -52,7 +80,15 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV or tmp.parent == target.parent:
+                raise
+            # The staging folder is on another filesystem (a mount inside the tree): stage beside.
+            os.unlink(tmp)
+            atomic_write(target, payload, mode=mode)
+            return
     except BaseException:
         # Remove our debris but let the original error surface.
         try:

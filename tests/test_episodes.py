@@ -158,6 +158,37 @@ def test_index_line_per_episode_and_readable_chinese(root: Path) -> None:
     assert store.search("微信 张三")[0][0]["id"] in ids
 
 
+
+def test_commit_flushes_events_before_episode_yaml_and_stages_outside_the_year_folder(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import episodes._store as store_mod
+
+    store, rec = make(root)
+    rec.tool_call("launch_app", {"app": "微信"})
+    ep = rec.finish(success=True)
+    calls: list[tuple[str, str]] = []
+    real_fsync_file, real_write = store_mod.fsync_file, store_mod.atomic_write
+
+    def fsync_spy(path):  # type: ignore[no-untyped-def]
+        calls.append(("fsync", Path(path).name))
+        return real_fsync_file(path)
+
+    def write_spy(path, data, **kw):  # type: ignore[no-untyped-def]
+        calls.append(("write", Path(path).name))
+        stage = kw.get("stage_in")
+        assert stage is not None and Path(path).parent.parent.parent == Path(stage).parent
+        return real_write(path, data, **kw)
+
+    monkeypatch.setattr(store_mod, "fsync_file", fsync_spy)
+    monkeypatch.setattr(store_mod, "atomic_write", write_spy)
+    assert TaskEpisodeWriter(store).commit(ep)
+    assert calls == [("fsync", "events.jsonl"), ("write", "episode.yaml")]
+    # The staging folder is not an episode year and leaves nothing behind.
+    assert [d.name for d in (root / "episodes" / ".staging").iterdir()] == []
+    assert [e["id"] for e in store.entries()] == [ep.id]
+    assert [p.parent.name for p in store.item_paths()] == [ep.id]
+    assert [r.problem for r in store.iter_items()] == [None]
+
 def test_commit_with_broken_tree_does_not_raise(root: Path) -> None:
     store, rec = make(root)
     ep = rec.finish(success=True)

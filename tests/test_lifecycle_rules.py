@@ -427,3 +427,21 @@ def test_user_rule_overrides_automatic_experience(root: Path) -> None:
             run(plane, "order coffee on Meituan", PATH)
         assert plane.device.get(pid).status == "conflicted"  # type: ignore[union-attr]
     assert cli(["--root", str(root), "memory", "save", "x", "--type", "fact", "--overrides", pid]) == 2
+
+
+def test_gc_removes_old_commit_debris_in_the_staging_folder(root: Path) -> None:
+    import os
+    import time
+
+    stage = root / "episodes" / ".staging"
+    stage.mkdir(parents=True)
+    old = stage / f".episode.yaml.tmp.{time.time_ns()}.1.0"
+    fresh = stage / f".episode.yaml.tmp.{time.time_ns()}.1.1"
+    for p in (old, fresh):
+        p.write_text("id: ep_x\n")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    with MemoryPlane.open(root) as plane:
+        rep = plane.gc()
+        assert not old.exists() and fresh.exists()
+        assert any(".staging" in str(r) for r in rep.removed)
+        assert plane.verify().ok

@@ -33,6 +33,41 @@ def test_atomic_write_replaces_content(tmp_path: Path) -> None:
     assert no_temp_debris(tmp_path) == []
 
 
+
+def test_atomic_write_staged_in_another_folder(tmp_path: Path) -> None:
+    stage = tmp_path / ".staging"
+    p = tmp_path / "deep" / "episode.yaml"
+    atomic_write(p, "one\n", stage_in=stage)
+    atomic_write(p, "two\n", stage_in=stage)
+    assert p.read_text() == "two\n"
+    assert stage.is_dir() and list(stage.iterdir()) == []
+    assert no_temp_debris(tmp_path) == []
+
+
+def test_atomic_write_never_stages_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / ".staging").symlink_to(outside)
+    seen: list[str] = []
+    real_open = os.open
+
+    def spy(path, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append(str(path))
+        return real_open(path, *a, **k)
+
+    import lifecycle._atomic as atomic_mod
+
+    atomic_mod.os.open = spy  # type: ignore[assignment]
+    try:
+        atomic_write(root / "a.yaml", "x\n", stage_in=root / ".staging")
+    finally:
+        atomic_mod.os.open = real_open  # type: ignore[assignment]
+    assert (root / "a.yaml").read_text() == "x\n"
+    assert not any(s.startswith(str(root / ".staging")) for s in seen)
+    assert list(outside.iterdir()) == []
+
 @pytest.mark.parametrize("fail_at", ["fsync", "replace", "write"])
 def test_crash_mid_write_keeps_old_file_and_no_debris(tmp_path: Path, monkeypatch, fail_at: str) -> None:
     p = tmp_path / "item.yaml"
