@@ -173,6 +173,7 @@ class _Query(NamedTuple):
     q: ParsedQuery
     env: tuple[str | None, ...]
     now: datetime
+    names: tuple[str, ...]  # lowercase entity names worth looking for in a memory's text
 
 
 class _Cand(NamedTuple):
@@ -249,7 +250,9 @@ class Retriever:
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
-        return _Query(q, env, now)
+        names = tuple(e.lower() for e in q.entities
+                      if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
+        return _Query(q, env, now, names)
 
     # -- filters and scoring -------------------------------------------------------
 
@@ -340,15 +343,15 @@ class Retriever:
                          caution=category in ("failure_modes", "conflicts"))
 
     @staticmethod
-    def _app_match(q: ParsedQuery, app: Any, text: str) -> float:
+    def _app_match(ctx: _Query, app: Any, text: str) -> float:
+        q = ctx.q
         if q.app and app == q.app:
             return 0.4 if q.app_generic else 1.0
         if app and app in q.apps:
             return 0.5
-        names = [e for e in q.entities if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit()]
-        if names:
+        if ctx.names:
             low = text.lower()
-            if any(e.lower() in low for e in names):
+            if any(e in low for e in ctx.names):
                 return 0.4  # the same name or quoted value elsewhere: weak evidence of the same task
         return 0.3 if not app else 0.0
 
@@ -388,12 +391,6 @@ class Retriever:
     def _device_hit(self, src: _Source, i: int, item_type: str, sim: float, ctx: _Query,
                     picked: dict[str, list[_Cand]], drop: Callable[[str], None]) -> None:
         f = src.feat(i)
-        appl = self._admit(f, ctx, drop, False)
-        if appl is None:
-            return
-        if item_type == "calibration" and not f.has_evidence:
-            drop("calibration_without_evidence")
-            return
         e = src.entries[i]
         q = ctx.q
         status = f.status
@@ -404,24 +401,34 @@ class Retriever:
             k = ENV_KEYS.index(stale)
             if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
                 status = "active"
-        app_match = self._app_match(q, f.app, e.get("summary", ""))
         sim = self._intent_sim(q, e.get("intent"), sim)
-        if not self._relevant(item_type, sim, q, f.app, app_match, status):
+        # Relevance first: it is the cheap test that most recalled items fail (the hard filters
+        # below then count what they drop among memories that would otherwise have been shown).
+        if not self._relevant(item_type, sim, q, f.app, status):
             return
+        appl = self._admit(f, ctx, drop, False)
+        if appl is None:
+            return
+        if item_type == "calibration" and not f.has_evidence:
+            drop("calibration_without_evidence")
+            return
+        app_match = self._app_match(ctx, f.app, e.get("summary", ""))
         cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
         picked["conflicts" if status == "conflicted" else ROUTE[item_type]].append(cand)
 
-    def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, app_match: float, status: str) -> bool:
+    def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, status: str) -> bool:
+        # "The goal names this memory's app" (an app match of 0.8 or more) is the only app evidence used.
+        named = bool(q.app) and app == q.app and not q.app_generic
         if item_type == "calibration":
             return True
         if status == "conflicted":
-            return app_match >= 0.8 or sim >= 0.3
+            return named or sim >= 0.3
         if item_type == "app_profile":
             return app is not None and (app == q.app or app in q.apps)
         if item_type == "failure":
             if not app:
                 return True  # a device-wide failure mode (e.g. the input method) is always a caution
-            return app_match >= 0.8 or sim >= 0.4
+            return named or sim >= 0.4
         if item_type in ("navigation", "ui_anchor"):
             return q.app is not None and app == q.app
         if q.app and app and app != q.app:
@@ -464,7 +471,7 @@ class Retriever:
             success = f.validation == 1.0
             if sim < (floor if success else floor + 0.1):
                 continue
-            app_match = self._app_match(q, app, e.get("goal", ""))
+            app_match = self._app_match(ctx, app, e.get("goal", ""))
             if inferred and app == inferred[0]:
                 app_match = max(app_match, inferred[1])
             cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
@@ -497,16 +504,16 @@ class Retriever:
             return
         q = ctx.q
         for i, sim in self._recall(src, q).items():
-            f = src.feat(i)
-            appl = self._admit(f, ctx, drop, True)
-            if appl is None:
-                continue
             e = src.entries[i]
             user_rule = e.get("type") in PROFILE_TYPES
             if not user_rule and sim < self.config.min_similarity:
                 continue
+            f = src.feat(i)
+            appl = self._admit(f, ctx, drop, True)
+            if appl is None:
+                continue
             # User rules outrank automatic experience: full validation (set in features) and a bonus.
-            app_match = self._app_match(q, None, e.get("summary", ""))
+            app_match = self._app_match(ctx, None, e.get("summary", ""))
             bonus = 0.2 if user_rule else 0.0
             score = self._score(f, sim, app_match, appl, ctx.now) + bonus
             cand = _Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
