@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from PIL import Image
+from typing import TYPE_CHECKING, Any
 
 from lifecycle import atomic_write
 
 from ._sanitize import image_format
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 MAX_ARTIFACTS = 2000          # per episode; beyond it screenshots are described, not stored
 MAX_ARTIFACT_BYTES = 8 << 20  # one screenshot larger than this is not stored
@@ -38,6 +40,8 @@ class ImageInfo:
 
 def dhash(img: Image.Image, size: int = 8) -> str:
     """Difference hash: 64 bits of left/right brightness gradients, as 16 hex chars."""
+    from PIL import Image  # imported on first screenshot: a process that only retrieves never needs it
+
     small = img.convert("L").resize((size + 1, size), Image.Resampling.BILINEAR)
     px = small.tobytes()
     bits = 0
@@ -61,7 +65,8 @@ def encode_image(image: Any) -> tuple[bytes, str]:
         if fmt is None:
             raise ValueError("screenshot bytes are not PNG, JPEG, WEBP or GIF")
         return raw, fmt
-    if isinstance(image, Image.Image):
+    pil = sys.modules.get("PIL.Image")  # a PIL image exists only if its caller imported PIL
+    if pil is not None and isinstance(image, pil.Image):
         buf = io.BytesIO()
         img = image.convert("RGB") if image.mode not in ("RGB", "L") else image
         img.save(buf, format="JPEG", quality=80)
@@ -71,6 +76,8 @@ def encode_image(image: Any) -> tuple[bytes, str]:
 
 def inspect_image(raw: bytes) -> tuple[int, int, str | None]:
     """Width, height and dHash of encoded image bytes (dHash None if undecodable)."""
+    from PIL import Image
+
     with Image.open(io.BytesIO(raw)) as img:
         width, height = img.size
         try:

@@ -10,8 +10,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rapidfuzz import fuzz, process
-
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
@@ -167,6 +165,8 @@ class TaskEpisodeStore:
 
     def search(self, query: str, limit: int = 5) -> list[tuple[dict[str, Any], float]]:
         """Episodes whose goal resembles the query (fuzzy token match), best first."""
+        from rapidfuzz import fuzz, process  # only this search needs it; keeps start-up light
+
         entries = self.entries()
         goals = [str(e.get("goal", "")) for e in entries]
         found = process.extract(query, goals, scorer=fuzz.token_set_ratio, limit=limit)

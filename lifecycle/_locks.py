@@ -7,10 +7,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import filelock
+from typing import TYPE_CHECKING
 
 from ._errors import LockTimeout
+
+if TYPE_CHECKING:
+    import filelock
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 LOCK_NAME = ".lock"
@@ -34,6 +36,10 @@ if hasattr(os, "register_at_fork"):
 def _lock_for(path: Path) -> filelock.FileLock:
     # One FileLock object per path in a process: filelock is re-entrant per object (per
     # thread), whereas two objects on the same file would deadlock a nested acquire.
+    # Imported on first use: a process that only reads memory (retrieve, grep-like tools) never
+    # locks, and filelock costs ~10 ms of start-up.
+    import filelock
+
     key = os.path.normpath(path)
     with _registry_guard:
         lock = _registry.get(key)
@@ -49,6 +55,8 @@ def locked(lock_path: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIME
     path = Path(lock_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_for(path)
+    import filelock
+
     try:
         lock.acquire(timeout=timeout)
     except filelock.Timeout:
