@@ -53,7 +53,7 @@ RECORDING_LOCK = ".recording.lock"
 def _sort_ts(entry: Mapping[str, Any]) -> datetime:
     try:
         return parse_ts(entry.get("started_at"))
-    except ValueError:
+    except (ValueError, TypeError):
         return datetime.min.replace(tzinfo=parse_ts("2000-01-01T00:00:00Z").tzinfo)
 
 

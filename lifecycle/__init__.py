@@ -42,7 +42,18 @@ from ._errors import (
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
 from ._gc import GcReport, remove_path, stale_temp_files, tree_size, walk_files
-from ._index import INDEX_HEADER, INDEX_NAME, IndexFile, IndexRead, format_entry, parse_index
+from ._index import (
+    INDEX_HEADER,
+    INDEX_NAME,
+    IndexFile,
+    IndexRead,
+    field_num,
+    field_str,
+    field_text,
+    field_words,
+    format_entry,
+    parse_index,
+)
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock, locked
@@ -119,6 +130,10 @@ __all__ = [
     "dump_yaml",
     "dumps_compact",
     "elapsed_label",
+    "field_num",
+    "field_str",
+    "field_text",
+    "field_words",
     "format_duration",
     "format_entry",
     "format_ts",

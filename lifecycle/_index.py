@@ -8,6 +8,7 @@ other change rewrites the file atomically.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -52,6 +53,47 @@ class IndexRead:
             for i in range(known + 1, len(self.entries)):
                 self._positions[self.entries[i]["id"]] = i
         return self._positions.get(item_id)
+
+
+# Index lines are hand-editable, so any field may hold any JSON/YAML value. Readers of entries
+# use these to get the type they need; a value of the wrong shape counts as absent instead of
+# failing the caller (a retrieve, a listing) for every other entry.
+
+def field_str(value: Any) -> str | None:
+    """A scalar entry field as text; None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    return None
+
+
+def field_text(value: Any) -> str:
+    """A text entry field (or a list of words) as one string; "" when it holds neither."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return " ".join(t for t in map(field_str, value) if t)
+    return field_str(value) or ""
+
+
+def field_words(value: Any) -> list[str]:
+    """A list-of-words entry field (tags, entities) as strings; a single word becomes a list."""
+    if isinstance(value, (list, tuple)):
+        return [t for t in map(field_str, value) if t]
+    word = field_str(value)
+    return [word] if word else []
+
+
+def field_num(value: Any, default: float) -> float:
+    """A finite number from an entry field, else the default."""
+    if isinstance(value, bool):
+        return default
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return default
+    return x if math.isfinite(x) else default
 
 
 def _valid_entry(obj: Any) -> bool:

@@ -72,6 +72,18 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cell(value: Any, width: int) -> str:
+    """A table cell from any value a hand-edited file may hold (never a format error)."""
+    return ("" if value is None else str(value))[:width].ljust(width)
+
+
+def _conf(value: Any) -> str:
+    try:
+        return f"{float(value):.2f}"
+    except (TypeError, ValueError):
+        return "  ? "
+
+
 def cmd_episodes(args: argparse.Namespace) -> int:
     """`memplane episodes list|show`: past tasks."""
     with _open(args) as plane:
@@ -81,8 +93,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
                 _print_json(items)
             else:
                 for e in items:
-                    mark = "ok  " if e.get("success") else "FAIL"
-                    print(f"{e['id']}  {mark}  {e.get('started_at', ''):24}  {e.get('goal', '')[:70]}")
+                    mark = "ok  " if e.get("success") is True else "FAIL"
+                    print(f"{e['id']}  {mark}  {_cell(e.get('started_at'), 24)}  {_cell(e.get('goal'), 70).rstrip()}")
                 print(f"({len(items)} episodes)")
             return EXIT_OK
         if not args.id:
@@ -101,7 +113,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             for ev in events:
                 what = ev.get("tool_name") or ev.get("content") or ""
                 extra = ev.get("screenshot_ref") or ""
-                print(f"  {ev.get('event_id')} {ev.get('type'):18} {str(what)[:60]} {extra}")
+                print(f"  {ev.get('event_id')} {_cell(ev.get('type'), 18)} {str(what)[:60]} {extra}")
     return EXIT_OK
 
 
@@ -115,8 +127,8 @@ def cmd_device(args: argparse.Namespace) -> int:
                 _print_json(entries)
             else:
                 for e in entries:
-                    print(f"{e['id']:28} {e.get('type', ''):14} {e.get('status', ''):10} "
-                          f"{e.get('confidence', 0):.2f}  {str(e.get('summary') or e.get('title') or '')[:70]}")
+                    print(f"{e['id']:28} {_cell(e.get('type'), 14)} {_cell(e.get('status'), 10)} "
+                          f"{_conf(e.get('confidence', 0))}  {str(e.get('summary') or e.get('title') or '')[:70]}")
                 print(f"({len(entries)} items)")
             return EXIT_OK
         if not args.id:

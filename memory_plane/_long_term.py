@@ -28,6 +28,10 @@ from lifecycle import (
     collection_lock,
     content_hash,
     decode_utf8,
+    field_num,
+    field_str,
+    field_text,
+    field_words,
     format_ts,
     fresh_records,
     has_symlink,
@@ -351,13 +355,17 @@ class LongTermStore:
         hits: list[MemoryHit] = []
         for i, score in inv.search(q, limit=max(limit * 4, 20)):
             e = entries[i]
-            if e.get("status", "active") != "active" or _expired(e, now):
+            # Entries are read field by field: a hand-edited line of the wrong shape is not a crash.
+            if (field_str(e.get("status")) or "active") != "active" or _expired(e, now):
                 continue
-            bonus = 0.1 if any(t.lower() in query.lower() for t in [*e.get("tags", []), *e.get("entities", [])]
+            words = [*field_words(e.get("tags")), *field_words(e.get("entities"))]
+            bonus = 0.1 if any(t.lower() in query.lower() for t in words
                                if len(t) >= 2 and t.lower() not in GENERIC_ENTITIES) else 0.0
-            hits.append(MemoryHit(id=e["id"], type=e.get("type", "fact"), score=round(min(1.0, score + bonus), 4),
-                                  confidence=float(e.get("confidence", 0.5)), text=e.get("summary", ""),
-                                  title=e.get("title"), path=f"long_term/{e.get('path', '')}"))
+            hits.append(MemoryHit(id=e["id"], type=field_str(e.get("type")) or "fact",
+                                  score=round(min(1.0, score + bonus), 4),
+                                  confidence=field_num(e.get("confidence", 0.5), 0.5),
+                                  text=field_text(e.get("summary")), title=field_str(e.get("title")),
+                                  path=f"long_term/{field_str(e.get('path')) or ''}"))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
@@ -365,8 +373,8 @@ class LongTermStore:
         entries = self.entries()
         key = (id(entries), len(entries))
         if self._search_cache is None or self._search_cache[0] != key:
-            texts = [" ".join([str(e.get("title", "")), str(e.get("summary", "")), *e.get("tags", []),
-                               *e.get("entities", [])]) for e in entries]
+            texts = [" ".join([field_text(e.get("title")), field_text(e.get("summary")), *field_words(e.get("tags")),
+                               *field_words(e.get("entities"))]) for e in entries]
             self._search_cache = (key, entries, InvertedIndex.build(texts))
         return self._search_cache[1], self._search_cache[2]
 
@@ -386,5 +394,5 @@ def _expired(entry: dict[str, Any], now: Any) -> bool:
         return False
     try:
         return bool(parse_ts(exp) <= now)
-    except ValueError:
+    except (ValueError, TypeError, OverflowError):
         return True  # an unreadable expiry counts as expired

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, parse_ts
+from lifecycle import FileProblemError, field_num, field_str, field_text, parse_ts
 
 from ._context import MemoryContext
 from ._long_term import PROFILE_TYPES, LongTermStore
@@ -71,27 +71,30 @@ def _parse(value: Any) -> datetime | None:
         return None
     try:
         return parse_ts(value)
-    except ValueError:
+    except (ValueError, TypeError, OverflowError):
         return _BAD
 
 
 def _appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
-    appl = e.get("applicability") or {}
+    appl = e.get("applicability")
+    if not isinstance(appl, dict):
+        appl = {}
     out = []
     for key in ENV_KEYS:
-        v = next((appl[a] for a in _ALIASES[key] if appl.get(a) not in (None, "")), None)
+        v = next((field_str(appl[a]) for a in _ALIASES[key] if field_str(appl.get(a))), None)
         if v is None and key in ("device_id", "language", "screen"):
-            v = e.get(key)
-        out.append(str(v).lower() if v not in (None, "") else None)
+            v = field_str(e.get(key))
+        out.append(v.lower() if v else None)
     return tuple(out)
 
 
 def _features(e: dict[str, Any], kind: str) -> _Feat:
-    s, f = int(e.get("success_count") or 0), int(e.get("failure_count") or 0)
+    s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
+    status = field_str(e.get("status")) or "active"
     if kind == "episode":
-        ok = bool(e.get("success"))
-        return _Feat(str(e.get("status", "active")), None, _parse(e.get("started_at")), _appl_key(e),
-                     e.get("app"), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
+        ok = e.get("success") is True
+        return _Feat(status, None, _parse(e.get("started_at")), _appl_key(e),
+                     field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
     penalty = 0.0
     evidence = bool(e.get("evidence")) or kind == "long_term"
     if kind in APP_BOUND and not evidence:
@@ -99,9 +102,9 @@ def _features(e: dict[str, Any], kind: str) -> _Feat:
     if f > s or e.get("conflicts_with"):
         penalty = max(penalty, 0.5)
     when = _parse(e.get("last_validated_at")) or _parse(e.get("updated_at"))
-    return _Feat(str(e.get("status", "active")), _parse(e.get("expires_at")), None if when is _BAD else when,
-                 _appl_key(e), e.get("app"), float(e.get("confidence", 0.5) or 0.0), (s + 1) / (s + f + 2), penalty,
-                 evidence)
+    return _Feat(status, _parse(e.get("expires_at")), None if when is _BAD else when,
+                 _appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
+                 (s + 1) / (s + f + 2), penalty, evidence)
 
 
 class _Source:
@@ -132,7 +135,7 @@ class _Source:
             app = e.get("app")
             if isinstance(app, str):
                 self.by_app.setdefault(app, []).append(i)
-            t = e.get("type")
+            t = field_str(e.get("type"))
             if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
                 self.always.append(i)
 
@@ -156,17 +159,20 @@ def _steps_loader(coll: Any, path: Any) -> Callable[[], list[str]]:
 
 
 def _device_text(e: dict[str, Any]) -> str:
-    return " ".join(str(x) for x in (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
-                                     e.get("page"), " ".join(e.get("tags") or [])) if x)
+    return " ".join(x for x in map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
+                                           e.get("page"), e.get("tags"))) if x)
 
 
 def _episode_text(e: dict[str, Any]) -> str:
-    return " ".join(str(x) for x in (e.get("goal"), e.get("app")) if x)
+    goal, app = e.get("goal"), e.get("app")
+    if isinstance(goal, str) and (app is None or isinstance(app, str)):  # the usual line, 10,000 times at start-up
+        return f"{goal} {app}" if goal and app else goal or app or ""
+    return " ".join(x for x in map(field_text, (goal, app)) if x)
 
 
 def _long_term_text(e: dict[str, Any]) -> str:
-    return " ".join(str(x) for x in (e.get("title"), e.get("summary"), " ".join(e.get("tags") or []),
-                                     " ".join(e.get("entities") or [])) if x)
+    fields = (e.get("title"), e.get("summary"), e.get("tags"), e.get("entities"))
+    return " ".join(x for x in map(field_text, fields) if x)
 
 
 class _Query(NamedTuple):
@@ -327,18 +333,22 @@ class Retriever:
         if c.bonus:
             factors["user_rule_bonus"] = c.bonus
         kind = c.src.kind
+        rel = field_str(e.get("path"))
         if kind == "episode":
             success = f.validation == 1.0
             item_type = "task_episode" if success else "task_episode_failure"
-            text, title, path = e.get("summary") or e.get("goal", ""), e.get("goal"), f"episodes/{e.get('path', '')}"
+            text, title = field_text(e.get("summary")) or field_text(e.get("goal")), field_str(e.get("goal"))
+            path = f"episodes/{rel or ''}"
         elif kind == "long_term":
-            item_type, text, title = str(e.get("type", "fact")), e.get("summary", ""), e.get("title")
-            path = f"long_term/{e.get('path', '')}"
+            item_type, text = field_str(e.get("type")) or "fact", field_text(e.get("summary"))
+            title = field_str(e.get("title"))
+            path = f"long_term/{rel or ''}"
         else:
-            item_type, text, title = c.item_type, e.get("summary") or e.get("title") or e["id"], e.get("title")
-            path = f"{self.device.collections[c.item_type].rel_dir}/{e.get('path', e['id'] + '.yaml')}"
+            item_type, title = c.item_type, field_str(e.get("title"))
+            text = field_text(e.get("summary")) or field_text(e.get("title")) or e["id"]
+            path = f"{self.device.collections[c.item_type].rel_dir}/{rel or e['id'] + '.yaml'}"
         return MemoryHit(id=e["id"], type=item_type, score=round(c.score, 4), confidence=f.confidence, text=text,
-                         title=title, path=path, app=f.app, page=e.get("page"), status=f.status,
+                         title=title, path=path, app=f.app, page=field_str(e.get("page")), status=f.status,
                          factors={k: round(v, 3) for k, v in factors.items()},
                          caution=category in ("failure_modes", "conflicts"))
 
@@ -401,7 +411,7 @@ class Retriever:
             k = ENV_KEYS.index(stale)
             if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
                 status = "active"
-        sim = self._intent_sim(q, e.get("intent"), sim)
+        sim = self._intent_sim(q, field_str(e.get("intent")), sim)
         # Relevance first: it is the cheap test that most recalled items fail (the hard filters
         # below then count what they drop among memories that would otherwise have been shown).
         if not self._relevant(item_type, sim, q, f.app, status):
@@ -412,7 +422,7 @@ class Retriever:
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence")
             return
-        app_match = self._app_match(ctx, f.app, e.get("summary", ""))
+        app_match = self._app_match(ctx, f.app, field_text(e.get("summary")))
         cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
         picked["conflicts" if status == "conflicted" else ROUTE[item_type]].append(cand)
 
@@ -467,11 +477,11 @@ class Retriever:
                 continue
             e = src.entries[i]
             app = catalog.app_id_for(str(f.app)) if f.app else None
-            sim = self._intent_sim(q, e.get("intent"), sim)
+            sim = self._intent_sim(q, field_str(e.get("intent")), sim)
             success = f.validation == 1.0
             if sim < (floor if success else floor + 0.1):
                 continue
-            app_match = self._app_match(ctx, app, e.get("goal", ""))
+            app_match = self._app_match(ctx, app, field_text(e.get("goal")))
             if inferred and app == inferred[0]:
                 app_match = max(app_match, inferred[1])
             cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
@@ -484,7 +494,7 @@ class Retriever:
         votes: dict[str, float] = {}
         total = 0.0
         for i, sim in found[:8]:
-            app = src.entries[i].get("app")
+            app = field_str(src.entries[i].get("app"))
             if app:
                 votes[str(app)] = votes.get(str(app), 0.0) + sim * sim
             total += sim * sim
@@ -505,7 +515,7 @@ class Retriever:
         q = ctx.q
         for i, sim in self._recall(src, q).items():
             e = src.entries[i]
-            user_rule = e.get("type") in PROFILE_TYPES
+            user_rule = field_str(e.get("type")) in PROFILE_TYPES
             if not user_rule and sim < self.config.min_similarity:
                 continue
             f = src.feat(i)
@@ -513,7 +523,7 @@ class Retriever:
             if appl is None:
                 continue
             # User rules outrank automatic experience: full validation (set in features) and a bonus.
-            app_match = self._app_match(ctx, None, e.get("summary", ""))
+            app_match = self._app_match(ctx, None, field_text(e.get("summary")))
             bonus = 0.2 if user_rule else 0.0
             score = self._score(f, sim, app_match, appl, ctx.now) + bonus
             cand = _Cand(score, src, i, "long_term", sim, app_match, appl, bonus)

@@ -168,3 +168,50 @@ def test_verify_catches_up_jobs_a_crash_or_overflow_skipped(tmp_path: Path) -> N
         assert app is not None and app.success_count == 1
         assert plane.verify().stats["jobs_caught_up"] == []  # once only
         assert plane.device.get("app_wechat").success_count == 1  # type: ignore[union-attr]
+
+
+INDEX_FIELDS = ["status", "title", "summary", "goal", "app", "app_name", "page", "tags", "entities", "intent", "type",
+                "applicability", "confidence", "success_count", "failure_count", "evidence", "conflicts_with",
+                "expires_at", "updated_at", "last_validated_at", "started_at", "success", "stale", "path",
+                "device_id", "language", "screen"]
+index_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),
+              st.sampled_from(HOSTILE_NAMES)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=10)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fields=st.dictionaries(st.sampled_from(INDEX_FIELDS), index_values, max_size=12),
+       matching=st.sampled_from(["title", "summary", "goal", None]))
+def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_factory, fields, matching) -> None:
+    # One index line per source with fields of the wrong shape (a list for a title, text for a
+    # confidence, a number for a date...), worded like the query so retrieval has to look at it.
+    from lifecycle import IndexFile, collection_lock
+    from memory_plane.bench._retrieve import build_store
+
+    root = tmp_path_factory.mktemp("ix") / "memory"
+    init_tree(root)
+    query = build_store(root, 40, 60, 20, None)[0]
+    hints = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
+    with MemoryPlane(root) as plane:
+        before = plane.retrieve(MemoryRetrieveRequest(input=query, current_hints=hints)).refs()
+    assert before
+    bad = dict(fields)
+    if matching:
+        bad[matching] = query
+    for rel, bad_id in [("device/procedures", "proc_hostile"), ("device/failures", "fail_hostile"),
+                        ("episodes", "ep_20260101_00000000ff"), ("long_term", "mem_hostile")]:
+        idx = IndexFile(root / rel / "index.yaml")
+        with collection_lock(root / rel):
+            idx.write([*idx.read().entries, {"id": bad_id, **bad}])
+    with MemoryPlane(root) as plane:
+        ctx = plane.retrieve(MemoryRetrieveRequest(input=query, current_hints=hints))
+        assert plane.retrieve_errors == 0
+        assert ctx.render().startswith("# Retrieved Device Experience")
+        # The good memories are still there (a hostile line may outrank one, never wipe them out).
+        assert len(set(before) & set(ctx.refs())) >= len(before) - 4
+    from memory_plane._cli import main as cli
+
+    for args in (["episodes", "list"], ["device", "list"], ["memory", "recall", query]):
+        assert cli(["--root", str(root), *args]) == 0
