@@ -47,6 +47,7 @@ class AppCatalog:
         self._apps: dict[str, AppInfo] = {}
         self._by_name: dict[str, str] = {}
         self._compiled: tuple[int, Any] | None = None
+        self._ids: dict[str, str] = {}  # app_id_for answers; retrieval asks for the same few names all the time
         for app in apps:
             self.add(app)
 
@@ -72,6 +73,7 @@ class AppCatalog:
                 key = _norm(name)
                 if key:
                     self._by_name.setdefault(key, cur.app_id)
+            self._ids = {}  # a new name can change an answer
 
     def learn(self, app_id: str, names: Iterable[str] = (), packages: Iterable[str] = ()) -> None:
         """Remember names and packages an app profile observed."""
@@ -89,10 +91,13 @@ class AppCatalog:
 
     def app_id_for(self, name: str) -> str:
         """Canonical id of a known app, else a safe slug id of the name (e.g. ``微信`` -> hash)."""
-        known = self.canonical(name)
-        if known:
-            return known
-        return slug_id(name)
+        ids = self._ids
+        app_id = ids.get(name)
+        if app_id is None:
+            app_id = self.canonical(name) or slug_id(name)
+            if len(ids) < 4096:
+                ids[name] = app_id
+        return app_id
 
     def _matchers(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, list[tuple[str, str]]]:
         # One compiled alternation for all Latin names (longest first) instead of a regex per name.

@@ -110,14 +110,17 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
 
 def has_symlink(root: Path, path: Path) -> bool:
     """Whether any component of path below root is a symlink (reads and writes there are refused)."""
-    root_norm = Path(os.path.normpath(root))
-    cur = root_norm
-    try:
-        rel = Path(os.path.normpath(path)).relative_to(root_norm)
-    except ValueError:
-        return True
-    for comp in rel.parts:
-        cur = cur / comp
+    # Plain string operations: this runs for every collection on every retrieve.
+    root_s = os.path.normpath(root)
+    path_s = os.path.normpath(path)
+    if path_s == root_s:
+        return False
+    prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep
+    if not path_s.startswith(prefix):
+        return True  # not below root at all: treat as unsafe
+    cur = root_s
+    for comp in path_s[len(prefix):].split(os.sep):
+        cur = os.path.join(cur, comp)
         try:
             if stat.S_ISLNK(os.lstat(cur).st_mode):
                 return True

@@ -15,6 +15,7 @@ from lifecycle import (
     atomic_write,
     check_relpath,
     create_exclusive,
+    has_symlink,
     is_safe_id,
     locked,
     read_jsonl,
@@ -188,3 +189,21 @@ def test_safe_join_stays_in_root_and_refuses_symlinks(tmp_path: Path) -> None:
         safe_join(root, "device/apps", "x.yaml")
     with pytest.raises(UnsafePathError):
         safe_join(root, "../outside")
+
+
+def test_has_symlink_finds_a_link_anywhere_below_root(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    (root / "device" / "procedures").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "episodes").symlink_to(outside)
+    (root / "device" / "procedures" / "link.yaml").symlink_to(outside / "x")
+    assert not has_symlink(root, root)
+    assert not has_symlink(root, root / "device" / "procedures")
+    assert not has_symlink(root, root / "device" / "missing" / "deeper")  # absent: nothing to follow
+    assert has_symlink(root, root / "episodes")
+    assert has_symlink(root, root / "episodes" / "2026" / "ep_x")
+    assert has_symlink(root, root / "device" / "procedures" / "link.yaml")
+    assert has_symlink(root, tmp_path / "elsewhere")  # not below root
+    assert has_symlink(root, root / ".." / "outside")  # climbs out
+    assert not has_symlink(Path(str(root) + "/"), root / "device")  # a trailing slash on root
