@@ -92,14 +92,18 @@ class InvertedIndex:
         df = len(self.postings.get(token, ()))
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def _norm(self, doc: int) -> float:
-        # Total IDF of a document's tokens; recomputed lazily once the corpus grew by a tenth.
+    def _fresh_norms(self) -> dict[int, float]:
+        # Norms (total IDF of a document's tokens) are recomputed lazily once the corpus grew by a tenth.
         if len(self.docs) > self._norms_at * 1.1 + 10:
             self._norms, self._norms_at = {}, len(self.docs)
-        n = self._norms.get(doc)
+        return self._norms
+
+    def _norm(self, doc: int) -> float:
+        norms = self._fresh_norms()
+        n = norms.get(doc)
         if n is None:
             n = sum(self.weight(t) for t in self.docs[doc]) or 1.0
-            self._norms[doc] = n
+            norms[doc] = n
         return n
 
     @staticmethod
@@ -123,14 +127,26 @@ class InvertedIndex:
         # The longest posting list (a word most goals share) seeds the sums in one C call; only the
         # shorter ones are added doc by doc.
         acc: dict[int, float] = dict.fromkeys(lists[0][0], lists[0][1])
+        get = acc.get
         for plist, w in lists[1:]:
             for i in plist:
-                acc[i] = acc.get(i, 0.0) + w
+                acc[i] = get(i, 0.0) + w
         if not acc or total <= 0:
             return []
-        # Rank a generous pool by raw overlap, then re-score it with the document-length-aware blend.
+        # Rank a generous pool by raw overlap, then re-score it with the document-length-aware blend
+        # (written out here, not called: this loop runs for a few hundred documents per search).
         pool = heapq.nlargest(limit * 3, acc.items(), key=_second)
-        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
+        norms = self._fresh_norms()
+        scored = []
+        for i, s in pool:
+            n = norms.get(i)
+            if n is None:
+                n = self._norm(i)
+            recall, precision = s / total, s / n
+            if precision > 1.0:
+                precision = 1.0
+            scored.append((i, 5 * precision * recall / (4 * precision + recall) if recall > 0 and precision > 0
+                           else 0.0))
         scored.sort(key=_second, reverse=True)
         return scored[:limit]
 
@@ -140,10 +156,10 @@ class InvertedIndex:
 
     def similarity(self, query: frozenset[str], doc: int, weights: dict[str, float] | None = None) -> float:
         """IDF-weighted overlap of the query and one document (0..1, same measure as search)."""
-        if not query:
-            return 0.0
+        d = self.docs[doc]
+        if query.isdisjoint(d):
+            return 0.0  # the common case for candidates not found by search; one C call
         w = weights if weights is not None else self.weights(query)
         total = sum(w.values())
-        d = self.docs[doc]
         shared = sum(v for t, v in w.items() if t in d)
         return self._blend(shared / total, min(1.0, shared / self._norm(doc))) if total else 0.0
