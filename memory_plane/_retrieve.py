@@ -353,14 +353,14 @@ class Retriever:
                          caution=category in ("failure_modes", "conflicts"))
 
     @staticmethod
-    def _app_match(ctx: _Query, app: Any, text: str) -> float:
+    def _app_match(ctx: _Query, app: Any, e: dict[str, Any], text_field: str) -> float:
         q = ctx.q
         if q.app and app == q.app:
             return 0.4 if q.app_generic else 1.0
         if app and app in q.apps:
             return 0.5
-        if ctx.names:
-            low = text.lower()
+        if ctx.names:  # the memory's text is only looked at when the goal names something
+            low = field_text(e.get(text_field)).lower()
             if any(e in low for e in ctx.names):
                 return 0.4  # the same name or quoted value elsewhere: weak evidence of the same task
         return 0.3 if not app else 0.0
@@ -422,7 +422,7 @@ class Retriever:
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence")
             return
-        app_match = self._app_match(ctx, f.app, field_text(e.get("summary")))
+        app_match = self._app_match(ctx, f.app, e, "summary")
         cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
         picked["conflicts" if status == "conflicted" else ROUTE[item_type]].append(cand)
 
@@ -481,7 +481,7 @@ class Retriever:
             success = f.validation == 1.0
             if sim < (floor if success else floor + 0.1):
                 continue
-            app_match = self._app_match(ctx, app, field_text(e.get("goal")))
+            app_match = self._app_match(ctx, app, e, "goal")
             if inferred and app == inferred[0]:
                 app_match = max(app_match, inferred[1])
             cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
@@ -523,7 +523,7 @@ class Retriever:
             if appl is None:
                 continue
             # User rules outrank automatic experience: full validation (set in features) and a bonus.
-            app_match = self._app_match(ctx, None, field_text(e.get("summary")))
+            app_match = self._app_match(ctx, None, e, "summary")
             bonus = 0.2 if user_rule else 0.0
             score = self._score(f, sim, app_match, appl, ctx.now) + bonus
             cand = _Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
