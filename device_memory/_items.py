@@ -56,6 +56,10 @@ class DeviceItem(Record):
         """The one-line text shown in prompts and index summaries."""
         return self.summary or self.title or self.id
 
+    def required_tools(self) -> list[str]:
+        """Agent tools this memory's actions need (empty: it needs none in particular)."""
+        return []
+
 
 class ScreenInfo(BaseModel):
     """Screenshot geometry of a device."""
@@ -137,6 +141,9 @@ class AppProfile(DeviceItem):
         return "; ".join(parts)
 
 
+PROSE_STEP = "step"  # the tool of a step written as plain text in a hand-made procedure
+
+
 class ProcedureStep(BaseModel):
     """One verified action of a procedure."""
 
@@ -188,7 +195,11 @@ class Procedure(DeviceItem):
     def _steps(cls, v: Any) -> Any:
         if v is None:
             return []
-        return [{"tool": "step", "description": s} if isinstance(s, str) else s for s in v]
+        return [{"tool": PROSE_STEP, "description": s} if isinstance(s, str) else s for s in v]
+
+    def required_tools(self) -> list[str]:
+        """The distinct tools of the steps, in order (a step written as prose names none)."""
+        return list(dict.fromkeys(s.tool for s in self.steps if s.tool and s.tool != PROSE_STEP))
 
     def body(self) -> str:
         """When goal is …, prefer this path."""
@@ -220,6 +231,10 @@ class Navigation(DeviceItem):
             how += f'("{self.text[:30]}")'
         desc = f" — {self.description[:60]}" if self.description else ""
         return f"{self.from_app}/{self.from_page} → {self.to_app}/{self.to_page} via {how}{desc}"
+
+    def required_tools(self) -> list[str]:
+        """The tool of the transition."""
+        return [self.tool] if self.tool else []
 
 
 class Calibration(DeviceItem):

@@ -64,6 +64,7 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "superseded_by": item.superseded_by,
         "conflicts_with": item.conflicts_with or None,
         "tags": item.tags[:8] or None,
+        "tools": item.required_tools() or None,
         "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
         "path": f"{item.id}.yaml",
     }

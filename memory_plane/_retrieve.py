@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, field_num, field_str, field_text, parse_ts
+from lifecycle import FileProblemError, field_num, field_str, field_text, field_words, parse_ts
 
 from ._context import MemoryContext
 from ._long_term import PROFILE_TYPES, LongTermStore
@@ -180,6 +180,7 @@ class _Query(NamedTuple):
     env: tuple[str | None, ...]
     now: datetime
     names: tuple[str, ...]  # lowercase entity names worth looking for in a memory's text
+    tools: frozenset[str]  # lowercase tools the agent has now (empty: not told, nothing is filtered)
 
 
 class _Cand(NamedTuple):
@@ -258,7 +259,8 @@ class Retriever:
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
         names = tuple(e.lower() for e in q.entities
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
-        return _Query(q, env, now, names)
+        tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
+        return _Query(q, env, now, names, tools)
 
     # -- filters and scoring -------------------------------------------------------
 
@@ -422,9 +424,17 @@ class Retriever:
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence")
             return
+        if ctx.tools and not self._tools_available(e, ctx.tools):
+            drop("tool_unavailable")  # a path the agent could not follow with the tools it has now
+            return
         app_match = self._app_match(ctx, f.app, e, "summary")
         cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
         picked["conflicts" if status == "conflicted" else ROUTE[item_type]].append(cand)
+
+    @staticmethod
+    def _tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
+        """Whether the agent has every tool a memory's actions need (an entry naming none needs none)."""
+        return all(t.lower() in tools for t in field_words(e.get("tools")))
 
     def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, status: str) -> bool:
         # "The goal names this memory's app" (an app match of 0.8 or more) is the only app evidence used.

@@ -25,7 +25,8 @@ WECHAT = [
 
 
 def req(text: str, hints: CurrentEnvironmentHints = ZH, **kw) -> MemoryRetrieveRequest:
-    return MemoryRetrieveRequest(input=text, current_hints=hints, tool_names=["keyboard_text", "mouse_click"], **kw)
+    kw.setdefault("tool_names", ["touch_gesture", "keyboard_text", "mouse_click"])
+    return MemoryRetrieveRequest(input=text, current_hints=hints, **kw)
 
 
 def run(plane: MemoryPlane, goal: str, steps, *, hints=ZH, success=True, ctx=None, **finish):
@@ -257,3 +258,23 @@ def test_leave_one_out_excludes_before_voting(plane: MemoryPlane) -> None:
     now = plane.clock()
     hits = plane.retriever.rank_episodes(req("在美团点外卖 0"), now, limit=5, exclude=frozenset(ep_ids[:1]))
     assert ep_ids[0] not in [h.id for h in hits] and len(hits) == 2
+
+
+def test_procedures_needing_a_tool_the_agent_lacks_are_not_offered(plane: MemoryPlane) -> None:
+    run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
+    goal = "打开微信，给李四发消息"
+    full = plane.retrieve(req(goal))
+    procs = [h.id for h in full.common.procedures if h.id.startswith("proc_")]
+    assert procs
+    tools = plane.device.collections["procedure"].get(procs[0]).required_tools()
+    assert "mouse_click" in tools
+    # Without mouse_click the verified path cannot be followed: it is dropped, and counted.
+    lacking = plane.retrieve(req(goal, tool_names=[t for t in ["touch_gesture", "keyboard_text"]]))
+    assert procs[0] not in lacking.refs()
+    assert lacking.dropped.get("tool_unavailable", 0) >= 1
+    # Tool names match without regard to case; a request that names no tools filters nothing.
+    assert procs[0] in plane.retrieve(req(goal, tool_names=[t.upper() for t in tools])).refs()
+    assert procs[0] in plane.retrieve(req(goal, tool_names=[])).refs()
+    # The index line carries the tools, so the cold path decides without opening the file.
+    line = next(e for e in plane.device.collections["procedure"].entries() if e["id"] == procs[0])
+    assert line["tools"] == tools
