@@ -189,6 +189,7 @@ def test_commit_flushes_events_before_episode_yaml_and_stages_outside_the_year_f
     assert [p.parent.name for p in store.item_paths()] == [ep.id]
     assert [r.problem for r in store.iter_items()] == [None]
 
+
 def test_commit_with_broken_tree_does_not_raise(root: Path) -> None:
     store, rec = make(root)
     ep = rec.finish(success=True)
