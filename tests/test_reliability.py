@@ -181,7 +181,9 @@ index_values = st.recursive(
     max_leaves=10)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# too_slow: each example builds a small store; on a busy machine generation time is not the point.
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fields=st.dictionaries(st.sampled_from(INDEX_FIELDS), index_values, max_size=12),
        matching=st.sampled_from(["title", "summary", "goal", None]))
 def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_factory, fields, matching) -> None:
