@@ -128,7 +128,10 @@ class TaskEpisodeStore:
                 old = None
             # The recorder appends events without fsync (one per event would cost the task); the
             # commit is the moment they must be durable, before episode.yaml says "committed".
-            fsync_file(d / EVENTS_FILE)
+            try:
+                fsync_file(d / EVENTS_FILE)
+            except OSError as exc:  # e.g. a link planted there: the episode itself is still committed
+                log.warning("episode %s: cannot flush %s: %s", ep.id, EVENTS_FILE, exc)
             # Staged in a small folder: creating the temp beside the episode, in a year folder of
             # 10,000 episodes, cost ext4 0.3-0.7 ms more per commit (bench commit), growing with the store.
             atomic_write(path, dump_yaml(ep.to_yaml_dict(), old), stage_in=self.dir / STAGING_DIR)

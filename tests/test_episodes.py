@@ -190,6 +190,19 @@ def test_commit_flushes_events_before_episode_yaml_and_stages_outside_the_year_f
     assert [r.problem for r in store.iter_items()] == [None]
 
 
+
+def test_commit_goes_ahead_when_events_jsonl_is_a_planted_link(root: Path, tmp_path: Path) -> None:
+    store, rec = make(root)
+    ep = rec.finish(success=True)
+    events = store.episode_dir(ep.id) / "events.jsonl"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    events.unlink()
+    events.symlink_to(outside)
+    assert TaskEpisodeWriter(store).commit(ep)
+    assert store.get(ep.id) is not None and store.get(ep.id).status == "active"
+    assert outside.read_text() == ""  # nothing written through the link
+
 def test_commit_with_broken_tree_does_not_raise(root: Path) -> None:
     store, rec = make(root)
     ep = rec.finish(success=True)
