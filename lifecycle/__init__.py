@@ -24,6 +24,7 @@ from ._collection import (
     fresh_records,
     indexed_entries,
     key_line,
+    read_item,
     stat_key,
     validate_record,
 )
@@ -158,6 +159,7 @@ __all__ = [
     "parse_ts",
     "quarantine",
     "read_bytes_nofollow",
+    "read_item",
     "read_jsonl",
     "remove_path",
     "render_frontmatter",

@@ -53,6 +53,17 @@ class ItemRead(Generic[R]):
     stat_key: tuple[int, int, int] | None = None
 
 
+def read_item(path: Path, load: Callable[[Path], R]) -> ItemRead[R]:
+    """One item file as read: its record, or the problem (parse, validation, I/O) that kept it out."""
+    try:
+        key = stat_key(path)
+        return ItemRead(path, load(path), None, key)
+    except FileProblemError as exc:
+        return ItemRead(path, None, exc)
+    except OSError as exc:
+        return ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
+
+
 def stat_key(path: Path) -> tuple[int, int, int] | None:
     """(mtime_ns, size, inode) of a file, or None if it is gone."""
     try:
@@ -259,14 +270,7 @@ class YamlCollection(Generic[R]):
         with it:
             names = sorted((e for e in it if is_item_file(e)), key=lambda e: e.name)
         for entry in names:
-            path = Path(entry.path)
-            try:
-                key = stat_key(path)
-                yield ItemRead(path, self.load_path(path), None, key)
-            except FileProblemError as exc:
-                yield ItemRead(path, None, exc)
-            except OSError as exc:
-                yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
+            yield read_item(Path(entry.path), self.load_path)
 
     def symlinks(self) -> list[Path]:
         """Symlinks found in the collection folder (never followed, reported by verify)."""

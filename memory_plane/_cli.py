@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lifecycle import MemoryPlaneError, UsageError, init_tree, resolve_root
+from lifecycle import MemoryPlaneError, UsageError, field_num, init_tree, resolve_root
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -78,10 +79,8 @@ def _cell(value: Any, width: int) -> str:
 
 
 def _conf(value: Any) -> str:
-    try:
-        return f"{float(value):.2f}"
-    except (TypeError, ValueError):
-        return "  ? "
+    x = field_num(value, math.nan)
+    return "  ? " if math.isnan(x) else f"{x:.2f}"
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:

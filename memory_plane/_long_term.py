@@ -15,10 +15,8 @@ from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
     Clock,
-    FileProblemError,
     IndexFile,
     ItemRead,
-    ParseError,
     Record,
     Retention,
     StrList,
@@ -39,9 +37,9 @@ from lifecycle import (
     parse_duration,
     parse_frontmatter,
     read_bytes_nofollow,
+    read_item,
     render_frontmatter,
     safe_join,
-    stat_key,
     system_clock,
     validate_record,
 )
@@ -160,13 +158,7 @@ class LongTermStore:
         except FileNotFoundError:
             return
         for p in files:
-            try:
-                key = stat_key(p)
-                yield ItemRead(p, self.load_path(p), None, key)
-            except FileProblemError as exc:
-                yield ItemRead(p, None, exc)
-            except OSError as exc:
-                yield ItemRead(p, None, ParseError(p, None, f"unreadable: {exc}"))
+            yield read_item(p, self.load_path)
 
     def symlinks(self) -> list[Path]:
         """Symlinks among memory files (never followed)."""

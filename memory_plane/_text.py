@@ -46,9 +46,13 @@ def _parts(tok: str) -> tuple[str, ...]:
     return (_stem(tok),)
 
 
+def _iter_tokens(text: str) -> Iterable[str]:
+    return chain.from_iterable(map(_parts, _TOKEN.findall(text.lower())))
+
+
 def tokens(text: str) -> list[str]:
     """Tokens of a text: stemmed lowercase words and numbers, CJK runs as bigrams (and single chars)."""
-    return list(chain.from_iterable(map(_parts, _TOKEN.findall(text.lower()))))
+    return list(_iter_tokens(text))
 
 
 _second = itemgetter(1)
@@ -57,7 +61,7 @@ _BIGRAMS = [[slice(i, i + 2) for i in range(n - 1)] for n in range(65)]
 
 def token_set(text: str) -> frozenset[str]:
     """The distinct tokens of a text."""
-    return frozenset(chain.from_iterable(map(_parts, _TOKEN.findall(text.lower()))))
+    return frozenset(_iter_tokens(text))
 
 
 class InvertedIndex:
