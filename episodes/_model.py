@@ -105,6 +105,7 @@ class TaskEpisode(BaseModel):
     ended_at: Timestamp = None
     user_goal: str = ""
     normalized_goal: NormalizedGoal = Field(default_factory=NormalizedGoal)
+    observed_app: str | None = None  # the app the task worked in, as observed (set by the recorder at finish)
     device_scope: DeviceScope = Field(default_factory=DeviceScope)
     initial_state: InitialState = Field(default_factory=InitialState)
     outcome: Outcome = Field(default_factory=Outcome)
@@ -143,8 +144,8 @@ class TaskEpisode(BaseModel):
         return f"{self.year}/{self.id}"
 
     def app(self) -> str | None:
-        """The app the episode was about (parsed goal first, else the first observed app)."""
-        return self.normalized_goal.app or self.initial_state.app or (getattr(self, "observed_app", None))
+        """The app the episode was about: the one observed most, else the goal's app, else the starting app."""
+        return self.observed_app or self.normalized_goal.app or self.initial_state.app
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """Dump for episode.yaml, dropping empty values so the file stays short."""

@@ -65,6 +65,7 @@ class EpisodeRecorder:
         self._screens = 0
         self._names: set[str] = set()
         self._last_obs: dict[str, Any] | None = None
+        self._apps_seen: dict[str, int] = {}  # observed app name -> tool results that showed it
         self._last_image: tuple[str, ImageInfo] | None = None
         self._secrets: set[str] = set()
         self._finished: TaskEpisode | None = None
@@ -231,6 +232,9 @@ class EpisodeRecorder:
                 obs = normalize_observation(observed_state)
                 if obs is not None:
                     self._last_obs = obs
+                    seen = obs.get("app")
+                    if isinstance(seen, str) and seen.strip():
+                        self._apps_seen[seen] = self._apps_seen.get(seen, 0) + 1
                     if self.episode.initial_state.app is None and obs.get("app"):
                         self.episode.initial_state.app = obs.get("app")
                         self.episode.initial_state.page = obs.get("page")
@@ -317,6 +321,10 @@ class EpisodeRecorder:
                 failure_reason=_txt(failure_reason) if not success else None, error=_txt(err_text),
             )
             ep.outcome = Outcome.model_validate(self._scrub_secrets(ep.outcome.model_dump()))
+            if self._apps_seen:
+                # The app the task worked in is the one the phone showed most often (the first on a tie),
+                # not an app name the goal's words happen to contain.
+                ep.observed_app = max(self._apps_seen.items(), key=lambda kv: kv[1])[0]
             ep.tags = list(dict.fromkeys([*ep.tags, *tags]))
             ep.entities = list(dict.fromkeys([*ep.entities, *entities]))
             ep.metrics.tool_steps = self._tool_steps

@@ -314,6 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--data", default=None, help="path of ../shared/data (default: beside the checkout)")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--set", default=None,
+                   help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab)")
     s.add_argument("--lens", choices=["offline", "gemini-fake"], default="offline",
                    help="compaction: the lenses to run (gemini-fake: the real SDK against a local fake server)")
     s.set_defaults(func=cmd_bench)

@@ -19,6 +19,7 @@ from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
 from lifecycle import FileProblemError, field_num, field_str, field_text, field_words, parse_ts
 
+from ._app_prior import AppPrior
 from ._context import MemoryContext
 from ._long_term import PROFILE_TYPES, LongTermStore
 from ._query import ParsedQuery, parse_query
@@ -111,9 +112,15 @@ def _features(e: dict[str, Any], kind: str) -> _Feat:
 class _Source:
     """Index entries of one collection, their features and inverted index, kept in step incrementally."""
 
-    def __init__(self, kind: str, text: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(self, kind: str, text: Callable[[dict[str, Any]], str],
+                 app_of: Callable[[str], str] | None = None) -> None:
         self.kind = kind
         self._text = text
+        # Episodes only: each entry's canonical app, and a model of which goal words go with which app.
+        self._app_of = app_of
+        self.canon: list[str | None] = []
+        self.by_canon: dict[str, list[int]] = {}
+        self.prior = AppPrior()
         self._key: int | None = None
         self.entries: list[dict[str, Any]] = []
         self._feats: list[_Feat | None] = []
@@ -128,14 +135,21 @@ class _Source:
         if id(entries) != self._key or len(entries) < len(self._feats):
             self._key = id(entries)
             self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
+            self.canon, self.by_canon, self.prior = [], {}, AppPrior()
         self.entries = entries
         for i in range(len(self._feats), len(entries)):
             e = entries[i]
-            self.inv.add(self._text(e))
+            n = self.inv.add(self._text(e))
             self._feats.append(None)  # parsed on first use: a cold query touches few entries
             app = e.get("app")
             if isinstance(app, str):
                 self.by_app.setdefault(app, []).append(i)
+            if self._app_of is not None:
+                canon = self._app_of(app) if isinstance(app, str) and app else None
+                self.canon.append(canon)
+                if canon:
+                    self.by_canon.setdefault(canon, []).append(i)
+                    self.prior.add(canon, self.inv.docs[n])
             t = field_str(e.get("type"))
             if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
                 self.always.append(i)
@@ -182,6 +196,7 @@ class _Query(NamedTuple):
     now: datetime
     names: tuple[str, ...]  # lowercase entity names worth looking for in a memory's text
     tools: frozenset[str]  # lowercase tools the agent has now (empty: not told, nothing is filtered)
+    exclude: frozenset[str]  # memory ids the caller asked to leave out of everything
 
 
 class _Cand(NamedTuple):
@@ -212,7 +227,7 @@ class Retriever:
         self.long_term = long_term
         self.config = config or RetrieveConfig()
         self._device_sources = {t: _Source("device", _device_text) for t in device.collections}
-        self._episode_source = _Source("episode", _episode_text)
+        self._episode_source = _Source("episode", _episode_text, device.catalog.app_id_for)
         self._lt_source = _Source("long_term", _long_term_text)
         self._appl_memo: dict[tuple[Any, ...], float | None] = {}
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
@@ -242,17 +257,6 @@ class Retriever:
         self._fit_budget(common)
         return MemoryContext(common, ctx.q, dropped=dropped)
 
-    def rank_episodes(self, req: MemoryRetrieveRequest, now: datetime, limit: int = 5,
-                      exclude: frozenset[str] = frozenset()) -> list[MemoryHit]:
-        """Successful episodes ranked by the retrieval score with no similarity threshold (benchmarks).
-
-        ``exclude`` removes episodes before anything else sees them (leave-one-out evaluation).
-        """
-        picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
-        self._episode_candidates(self._query(req, now), picked, lambda _: None, exclude, floor=-1.0)
-        cands = sorted(picked["similar_episodes"], key=_rank_key)[:limit]
-        return [self._hit(c, "similar_episodes", now) for c in cands]
-
     def _query(self, req: MemoryRetrieveRequest, now: datetime) -> _Query:
         """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
         hints = req.current_hints
@@ -262,7 +266,8 @@ class Retriever:
         names = tuple(e.lower() for e in q.entities
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
         tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
-        return _Query(q, env, now, names, tools)
+        exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
+        return _Query(q, env, now, names, tools, exclude)
 
     # -- filters and scoring -------------------------------------------------------
 
@@ -462,20 +467,30 @@ class Retriever:
     # -- episodes --------------------------------------------------------------------
 
     def _episode_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
-                            drop: Callable[[str], None], exclude: frozenset[str] = frozenset(),
-                            floor: float | None = None) -> None:
-        # floor: the similarity a successful episode needs (default: the configured minimum).
+                            drop: Callable[[str], None]) -> None:
         src = self._episode_source
         if not self._sync(src, self.episodes.entries, "episodes index"):
             return
         q, now = ctx.q, ctx.now
-        floor = self.config.min_similarity if floor is None else floor
-        catalog = self.device.catalog
-        found = src.inv.search(q.tokens, self.config.search_limit)
-        if exclude:
-            found = [(i, sim) for i, sim in found if src.entries[i]["id"] not in exclude]
-        inferred = self._infer_app(src, found, q)
-        for i, sim in found:
+        floor = self.config.min_similarity
+        limit = self.config.search_limit
+        found = dict(src.inv.search(q.tokens, limit))
+        skip = {i for i in found if src.entries[i]["id"] in ctx.exclude} if ctx.exclude else set()
+        nearest = sorted((x for x in found.items() if x[0] not in skip), key=lambda x: -x[1])[:8]
+        post = self._app_posterior(src, ctx, nearest)
+        target = self._target_app(q, post)
+        if target is not None:
+            # The device's experience of the app the goal is about is a candidate even when no word
+            # is shared: which app it is was learned from the device's own goals, not from the words.
+            truncated = len(found) >= limit
+            weights = src.inv.weights(q.tokens) if truncated else None
+            for i in src.by_canon.get(target, [])[-self.config.app_bound_limit:]:
+                if i not in found:
+                    found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
+        for i, sim in found.items():
+            e = src.entries[i]
+            if i in skip or (ctx.exclude and e["id"] in ctx.exclude):
+                continue
             f = src.feat(i)
             if f.status not in ("active", "interrupted"):
                 drop(f.status)
@@ -487,35 +502,52 @@ class Retriever:
             if appl is None:
                 drop("inapplicable")
                 continue
-            e = src.entries[i]
-            app = catalog.app_id_for(str(f.app)) if f.app else None
+            app = src.canon[i]
             sim = self._intent_sim(q, field_str(e.get("intent")), sim)
             success = f.validation == 1.0
-            if sim < (floor if success else floor + 0.1):
+            if success:
+                if sim < floor and not (target is not None and app == target):
+                    continue
+            elif sim < floor + 0.1:
                 continue
-            app_match = self._app_match(ctx, app, e, "goal")
-            if inferred and app == inferred[0]:
-                app_match = max(app_match, inferred[1])
+            app_match = max(self._app_match(ctx, app, e, "goal"), post.get(app, 0.0) if app else 0.0)
+            if nearest and i == nearest[0][0]:
+                # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
+                # and the app prior must not push it below episodes that only share the app.
+                app_match = 1.0
             cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
             picked["similar_episodes" if success else "failure_modes"].append(cand)
 
-    def _infer_app(self, src: _Source, found: list[tuple[int, float]], q: ParsedQuery) -> tuple[str, float] | None:
-        """When the goal names no app, let the closest past episodes vote for the app it is about."""
-        if q.app and not q.app_generic:
-            return None
+    @staticmethod
+    def _app_posterior(src: _Source, ctx: _Query, nearest: list[tuple[int, float]]) -> dict[str, float]:
+        """P(app | goal): the device's past goals (naive Bayes, excluded episodes left out of the counts),
+        weighed by the apps of the closest past goals (their squared similarity as votes)."""
+        gone = [(app, src.inv.docs[i]) for i, app in enumerate(src.canon)
+                if app and ctx.exclude and src.entries[i]["id"] in ctx.exclude]
+        post = src.prior.posterior(ctx.q.tokens, without=gone)
         votes: dict[str, float] = {}
-        total = 0.0
-        for i, sim in found[:8]:
-            app = field_str(src.entries[i].get("app"))
+        for i, sim in nearest:
+            app = src.canon[i]
             if app:
-                votes[str(app)] = votes.get(str(app), 0.0) + sim * sim
-            total += sim * sim
-        if not votes or total <= 0:
+                votes[app] = votes.get(app, 0.0) + sim * sim
+        total = sum(votes.values())
+        if total > 0:
+            # The two experts multiply; the floor keeps an app no close goal voted for possible.
+            post = {app: p * (0.1 + votes.get(app, 0.0) / total) for app, p in post.items()}
+            z = sum(post.values())
+            post = {app: p / z for app, p in post.items()} if z > 0 else {}
+        return post
+
+    @staticmethod
+    def _target_app(q: ParsedQuery, post: dict[str, float]) -> str | None:
+        """The app the goal is about: the one it names, else the one the device's goals make more likely
+        than all others together."""
+        if q.app and not q.app_generic:
+            return q.app
+        if not post:
             return None
-        app, weight = max(votes.items(), key=lambda kv: kv[1])
-        share = weight / total
-        # Only a clear majority counts; its strength is the share of the vote.
-        return (app, round(0.4 + 0.5 * share, 3)) if share >= 0.5 else None
+        app, p = max(post.items(), key=lambda kv: kv[1])
+        return app if p > 0.5 else None
 
     # -- long-term -------------------------------------------------------------------
 

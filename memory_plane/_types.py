@@ -39,6 +39,9 @@ class MemoryRetrieveRequest(BaseModel):
     tool_names: list[str] = Field(default_factory=list)
     current_hints: CurrentEnvironmentHints = Field(default_factory=CurrentEnvironmentHints)
     session_id: str | None = None
+    # Memories not to consider at all (e.g. one the user rejected, or an episode being re-examined):
+    # they are left out of the hits and of everything learned from the store for this request.
+    exclude_ids: list[str] = Field(default_factory=list)
 
 
 class MemoryHit(BaseModel):

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from lifecycle import load_yaml_file
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+from memory_plane._app_prior import AppPrior
 from memory_plane._render import quote_data
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
@@ -251,13 +253,64 @@ def test_query_parsing_zh_and_en(plane: MemoryPlane) -> None:
     assert q.app_generic or q.app is None  # "信息" is a word here, not surely the Messages app
 
 
-def test_leave_one_out_excludes_before_voting(plane: MemoryPlane) -> None:
+def launch(app: str, package: str | None = None) -> list:
+    obs = {"app": app, "page": "Home", **({"package": package} if package else {})}
+    return [("launch_app", {"app_name": app}, None, obs)]
+
+
+def test_excluded_ids_leave_hits_and_the_app_prior(plane: MemoryPlane) -> None:
     for i in range(3):
-        run(plane, f"在美团点外卖 {i}", [("launch_app", {"app": "美团"}, None, {"app": "美团", "page": "首页"})])
+        run(plane, f"在美团点外卖 {i}", launch("美团"))
     ep_ids = [e["id"] for e in plane.episodes.entries()]
-    now = plane.clock()
-    hits = plane.retriever.rank_episodes(req("在美团点外卖 0"), now, limit=5, exclude=frozenset(ep_ids[:1]))
-    assert ep_ids[0] not in [h.id for h in hits] and len(hits) == 2
+    ctx = plane.retrieve(req("在美团点外卖 0", exclude_ids=ep_ids[:1]))
+    got = [h.id for h in ctx.common.similar_episodes]
+    assert ep_ids[0] not in got and set(got) == set(ep_ids[1:])
+    # Excluding a document from the prior is the same as never having counted it.
+    src = plane.retriever._episode_source
+    q = plane.retrieve(req("在美团点外卖 0")).query.tokens
+    full = src.prior.posterior(q)
+    fresh = AppPrior()
+    for i in range(1, len(src.entries)):
+        fresh.add(src.canon[i] or "", src.inv.docs[i])
+    fresh.add("other", frozenset(["x"]))  # keep a second app so both posteriors are over the same apps
+    src.prior.add("other", frozenset(["x"]))
+    left = src.prior.posterior(q, without=[(src.canon[0] or "", src.inv.docs[0])])
+    assert left == pytest.approx(fresh.posterior(q)) and sum(full.values()) == pytest.approx(1.0)
+
+
+def test_app_prior_finds_the_app_a_goal_is_about_from_the_devices_own_goals(plane: MemoryPlane) -> None:
+    # An app no shipped alias table knows, named in no goal: the device learned its words.
+    for goal in ("How much did I spend on May 3?", "What did I spend on groceries last week?",
+                 "Add an expense of 20 for lunch", "Show my spending for the month"):
+        run(plane, goal, launch("Bluecoins", "com.rammigsoftware.bluecoins"), hints=EN)
+    for goal in ("Set an alarm for 7 am", "Turn off the alarm at 6", "Start a timer for ten minutes"):
+        run(plane, goal, launch("Clock"), hints=EN)
+    ctx = plane.retrieve(req("How much did I spend on taxis?", EN))
+    apps = [h.app for h in ctx.common.similar_episodes]
+    assert apps and set(apps) == {"Bluecoins"}
+    # No word in common with "Add an expense of 20 for lunch", yet it is the same app's experience.
+    cfg = RetrieveConfig()
+    cfg.caps["similar_episodes"] = 6
+    with MemoryPlane.open(plane.root, retrieve_config=cfg) as wide:
+        hits = wide.retrieve(req("How much did I spend on taxis?", EN)).common.similar_episodes
+    assert len(hits) == 4 and all(h.factors["entity_or_app_match"] > 0.5 for h in hits)
+
+
+def test_the_closest_past_goal_leads_even_against_the_app_prior(plane: MemoryPlane) -> None:
+    for i in range(4):
+        run(plane, f"在淘宝搜索商品{i}并加入购物车", launch("淘宝"))
+    run(plane, "搜索附近的咖啡店并查看评分", launch("大众点评"))
+    hits = plane.retrieve(req("搜索附近的咖啡店并查看营业时间")).common.similar_episodes
+    assert hits and "咖啡店" in (hits[0].title or "")
+
+
+def test_an_episode_is_about_the_app_the_phone_showed_not_a_word_of_the_goal(plane: MemoryPlane) -> None:
+    # "设置" (to set) also names the Settings app; the phone showed 腾讯文档 the whole time.
+    run(plane, "新建一个空白文档，设置标题为“你好”", launch("腾讯文档") * 2)
+    line = plane.episodes.entries()[-1]
+    assert line["app"] == "腾讯文档"
+    ep = load_yaml_file(plane.root / "episodes" / line["path"])
+    assert ep["observed_app"] == "腾讯文档"
 
 
 def test_procedures_needing_a_tool_the_agent_lacks_are_not_offered(plane: MemoryPlane) -> None:

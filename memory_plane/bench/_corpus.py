@@ -46,6 +46,35 @@ def real_tasks(data: Path | None) -> list[dict[str, Any]]:
     return [t for t in out if t["goal"]]
 
 
+def labelled_sets(data: Path | None) -> dict[str, list[dict[str, Any]]]:
+    """Every shared task set whose goals carry their app, one list per set (goal, app name, package)."""
+    sets: dict[str, list[dict[str, Any]]] = {}
+    if data is None:
+        return sets
+    for name, label, col in (("single-app-ENG.csv", "spa-bench-eng", "task_app"),
+                             ("single-app-CHN.csv", "spa-bench-chn", "task_app_CHN")):
+        p = data / "spa-bench" / name
+        if p.is_file():
+            with open(p, encoding="utf-8-sig") as fh:
+                sets[label] = [{"goal": row["task_description"].strip(),
+                                "app": (row.get(col) or row["task_app"]).strip(),
+                                "package": (row.get("adb_app") or "").strip() or None}
+                               for row in csv.DictReader(fh) if row.get("task_description", "").strip()]
+    lab = [{"goal": t["goal"], "app": t["app"], "package": t["package"]} for t in real_tasks(data)
+           if t["source"] == "android-lab"]
+    if lab:
+        sets["android-lab"] = lab
+    p = data / "mobiagent" / "tasks_zh.tsv"
+    if p.is_file():
+        rows = []
+        for line in p.read_text("utf-8").splitlines():
+            app, sep, goal = line.partition("\t")
+            if sep and goal.strip():
+                rows.append({"goal": goal.strip(), "app": app.strip(), "package": None})
+        sets["mobiagent-zh"] = rows
+    return sets
+
+
 def androidcontrol_goals(data: Path | None) -> list[str]:
     """Goals of the AndroidControl episodes."""
     if data is None:

@@ -1,84 +1,192 @@
-"""`bench retrieval-quality`: leave-one-out over real task descriptions (SPA-Bench ENG/CHN single-app,
-Android-Lab): each task's description is the query against episodes made from all the other tasks;
-ours beside an SQLite FTS5 (BM25) index of the same episode texts."""
+"""`bench retrieval-quality`: what the agent gets for real task goals, set by set, beside SQLite FTS5.
+
+Every labelled task set in ../shared/data gets its own fresh store. Each task becomes an episode the
+way a runtime records one (retrieve, recorder, one ``launch_app`` call whose result observes the app,
+``finish``, ``commit_episode``, ``flush``). Then every goal is asked through ``MemoryPlane.retrieve``
+with no app hint and its own episode left out of the hits. A hit is relevant when its task is about
+the same app. The same goal texts are indexed in SQLite FTS5 (``trigram``, the bar, and ``unicode61``)
+in the same run and queried for their top 5 the same leave-one-out way.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sqlite3
-from datetime import datetime, timezone
+import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
-from lifecycle import IndexFile, collection_lock
-
-from .._text import tokens
-from ._corpus import real_tasks
+from ._corpus import labelled_sets
 from ._util import data_dir, r, temp_root
 
 K = 5
+CHINESE_SETS = ("spa-bench-chn", "mobiagent-zh")
 
 
-def _metrics(results: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, float]:
-    if not results:
+def _record_all(root: Path, tasks: list[dict[str, Any]]) -> dict[str, int]:
+    """Commit one episode per task through the public runtime path; episode id -> task number."""
+    from .._plane import MemoryPlane
+    from .._types import MemoryRetrieveRequest
+
+    owner: dict[str, int] = {}
+    with MemoryPlane.open(root) as plane:
+        for n, t in enumerate(tasks):
+            req = MemoryRetrieveRequest(input=t["goal"])
+            ctx = plane.retrieve(req)
+            rec = plane.new_episode_recorder(req, ctx)
+            obs = {"app": t["app"], "page": "Home"}
+            if t.get("package"):
+                obs["package"] = t["package"]
+            rec.tool_call("launch_app", {"app_name": t["app"]}, content=f"open {t['app']}")
+            rec.tool_result("launch_app", is_error=False, output="ok", observed_state=obs)
+            ep = rec.finish(success=True, final_state=f"{t['app']} home", completion_reason="goal reached")
+            plane.commit_episode(ep)
+            owner[ep.id] = n
+        plane.flush(120.0)
+    return owner
+
+
+def _ours(root: Path, tasks: list[dict[str, Any]], owner: dict[str, int], cap: int | None,
+          strict: bool = False) -> list[list[int]]:
+    """The task numbers of the similar episodes each goal's retrieve shows (its own left out of the hits;
+    with ``strict``, also out of everything the ranking learns from the store, through ``exclude_ids``)."""
+    from .._plane import MemoryPlane
+    from .._retrieve import RetrieveConfig
+    from .._types import MemoryRetrieveRequest
+
+    config = RetrieveConfig()
+    if cap is not None:
+        config.caps["similar_episodes"] = cap
+    own = {n: eid for eid, n in owner.items()}
+    out: list[list[int]] = []
+    with MemoryPlane.open(root, retrieve_config=config) as plane:
+        for n, t in enumerate(tasks):
+            mine = [own[n]] if strict and n in own else []
+            ctx = plane.retrieve(MemoryRetrieveRequest(input=t["goal"], exclude_ids=mine))
+            out.append([owner[h.id] for h in ctx.common.similar_episodes if h.id != own.get(n) and h.id in owner])
+    return out
+
+
+def _fts_match(goal: str, tokenizer: str) -> str:
+    """An OR query of the goal's terms: every character trigram (trigram) or every word (unicode61)."""
+    text = " ".join(goal.lower().split())
+    terms = [text[i:i + 3] for i in range(len(text) - 2)] if tokenizer == "trigram" else re.findall(r"\w+", text)
+    terms = [x for x in dict.fromkeys(terms) if x.strip()]
+    return " OR ".join('"' + x.replace('"', '""') + '"' for x in terms)
+
+
+def _fts(tasks: list[dict[str, Any]], tokenizer: str) -> tuple[list[list[int]], float]:
+    """FTS5 top-K (BM25) for each goal over the other goals; and the mean ms per query."""
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE docs USING fts5(n UNINDEXED, body, tokenize='{tokenizer}')")
+    db.executemany("INSERT INTO docs VALUES (?, ?)", [(n, t["goal"]) for n, t in enumerate(tasks)])
+    out: list[list[int]] = []
+    t0 = time.perf_counter()
+    for n, t in enumerate(tasks):
+        match = _fts_match(t["goal"], tokenizer)
+        rows = db.execute("SELECT n FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
+                          (match, K + 1)).fetchall() if match else []
+        out.append([int(i) for (i,) in rows if int(i) != n][:K])
+    per_query = (time.perf_counter() - t0) * 1000 / max(1, len(tasks))
+    db.close()
+    return out, per_query
+
+
+def _same(tasks: list[dict[str, Any]], a: int, b: int) -> bool:
+    return bool(tasks[a]["app"].lower() == tasks[b]["app"].lower())
+
+
+def _metrics(tasks: list[dict[str, Any]], hits: list[list[int]], queries: list[int]) -> dict[str, Any]:
+    """hit@1, precision@2 and @5 (a missing hit counts as wrong), mean hits, blocks missing the right app."""
+    if not queries:
         return {}
-    p5 = sum(sum(1 for h in hits[:K] if h["app"] == t["app"]) / K for t, hits in results) / len(results)
-    h1 = sum(1 for t, hits in results if hits and hits[0]["app"] == t["app"]) / len(results)
-    cat = [(t, hits) for t, hits in results if t.get("category")]
-    c5 = (sum(1 for t, hits in cat if any(h.get("category") == t["category"] and h["app"] == t["app"]
-                                          for h in hits[:K])) / len(cat)) if cat else float("nan")
-    return {"same_app_precision_at_5": r(p5), "same_app_hit_at_1": r(h1), "same_category_hit_at_5": r(c5),
-            "queries": len(results)}
+    apps = Counter(t["app"].lower() for t in tasks)
+    has_other = [n for n in queries if apps[tasks[n]["app"].lower()] > 1]
+
+    def prec(n: int, k: int) -> float:
+        return sum(1 for h in hits[n][:k] if _same(tasks, n, h)) / k
+
+    return {
+        "hit_at_1": r(sum(1 for n in queries if hits[n] and _same(tasks, n, hits[n][0])) / len(queries)),
+        "precision_at_2": r(sum(prec(n, 2) for n in queries) / len(queries)),
+        "precision_at_5": r(sum(prec(n, K) for n in queries) / len(queries)),
+        "mean_hits": r(sum(len(hits[n]) for n in queries) / len(queries)),
+        "no_right_app_share": r(sum(1 for n in has_other if not any(_same(tasks, n, h) for h in hits[n]))
+                                / max(1, len(has_other))),
+    }
+
+
+def _bars(ours: dict[str, Any], tri: dict[str, Any]) -> dict[str, bool]:
+    """The issue's bars: P@5 >= trigram + 0.05 (>= trigram where trigram is at 0.90 or more), hit@1, P@2 >=."""
+    need = tri["precision_at_5"] + (0.0 if tri["precision_at_5"] >= 0.90 else 0.05)
+    return {"precision_at_5": ours["precision_at_5"] >= need - 1e-9,
+            "hit_at_1": ours["hit_at_1"] >= tri["hit_at_1"] - 1e-9,
+            "precision_at_2": ours["precision_at_2"] >= tri["precision_at_2"] - 1e-9}
+
+
+def evaluate(tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Build a store from one task set and measure ours (default caps, and 6 episodes) beside FTS5."""
+    with temp_root() as root:
+        t0 = time.perf_counter()
+        owner = _record_all(root, tasks)
+        build_s = time.perf_counter() - t0
+        default = _ours(root, tasks, owner, None)
+        t0 = time.perf_counter()
+        six = _ours(root, tasks, owner, 6)
+        ours_ms = (time.perf_counter() - t0) * 1000 / max(1, len(tasks))
+        strict = _ours(root, tasks, owner, None, strict=True)
+        strict6 = _ours(root, tasks, owner, 6, strict=True)
+    tri, tri_ms = _fts(tasks, "trigram")
+    uni, uni_ms = _fts(tasks, "unicode61")
+    return {"tasks": len(tasks), "apps": len({t["app"].lower() for t in tasks}), "build_s": r(build_s),
+            "runs": {"ours": default, "ours_p5": six, "strict": strict, "strict_p5": strict6,
+                     "fts5_trigram": tri, "fts5_unicode61": uni},
+            "ms_per_query": {"ours": r(ours_ms), "fts5_trigram": r(tri_ms), "fts5_unicode61": r(uni_ms)}}
+
+
+def _report(tasks: list[dict[str, Any]], runs: dict[str, list[list[int]]], queries: list[int]) -> dict[str, Any]:
+    ours = _metrics(tasks, runs["ours"], queries)
+    ours["precision_at_5"] = _metrics(tasks, runs["ours_p5"], queries)["precision_at_5"]
+    strict = _metrics(tasks, runs["strict"], queries)
+    strict["precision_at_5"] = _metrics(tasks, runs["strict_p5"], queries)["precision_at_5"]
+    tri = _metrics(tasks, runs["fts5_trigram"], queries)
+    uni = _metrics(tasks, runs["fts5_unicode61"], queries)
+    return {"ours": ours, "ours_strict": strict, "fts5_trigram": tri, "fts5_unicode61": uni,
+            "delta_precision_at_5_vs_trigram": r(ours["precision_at_5"] - tri["precision_at_5"]),
+            "bars": _bars(ours, tri)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Same-app precision@5, hit@1 and same-category hit@5 for ours and FTS5, overall and by language."""
-    from .._plane import MemoryPlane
-    from .._retrieve import _episode_text
-    from .._types import MemoryRetrieveRequest
+    """Per set and pooled: hit@1, P@2, P@5, mean hits and empty-of-right-app share, ours vs FTS5."""
+    sets = labelled_sets(data_dir(args))
+    only = getattr(args, "set", None)
+    if only:
+        sets = {k: v for k, v in sets.items() if k in only.split(",")}
+    if not sets:
+        return {"skipped": "../shared/data (spa-bench, android-lab, mobiagent) is not here (pass --data PATH)"}
+    out: dict[str, Any] = {"sets": {}}
+    for name, tasks in sets.items():
+        ev = evaluate(tasks)
+        rep = _report(tasks, ev["runs"], list(range(len(tasks))))
+        out["sets"][name] = {"tasks": ev["tasks"], "apps": ev["apps"], **rep, "ms_per_query": ev["ms_per_query"],
+                             "build_s": ev["build_s"]}
+    for label, names in (("pooled", list(out["sets"])),
+                         ("chinese", [n for n in out["sets"] if n in CHINESE_SETS]),
+                         ("english", [n for n in out["sets"] if n not in CHINESE_SETS])):
+        if names:
+            out[label] = _pool([out["sets"][n] for n in names])
+    out["all_bars_met"] = all(all(s["bars"].values()) for s in out["sets"].values())
+    return out
 
-    tasks = real_tasks(data_dir(args))
-    if not tasks:
-        return {"skipped": "../shared/data (spa-bench, android-lab) is not here (pass --data PATH)"}
-    with temp_root() as root:
-        plane = MemoryPlane(root)
-        cat = plane.device.catalog
-        entries = []
-        by_id: dict[str, dict[str, Any]] = {}
-        for n, t in enumerate(tasks):
-            eid = f"ep_20260101_{n:010x}"
-            app = cat.app_id_for(t["app"].replace("_", " ")) if t["app"] else None
-            t["eid"] = eid
-            t["canon"] = app
-            entries.append({"id": eid, "status": "active", "success": True, "app": app, "goal": t["goal"],
-                            "summary": f"Goal: {t['goal']}. Outcome: success", "started_at": "2026-01-01T00:00:00Z",
-                            "path": f"2026/{eid}/episode.yaml"})
-            by_id[eid] = t
-        with collection_lock(root / "episodes"):
-            IndexFile(root / "episodes" / "index.yaml").write(entries)
-        db = sqlite3.connect(":memory:")
-        db.execute("CREATE VIRTUAL TABLE docs USING fts5(id UNINDEXED, body)")
-        db.executemany("INSERT INTO docs VALUES (?, ?)", [(e["id"], " ".join(tokens(_episode_text(e))))
-                                                         for e in entries])
-        now = datetime(2026, 2, 1, tzinfo=timezone.utc)
-        ours, fts = [], []
-        for t in tasks:
-            # True leave-one-out: the task's own episode is removed before ranking and app voting.
-            hits = plane.retriever.rank_episodes(MemoryRetrieveRequest(input=t["goal"]), now, limit=K,
-                                                 exclude=frozenset([t["eid"]]))
-            got = [by_id[h.id] for h in hits]
-            ours.append((t, got))
-            toks = list(dict.fromkeys(tokens(t["goal"])))
-            rows = db.execute("SELECT id FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
-                              (" OR ".join('"' + x.replace('"', '""') + '"' for x in toks), K + 1)).fetchall() \
-                if toks else []
-            fts.append((t, [by_id[i] for (i,) in rows if i != t["eid"]][:K]))
-        plane.close()
-    out: dict[str, Any] = {"tasks": len(tasks)}
-    for label, pred in (("all", lambda t: True), ("chinese", lambda t: t["lang"] == "zh"),
-                        ("english", lambda t: t["lang"] == "en")):
-        o = _metrics([x for x in ours if pred(x[0])])
-        f = _metrics([x for x in fts if pred(x[0])])
-        out[label] = {"ours": o, "fts5": f,
-                      "delta_same_app_precision_at_5": r(o.get("same_app_precision_at_5", 0)
-                                                         - f.get("same_app_precision_at_5", 0))}
+
+def _pool(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Query-weighted means of each side's figures over several sets."""
+    total = sum(rep["tasks"] for rep in reports)
+    out: dict[str, Any] = {"tasks": total}
+    for side in ("ours", "ours_strict", "fts5_trigram", "fts5_unicode61"):
+        keys = reports[0][side].keys()
+        out[side] = {k: r(sum(rep[side][k] * rep["tasks"] for rep in reports) / total) for k in keys}
+    out["delta_precision_at_5_vs_trigram"] = r(out["ours"]["precision_at_5"] - out["fts5_trigram"]["precision_at_5"])
     return out

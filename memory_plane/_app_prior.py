@@ -1,0 +1,77 @@
+"""Which app a goal is about, learned from this device's own episodes (multinomial naive Bayes).
+
+The device's past goals say which words go with which app ("B站" with 哔哩哔哩, "spent on taxis" with a
+budgeting app), including words no shipped alias table knows. The model is counts only: it grows by
+appends as episodes are indexed, forgets a document by subtracting it, and answers a posterior over
+the apps in a time proportional to the query's postings, not to the number of apps times the vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+ALPHA = 0.5  # Lidstone smoothing: half a count for a word an app has never been seen with
+
+
+class AppPrior:
+    """Token counts per app over indexed goals; ``posterior(tokens)`` gives P(app | goal)."""
+
+    def __init__(self, alpha: float = ALPHA) -> None:
+        self.alpha = alpha
+        self.docs: dict[str, int] = {}  # app -> documents
+        self.mass: dict[str, int] = {}  # app -> tokens counted
+        self.counts: dict[str, dict[str, int]] = {}  # token -> app -> count
+        self.total_docs = 0
+
+    def add(self, app: str, toks: Iterable[str]) -> None:
+        """Count one document (its distinct tokens) for an app."""
+        n = 0
+        for t in toks:
+            per = self.counts.get(t)
+            if per is None:
+                per = self.counts[t] = {}
+            per[app] = per.get(app, 0) + 1
+            n += 1
+        self.docs[app] = self.docs.get(app, 0) + 1
+        self.mass[app] = self.mass.get(app, 0) + n
+        self.total_docs += 1
+
+    def posterior(self, query: Iterable[str], without: Iterable[tuple[str, Iterable[str]]] = ()) -> dict[str, float]:
+        """P(app | query tokens) over every app seen; ``without`` leaves documents out (app, tokens)."""
+        docs, mass = dict(self.docs), dict(self.mass)
+        minus: dict[tuple[str, str], int] = {}
+        total = self.total_docs
+        for app, toks in without:
+            if docs.get(app, 0) <= 0:
+                continue
+            docs[app] -= 1
+            total -= 1
+            for t in toks:
+                minus[(t, app)] = minus.get((t, app), 0) + 1
+                mass[app] -= 1
+        apps = [a for a, n in docs.items() if n > 0]
+        if not apps:
+            return {}
+        # A word only the left-out documents had is unseen now: out of the vocabulary and the query.
+        removed: dict[str, int] = {}
+        for (t, _), v in minus.items():
+            removed[t] = removed.get(t, 0) + v
+        gone = {t for t, v in removed.items() if sum(self.counts[t].values()) <= v}
+        vocab = max(1, len(self.counts) - len(gone))
+        a = self.alpha
+        known = [t for t in dict.fromkeys(query) if t in self.counts and t not in gone]
+        # Every app starts from its prior and "no query word seen"; the apps a word was seen with gain
+        # log((c + a) / a) for it. Only the postings of the query's words are visited.
+        ll = {app: math.log((docs[app] + 1) / (total + len(apps))) - len(known) * math.log((mass[app] + a * vocab) / a)
+              for app in apps}
+        for t in known:
+            for app, c in self.counts[t].items():
+                if minus:
+                    c -= minus.get((t, app), 0)
+                if c > 0 and app in ll:
+                    ll[app] += math.log((c + a) / a)
+        top = max(ll.values())
+        exp = {app: math.exp(v - top) for app, v in ll.items()}
+        z = sum(exp.values())
+        return {app: v / z for app, v in exp.items()}
