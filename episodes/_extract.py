@@ -494,7 +494,9 @@ class LessonExtractor:
             if not s.app_before or not s.page_before:
                 continue
             app_id = ctx.canon(s.app_before)
-            uid = f"ui_{content_hash(ctx.device_id, app_id, s.page_before, label)}"
+            # Screen text and coordinates hold for the UI language and screen they were seen under: an
+            # English tab bar sits elsewhere than the Chinese one, so each environment has its own anchor.
+            uid = f"ui_{content_hash(ctx.device_id, app_id, s.page_before, label, ctx.language, ctx.screen_text)}"
             nx, ny = round(pt[0] / w, 4), round(pt[1] / h, 4)
             if not (0 <= nx <= 1 and 0 <= ny <= 1):
                 continue
@@ -509,7 +511,7 @@ class LessonExtractor:
                 a = self.device.new_item(
                     UiAnchor, uid, device_id=ctx.device_id, app_id=app_id, app_name=s.app_before,
                     page_name=s.page_before, label=label, title=f"{label} on {s.app_before}/{s.page_before}",
-                    confidence=0.6, applicability={"device_id": ctx.device_id}, entities=[label],
+                    confidence=0.6, applicability=ctx.applicability(app_id), entities=[label],
                 )
                 return a
 

@@ -23,6 +23,8 @@ class AppPrior:
         self.mass: dict[str, int] = {}  # app -> tokens counted
         self.counts: dict[str, dict[str, int]] = {}  # token -> app -> count
         self.total_docs = 0
+        self._cache: tuple[int, dict[str, float], dict[str, float]] | None = None  # (docs, prior, denominator)
+        self._gain: list[float] = []  # log((c + alpha) / alpha) for small counts c
 
     def add(self, app: str, toks: Iterable[str]) -> None:
         """Count one document (its distinct tokens) for an app."""
@@ -33,12 +35,16 @@ class AppPrior:
                 per = self.counts[t] = {}
             per[app] = per.get(app, 0) + 1
             n += 1
+        self._cache = None
         self.docs[app] = self.docs.get(app, 0) + 1
         self.mass[app] = self.mass.get(app, 0) + n
         self.total_docs += 1
 
     def posterior(self, query: Iterable[str], without: Iterable[tuple[str, Iterable[str]]] = ()) -> dict[str, float]:
         """P(app | query tokens) over every app seen; ``without`` leaves documents out (app, tokens)."""
+        without = list(without)
+        if not without:
+            return self._posterior_all(query)
         docs, mass = dict(self.docs), dict(self.mass)
         minus: dict[tuple[str, str], int] = {}
         total = self.total_docs
@@ -61,16 +67,40 @@ class AppPrior:
         vocab = max(1, len(self.counts) - len(gone))
         a = self.alpha
         known = [t for t in dict.fromkeys(query) if t in self.counts and t not in gone]
+        prior = {app: math.log((docs[app] + 1) / (total + len(apps))) for app in apps}
+        denominator = {app: math.log((mass[app] + a * vocab) / a) for app in apps}
+        return self._normalise(prior, denominator, known, minus)
+
+    def _posterior_all(self, query: Iterable[str]) -> dict[str, float]:
+        # The usual call: per-app terms depend only on the counts, so they are kept until the next add.
+        if self._cache is None or self._cache[0] != self.total_docs:
+            apps = [a for a, n in self.docs.items() if n > 0]
+            vocab = max(1, len(self.counts))
+            a = self.alpha
+            prior = {app: math.log((self.docs[app] + 1) / (self.total_docs + len(apps))) for app in apps}
+            denominator = {app: math.log((self.mass[app] + a * vocab) / a) for app in apps}
+            self._cache = (self.total_docs, prior, denominator)
+        _, prior, denominator = self._cache
+        if not prior:
+            return {}
+        known = [t for t in dict.fromkeys(query) if t in self.counts]
+        return self._normalise(prior, denominator, known, {})
+
+    def _normalise(self, prior: dict[str, float], denominator: dict[str, float], known: list[str],
+                   minus: dict[tuple[str, str], int]) -> dict[str, float]:
         # Every app starts from its prior and "no query word seen"; the apps a word was seen with gain
         # log((c + a) / a) for it. Only the postings of the query's words are visited.
-        ll = {app: math.log((docs[app] + 1) / (total + len(apps))) - len(known) * math.log((mass[app] + a * vocab) / a)
-              for app in apps}
+        m = len(known)
+        ll = {app: p - m * denominator[app] for app, p in prior.items()}
+        gain = self._gain
         for t in known:
             for app, c in self.counts[t].items():
                 if minus:
                     c -= minus.get((t, app), 0)
                 if c > 0 and app in ll:
-                    ll[app] += math.log((c + a) / a)
+                    while c >= len(gain):
+                        gain.append(math.log((len(gain) + self.alpha) / self.alpha))
+                    ll[app] += gain[c]
         top = max(ll.values())
         exp = {app: math.exp(v - top) for app, v in ll.items()}
         z = sum(exp.values())

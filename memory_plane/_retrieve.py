@@ -484,7 +484,8 @@ class Retriever:
             # is shared: which app it is was learned from the device's own goals, not from the words.
             truncated = len(found) >= limit
             weights = src.inv.weights(q.tokens) if truncated else None
-            for i in src.by_canon.get(target, [])[-self.config.app_bound_limit:]:
+            # The app's most recent episodes, a few more than can be shown: they compete on score.
+            for i in src.by_canon.get(target, [])[-2 * self.config.caps.get("similar_episodes", 3):]:
                 if i not in found:
                     found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
         for i, sim in found.items():
@@ -523,7 +524,7 @@ class Retriever:
         """P(app | goal): the device's past goals (naive Bayes, excluded episodes left out of the counts),
         weighed by the apps of the closest past goals (their squared similarity as votes)."""
         gone = [(app, src.inv.docs[i]) for i, app in enumerate(src.canon)
-                if app and ctx.exclude and src.entries[i]["id"] in ctx.exclude]
+                if app and src.entries[i]["id"] in ctx.exclude] if ctx.exclude else []
         post = src.prior.posterior(ctx.q.tokens, without=gone)
         votes: dict[str, float] = {}
         for i, sim in nearest:

@@ -313,6 +313,23 @@ def test_an_episode_is_about_the_app_the_phone_showed_not_a_word_of_the_goal(pla
     assert ep["observed_app"] == "腾讯文档"
 
 
+def test_ui_anchors_hold_only_for_the_language_and_screen_they_were_seen_under(plane: MemoryPlane) -> None:
+    run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
+    anchors = [e for e in plane.device.entries("ui_anchor")]
+    assert anchors
+    appl = plane.device.get(anchors[0]["id"]).applicability
+    assert (appl["language"], appl["screen"]) == ("zh-CN", "640x1200")
+    goal = "打开微信，给李四发消息"
+    shown = [h.id for h in plane.retrieve(req(goal)).common.calibration_notes if h.id.startswith("ui_")]
+    assert shown
+    # The phone switched to English, or to another screen: the Chinese labels and positions are not offered.
+    big = CurrentEnvironmentHints(language="zh-CN", screen_width=1080, screen_height=2400)
+    for hints in (EN, big):
+        ctx = plane.retrieve(req(goal, hints))
+        assert not [h for h in ctx.common.calibration_notes if h.id.startswith("ui_")]
+        assert ctx.dropped.get("inapplicable", 0) >= 1
+
+
 def test_procedures_needing_a_tool_the_agent_lacks_are_not_offered(plane: MemoryPlane) -> None:
     run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
     goal = "打开微信，给李四发消息"

@@ -169,6 +169,12 @@ class ScriptedAgent:
             if know.procedure is None and item.app_id == task.app:
                 know.procedure = item
                 run.used_refs.append(hit.id)
+        for hit in ctx.common.calibration_notes:
+            anchor = get(hit.id) if hit.id.startswith("ui_") else None
+            appl = anchor.applicability if anchor is not None else {}
+            if anchor is not None and (str(appl.get("language", lang)).lower() != lang
+                                       or appl.get("screen", screen) != screen):
+                run.stale_refs += 1  # screen text and a position from another UI language or screen
         for hit in ctx.common.failure_modes:
             run.cautions.append(hit.id)
             item = get(hit.id) if hit.id.startswith("fail_") else None
