@@ -1,0 +1,40 @@
+"""bench retrieval-quality: the runtime's public path, leave-one-out, ours beside FTS5 (no shared data needed)."""
+
+from __future__ import annotations
+
+from memory_plane.bench._quality import _fts_match, _metrics, _report, evaluate
+
+GOALS = {
+    ("Bluecoins", "com.rammigsoftware.bluecoins"): ["How much did I spend on May 3?", "Add an expense of 20 for lunch",
+                                                    "What did I spend on taxis this week?", "Show my spending"],
+    ("Clock", None): ["Set an alarm for 7 am", "Start a timer for ten minutes", "Turn off the 6 am alarm",
+                      "Add a clock for Tokyo"],
+    ("哔哩哔哩", None): ["在B站搜一下“巴黎奥运会”", "在B站搜一下“泡面番推荐”", "打开哔哩哔哩看热门视频", "在B站关注老番茄"],
+}
+TASKS = [{"goal": g, "app": app, "package": pkg} for (app, pkg), goals in GOALS.items() for g in goals]
+
+
+def test_every_goal_is_asked_through_retrieve_with_its_own_episode_left_out() -> None:
+    ev = evaluate(TASKS)
+    runs = ev["runs"]
+    for name in ("ours", "ours_p5", "strict", "strict_p5", "fts5_trigram", "fts5_unicode61"):
+        assert len(runs[name]) == len(TASKS)
+        assert all(n not in hits for n, hits in enumerate(runs[name]))  # never the task's own episode
+    rep = _report(TASKS, runs, list(range(len(TASKS))))
+    ours = rep["ours"]
+    # Twelve goals, three apps: the device's own goals tell which app each new goal is about.
+    assert ours["hit_at_1"] >= 0.9 and ours["precision_at_5"] >= 0.5 and ours["no_right_app_share"] <= 0.1
+    assert set(rep["bars"]) == {"precision_at_5", "hit_at_1", "precision_at_2"}
+
+
+def test_metrics_count_a_missing_hit_as_wrong() -> None:
+    tasks = [{"goal": "a", "app": "x"}, {"goal": "b", "app": "x"}, {"goal": "c", "app": "y"}]
+    m = _metrics(tasks, [[1], [], [0, 1]], [0, 1, 2])
+    assert m["hit_at_1"] == round(1 / 3, 3) and m["precision_at_5"] == round((1 / 5) / 3, 3)
+    assert m["mean_hits"] == 1.0 and m["no_right_app_share"] == 0.5  # task 1 had task 0 and was shown nothing
+
+
+def test_fts_queries_quote_every_term() -> None:
+    assert _fts_match('say "hi"', "trigram").count(" OR ") == len({'say', 'ay ', 'y "', ' "h', '"hi', 'hi"'}) - 1
+    assert _fts_match("打开 微信", "unicode61") == '"打开" OR "微信"'
+    assert _fts_match("", "trigram") == ""
