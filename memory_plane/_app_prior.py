@@ -28,12 +28,14 @@ class AppPrior:
 
     def add(self, app: str, toks: Iterable[str]) -> None:
         """Count one document (its distinct tokens) for an app."""
+        counts = self.counts  # this loop runs for every episode when a process first retrieves
         n = 0
         for t in toks:
-            per = self.counts.get(t)
+            per = counts.get(t)
             if per is None:
-                per = self.counts[t] = {}
-            per[app] = per.get(app, 0) + 1
+                counts[t] = {app: 1}
+            else:
+                per[app] = per.get(app, 0) + 1
             n += 1
         self._cache = None
         self.docs[app] = self.docs.get(app, 0) + 1

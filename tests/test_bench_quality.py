@@ -9,7 +9,8 @@ GOALS = {
                                                     "What did I spend on taxis this week?", "Show my spending"],
     ("Clock", None): ["Set an alarm for 7 am", "Start a timer for ten minutes", "Turn off the 6 am alarm",
                       "Add a clock for Tokyo"],
-    ("哔哩哔哩", None): ["在B站搜一下“巴黎奥运会”", "在B站搜一下“泡面番推荐”", "打开哔哩哔哩看热门视频", "在B站关注老番茄"],
+    ("哔哩哔哩", None): ["在B站搜一下“巴黎奥运会”", "在B站搜一下“泡面番推荐”", "打开哔哩哔哩看热门视频",
+                     "在B站关注老番茄"],
 }
 TASKS = [{"goal": g, "app": app, "package": pkg} for (app, pkg), goals in GOALS.items() for g in goals]
 
