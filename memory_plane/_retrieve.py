@@ -474,15 +474,17 @@ class Retriever:
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
         limit = self.config.search_limit
-        found = dict(src.inv.search(q.tokens, limit))
-        skip = {i for i in found if src.entries[i]["id"] in ctx.exclude} if ctx.exclude else set()
-        nearest = sorted((x for x in found.items() if x[0] not in skip), key=lambda x: -x[1])[:8]
+        hits = src.inv.search(q.tokens, limit)  # best first
+        if ctx.exclude:
+            hits = [(i, sim) for i, sim in hits if src.entries[i]["id"] not in ctx.exclude]
+        found = dict(hits)
+        nearest = hits[:8]
         post = self._app_posterior(src, ctx, nearest)
         target = self._target_app(q, post)
         if target is not None:
             # The device's experience of the app the goal is about is a candidate even when no word
             # is shared: which app it is was learned from the device's own goals, not from the words.
-            truncated = len(found) >= limit
+            truncated = len(hits) >= limit
             weights = src.inv.weights(q.tokens) if truncated else None
             # The app's most recent episodes, a few more than can be shown: they compete on score.
             for i in src.by_canon.get(target, [])[-2 * self.config.caps.get("similar_episodes", 3):]:
@@ -490,8 +492,8 @@ class Retriever:
                     found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
         for i, sim in found.items():
             e = src.entries[i]
-            if i in skip or (ctx.exclude and e["id"] in ctx.exclude):
-                continue
+            if ctx.exclude and e["id"] in ctx.exclude:
+                continue  # one of the app's recent episodes the caller left out
             f = src.feat(i)
             if f.status not in ("active", "interrupted"):
                 drop(f.status)
