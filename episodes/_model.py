@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from lifecycle import StrList, Timestamp, format_ts, is_safe_id
+from lifecycle import StrList, Text, Timestamp, format_ts, is_safe_id
 
-EpisodeStatus = Literal["recording", "active", "interrupted", "expired", "deleted"]
+EpisodeStatus = Literal["recording", "active", "interrupted", "expired", "deleted", "inactive"]
 
 FAILURE_PHASES: tuple[str, ...] = (
     "planning",
@@ -47,38 +47,38 @@ class _Open(BaseModel):
 class NormalizedGoal(_Open):
     """What the goal asks: intent, app and target, as parsed before the task."""
 
-    intent: str | None = None
-    app: str | None = None
-    target: str | None = None
+    intent: Text = None
+    app: Text = None
+    target: Text = None
 
 
 class DeviceScope(_Open):
     """Where the episode ran: device id, UI language and screenshot size ``WxH``."""
 
     device_id: str = "default"
-    language: str | None = None
-    screen: str | None = None
+    language: Text = None
+    screen: Text = None
 
 
 class InitialState(_Open):
     """What the screen showed before the first action."""
 
-    summary: str | None = None
-    app: str | None = None
-    page: str | None = None
-    screenshot_ref: str | None = None
+    summary: Text = None
+    app: Text = None
+    page: Text = None
+    screenshot_ref: Text = None
 
 
 class Outcome(_Open):
     """How the task ended, and why."""
 
     success: bool = False
-    final_state: str | None = None
-    final_answer: str | None = None
-    completion_reason: str | None = None
-    failure_phase: str | None = None
-    failure_reason: str | None = None
-    error: str | None = None
+    final_state: Text = None
+    final_answer: Text = None
+    completion_reason: Text = None
+    failure_phase: Text = None
+    failure_reason: Text = None
+    error: Text = None
 
 
 class Metrics(_Open):
@@ -105,7 +105,7 @@ class TaskEpisode(BaseModel):
     ended_at: Timestamp = None
     user_goal: str = ""
     normalized_goal: NormalizedGoal = Field(default_factory=NormalizedGoal)
-    observed_app: str | None = None  # the app the task worked in, as observed (set by the recorder at finish)
+    observed_app: Text = None  # the app the task worked in, as observed (set by the recorder at finish)
     device_scope: DeviceScope = Field(default_factory=DeviceScope)
     initial_state: InitialState = Field(default_factory=InitialState)
     outcome: Outcome = Field(default_factory=Outcome)
@@ -116,9 +116,16 @@ class TaskEpisode(BaseModel):
     tags: StrList = Field(default_factory=list)
     entities: StrList = Field(default_factory=list)
     metrics: Metrics = Field(default_factory=Metrics)
-    summary: str | None = None
-    traceability: str | None = None
+    summary: Text = None
+    traceability: Text = None
     _release: Any = PrivateAttr(default=None)  # releases the recording lock once committed
+    # A status nobody defined (set by hand) keeps the episode out of retrieval; verify names it.
+    LENIENT_FALLBACK: ClassVar[dict[str, Any]] = {"status": "inactive"}
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
 
     def committed(self) -> None:
         """Called by the writer after the episode is on disk: the recording is over."""

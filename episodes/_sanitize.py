@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lifecycle import as_text
+
 MAX_STRING = 2000        # longest string kept whole in an event
 EXCERPT_HEAD = 1500
 EXCERPT_TAIL = 300
@@ -15,6 +17,7 @@ MAX_DEPTH = 12
 MAX_ITEMS = 200          # list items / mapping keys kept per container
 MAX_VISIBLE_TEXT = 80    # lines of UI text kept per observation
 REDACTED = "[redacted]"
+NAME_KEYS: tuple[str, ...] = ("app", "page", "package", "activity", "app_name", "page_name", "field_type")
 TEXT_KEYS: tuple[str, ...] = ("text", "query", "keyword", "input", "value", "content", "password")
 
 _DATA_URI = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+);base64,(?P<b64>[A-Za-z0-9+/=\s]{16,})")
@@ -154,6 +157,16 @@ def normalize_observation(obs: Any) -> dict[str, Any] | None:
         out["app"] = out["app_name"]
     if "page" not in out and isinstance(out.get("page_name"), str):
         out["page"] = out["page_name"]
+    for key in NAME_KEYS:
+        # These become fields of episode.yaml (initial_state.app ...): what the phone reported as a
+        # number or a list is read as text; a shape that cannot be is kept aside under <key>_raw.
+        if key not in out or out[key] is None or isinstance(out[key], str):
+            continue
+        text = as_text(out[key])
+        if isinstance(text, str):
+            out[key] = text
+        else:
+            out[f"{key}_raw"] = out.pop(key)
     vt = out.get("visible_text")
     if isinstance(vt, list) and len(vt) > MAX_VISIBLE_TEXT:
         out["visible_text"] = [*vt[:MAX_VISIBLE_TEXT], f"[{len(vt) - MAX_VISIBLE_TEXT} more omitted]"]

@@ -23,12 +23,10 @@ from ._collection import (
     YamlCollection,
     fresh_records,
     indexed_entries,
-    key_line,
     read_item,
     stat_key,
-    validate_record,
 )
-from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Timestamp
+from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Text, Timestamp, as_text
 from ._errors import (
     ConfigError,
     FileProblemError,
@@ -74,7 +72,8 @@ from ._paths import (
 )
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
-from ._verify import QUARANTINE_DIR, VerifyReport, quarantine, verify_collections
+from ._validate import field_problems, key_line, loc_line, validate_record
+from ._verify import QUARANTINE_DIR, VerifyReport, quarantine, quarantine_name, verify_collections
 from ._yaml import check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file
 
 __all__ = [
@@ -110,6 +109,7 @@ __all__ = [
     "Status",
     "StorageError",
     "StrList",
+    "Text",
     "Timestamp",
     "TombstoneLog",
     "UnsafePathError",
@@ -120,6 +120,7 @@ __all__ = [
     "YamlCollection",
     "append_line",
     "append_lines",
+    "as_text",
     "atomic_write",
     "check_budget",
     "check_id",
@@ -132,6 +133,7 @@ __all__ = [
     "dumps_compact",
     "elapsed_label",
     "field_num",
+    "field_problems",
     "field_str",
     "field_text",
     "field_words",
@@ -151,6 +153,7 @@ __all__ = [
     "load_retention",
     "load_yaml",
     "load_yaml_file",
+    "loc_line",
     "locked",
     "parse_duration",
     "parse_frontmatter",
@@ -158,6 +161,7 @@ __all__ = [
     "parse_jsonl",
     "parse_ts",
     "quarantine",
+    "quarantine_name",
     "read_bytes_nofollow",
     "read_item",
     "read_jsonl",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -14,10 +13,11 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
-from ._errors import FileProblemError, ParseError, UnsafePathError, ValidationError
+from ._errors import FileProblemError, ParseError, UnsafePathError
 from ._index import INDEX_NAME, IndexFile, rebuild_entries
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
 from ._paths import check_id, has_symlink, safe_join
+from ._validate import validate_record
 from ._yaml import decode_utf8, dump_yaml, load_yaml
 
 log = logging.getLogger("memory_plane")
@@ -155,26 +155,6 @@ def indexed_entries(coll: _Indexed) -> list[dict[str, Any]]:
             return [coll.entry_for(i.record) for i in coll.iter_items() if i.record is not None]
         read = coll.index.read()
     return read.entries
-
-
-def key_line(text: str, key: str) -> int | None:
-    """Return the 1-based line of a top-level ``key:`` in YAML text, if present."""
-    m = re.search(rf"^{re.escape(str(key))}\s*:", text, re.MULTILINE)
-    return text.count("\n", 0, m.start()) + 1 if m else None
-
-
-def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
-    """Validate parsed YAML against a model; ValidationError names the file, line and field."""
-    if not isinstance(data, dict):
-        raise ValidationError(path, 1, "item file must be a YAML mapping")
-    try:
-        return model.model_validate(data)
-    except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = err.get("loc") or ("?",)
-        field = ".".join(str(p) for p in loc)
-        line = key_line(text, str(loc[0]))
-        raise ValidationError(path, line, f"field {field}: {err.get('msg')}") from None
 
 
 def is_item_file(entry: os.DirEntry[str]) -> bool:

@@ -10,8 +10,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from ._clock import format_ts, parse_duration, parse_ts
 from ._paths import is_safe_id
 
-Status = Literal["active", "replaced", "deleted", "conflicted", "expired"]
-STATUSES: tuple[str, ...] = ("active", "replaced", "deleted", "conflicted", "expired")
+Status = Literal["active", "replaced", "deleted", "conflicted", "expired", "inactive"]
+STATUSES: tuple[str, ...] = ("active", "replaced", "deleted", "conflicted", "expired", "inactive")
+"""``inactive`` is for people: a memory switched off by hand, never retrieved, never removed by GC."""
+
+
+def normalize_status(value: Any) -> Any:
+    """A status as people type it (``Active``, `` inactive ``) in the form the schema uses."""
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 def _lenient_ts(value: Any) -> Any:
@@ -60,6 +66,27 @@ def _str_list(v: Any) -> Any:
 StrList = Annotated[list[str], BeforeValidator(_str_list)]
 
 
+def as_text(value: Any) -> Any:
+    """A scalar where text is expected, as text: ``5`` -> ``"5"``, ``["WeChat"]`` -> ``"WeChat"``.
+
+    What the phone reports and what people type is not always a string; a value that can be read as
+    one is kept as one. Anything else (a mapping, a list of mappings) is left for validation to refuse.
+    """
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        words = [as_text(v) for v in value if v is not None and not isinstance(v, (dict, list, tuple))]
+        words = [w for w in words if isinstance(w, str) and w.strip()]
+        return words[0] if words else None
+    return value
+
+
+Text = Annotated[str | None, BeforeValidator(as_text)]
+"""An optional text field that reads numbers and one-element lists as text."""
+
+
 class Record(BaseModel):
     """Fields every memory file carries; unknown keys a person added survive a round trip."""
 
@@ -84,6 +111,13 @@ class Record(BaseModel):
     superseded_by: str | None = None
 
     ENVELOPE_HEAD: ClassVar[tuple[str, ...]] = ("id", "type", "status", "title")
+    # A status nobody defined means someone wanted the memory off: keep it off (verify names it).
+    LENIENT_FALLBACK: ClassVar[dict[str, Any]] = {"status": "inactive"}
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status(cls, v: Any) -> Any:
+        return normalize_status(v)
 
     @field_validator("id")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._collection import Collection, Problem
 from ._paths import is_within
+from ._validate import field_problems
 
 QUARANTINE_DIR = "lifecycle/quarantine"
 
@@ -51,11 +52,16 @@ class VerifyReport:
         }
 
 
+def quarantine_name(root: Path, path: Path) -> str:
+    """The name a file gets in quarantine, before its time suffix (its path with ``__`` for ``/``)."""
+    return str(Path(path).relative_to(root)).replace(os.sep, "__")
+
+
 def quarantine(root: Path, path: Path, now_ns: int | None = None) -> Path:
     """Move a broken file into lifecycle/quarantine/ (never deleted); return its new path."""
     if not is_within(root, path):
         raise ValueError(f"refusing to move {path}: outside {root}")
-    rel = str(path.relative_to(root)).replace(os.sep, "__")
+    rel = quarantine_name(root, path)
     qdir = root / QUARANTINE_DIR
     qdir.mkdir(parents=True, exist_ok=True)
     target = qdir / f"{rel}.{now_ns or time.time_ns()}"
@@ -81,6 +87,9 @@ def verify_collections(
         for item in coll.iter_items():
             report.checked += 1
             if item.problem is None:
+                # Loaded, with a field of the wrong shape set aside: named, never quarantined.
+                for fp in field_problems(item.record):
+                    report.add("field", relp(item.path), fp.line, fp.message)
                 parsed.append(item)
                 if on_item is not None:
                     on_item(coll, item)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from lifecycle import (
     dumps_compact,
     load_retention,
     parse_ts,
+    quarantine_name,
     read_jsonl,
     remove_path,
     safe_join,
@@ -226,6 +228,11 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
         ep = item.record
         d = item.path.parent
         if ep is None and type(item.problem).__name__ == "OrphanFolder" and not d.is_symlink():
+            if _quarantined(root, item.path):
+                # Its episode.yaml is in quarantine, waiting for a person: the events and screenshots
+                # are the evidence that restoring it needs, so they stay.
+                rep.keep("quarantined_episode_evidence")
+                continue
             age_ok = datetime.fromtimestamp(d.lstat().st_mtime, now.tzinfo) + (
                 ret.grace_of("temp_files") or timedelta(hours=1)) <= now
             if age_ok:
@@ -331,6 +338,17 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
                 remove(p, "session_archive_past_grace")
     _trim_conflicts(root, rep, dry_run)
     return rep
+
+
+def _quarantined(root: Path, path: Path) -> bool:
+    """Tell whether a file of this path was moved to quarantine (and is still there)."""
+    qdir = root / QUARANTINE_DIR
+    prefix = quarantine_name(root, path) + "."
+    try:
+        with os.scandir(qdir) as it:
+            return any(e.name.startswith(prefix) for e in it)
+    except OSError:
+        return False
 
 
 def _orphan_artifacts(d: Path, remove: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, field_num, field_str, field_text, field_words, parse_ts
+from lifecycle import STATUSES, FileProblemError, field_num, field_str, field_text, field_words, parse_ts
 
 from ._app_prior import AppPrior
 from ._context import MemoryContext
@@ -92,7 +92,7 @@ def _appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
 
 def _features(e: dict[str, Any], kind: str) -> _Feat:
     s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
-    status = field_str(e.get("status")) or "active"
+    status = (field_str(e.get("status")) or "active").strip().lower()
     if kind == "episode":
         ok = e.get("success") is True
         return _Feat(status, None, _parse(e.get("started_at")), _appl_key(e),
@@ -314,8 +314,9 @@ class Retriever:
         return True
 
     def _live(self, f: _Feat, now: datetime, drop: Callable[[str], None]) -> bool:
-        if f.status in ("replaced", "deleted", "expired"):
-            drop(f.status)
+        if f.status not in ("active", "conflicted"):
+            # replaced, deleted, expired, and inactive or any status a person typed: not served.
+            drop(f.status if f.status in STATUSES else "inactive")
             return False
         if f.expires is not None and (f.expires is _BAD or f.expires <= now):
             drop("expired")  # an unparsable expiry counts as expired

@@ -16,6 +16,7 @@ from lifecycle import (
     Record,
     ValidationError,
     YamlCollection,
+    field_problems,
     init_tree,
     template_files,
     verify_collections,
@@ -67,10 +68,17 @@ def test_envelope_roundtrip_keeps_unknown_fields(root: Path) -> None:
 
 def test_envelope_validation_errors_name_line(root: Path) -> None:
     c = coll(root)
+    # A status nobody defined keeps the memory off (inactive) and is named with its line.
     c.item_path("proc_bad").write_text("id: proc_bad\ntype: procedure\nstatus: maybe\n")
+    rec = c.get("proc_bad")
+    assert rec is not None and rec.status == "inactive"
+    (prob,) = field_problems(rec)
+    assert prob.line == 3 and "status" in prob.message and "inactive" in prob.message
+    # Without an id there is no item: that still fails, with the line.
+    c.item_path("proc_noid").write_text("type: procedure\nid: [1, 2]\n")
     with pytest.raises(ValidationError) as ei:
-        c.get("proc_bad")
-    assert ei.value.line == 3 and "status" in ei.value.message
+        c.get("proc_noid")
+    assert ei.value.line == 2 and "id" in ei.value.message
 
 
 def test_unparsable_expiry_counts_as_expired_and_is_kept() -> None:
