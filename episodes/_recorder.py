@@ -118,6 +118,13 @@ class EpisodeRecorder:
     def _release_recording_lock(self) -> None:
         if self._lock_fd is not None:
             try:
+                # Removed while still held: a committed episode folder keeps no lock file (a tree under
+                # version control shows only real changes), and nobody can take a lock on a name that is gone.
+                if self.dir is not None:
+                    try:
+                        os.unlink(self.dir / RECORDING_LOCK)
+                    except OSError:
+                        pass
                 os.close(self._lock_fd)
             finally:
                 self._lock_fd = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -24,9 +25,10 @@ from lifecycle import (
     collection_lock,
     decode_utf8,
     dump_yaml,
+    entries_by_file,
     field_problems,
     format_ts,
-    fresh_records,
+    fresh_items,
     fsync_file,
     has_symlink,
     indexed_entries,
@@ -49,6 +51,7 @@ EPISODE_FILE = "episode.yaml"
 EVENTS_FILE = "events.jsonl"
 STAGING_DIR = ".staging"  # temp files of commits (skipped by scans; crash debris is GC'd)
 RECORDING_LOCK = ".recording.lock"
+ORPHAN_GRACE_S = 600.0  # an episode folder without episode.yaml younger than this is a recording starting
 
 
 def _sort_ts(entry: Mapping[str, Any]) -> datetime:
@@ -205,8 +208,10 @@ class TaskEpisodeStore:
                     key = stat_key(path)
                     yield ItemRead(path, self.load_path(path), None, key)
                 except FileNotFoundError:
-                    if self.is_recording_live(ep_dir.name):
-                        continue  # a recorder is starting right now
+                    if self.is_recording_live(ep_dir.name) or _younger_than(ep_dir, ORPHAN_GRACE_S):
+                        # A recorder is starting right now: it makes the folder, then takes its lock,
+                        # then writes the header. Only a folder left like this for a while is debris.
+                        continue
                     # A kill between creating the folder and writing its header: debris, not corruption.
                     yield ItemRead(path, None, OrphanFolder(ep_dir, None, "episode folder without episode.yaml"))
                 except FileProblemError as exc:
@@ -218,15 +223,31 @@ class TaskEpisodeStore:
         """episode.yaml of every episode folder present now."""
         return [d / EPISODE_FILE for y in _scan_dirs(self.dir) for d in _scan_dirs(y) if (d / EPISODE_FILE).is_file()]
 
+    def expected_path(self, ep: TaskEpisode) -> Path:
+        """Where the episode.yaml of an episode named after its id lives."""
+        return self.episode_dir(ep.id) / EPISODE_FILE
+
     def rebuild_index(self, items: list[ItemRead[TaskEpisode]] | None = None) -> bool:
         """Rewrite episodes/index.yaml from the episode folders (oldest first), under the lock."""
-        with self.lock():
-            records = fresh_records(items, self.item_paths(), self.load_path)
-            entries = [self.entry_for(r) for r in records if r.status != "recording"]
+
+        def derive() -> list[dict[str, Any]]:
+            found = fresh_items(items, self.item_paths(), self.load_path)
+            pairs = [(p, r) for p, r in found if r.status != "recording"]
+            entries = entries_by_file(pairs, self.entry_for, self.expected_path,
+                                      lambda p: str(p.relative_to(self.dir)))
             entries.sort(key=lambda e: (_sort_ts(e), e["id"]))
+            return entries
+
+        def same(entries: list[dict[str, Any]]) -> bool:
             current = self.index.read()
-            same = sorted(current.entries, key=lambda e: (_sort_ts(e), e["id"])) == entries
-            if current.exists and not current.problems and same:
+            return current.exists and not current.problems and sorted(
+                current.entries, key=lambda e: (_sort_ts(e), e["id"])) == entries
+
+        if same(derive()):  # right as it is: not rewritten, not even locked (a read-only tree verifies)
+            return False
+        with self.lock():
+            entries = derive()
+            if same(entries):
                 return False
             self.index.write(entries)
             return True
@@ -287,7 +308,18 @@ class TaskEpisodeStore:
         ep.metrics.tool_steps = sum(1 for e in events if e.get("type") == "tool_call")
         ep.summary = episode_summary(ep, events)
         self.write(ep)
+        try:
+            os.unlink(self.episode_dir(ep.id) / RECORDING_LOCK)  # nobody holds it: the recorder died
+        except OSError:
+            pass
         return ep
+
+
+def _younger_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - os.lstat(path).st_mtime < seconds
+    except OSError:
+        return True  # gone meanwhile: nothing to report
 
 
 def _scan_dirs(directory: Path) -> list[Path]:

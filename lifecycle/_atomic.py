@@ -103,6 +103,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
 def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> bool:
     """Create a file only if absent (no check-then-act); return False if it already existed."""
     target = Path(path)
+    if os.path.lexists(target):
+        return False  # nothing staged, nothing fsynced: opening an existing tree writes nothing
     payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp = temp_name(target)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)

@@ -14,7 +14,7 @@ import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
 from ._errors import FileProblemError, ParseError, UnsafePathError
-from ._index import INDEX_NAME, IndexFile, rebuild_entries
+from ._index import INDEX_NAME, IndexFile, field_str, rebuild_entries
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
 from ._paths import check_id, has_symlink, safe_join
 from ._validate import validate_record
@@ -73,23 +73,49 @@ def stat_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def fresh_records(items: list[ItemRead[Any]] | None, current: list[Path], load: Callable[[Path], Any]) -> list[Any]:
-    """Records for the files present now: reuse a parse whose file is unchanged, load the rest.
+def fresh_items(items: list[ItemRead[Any]] | None, current: list[Path],
+                load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:
+    """(path, record) for the files present now: reuse a parse whose file is unchanged, load the rest.
 
     Called under the collection lock, so an item written between a verify pass and its index
     rebuild is never left out of the rebuilt index.
     """
     known = {str(i.path): i for i in items or [] if i.record is not None}
-    out: list[Any] = []
+    out: list[tuple[Path, Any]] = []
     for p in current:
         prev = known.get(str(p))
         if prev is not None and prev.stat_key is not None and prev.stat_key == stat_key(p):
-            out.append(prev.record)
+            out.append((p, prev.record))
             continue
         try:
-            out.append(load(p))
+            out.append((p, load(p)))
         except (FileProblemError, OSError):
             continue
+    return out
+
+
+def entries_by_file(pairs: list[tuple[Path, Any]], entry_for: Callable[[Any], dict[str, Any]],
+                    expected: Callable[[Any], Path], rel: Callable[[Path], str]) -> list[dict[str, Any]]:
+    """One index entry per id, with the real path of its file.
+
+    A file whose name is not its id (a copy, a rename) is indexed under its own name; when two files
+    hold the same id, the one named after it is offered and the other is left to verify to report,
+    so an item never shows twice in the prompt or a listing.
+    """
+    chosen: dict[str, tuple[bool, Path, Any]] = {}
+    for path, rec in pairs:
+        try:
+            canonical = os.path.normpath(expected(rec)) == os.path.normpath(path)
+        except ValueError:
+            canonical = False
+        prev = chosen.get(rec.id)
+        if prev is None or (canonical and not prev[0]):
+            chosen[rec.id] = (canonical, path, rec)
+    out = []
+    for _, path, rec in chosen.values():
+        entry = dict(entry_for(rec))
+        entry["path"] = rel(path)
+        out.append(entry)
     return out
 
 
@@ -224,10 +250,30 @@ class YamlCollection(Generic[R]):
         data = load_yaml(text, path)
         return validate_record(self.model, data, path, text)
 
+    def expected_path(self, record: R) -> Path:
+        """Where an item file named after its id lives."""
+        return self.item_path(record.id)  # type: ignore[attr-defined]
+
+    def path_of(self, item_id: str) -> Path:
+        """The file of an item: ``<id>.yaml``, or the file the index names for it (renamed by a person)."""
+        path = self.item_path(item_id)
+        if os.path.lexists(path):
+            return path
+        entry = self.index.by_id().get(item_id)
+        name = field_str(entry.get("path")) if entry else None
+        if name and name != path.name:
+            try:
+                other = safe_join(self.root, self.rel_dir, name)
+            except ValueError:
+                return path
+            if other.parent == path.parent and os.path.lexists(other):
+                return other
+        return path
+
     def get(self, item_id: str) -> R | None:
         """Return an item by id, or None when the file does not exist."""
         try:
-            return self.load_path(self.item_path(item_id))
+            return self.load_path(self.path_of(item_id))
         except FileNotFoundError:
             return None
 
@@ -288,14 +334,16 @@ class YamlCollection(Generic[R]):
             return self._save_locked(record)
 
     def _save_locked(self, record: R) -> Path:
-        path = self.item_path(record.id)  # type: ignore[attr-defined]
+        path = self.path_of(record.id)  # type: ignore[attr-defined]
         try:
             old_text: str | None = read_bytes_nofollow(path).decode("utf-8", "replace")
         except FileNotFoundError:
             old_text = None
         # Item first, index after: a crash in between leaves an orphan the next verify indexes.
         atomic_write(path, dump_yaml(self._dump(record), old_text))
-        self.index.upsert(self.entry_for(record))
+        entry = self.entry_for(record)
+        entry["path"] = path.name
+        self.index.upsert(entry)
         return path
 
     def update(self, item_id: str, change: Callable[[R | None], R | None]) -> R | None:
@@ -319,10 +367,10 @@ class YamlCollection(Generic[R]):
                 new = change(cur)
                 if new is None:
                     continue
-                path = self.item_path(item_id)
+                path = self.path_of(item_id)
                 old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
                 atomic_write(path, dump_yaml(self._dump(new), old_text))
-                changed[item_id] = self.entry_for(new)
+                changed[item_id] = {**self.entry_for(new), "path": path.name}
                 written += 1
             if changed:
                 # One index rewrite for the batch: the changed lines replaced, every other line kept.
@@ -334,7 +382,7 @@ class YamlCollection(Generic[R]):
     def delete(self, item_id: str) -> bool:
         """Remove an item's index line, then its file; return True if it existed."""
         with self.lock():
-            path = self.item_path(item_id)
+            path = self.path_of(item_id)
             self.index.remove([item_id])
             try:
                 os.unlink(path)
@@ -354,13 +402,25 @@ class YamlCollection(Generic[R]):
         """Rewrite index.yaml from the item files (reusing unchanged parses in ``items``); True if it changed."""
         if self.linked():
             return False
-        with self.lock():
-            records = fresh_records(items, self.item_paths(), self.load_path)
-            entries = [self.entry_for(r) for r in records]
-            entries = rebuild_entries(entries, self._sort_key)
-            current = self.index.read()
+
+        def derive() -> list[dict[str, Any]]:
+            pairs = fresh_items(items, self.item_paths(), self.load_path)
+            return rebuild_entries(entries_by_file(pairs, self.entry_for, self.expected_path, lambda p: p.name),
+                                   self._sort_key)
+
+        def same(entries: list[dict[str, Any]]) -> bool:
             # Same entries in another order (appends come in creation order) is not a change.
-            if current.exists and not current.problems and rebuild_entries(current.entries, self._sort_key) == entries:
+            current = self.index.read()
+            return current.exists and not current.problems and rebuild_entries(
+                current.entries, self._sort_key) == entries
+
+        # Checked without the lock first: an index that is right is never rewritten, or even locked
+        # (verify on a read-only tree answers instead of failing on the lock file).
+        if same(derive()):
+            return False
+        with self.lock():
+            entries = derive()
+            if same(entries):
                 return False
             self.index.write(entries)
             return True

@@ -8,7 +8,8 @@ MemoryPlaneError
 ├── ValidationError     a parsed file whose fields are wrong (path, line, field)
 ├── LockTimeout         a collection lock not acquired in time (lock_path)
 ├── StorageError        an I/O failure while writing (path)
-└── ConfigError         a bad configuration value (path, line, key)
+├── ConfigError         a bad configuration value (path, line, key)
+└── NoRootError         the memory root does not exist or is not a folder (path)
 """
 
 from __future__ import annotations
@@ -90,3 +91,15 @@ class StorageError(MemoryPlaneError, OSError):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+
+class NoRootError(MemoryPlaneError, FileNotFoundError):
+    """The memory root is missing or not a folder (an unmounted path, a typo): nothing is created there."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        super().__init__(str(path), reason)
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"

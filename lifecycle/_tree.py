@@ -8,6 +8,7 @@ from importlib.abc import Traversable
 from pathlib import Path
 
 from ._atomic import create_exclusive
+from ._index import INDEX_NAME
 from ._paths import has_symlink
 
 DEVICE_COLLECTIONS: tuple[str, ...] = ("apps", "procedures", "navigation", "calibration", "failures", "ui_anchors")
@@ -51,6 +52,7 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
     """Create the memory tree under root, filling in only what is missing; return what was created."""
     base = Path(root)
     created: list[str] = []
+    new_dirs: set[str] = set()
     if not base.is_dir():
         base.mkdir(parents=True, exist_ok=True)
         created.append(".")
@@ -61,10 +63,16 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
         if not d.is_dir():
             d.mkdir(parents=True, exist_ok=True)
             created.append(rel + "/")
+            new_dirs.add(rel)
     for rel, data in template_files():
         target = base / rel
-        if has_symlink(base, target.parent):
+        parent = rel.rpartition("/")[0]
+        if target.name == INDEX_NAME and parent not in new_dirs:
+            # An index is derived from the item files beside it: a missing one is rebuilt from them
+            # when first needed. Putting back the empty template would hide the whole collection.
             continue
+        if os.path.lexists(target) or has_symlink(base, target.parent):
+            continue  # nothing that exists is written again (a read-only tree opens fine)
         target.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL-style create: an existing file (a person's edit) is never touched.
         if create_exclusive(target, data):

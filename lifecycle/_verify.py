@@ -70,6 +70,45 @@ def quarantine(root: Path, path: Path, now_ns: int | None = None) -> Path:
     return target
 
 
+def _check_names(root: Path, coll: Collection, parsed: list[Any], report: VerifyReport,
+                 relp: Callable[[Path], str], fix: bool) -> None:
+    """A file whose name is not its id, or two files holding one id: named, and renamed with fix when safe."""
+    expected_of = getattr(coll, "expected_path", None)
+    if expected_of is None:
+        return
+    by_id: dict[str, list[Any]] = {}
+    for item in parsed:
+        by_id.setdefault(item.record.id, []).append(item)
+    for item_id, items in by_id.items():
+        try:
+            expected = Path(expected_of(items[0].record))
+        except ValueError:
+            continue
+        odd = [i for i in items if os.path.normpath(i.path) != os.path.normpath(expected)]
+        if not odd:
+            continue
+        # The file offered is the one named after the id, else the first by name (as the index has it).
+        offered = expected if len(odd) < len(items) else odd[0].path
+        for item in odd:
+            if item.path != offered:
+                report.add("duplicate_id", relp(item.path), None,
+                           f"holds id {item_id!r} like {relp(offered)}; only that one is offered (merge or delete "
+                           "by hand)")
+                continue
+            if fix and expected.parent == item.path.parent and not os.path.lexists(expected):
+                try:
+                    os.link(item.path, expected)  # never replaces a file that appeared meanwhile
+                    os.unlink(item.path)
+                except OSError as exc:
+                    report.add("name_mismatch", relp(item.path), None, f"cannot rename to {expected.name}: {exc}")
+                    continue
+                report.fixed.append(f"renamed {relp(item.path)} -> {relp(expected)} (its id)")
+                item.path = expected
+                continue
+            report.add("name_mismatch", relp(item.path), None,
+                       f"holds id {item_id!r}; the file should be named {expected.name} (verify --fix renames it)")
+
+
 def verify_collections(
     root: Path,
     collections: Iterable[Collection],
@@ -97,8 +136,13 @@ def verify_collections(
             cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
             report.add(cat, relp(item.path), item.problem.line, item.problem.message)
             if fix and item.path.is_file():
-                target = quarantine(root, item.path)
+                try:
+                    target = quarantine(root, item.path)
+                except OSError as exc:
+                    report.add("io", relp(item.path), None, f"cannot quarantine: {exc.strerror or exc}")
+                    continue
                 report.fixed.append(f"quarantined {relp(item.path)} -> {relp(target)}")
+        _check_names(root, coll, parsed, report, relp, fix)
         symlinks = getattr(coll, "symlinks", None)
         if symlinks is not None:
             for link in symlinks():

@@ -1,6 +1,11 @@
 """`memplane`: the command line. The only module that prints or exits.
 
-Exit codes: 0 ok, 1 problems found (verify) or the operation failed, 2 bad usage.
+Exit codes (also in `memplane --help` and the README):
+  0  ok
+  1  problems found (verify), or the operation failed
+  2  bad usage (unknown command, bad option value)
+  3  cannot write: the tree is read-only, the disk is full, or a file is not writable
+  4  no memory root: the path does not exist or is not a folder (only `init` creates one)
 """
 
 from __future__ import annotations
@@ -14,9 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lifecycle import MemoryPlaneError, UsageError, field_num, init_tree, resolve_root
+from lifecycle import MemoryPlaneError, NoRootError, UsageError, field_num, init_tree, resolve_root
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORAGE, EXIT_NO_ROOT = 0, 1, 2, 3, 4
+EXIT_CODES = """exit codes:
+  0  ok
+  1  problems found (verify), or the operation failed
+  2  bad usage
+  3  cannot write: read-only tree, full disk, or a file that is not writable
+  4  no memory root: the path does not exist or is not a folder (only `init` creates one)"""
 
 
 def _print_json(data: Any) -> None:
@@ -26,7 +37,8 @@ def _print_json(data: Any) -> None:
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from ._plane import MemoryPlane
 
-    return MemoryPlane.open(args.root)
+    # Only `init` (and the runtime) create a root: a typo or an unmounted path is refused here.
+    return MemoryPlane.open(args.root, create=False)
 
 
 def _hints(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -240,7 +252,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `memplane` (every command has --help)."""
-    p = argparse.ArgumentParser(prog="memplane", description="The memory of an on-device phone agent, as plain files.")
+    p = argparse.ArgumentParser(prog="memplane", description="The memory of an on-device phone agent, as plain files.",
+                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", help="memory root (default: $MEMPLANE_ROOT or /userdata/agent/memory)")
     p.add_argument("-v", "--verbose", action="store_true", help="log warnings and details to stderr")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -341,9 +354,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"memplane: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except NoRootError as exc:
+        print(f"memplane: {exc}", file=sys.stderr)
+        return EXIT_NO_ROOT
     except MemoryPlaneError as exc:
         print(f"memplane: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
+    except OSError as exc:
+        # One line, no traceback: which file could not be written, and why (read-only, disk full ...).
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"memplane: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_STORAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

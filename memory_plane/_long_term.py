@@ -15,6 +15,7 @@ from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
     Clock,
+    FileProblemError,
     IndexFile,
     ItemRead,
     Record,
@@ -26,12 +27,13 @@ from lifecycle import (
     collection_lock,
     content_hash,
     decode_utf8,
+    entries_by_file,
     field_num,
     field_str,
     field_text,
     field_words,
     format_ts,
-    fresh_records,
+    fresh_items,
     has_symlink,
     load_retention,
     parse_duration,
@@ -201,15 +203,32 @@ class LongTermStore:
         except FileNotFoundError:
             return []
 
+    def expected_path(self, mem: LongTermMemory) -> Path:
+        """Where the file of a memory named after its id lives."""
+        return self.path_for(mem.id)
+
     def rebuild_index(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
         """Rewrite index.yaml (by priority, then id) and profile.md from the memory files, under the lock."""
-        with self.lock():
-            mems = fresh_records(items, self.item_paths(), self.load_path)
-            entries = sorted((self.entry_for(m) for m in mems), key=lambda e: (-int(e.get("priority", 0)), e["id"]))
+
+        def order(e: dict[str, Any]) -> tuple[int, str]:
+            return (-int(field_num(e.get("priority"), 0)), str(e["id"]))
+
+        def derive() -> tuple[list[LongTermMemory], list[dict[str, Any]]]:
+            pairs = fresh_items(items, self.item_paths(), self.load_path)
+            entries = entries_by_file(pairs, self.entry_for, self.expected_path, lambda p: f"memories/{p.name}")
+            return [m for _, m in pairs], sorted(entries, key=order)
+
+        def same(entries: list[dict[str, Any]]) -> bool:
             current = self.index.read()
+            return current.exists and not current.problems and sorted(current.entries, key=order) == entries
+
+        mems, entries = derive()
+        if same(entries) and self._profile_text(mems) == self._profile_on_disk():
+            return False  # right as it is: not rewritten, not even locked (a read-only tree verifies)
+        with self.lock():
+            mems, entries = derive()
             self._write_profile(mems)
-            same = sorted(current.entries, key=lambda e: (-int(e.get("priority", 0)), e["id"])) == entries
-            if current.exists and not current.problems and same:
+            if same(entries):
                 return False
             self.index.write(entries)
             return True
@@ -248,23 +267,38 @@ class LongTermStore:
         atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
         self.index.upsert(self.entry_for(mem))
 
+    def _profile_text(self, mems: Iterable[LongTermMemory]) -> str | None:
+        """profile.md as built from the active profile, rule and preference memories (None: no file)."""
+        active = sorted((m for m in mems if m.status == "active" and m.type in PROFILE_TYPES),
+                        key=lambda m: (-m.priority, m.id))
+        if not active:
+            return None
+        parts = ["# User Profile\n", "Built from active profile, rule and preference memories; "
+                 "`memplane lifecycle verify` rebuilds it.\n"]
+        for m in active:
+            parts.append(f"\n## [{m.type}] {m.title or m.id}\n\n{m.content.strip()}\n\n<!-- {m.id} -->\n")
+        return "".join(parts)
+
+    def _profile_on_disk(self) -> str | None:
+        try:
+            return read_bytes_nofollow(self.dir / "profile.md").decode("utf-8", "replace")
+        except FileNotFoundError:
+            return None
+
     def _write_profile(self, mems: Iterable[LongTermMemory] | None = None) -> None:
         if mems is None:
             mems = [i.record for i in self.iter_items() if i.record is not None]
-        active = sorted((m for m in mems if m.status == "active" and m.type in PROFILE_TYPES),
-                        key=lambda m: (-m.priority, m.id))
+        text = self._profile_text(mems)
+        if text == self._profile_on_disk():
+            return  # unchanged: not rewritten
         path = self.dir / "profile.md"
-        if not active:
+        if text is None:
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
             return
-        parts = ["# User Profile\n", "Built from active profile, rule and preference memories; "
-                 "`memplane lifecycle verify` rebuilds it.\n"]
-        for m in active:
-            parts.append(f"\n## [{m.type}] {m.title or m.id}\n\n{m.content.strip()}\n\n<!-- {m.id} -->\n")
-        atomic_write(path, "".join(parts))
+        atomic_write(path, text)
 
     def save_memory(self, *, type: str = "fact", content: str, title: str | None = None, tags: Iterable[str] = (),
                     entities: Iterable[str] = (), source_refs: Iterable[str] = (), priority: int | None = None,
@@ -345,21 +379,51 @@ class LongTermStore:
         q = token_set(query)
         now = now or self.clock()
         hits: list[MemoryHit] = []
+        try:
+            index_mtime = os.stat(self.index.path).st_mtime_ns
+        except OSError:
+            index_mtime = 0
         for i, score in inv.search(q, limit=max(limit * 4, 20)):
             e = entries[i]
             # Entries are read field by field: a hand-edited line of the wrong shape is not a crash.
-            if (field_str(e.get("status")) or "active") != "active" or _expired(e, now):
+            if (field_str(e.get("status")) or "active").strip().lower() != "active" or _expired(e, now):
                 continue
+            current = self._current_text(e, index_mtime)
+            if current is None:
+                continue  # deleted, emptied or switched off by hand since the index was written
             words = [*field_words(e.get("tags")), *field_words(e.get("entities"))]
             bonus = 0.1 if any(t.lower() in query.lower() for t in words
                                if len(t) >= 2 and t.lower() not in GENERIC_ENTITIES) else 0.0
             hits.append(MemoryHit(id=e["id"], type=field_str(e.get("type")) or "fact",
                                   score=round(min(1.0, score + bonus), 4),
                                   confidence=field_num(e.get("confidence", 0.5), 0.5),
-                                  text=field_text(e.get("summary")), title=field_str(e.get("title")),
+                                  text=current or field_text(e.get("summary")), title=field_str(e.get("title")),
                                   path=f"long_term/{field_str(e.get('path')) or ''}"))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
+
+    def _current_text(self, entry: dict[str, Any], index_mtime: int) -> str | None:
+        """The memory's text as its file holds it now ('' when the index line is current), or None when
+        the file is gone, empty, unreadable or no longer active."""
+        rel = field_str(entry.get("path")) or f"memories/{entry['id']}.md"
+        if rel.startswith("/") or ".." in rel.split("/"):
+            return None
+        path = self.dir / rel
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if st.st_size == 0:
+            return None
+        if st.st_mtime_ns <= index_mtime:
+            return ""  # written before its index line: the line says what the file says
+        try:
+            mem = self.load_path(path)
+        except (OSError, FileProblemError):
+            return None
+        if mem.status != "active" or not mem.content.strip():
+            return None
+        return " ".join(mem.content.split())[:240]
 
     def _searchable(self) -> tuple[list[dict[str, Any]], InvertedIndex]:
         entries = self.entries()

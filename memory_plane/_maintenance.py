@@ -82,9 +82,12 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         # Closing a dead recording is safe without --fix: it only adds what the crash lost; the
         # index rebuild that follows sees the rewritten file (its stat changed) and indexes it.
         dead = ep.status == "recording" and not episodes.is_recording_live(ep.id)
-        if dead and episodes.mark_interrupted(ep, now) is not None:
-            interrupted.append(ep.id)
-            report.fixed.append(f"marked {ep.id} interrupted")
+        try:
+            if dead and episodes.mark_interrupted(ep, now) is not None:
+                interrupted.append(ep.id)
+                report.fixed.append(f"marked {ep.id} interrupted")
+        except OSError as exc:
+            report.add("io", episodes.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
         if ep.traceability in ("summary_only", "excerpt_only"):
             return
         for ev in read_jsonl(d / EVENTS_FILE).records:
@@ -101,7 +104,11 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                 report.add("missing_artifact", episodes.rel(d), None, f"{ref} referenced by {ev.get('event_id')}")
                 if fix:
                     ep.traceability = "excerpt_only"
-                    episodes.write(ep)
+                    try:
+                        episodes.write(ep)
+                    except OSError as exc:
+                        report.add("io", episodes.rel(item.path), None, f"cannot write: {exc.strerror or exc}")
+                        break
                     report.fixed.append(f"{ep.id}: traceability excerpt_only (artifacts missing)")
                 break
 
@@ -135,7 +142,11 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     verify_collections(root, collections, fix=fix, report=report, on_item=decide)
     report.stats["interrupted"] = interrupted
     for coll, changes in pending.values():
-        coll.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
+        try:
+            coll.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
+        except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
+            report.add("io", str(Path(coll.dir).relative_to(root)), None,
+                       f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
     report.stats["expired_marked"] = expired
     report.stats["excerpt_only"] = excerpt
 
@@ -146,7 +157,11 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
             for p in read.problems:
                 report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message)
             if fix:
-                n = _repair_jsonl(f)
+                try:
+                    n = _repair_jsonl(f)
+                except OSError as exc:
+                    report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
+                    continue
                 report.fixed.append(f"{rel}: dropped {n} unreadable lines")
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.

@@ -24,6 +24,7 @@ from lifecycle import (
     Clock,
     Collection,
     GcReport,
+    NoRootError,
     VerifyReport,
     init_tree,
     resolve_root,
@@ -62,10 +63,26 @@ class MemoryPlane:
         self.writer = TaskEpisodeWriter(self.episodes, jobs=jobs, queue_size=queue_size)
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> MemoryPlane:
-        """Open (and create if missing) the memory tree at root (default: $MEMPLANE_ROOT or the device path)."""
+    def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True, **kwargs: Any) -> MemoryPlane:
+        """Open the memory tree at root (default: $MEMPLANE_ROOT or the device path), filling in what is missing.
+
+        With ``create=False`` (every CLI command but ``init``) a root that does not exist, or is not a
+        folder, raises NoRootError instead of being created: cron must not report success on an
+        unmounted path. Nothing that already exists is written, so a read-only tree opens.
+        """
         path = resolve_root(root)
-        init_tree(path)
+        if not create and not path.is_dir():
+            why = "is not a folder" if path.exists() else "does not exist (run `memplane init` to create it)"
+            raise NoRootError(path, f"memory root {why}")
+        if path.is_dir() and not os.access(path, os.W_OK):
+            return cls(path, **kwargs)  # read-only: nothing can be filled in, everything can be read
+        try:
+            init_tree(path)
+        except OSError as exc:
+            if not path.is_dir():
+                raise
+            # A full or read-only disk: the tree is read as it is; writes fail where they happen.
+            log.warning("memory: cannot fill in the tree at %s: %s", path, exc)
         return cls(path, **kwargs)
 
     # -- the runtime's three calls ----------------------------------------------

@@ -10,14 +10,25 @@ import heapq
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from device_memory import DeviceMemory, type_of_id
-from episodes import TaskEpisodeStore
-from lifecycle import STATUSES, FileProblemError, field_num, field_str, field_text, field_words, parse_ts
+from episodes import TaskEpisodeStore, episode_year
+from lifecycle import (
+    STATUSES,
+    FileProblemError,
+    field_num,
+    field_str,
+    field_text,
+    field_words,
+    parse_ts,
+    safe_join,
+)
 
 from ._app_prior import AppPrior
 from ._context import MemoryContext
@@ -164,15 +175,6 @@ class _Source:
         return f
 
 
-def _steps_loader(coll: Any, path: Any) -> Callable[[], list[str]]:
-    """Reads a procedure file and renders its steps (for the stat-keyed cache)."""
-
-    def load() -> list[str]:
-        return [s.render() for s in getattr(coll.load_path(path), "steps", [])]
-
-    return load
-
-
 def _device_text(e: dict[str, Any]) -> str:
     return " ".join(x for x in map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
                                            e.get("page"), e.get("tags"))) if x)
@@ -217,6 +219,14 @@ def _rank_key(c: _Cand) -> tuple[float, str]:
     return (-c.score, c.src.entries[c.i]["id"])
 
 
+def _in_rank_order(cands: list[_Cand], cap: int) -> Iterator[_Cand]:
+    """Candidates best first: the cap's best without a full sort, the rest only if some are turned away."""
+    head = heapq.nsmallest(cap + 2, cands, key=_rank_key)
+    yield from head
+    if len(cands) > len(head):
+        yield from sorted(cands, key=_rank_key)[len(head):]
+
+
 class Retriever:
     """Finds the few most useful memories for a goal; never raises for bad data (it is skipped)."""
 
@@ -248,10 +258,19 @@ class Retriever:
         self._long_term_candidates(ctx, picked, drop)
 
         common = RoleMemoryContext()
+        index_mtimes: dict[Path, int] = {}
         for cat, cands in picked.items():
-            # The cap's best, in rank order (the same as sorting all and slicing, without the full sort).
-            best = heapq.nsmallest(self.config.caps.get(cat, 3), cands, key=_rank_key)
-            setattr(common, cat, [self._hit(c, cat, now) for c in best])
+            cap = self.config.caps.get(cat, 3)
+            hits: list[MemoryHit] = []
+            for c in _in_rank_order(cands, cap):
+                if len(hits) >= cap:
+                    break
+                # The index may be older than the files (a person deleted, emptied or switched one off):
+                # what is offered is checked against its own file (a stat when warm).
+                rec = self._current(c, drop, index_mtimes)
+                if rec is not None:
+                    hits.append(self._hit(c, cat, now, None if rec is True else rec))
+            setattr(common, cat, hits)
         self._device_profile(req.device_id or "default", common)
         self._expand_steps(common)
         self._fit_budget(common)
@@ -334,7 +353,77 @@ class Retriever:
         return (0.35 * sim + 0.20 * app_match + 0.15 * appl + 0.10 * f.confidence
                 + 0.10 * self._recency(f.when, now) + 0.10 * f.validation - PENALTY_WEIGHT * f.penalty)
 
-    def _hit(self, c: _Cand, category: str, now: datetime) -> MemoryHit:
+    def _file_of(self, c: _Cand) -> str:
+        """The item file an index entry stands for (its own path, or the one named after its id)."""
+        e = c.src.entries[c.i]
+        rel = field_str(e.get("path"))
+        if c.src.kind == "episode":
+            base, default = self.episodes.dir, f"{episode_year(e['id'])}/{e['id']}/episode.yaml"
+        elif c.src.kind == "long_term":
+            base, default = self.long_term.dir, f"memories/{e['id']}.md"
+        else:
+            base, default = self.device.collections[c.item_type].dir, f"{e['id']}.yaml"
+        rel = rel or default
+        # String checks, not safe_join: this runs for every hit of every retrieve. An index line is
+        # hand-editable, so a path that would leave its folder is refused all the same.
+        if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
+            raise ValueError(f"index path {rel!r} leaves its folder")
+        return f"{base}/{rel}"
+
+    def _index_of(self, c: _Cand) -> Path:
+        if c.src.kind == "episode":
+            return self.episodes.index.path
+        if c.src.kind == "long_term":
+            return self.long_term.index.path
+        return self.device.collections[c.item_type].index.path
+
+    def _current(self, c: _Cand, drop: Callable[[str], None], index_mtimes: dict[Path, int]) -> Any:
+        """Whether a candidate's file still stands behind its index line: True (trusted as indexed), the
+        record as the file holds it now (changed since the index was written), or None (dropped, counted)."""
+        kind = c.src.kind
+        try:
+            path = self._file_of(c)
+            st = os.lstat(path)
+        except FileNotFoundError:
+            drop("file_missing")
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("retrieve: %s not offered: %s", c.src.entries[c.i].get("id"), exc)
+            drop("file_unreadable")
+            return None
+        if st.st_size == 0:
+            drop("file_empty")
+            return None
+        idx = self._index_of(c)
+        if idx not in index_mtimes:
+            try:
+                index_mtimes[idx] = os.stat(idx).st_mtime_ns
+            except OSError:
+                index_mtimes[idx] = 0
+        if st.st_mtime_ns <= index_mtimes[idx]:
+            return True  # written before its index line: what the index says is what the file says
+        # Changed after the index was written (a hand edit): read it (once per change) before offering it.
+        load = (self.episodes.load_path if kind == "episode" else self.long_term.load_path
+                if kind == "long_term" else self.device.collections[c.item_type].load_path)
+        try:
+            rec = self._cached(path, partial(load, Path(path)))
+        except FileNotFoundError:
+            drop("file_missing")
+            return None
+        except (OSError, ValueError, FileProblemError) as exc:
+            log.warning("retrieve: %s not offered: %s", c.src.entries[c.i].get("id"), exc)
+            drop("file_unreadable")
+            return None
+        status = str(rec.status)
+        if status not in ("active", "conflicted", "interrupted"):
+            drop(status if status in STATUSES else "inactive")
+            return None
+        if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
+            drop("file_empty")
+            return None
+        return rec
+
+    def _hit(self, c: _Cand, category: str, now: datetime, rec: Any = None) -> MemoryHit:
         """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
         f, e = c.src.feat(c.i), c.src.entries[c.i]
         factors = {"goal_similarity": c.sim, "entity_or_app_match": c.app_match, "applicability": c.appl,
@@ -351,6 +440,8 @@ class Retriever:
             path = f"episodes/{rel or ''}"
         elif kind == "long_term":
             item_type, text = field_str(e.get("type")) or "fact", field_text(e.get("summary"))
+            if rec is not None:  # the text as the file holds it now, if a person edited it since
+                text = " ".join(str(rec.content).split())[:240] or text
             title = field_str(e.get("title"))
             path = f"long_term/{rel or ''}"
         else:
@@ -608,17 +699,18 @@ class Retriever:
         return value
 
     def _expand_steps(self, common: RoleMemoryContext) -> None:
+        coll = self.device.collections["procedure"]
         for hit in common.procedures:
             if type_of_id(hit.id) != "procedure":
                 continue
-            coll = self.device.collections["procedure"]
-            path = coll.item_path(hit.id)
             try:
-                steps = self._cached(path, _steps_loader(coll, path))
-            except (OSError, FileProblemError) as exc:
+                path = safe_join(self.device.root, hit.path) if hit.path else coll.item_path(hit.id)
+                # The same cached record the freshness check may have loaded: one parse per file change.
+                proc = self._cached(path, partial(coll.load_path, path))
+            except (OSError, ValueError, FileProblemError) as exc:
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue
-            hit.steps = list(steps)
+            hit.steps = [s.render() for s in getattr(proc, "steps", [])]
 
     def _fit_budget(self, common: RoleMemoryContext) -> None:
         # Drop the weakest non-caution hits until the block fits; cautions go last.

@@ -20,3 +20,59 @@ def screenshot(label: str = "home", size: tuple[int, int] = (640, 1200), fmt: st
     buf = io.BytesIO()
     img.save(buf, format=fmt, quality=70) if fmt == "JPEG" else img.save(buf, format=fmt)
     return buf.getvalue()
+
+
+def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
+    """Make every write under root fail with EROFS, as a tree mounted read-only does (tests run as root,
+    where file modes would not stop a write)."""
+    import builtins
+    import errno
+    import os
+
+    base = os.path.realpath(root)
+
+    def inside(path) -> bool:  # type: ignore[no-untyped-def]
+        if isinstance(path, int):
+            return False
+        p = os.path.realpath(os.fsdecode(path))
+        return p == base or p.startswith(base + os.sep)
+
+    def refuse(path) -> None:  # type: ignore[no-untyped-def]
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    real_open, real_builtin_open = os.open, builtins.open
+
+    def guarded_open(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if flags & writes and inside(path):
+            refuse(path)
+        return real_open(path, flags, *args, **kwargs)
+
+    def guarded_builtin_open(file, mode="r", *args, **kwargs):  # type: ignore[no-untyped-def]
+        if any(c in mode for c in "wax+") and inside(file):
+            refuse(file)
+        return real_builtin_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded_open)
+    monkeypatch.setattr(builtins, "open", guarded_builtin_open)
+    monkeypatch.setattr(io, "open", guarded_builtin_open)
+    for name in ("mkdir", "rmdir", "unlink", "remove", "utime", "chmod"):
+        real = getattr(os, name)
+
+        def guarded(path, *args, _real=real, **kwargs):  # type: ignore[no-untyped-def]
+            if inside(path):
+                refuse(path)
+            return _real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, name, guarded)
+    for name in ("rename", "replace", "link", "symlink"):
+        real2 = getattr(os, name)
+
+        def guarded2(src, dst, *args, _real=real2, **kwargs):  # type: ignore[no-untyped-def]
+            if inside(src) or inside(dst):
+                refuse(dst)
+            return _real(src, dst, *args, **kwargs)
+
+        monkeypatch.setattr(os, name, guarded2)
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: not (mode & os.W_OK and inside(path))
+                        and os.path.exists(path))

@@ -66,6 +66,9 @@ def test_import_skips_bad_lines_and_empty_actions(tmp_path: Path, capsys) -> Non
         json.dumps({"goal": "only empty actions", "steps": [{"action_content": {"action": "type", "text": ""}}]}),
     ]) + "\n")
     root = tmp_path / "m"
+    assert cli(["--root", str(root), "import", "androidcontrol", str(src), "--json"]) == 4  # no root yet
+    assert cli(["--root", str(root), "init"]) == 0
+    capsys.readouterr()
     assert cli(["--root", str(root), "import", "androidcontrol", str(src), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["episodes"] == 2 and rep["skipped_lines"] == 2 and rep["skipped_actions"] == 3 and rep["steps"] == 1

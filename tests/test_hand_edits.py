@@ -125,3 +125,185 @@ def test_unknown_status_in_an_index_line_is_not_served(tmp_path: Path) -> None:
         idx.write_text(idx.read_text().replace('"status": "active"', '"status": "Disabled"'))
         ctx = plane.retrieve("用支付宝付款 pay with alipay")
         assert "proc_manual" not in ctx.refs() and ctx.dropped.get("inactive")
+
+
+# -- point 2: a missing index is rebuilt from the item files, never replaced by an empty one --------------
+
+
+def _navigation(plane: MemoryPlane) -> None:
+    nav = plane.device.new_item(plane.device.collection("navigation").model, "nav_alipay_pay", title="Alipay pay",
+                                app_id="alipay", from_app="alipay", from_page="Home", to_app="alipay",
+                                to_page="Pay", tool="tap", description="tap Pay on the Alipay home page")
+    nav.evidence_refs = []
+    plane.device.collection("navigation").save(nav)
+
+
+def test_a_deleted_index_is_rebuilt_not_replaced_by_the_template(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        _navigation(plane)
+        _procedure(plane)
+        ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
+    nav_index = root / "device" / "navigation" / "index.yaml"
+    before = nav_index.read_text()
+    nav_index.unlink()
+    (root / "episodes" / "index.yaml").unlink()
+    with MemoryPlane.open(root) as plane:  # open must not put an empty index back
+        assert not nav_index.exists()
+        ctx = plane.retrieve("用支付宝付款 pay with alipay")
+        assert "nav_alipay_pay" in ctx.refs() and ep_id in ctx.refs()
+    assert nav_index.read_text() == before
+    assert cli(["--root", str(root), "device", "list", "--type", "navigation", "--json"]) == 0
+    assert [i["id"] for i in json.loads(capsys.readouterr().out)] == ["nav_alipay_pay"]
+
+
+# -- point 3: a file deleted, emptied or switched off by hand is not served from an older index -------------
+
+
+def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        path = _procedure(plane)
+        mem = plane.long_term.save_memory(type="preference", content="Pay with the Alipay balance first")
+        goal = "用支付宝付款 pay with alipay"
+        assert {"proc_manual", mem.id} <= set(plane.retrieve(goal).refs())
+        assert [h.id for h in plane.long_term.recall_memory("alipay balance")] == [mem.id]
+        path.unlink()
+        md = plane.long_term.path_for(mem.id)
+        text = md.read_text()
+        md.write_text("")
+        ctx = plane.retrieve(goal)
+        assert "proc_manual" not in ctx.refs() and mem.id not in ctx.refs()
+        assert ctx.dropped.get("file_missing") == 1 and ctx.dropped.get("file_empty") == 1
+        assert plane.long_term.recall_memory("alipay balance") == []
+        # Edited by hand later than its index line: what the file says now is what is offered.
+        md.write_text(text.replace("Pay with the Alipay balance first", "Pay with the Alipay card ending 42"))
+        later = datetime.now().timestamp() + 5
+        os.utime(md, (later, later))
+        (hit,) = plane.long_term.recall_memory("alipay balance")
+        assert "card ending 42" in hit.text
+        assert any("card ending 42" in h.text for h in plane.retrieve(goal).common.long_term)
+        md.write_text(md.read_text().replace("status: active", "status: inactive"))
+        os.utime(md, (later + 1, later + 1))
+        assert plane.long_term.recall_memory("alipay balance") == []
+        assert mem.id not in plane.retrieve(goal).refs()
+
+
+# -- point 4: file name and id ---------------------------------------------------------------------------------
+
+
+def test_a_copied_or_renamed_item_file_is_offered_once_and_named_by_verify(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        path = _procedure(plane)
+        (path.parent / "my notes (copy).yaml").write_bytes(path.read_bytes())
+        odd = path.parent / "new\nline.yaml"
+        odd.write_text(path.read_text().replace("proc_manual", "proc_zzz"))
+        report = plane.verify()
+        cats = sorted((p.category, p.path) for p in report.problems)
+        assert cats == [("duplicate_id", "device/procedures/my notes (copy).yaml"),
+                        ("name_mismatch", "device/procedures/new\nline.yaml")]
+        entries = plane.device.entries("procedure")
+        assert sorted((e["id"], e["path"]) for e in entries) == [("proc_manual", "proc_manual.yaml"),
+                                                                 ("proc_zzz", "new\nline.yaml")]
+        item = plane.device.get("proc_zzz")
+        assert item is not None and item.title == "Pay with Alipay"
+        refs = plane.retrieve("用支付宝付款 pay with alipay").refs()
+        assert refs.count("proc_manual") == 1
+        assert cli(["--root", str(root), "device", "list", "--json"]) == 0
+        listed = [i["id"] for i in json.loads(capsys.readouterr().out)]
+        assert listed.count("proc_manual") == 1
+        # --fix renames the misnamed file after its id; the copy is left for a person to merge.
+        report = plane.verify(fix=True)
+        assert any("renamed" in f for f in report.fixed) and not odd.exists()
+        assert (path.parent / "proc_zzz.yaml").exists() and (path.parent / "my notes (copy).yaml").exists()
+        assert [p.category for p in report.problems] == ["duplicate_id"]
+        assert {e["path"] for e in plane.device.entries("procedure")} == {"proc_manual.yaml", "proc_zzz.yaml"}
+
+
+# -- points 7 and 8: a read-only tree, a missing root -----------------------------------------------------------
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*") if p.is_file()}
+
+
+def test_open_writes_nothing_that_exists(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        record(plane, "pay with alipay", {"app": "Alipay"})
+    before = _snapshot(root)
+    with MemoryPlane.open(root) as plane:
+        plane.retrieve("pay with alipay")
+    assert _snapshot(root) == before
+
+
+def test_a_read_only_tree_is_read_and_a_write_fails_with_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    from helpers import read_only
+
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
+        mem = plane.long_term.save_memory(type="rule", content="Always confirm before paying")
+    before = _snapshot(root)
+    read_only(monkeypatch, root)
+    r = ["--root", str(root)]
+    for argv in (["retrieve", "pay with alipay"], ["episodes", "list"], ["episodes", "show", ep_id],
+                 ["device", "list"], ["memory", "recall", "confirm paying"], ["lifecycle", "verify"]):
+        assert cli([*r, *argv]) == 0, argv
+    out = capsys.readouterr()
+    assert mem.id in out.out and "Traceback" not in out.err
+    assert cli([*r, "memory", "save", "something new"]) == 3
+    assert cli([*r, "lifecycle", "gc"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("memplane: cannot write") for e in err)
+    with MemoryPlane.open(root) as plane:  # the runtime: never raises, counts the failure
+        req = MemoryRetrieveRequest(input="pay with alipay")
+        ctx = plane.retrieve(req)
+        assert ep_id in ctx.refs()
+        rec = plane.new_episode_recorder(req, ctx)
+        rec.tool_call("tap", {"x": 1})
+        assert plane.commit_episode(rec.finish(success=True)) is False
+        assert plane.stats()["commit_errors"] == 1
+    assert _snapshot(root) == before
+
+
+def test_a_missing_root_is_refused_not_created(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "typo"
+    for argv in (["lifecycle", "gc", "--json"], ["lifecycle", "verify"], ["retrieve", "x"], ["episodes", "list"]):
+        assert cli(["--root", str(missing), *argv]) == 4
+        assert not missing.exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert cli(["--root", str(a_file), "lifecycle", "gc"]) == 4
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "not a folder" in err
+    assert cli(["--root", str(missing), "init"]) == 0 and missing.is_dir()
+    assert cli(["--root", str(missing), "lifecycle", "gc"]) == 0
+
+
+def test_help_lists_the_exit_codes(capsys) -> None:
+    assert cli(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {n}  " in out for n in range(5)) and "no memory root" in out
+
+
+# -- point 9 and 13: verify beside a recording that is starting; no lock files left behind -------------------
+
+
+def test_verify_beside_a_recording_that_is_starting(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        young = plane.episodes.episode_dir("ep_20261201_00000000aa")
+        (young / "artifacts").mkdir(parents=True)  # what a recorder does just before it takes its lock
+        assert plane.verify().ok
+        old = plane.episodes.episode_dir("ep_20261201_00000000bb")
+        (old / "artifacts").mkdir(parents=True)
+        past = datetime.now().timestamp() - 3600
+        os.utime(old, (past, past))
+        (prob,) = plane.verify().problems
+        assert prob.category == "orphanfolder" and "00000000bb" in prob.path
+
+
+def test_a_committed_episode_folder_keeps_no_lock_file(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
+        assert not (plane.episodes.episode_dir(ep_id) / ".recording.lock").exists()
