@@ -19,12 +19,13 @@ from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import Step, pair_steps
 from ._store import EPISODE_FILE, EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary, parse_tool_input, step_label, tool_coords, tool_path, tool_text
-from ._writer import EpisodeJob, TaskEpisodeWriter, WriterStats, job_name
+from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats, job_name
 
 __all__ = [
     "EPISODE_FILE",
     "EVENTS_FILE",
     "EXTRACTOR_VERSION",
+    "FAILED_PREFIX",
     "FAILURE_PHASES",
     "REDACTED",
     "DeviceScope",

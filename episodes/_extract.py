@@ -25,7 +25,7 @@ from device_memory import (
     cap_list,
     merge_unique,
 )
-from lifecycle import EvidenceRef, UnsafePathError, content_hash, slug_id
+from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._model import TaskEpisode
 from ._steps import Step, pair_steps
@@ -109,8 +109,9 @@ class LessonExtractor:
         for name, write in writers:
             try:
                 write()
-            except UnsafePathError as exc:
-                # A refused write (a symlink planted in the tree) loses that lesson only, never the others.
+            except (UnsafePathError, FileProblemError) as exc:
+                # A refused write (a symlink planted in the tree) or a file a person broke loses that
+                # lesson only, never the others; verify names the file.
                 res.errors.append(f"{name}: {exc}")
                 log.error("memory: lesson %s of %s not written: %s", name, ep.id, exc)
         for ids, rule, decision, detail in ctx.decisions:
@@ -142,7 +143,14 @@ class LessonExtractor:
             state["kind"] = "updated"
             return cur
 
-        out = self.device.upsert(item_type, item_id, change)
+        try:
+            out = self.device.upsert(item_type, item_id, change)
+        except FileProblemError as exc:
+            # This item's file is broken (a hand edit verify will name): skip this one lesson only; the
+            # other items of the same kind (further steps, other anchors) are still written.
+            res.errors.append(f"{item_type} {item_id}: {exc}")
+            log.error("memory: lesson %s of %s skipped, its file is unreadable: %s", item_id, ctx.ep.id, exc)
+            return None
         if out is None and state["kind"] is None:
             res.skipped_tombstoned += 1
         elif state["kind"]:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifecycle import atomic_write, dumps_compact, format_ts
+
 from ._model import TaskEpisode
 from ._store import TaskEpisodeStore
 
@@ -38,6 +40,9 @@ class WriterStats:
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form of the counters."""
         return {k: v for k, v in self.__dict__.items() if k != "errors"}
+
+
+FAILED_PREFIX = ".failed-"  # episode folder marker of a background job that failed (JSON: when, why)
 
 
 def job_name(job: EpisodeJob) -> str:
@@ -114,10 +119,23 @@ class TaskEpisodeWriter:
         return call
 
     def _run_marked(self, job: EpisodeJob, name: str, ep: TaskEpisode) -> None:
-        job(ep)
+        d = self.store.episode_dir(ep.id)
+        try:
+            job(ep)
+        except Exception as exc:
+            # Left beside the episode so that `verify --json` (another process, from cron) can say which
+            # job failed, when and why; its catch-up runs it again, and the marker goes once it succeeds.
+            try:
+                atomic_write(d / f"{FAILED_PREFIX}{name}", dumps_compact(
+                    {"job": name, "episode": ep.id, "failed_at": format_ts(self.store.clock()),
+                     "error": f"{type(exc).__name__}: {exc}"[:500]}) + "\n")
+            except OSError:
+                pass
+            raise
         try:
             # The marker says "applied": a catch-up after a crash or an overflow skips this job.
-            (self.store.episode_dir(ep.id) / f".done-{name}").touch()
+            (d / f".done-{name}").touch()
+            (d / f"{FAILED_PREFIX}{name}").unlink(missing_ok=True)
         except OSError as exc:
             log.warning("memory: cannot mark %s done for %s: %s", name, ep.id, exc)
 

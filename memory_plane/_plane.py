@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -224,7 +225,44 @@ class MemoryPlane:
         self.flush(30)
         report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock())
         report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
+        report.stats["jobs_failed"] = self.failed_jobs()
         return report
+
+    def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
+        """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
+        import json
+        import time as _time
+
+        from episodes import FAILED_PREFIX, job_name
+        from lifecycle import format_ts, read_bytes_nofollow
+
+        names = [job_name(j) for j in self.writer.jobs]
+        out: list[dict[str, Any]] = []
+        for e in self.episodes.entries():
+            try:
+                d = self.episodes.episode_dir(e["id"])
+            except ValueError:
+                continue
+            for name in names:
+                try:
+                    raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")
+                except OSError:
+                    continue
+                try:
+                    info = json.loads(raw)
+                except ValueError:
+                    info = {}
+                info = info if isinstance(info, dict) else {}
+                try:
+                    due = (d / "episode.yaml").stat().st_mtime + min_age_s
+                except OSError:
+                    due = 0.0
+                # verify's catch-up leaves recent episodes to the agent's own worker (see catch_up).
+                retry = f"after {format_ts(datetime.fromtimestamp(due, timezone.utc))}" if due > _time.time() \
+                    else "by the next verify (lifecycle verify runs it again)"
+                out.append({"episode": e["id"], "job": name, "failed_at": info.get("failed_at"),
+                            "error": info.get("error"), "retry": retry})
+        return out
 
     def catch_up(self, limit: int = 500, min_age_s: float = 600.0) -> list[str]:
         """Run the background jobs of committed episodes that lack their done-markers; return their ids.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from episodes import sanitize
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
@@ -108,9 +109,13 @@ class SessionStore:
         """Append one session event; compress older events past the window."""
         if type not in EVENT_TYPES:
             raise UsageError(f"session event type must be one of {', '.join(EVENT_TYPES)}")
+        # The episode sanitiser applies here too: no base64 blob (a screenshot in a tool result) and no
+        # unbounded value is ever stored in the tree.
         ev = {"event_id": f"evt_{os.urandom(6).hex()}", "ts": format_ts(self.clock()), "type": type,
               "role": role or {"user_input": "user", "assistant_output": "assistant"}.get(type, "system"),
-              "content": (content or "")[: self.config.event_chars_max], "app_name": app_name, **extra}
+              "content": sanitize(str(content or ""), limit=self.config.event_chars_max),
+              "app_name": sanitize(app_name, limit=200) if app_name is not None else None,
+              **{k: sanitize(v) for k, v in extra.items()}}
         ev = {k: v for k, v in ev.items() if v is not None}
         with self.lock():
             append_line(self.dir / "events.jsonl", dumps_compact(ev))

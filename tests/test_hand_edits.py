@@ -307,3 +307,100 @@ def test_a_committed_episode_folder_keeps_no_lock_file(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
         ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
         assert not (plane.episodes.episode_dir(ep_id) / ".recording.lock").exists()
+
+
+# -- point 5: one broken item never stops the other lessons -------------------------------------------------
+
+
+MEITUAN = [
+    ("launch_app", {"app": "Meituan"}, "open Meituan", {"app": "Meituan", "page": "Home"}),
+    ("tap", {"x": 500, "y": 850}, "tap the cart tab", {"app": "Meituan", "page": "Cart"}),
+    ("tap", {"x": 300, "y": 1900}, "tap checkout", {"app": "Meituan", "page": "Checkout"}),
+]
+
+
+def _meituan(plane: MemoryPlane, goal: str) -> str:
+    req = MemoryRetrieveRequest(input=goal, current_hints={"language": "zh-CN", "screen_width": 1080,
+                                                           "screen_height": 2400})
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    for tool, args, content, obs in MEITUAN:
+        rec.tool_call(tool, args, content=content)
+        rec.tool_result(tool, observed_state=obs)
+    ep = rec.finish(success=True)
+    assert plane.commit_episode(ep)
+    plane.flush()
+    return ep.id
+
+
+def test_one_broken_item_file_never_stops_the_other_lessons(tmp_path: Path, caplog) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        _meituan(plane, "在美团点一杯奶茶")
+        navs = sorted((root / "device" / "navigation").glob("nav_*.yaml"))
+        anchors = {e["id"]: e for e in plane.device.entries("ui_anchor")}
+        assert len(navs) >= 2 and anchors
+        navs[0].write_text("id: [broken\n")  # a hand edit gone wrong: not YAML any more
+        for f in (root / "device" / "ui_anchors").glob("*.yaml"):
+            if f.name != "index.yaml":
+                f.unlink()  # so that the next episode has anchors to learn again
+        plane.device.collection("ui_anchor").rebuild_index()
+        ep_id = _meituan(plane, "在美团点一份炸鸡")
+        assert plane.stats()["jobs_failed"] == 0
+        d = plane.episodes.episode_dir(ep_id)
+        assert (d / ".done-extract_lessons").exists() and not list(d.glob(".failed-*"))
+        assert {e["id"] for e in plane.device.entries("ui_anchor")} == set(anchors)  # learned despite it
+        nav = plane.device.get(sorted(p.stem for p in navs)[1])
+        assert nav is not None and any(r.id == ep_id for r in nav.evidence_refs)  # the other rule too
+        logged = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+        assert len(logged) == 1 and navs[0].name in logged[0]
+
+
+def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+
+    calls = {"n": 0}
+
+    def flaky(ep) -> None:  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("model quota exhausted")
+
+    flaky.__name__ = "flaky_job"  # type: ignore[attr-defined]
+    with MemoryPlane.open(root, extra_jobs=[flaky]) as plane:
+        ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
+        assert plane.stats()["jobs_failed"] == 1
+        report = plane.verify().to_dict()
+        (failed,) = report["jobs_failed"]
+        assert failed["episode"] == ep_id and failed["job"] == "flaky_job"
+        assert "quota" in failed["error"] and failed["failed_at"] and failed["retry"].startswith("after ")
+    # Ten minutes later the agent is gone; cron's verify runs the job again and it succeeds.
+    with freeze_time(datetime.now(timezone.utc) + timedelta(minutes=11)):
+        plane = MemoryPlane.open(root, extra_jobs=[flaky])
+        d = plane.episodes.episode_dir(ep_id)
+        old = datetime.now(timezone.utc).timestamp() - 3600
+        os.utime(d / "episode.yaml", (old, old))
+        report = plane.verify().to_dict()
+        assert report["jobs_failed"] == [] and ep_id in report["jobs_caught_up"]
+        assert (d / ".done-flaky_job").exists() and not (d / ".failed-flaky_job").exists()
+        plane.close()
+
+
+# -- point 6: no base64 anywhere in the tree, the session included -------------------------------------------
+
+
+def test_session_events_keep_no_base64(tmp_path: Path) -> None:
+    import base64
+    import re
+
+    from helpers import screenshot
+
+    root = tmp_path / "m"
+    blob = base64.b64encode(screenshot("home")).decode()
+    with MemoryPlane.open(root) as plane:
+        plane.session.append("tool_result", json.dumps({"ok": True, "data": blob}),
+                             shot=f"data:image/jpeg;base64,{blob}")
+        plane.session.append("user_input", "打开微信")
+        ev = plane.session.window()[0]
+        assert json.loads(ev["content"])["data"].startswith("[base64:") and ev["shot"].startswith("[base64:")
+    runs = [p for p in root.rglob("*") if p.is_file() and re.search(rb"[A-Za-z0-9+/]{200,}", p.read_bytes())]
+    assert runs == []
