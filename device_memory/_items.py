@@ -23,10 +23,24 @@ def cap_list(values: list[Any], name: str) -> list[Any]:
 
 
 def merge_unique(old: list[Any], new: list[Any], name: str) -> list[Any]:
-    """Union preserving order, a repeated value moving to the newest end, then capped."""
-    out = [v for v in old if v not in new] + [v for v in new if v is not None and v != ""]
-    out = list(dict.fromkeys(out)) if all(isinstance(v, str) for v in out) else out
-    return cap_list(out, name)
+    """Union in first-seen order (values already there keep their place, so a rewrite changes only what
+    is new); over the cap, the oldest values not seen again now are the ones dropped."""
+    fresh = [v for v in new if v is not None and v != ""]
+    out: list[Any] = []
+    for v in [*old, *fresh]:
+        if v not in out:
+            out.append(v)
+    n = CAPS.get(name)
+    if n and len(out) > n:
+        excess = len(out) - n
+        kept = []
+        for v in out:
+            if excess and v not in fresh:
+                excess -= 1
+                continue
+            kept.append(v)
+        out = kept[-n:]
+    return out
 
 
 class DeviceItem(Record):

@@ -24,13 +24,13 @@ _DATA_URI = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+);base64,(?P<b64>[A-Za-z
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{200,}={0,2}")
 
 
-def excerpt(text: str, limit: int = MAX_STRING) -> str:
-    """Bound a string: head and tail kept, the middle replaced by a count."""
+def excerpt(text: str, limit: int = MAX_STRING, *, total: int | None = None) -> str:
+    """Bound a string: head and tail kept, the middle replaced by a count (of ``total`` chars, if given)."""
     if len(text) <= limit:
         return text
     head = max(1, min(EXCERPT_HEAD, limit - EXCERPT_TAIL - 40))
     tail = min(EXCERPT_TAIL, max(0, limit - head - 40))
-    omitted = len(text) - head - tail
+    omitted = (total or len(text)) - head - tail
     return f"{text[:head]}…[{omitted} chars omitted]…{text[len(text) - tail:] if tail else ''}"
 
 
@@ -109,6 +109,12 @@ def sanitize(value: Any, sink: ImageSink | None = None, *, depth: int = 0, limit
         text = value.replace("\x00", "")
         # Lone surrogates (from undecodable input) would make the file unwritable as UTF-8.
         text = text.encode("utf-8", "replace").decode("utf-8")
+        if len(text) > 4 * limit:
+            # Only the head and the tail are kept: the middle of a 5 MB value is never scanned.
+            total = len(text)
+            joined = (scrub_base64(text[: 2 * limit], sink) + f"…[{total - 3 * limit} chars omitted]…"
+                      + scrub_base64(text[-limit:], sink))
+            return excerpt(joined, limit, total=total) if len(joined) > limit else joined
         return excerpt(scrub_base64(text, sink), limit)
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import threading
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from typing import Any
 
 from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.scalarstring import LiteralScalarString
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from ._errors import ParseError, YamlBombError
 
@@ -134,7 +135,19 @@ def load_yaml_file(path: str | Path) -> Any:
     return load_yaml(decode_utf8(read_bytes_nofollow(path), path), path)
 
 
+def round_float(value: float) -> float:
+    """A float as people read it: 0.7000000000000001 (arithmetic noise past 15 significant digits) is 0.7."""
+    rounded = float(f"{value:.15g}")
+    return rounded if math.isfinite(rounded) else value  # near the largest float, rounding would overflow
+
+
 def _to_commented(value: Any) -> Any:
+    # Values written into a hand-edited file are quoted exactly as the plain emitter would quote them,
+    # so a file does not flip between `"聊天:王五"` and `聊天:王五` depending on who last wrote it.
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return round_float(value)
+    if isinstance(value, str) and "\n" not in value and _scalar(value).startswith('"'):
+        return DoubleQuotedScalarString(value)
     if isinstance(value, Mapping):
         cm = CommentedMap()
         for k, v in value.items():
@@ -193,7 +206,7 @@ def _scalar(value: Any) -> str:
             return ".nan"
         if value in (float("inf"), float("-inf")):
             return ".inf" if value > 0 else "-.inf"
-        return repr(value)
+        return repr(round_float(value))
     text = str(value)
     if (_PLAIN.match(text) and text.lower() not in _RESERVED and not _NUMBERISH.match(text)
             and not text.endswith((" ", ":")) and ": " not in text and " #" not in text and text.strip() == text

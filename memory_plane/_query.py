@@ -81,9 +81,16 @@ def detect_intent(text: str) -> str:
     return "unknown"
 
 
+MAX_GOAL_CHARS = 2000
+
+
 def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) -> ParsedQuery:
-    """Parse a goal: intent, canonical app (from the text, else the hint), target and entities."""
-    clean = " ".join((text or "").split())
+    """Parse a goal: intent, canonical app (from the text, else the hint), target and entities.
+
+    Only the first MAX_GOAL_CHARS characters are matched: a goal pasted with a whole document still
+    retrieves in milliseconds (the recorder keeps the same head, with a count of what it left out).
+    """
+    clean = " ".join((text or "")[: MAX_GOAL_CHARS * 2].split())[:MAX_GOAL_CHARS]
     q = ParsedQuery(text=clean, tokens=token_set(clean))
     q.language = "zh" if re.search(r"[\u4e00-\u9fff]", clean) else "en"
     q.intent = detect_intent(clean)

@@ -404,3 +404,97 @@ def test_session_events_keep_no_base64(tmp_path: Path) -> None:
         assert json.loads(ev["content"])["data"].startswith("[base64:") and ev["shot"].startswith("[base64:")
     runs = [p for p in root.rglob("*") if p.is_file() and re.search(rb"[A-Za-z0-9+/]{200,}", p.read_bytes())]
     assert runs == []
+
+
+# -- point 10: the transcript ledger never raises because of what it was given ---------------------------------
+
+
+def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, caplog) -> None:
+    from episodes.transcript import TranscriptConfig, TranscriptLedger
+
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 3}})
+    led = TranscriptLedger(ep / "transcript", config=cfg, system_prompt="You drive a phone.")
+    odd_stage = [{"dhash": "zz"}, {"dhash": 123}, {"elements": "not a list"}, {"elements": [1, None, {"label": 5}]},
+                 {"width": "wide", "height": -3}, {"ui_text": "one line"}, {"package": {"name": "x"}}]
+    odd_commit = [{"args": {"x": float("nan"), "y": float("inf")}}, {"args": "tap there"},
+                  {"thought": 42, "result": b"bytes"}, {"validator": "ok", "failure_recovery": "retry"},
+                  {"post_ui_text": 7, "notes_written": "note"}]
+    for i in range(30):
+        led.stage(**odd_stage[i % len(odd_stage)])
+        led.commit(action="tap" if i % 5 else 7, **odd_commit[i % len(odd_commit)])  # type: ignore[arg-type]
+        led.render()
+        led.similarity_hint()
+    led.flush(10)
+    assert len(led.all_records()) == 30 and led.render()
+    again = TranscriptLedger.open(ep / "transcript", config=cfg)
+    assert len(again.all_records()) == 30 and again.render()
+    assert len({r.getMessage() for r in caplog.records if "logged once" in r.getMessage()}) == len(
+        [r for r in caplog.records if "logged once" in r.getMessage()])
+
+
+# -- point 13: stable rewrites ----------------------------------------------------------------------------------
+
+
+def test_rewrites_change_only_what_changed(tmp_path: Path) -> None:
+    from lifecycle import dump_yaml
+
+    # A file a person shaped (a comment): the rewrite keeps quoting, order and number form.
+    old = '# checked by hand\nid: nav_x\ntitle: "聊天:王五"\npages:\n  - "聊天:王五"\n  - 首页\nconfidence: 0.8\n'
+    new = {"id": "nav_x", "title": "聊天:王五", "pages": ["聊天:王五", "首页", "聊天:李四"], "confidence": 0.8 + 0.05}
+    out = dump_yaml(new, old)
+    assert out == ('# checked by hand\nid: nav_x\ntitle: "聊天:王五"\npages:\n  - "聊天:王五"\n  - 首页\n'
+                   '  - "聊天:李四"\nconfidence: 0.85\n')
+
+
+def test_lists_keep_their_order_when_a_lesson_is_seen_again(tmp_path: Path) -> None:
+    from device_memory import merge_unique
+
+    assert merge_unique(["a", "b", "c"], ["b", "d"], "pages_seen") == ["a", "b", "c", "d"]
+    capped = merge_unique([f"p{i}" for i in range(50)], ["p0", "new"], "pages_seen")
+    assert capped[0] == "p0" and capped[-1] == "new" and "p1" not in capped and len(capped) == 50
+
+
+def test_verify_gc_and_a_repeated_task_leave_a_tree_under_git_unchanged(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        _meituan(plane, "在美团点一杯奶茶")
+        _meituan(plane, "在美团点一杯奶茶")
+    items = [p for p in root.rglob("*.yaml") if "episodes" not in p.parts]
+    before = {p: p.read_text() for p in items}
+    with MemoryPlane.open(root) as plane:
+        assert plane.verify().ok
+        plane.gc()
+    assert {p: p.read_text() for p in items} == before
+    with MemoryPlane.open(root) as plane:
+        _meituan(plane, "在美团点一杯奶茶")
+    for p, text in before.items():
+        new = p.read_text()
+        if p.name == "index.yaml" or new == text:
+            continue
+        removed = set(text.splitlines()) - set(new.splitlines())
+        # Only counts, scores and times move; no quoting flips, no reordered lists, no float noise.
+        keys = {line.split(":")[0].strip().lstrip("- ") for line in removed}
+        assert keys <= {"success_count", "confidence", "expires_at", "updated_at", "last_validated_at",
+                        "summary", "count", "nx", "ny", "failure_count"}, (p.name, removed)
+        assert "0000000" not in new
+
+
+# -- point 11: huge goals ------------------------------------------------------------------------------------
+
+
+def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: Path) -> None:
+    from memory_plane._query import MAX_GOAL_CHARS
+
+    goal = "pay with alipay " + "lorem ipsum " * 400_000  # ~5 MB pasted into the goal
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        _procedure(plane)
+        ctx = plane.retrieve(goal)
+        assert ctx.query is not None and len(ctx.query.text) <= MAX_GOAL_CHARS
+        assert "proc_manual" in ctx.refs()
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input=goal), ctx)
+        ep = rec.finish(success=True)
+        assert plane.commit_episode(ep)
+        assert len(ep.user_goal) <= 2000 and ep.user_goal.startswith("pay with alipay")
+        assert f"[{len(goal) - 1500 - 300} chars omitted]" in ep.user_goal

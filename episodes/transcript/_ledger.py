@@ -45,6 +45,7 @@ from ._chunks import (
     snapshot_text,
 )
 from ._config import TranscriptConfig
+from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
 from ._perception import TokenMeter, envelope, estimate_image_tokens, estimate_text_tokens, label_action, ui_diff
@@ -120,6 +121,7 @@ class TranscriptLedger:
         self.plan_hint: str | None = None
         self.events: list[dict[str, Any]] = []  # compaction events (what the benchmark measures)
         self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
+        self._clean = InputCleaner(str(self.dir))
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
@@ -191,12 +193,19 @@ class TranscriptLedger:
               elements: Iterable[Mapping[str, Any]] = (), ui_text: Iterable[str] | None = None,
               plan: str | None = None, user_instructions: Iterable[str] = (), package: str | None = None,
               activity: str | None = None, dhash: str | None = None) -> None:
-        """Set this turn's tail: the current screenshot (a file of the episode), UI list, plan, instructions."""
-        els = [dict(e) for e in elements]
-        texts = list(ui_text) if ui_text is not None else [str(e.get("label") or e.get("text")) for e in els
-                                                          if e.get("label") or e.get("text")]
-        self.staged = Staged(screenshot, width, height, els, texts, plan, list(user_instructions), package,
-                             activity, dhash)
+        """Set this turn's tail: the current screenshot (a file of the episode), UI list, plan, instructions.
+
+        Odd input (elements that are not mappings, a dhash that is not hex, a width that is not a number) is
+        sanitised or dropped, logged once: nothing given here makes a later ``render()`` fail."""
+        c = self._clean
+        els = c.mappings("elements", elements)
+        texts = c.texts("ui_text", ui_text) if ui_text is not None else [
+            t for t in (c.text("element label", e.get("label") or e.get("text"), 500) for e in els
+                        if e.get("label") or e.get("text")) if t]
+        self.staged = Staged(c.text("screenshot", screenshot, 500), c.size("width", width),
+                             c.size("height", height), els, texts, c.text("plan", plan),
+                             c.texts("user_instructions", user_instructions), c.text("package", package, 300),
+                             c.text("activity", activity, 300), c.dhash(dhash))
 
     def commit(self, *, action: str, args: Mapping[str, Any] | None = None, thought: str | None = None,
                result: str | None = None, validator: Mapping[str, Any] | None = None,
@@ -205,6 +214,17 @@ class TranscriptLedger:
                notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
                boundary: str | None = None) -> StepRecord:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
+        c = self._clean
+        action = c.text("action", action, 200) or "?"
+        args = c.mapping("args", args)
+        thought, result = c.text("thought", thought), c.text("result", result, 1_000_000)
+        validator = c.mapping("validator", validator)
+        failure_recovery = c.mappings("failure_recovery", failure_recovery)
+        post_image = c.text("post_image", post_image, 500)
+        post_ui_text = c.texts("post_ui_text", post_ui_text) if post_ui_text is not None else None
+        subgoal_hash, boundary = c.text("subgoal_hash", subgoal_hash, 200), c.text("boundary", boundary, 200)
+        notes_written = c.texts("notes_written", notes_written)
+        envelope_patterns = c.texts("envelope_patterns", envelope_patterns)
         with self._lock:
             st, now = self.staged, self.clock()
             n = len(self.turns) + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,6 +63,8 @@ def _n(v: Any) -> str:
     try:
         f = float(v)
     except (TypeError, ValueError):
+        return str(v)
+    if not math.isfinite(f):
         return str(v)
     return str(int(f)) if f == int(f) else f"{f:g}"
 
