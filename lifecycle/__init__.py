@@ -72,10 +72,20 @@ from ._paths import (
     slug_id,
     slugify,
 )
+from ._quarantine import (
+    QUARANTINE_DIR,
+    QUARANTINE_LOG,
+    Quarantined,
+    find_quarantined,
+    list_quarantined,
+    quarantine,
+    quarantine_name,
+    restore_quarantined,
+)
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
-from ._verify import QUARANTINE_DIR, VerifyReport, quarantine, quarantine_name, verify_collections
+from ._verify import VerifyReport, verify_collections
 from ._yaml import check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file
 
 __all__ = [
@@ -88,6 +98,7 @@ __all__ = [
     "INDEX_NAME",
     "LAYOUT_DIRS",
     "QUARANTINE_DIR",
+    "QUARANTINE_LOG",
     "ROOT_ENV",
     "STATUSES",
     "Clock",
@@ -107,6 +118,7 @@ __all__ = [
     "NoRootError",
     "ParseError",
     "Problem",
+    "Quarantined",
     "Record",
     "Retention",
     "Status",
@@ -141,6 +153,7 @@ __all__ = [
     "field_str",
     "field_text",
     "field_words",
+    "find_quarantined",
     "format_duration",
     "format_entry",
     "format_ts",
@@ -154,6 +167,7 @@ __all__ = [
     "is_temp_name",
     "is_within",
     "key_line",
+    "list_quarantined",
     "load_retention",
     "load_yaml",
     "load_yaml_file",
@@ -172,6 +186,7 @@ __all__ = [
     "remove_path",
     "render_frontmatter",
     "resolve_root",
+    "restore_quarantined",
     "safe_join",
     "slug_id",
     "slugify",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,9 +11,8 @@ from typing import Any
 
 from ._collection import Collection, Problem
 from ._paths import is_within
+from ._quarantine import quarantine
 from ._validate import field_problems
-
-QUARANTINE_DIR = "lifecycle/quarantine"
 
 
 @dataclass
@@ -50,24 +48,6 @@ class VerifyReport:
             "fixed": self.fixed,
             **self.stats,
         }
-
-
-def quarantine_name(root: Path, path: Path) -> str:
-    """The name a file gets in quarantine, before its time suffix (its path with ``__`` for ``/``)."""
-    return str(Path(path).relative_to(root)).replace(os.sep, "__")
-
-
-def quarantine(root: Path, path: Path, now_ns: int | None = None) -> Path:
-    """Move a broken file into lifecycle/quarantine/ (never deleted); return its new path."""
-    if not is_within(root, path):
-        raise ValueError(f"refusing to move {path}: outside {root}")
-    rel = quarantine_name(root, path)
-    qdir = root / QUARANTINE_DIR
-    qdir.mkdir(parents=True, exist_ok=True)
-    target = qdir / f"{rel}.{now_ns or time.time_ns()}"
-    # Same filesystem: rename is atomic, the file is either here or there.
-    os.rename(path, target)
-    return target
 
 
 def _check_names(root: Path, coll: Collection, parsed: list[Any], report: VerifyReport,
@@ -137,7 +117,7 @@ def verify_collections(
             report.add(cat, relp(item.path), item.problem.line, item.problem.message)
             if fix and item.path.is_file():
                 try:
-                    target = quarantine(root, item.path)
+                    target = quarantine(root, item.path, reason=item.problem.message)
                 except OSError as exc:
                     report.add("io", relp(item.path), None, f"cannot quarantine: {exc.strerror or exc}")
                     continue

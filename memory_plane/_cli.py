@@ -186,8 +186,12 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> int:
-    """`memplane lifecycle verify|gc`: what cron runs."""
+    """`memplane lifecycle verify|gc|quarantine`: what cron runs, and the way back from quarantine."""
     with _open(args) as plane:
+        if args.action == "quarantine":
+            return _quarantine(plane, args)
+        if args.what or args.name:
+            raise UsageError(f"lifecycle {args.action} takes no further arguments")
         if args.action == "verify":
             rep = plane.verify(fix=args.fix)
             if args.json:
@@ -208,6 +212,42 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
             for line in gc.lines():
                 print(line)
         return EXIT_OK if not gc.errors else EXIT_PROBLEMS
+
+
+def _quarantine(plane: Any, args: argparse.Namespace) -> int:
+    """`memplane lifecycle quarantine list | show NAME | restore NAME [--force]`."""
+    what = args.what or "list"
+    if what == "list":
+        items = plane.quarantined()
+        if args.json:
+            _print_json([q.to_dict() for q in items])
+        elif not items:
+            print("quarantine is empty")
+        else:
+            for q in items:
+                print(f"{q.name}\n    from {q.original} at {q.quarantined_at or '?'}: {q.reason or '(no reason kept)'}")
+            print(f"({len(items)} files; `memplane lifecycle quarantine restore NAME` puts one back)")
+        return EXIT_OK
+    if not args.name:
+        raise UsageError(f"lifecycle quarantine {what} needs the NAME shown by `quarantine list`")
+    if what == "show":
+        from lifecycle import QUARANTINE_DIR, find_quarantined, read_bytes_nofollow
+
+        q = find_quarantined(plane.root, args.name)
+        text = read_bytes_nofollow(plane.root / QUARANTINE_DIR / q.name).decode("utf-8", "replace")
+        if args.json:
+            _print_json({**q.to_dict(), "content": text})
+        else:
+            print(f"# {q.name} (from {q.original}, {q.quarantined_at or '?'}): {q.reason or ''}")
+            print(text, end="" if text.endswith("\n") else "\n")
+        return EXIT_OK
+    result = plane.restore(args.name, force=args.force)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"restored {result['restored']}" + (" (re-indexed)" if result["reindexed"] else "")
+              + (f"; still a problem: {result['problem']}" if result["problem"] else ""))
+    return EXIT_OK
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -302,11 +342,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_memory)
 
-    s = sub.add_parser("lifecycle", help="verify the tree or collect garbage (run from cron)")
-    s.add_argument("action", choices=["verify", "gc"])
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("lifecycle", help="verify the tree, collect garbage (run from cron), or restore from quarantine")
+    s.add_argument("action", choices=["verify", "gc", "quarantine"])
+    s.add_argument("what", nargs="?", choices=["list", "show", "restore"],
+                   help="quarantine: list (default), show NAME, restore NAME")
+    s.add_argument("name", nargs="?", help="quarantine show|restore: a name from `quarantine list` (or the "
+                   "original path)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--fix", action="store_true", help="verify: move broken files to lifecycle/quarantine/")
     s.add_argument("--dry-run", action="store_true", help="gc: report what would be removed, remove nothing")
+    s.add_argument("--force", action="store_true", help="quarantine restore: put the file back even if it "
+                   "still does not load (verify will report it)")
     s.set_defaults(func=cmd_lifecycle)
 
     s = sub.add_parser("import", help="import public task data as episodes")

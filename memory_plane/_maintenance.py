@@ -19,15 +19,18 @@ from lifecycle import (
     GcReport,
     Retention,
     TombstoneLog,
+    UsageError,
     VerifyReport,
     atomic_write,
     collection_lock,
     dumps_compact,
+    find_quarantined,
     load_retention,
     parse_ts,
     quarantine_name,
     read_jsonl,
     remove_path,
+    restore_quarantined,
     safe_join,
     stale_temp_files,
     tree_size,
@@ -355,6 +358,42 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     return rep
 
 
+def _owner(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
+           rel: str) -> Any:
+    """The store a path of the tree belongs to (None for files that are not memory items)."""
+    parts = Path(rel).parts
+    if parts[:1] == ("episodes",) and parts[-1] == EPISODE_FILE:
+        return episodes
+    if parts[:2] == ("long_term", "memories"):
+        return long_term
+    if rel == "device/profile.yaml" or parts[:2] == ("device", "profiles"):
+        return device.profiles
+    for coll in device.collections.values():
+        if len(parts) == 3 and "/".join(parts[:2]) == coll.rel_dir:
+            return coll
+    return None
+
+
+def restore_from_quarantine(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore,
+                            long_term: LongTermStore, name: str, *, force: bool = False) -> dict[str, Any]:
+    """Put a quarantined file back after checking it loads (``force``: even if not), then re-index its store."""
+    q = find_quarantined(root, name)
+    owner = _owner(root, device, episodes, long_term, q.original)
+    problem = None
+    if owner is not None:
+        try:
+            owner.load_path(root / QUARANTINE_DIR / q.name)
+        except (FileProblemError, OSError) as exc:
+            problem = str(exc).replace(str(root / QUARANTINE_DIR / q.name), q.original)
+    if problem and not force:
+        raise UsageError(f"{q.name} still does not load ({problem}); fix it in {QUARANTINE_DIR}/ and "
+                         "restore again, or restore --force")
+    target = restore_quarantined(root, q)
+    rebuilt = bool(owner is not None and owner.rebuild_index())
+    return {"restored": q.original, "from": f"{QUARANTINE_DIR}/{q.name}", "path": str(target),
+            "problem": problem, "reindexed": rebuilt}
+
+
 def _quarantined(root: Path, path: Path) -> bool:
     """Tell whether a file of this path was moved to quarantine (and is still there)."""
     qdir = root / QUARANTINE_DIR
@@ -410,4 +449,4 @@ def _trim_conflicts(root: Path, rep: GcReport, dry_run: bool) -> None:
                 atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records[-CONFLICT_LOG_MAX:]))
 
 
-__all__ = ["gc_tree", "verify_tree"]
+__all__ = ["gc_tree", "restore_from_quarantine", "verify_tree"]

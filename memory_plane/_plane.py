@@ -34,7 +34,7 @@ from lifecycle import (
 
 from ._context import MemoryContext
 from ._long_term import LongTermStore
-from ._maintenance import gc_tree, verify_tree
+from ._maintenance import gc_tree, restore_from_quarantine, verify_tree
 from ._retrieve import RetrieveConfig, Retriever
 from ._session import SessionStore
 from ._types import MemoryRetrieveRequest, RoleMemoryContext
@@ -302,6 +302,16 @@ class MemoryPlane:
                         log.error("memory: catch-up %s(%s) failed: %s", name, ep.id, exc)
             done.append(ep.id)
         return done
+
+    def quarantined(self) -> list[Any]:
+        """Files `verify --fix` moved to lifecycle/quarantine/ (name, original path, when, why)."""
+        from lifecycle import list_quarantined
+
+        return list_quarantined(self.root)
+
+    def restore(self, name: str, *, force: bool = False) -> dict[str, Any]:
+        """Put a quarantined file back where it came from, if it now loads (or ``force``), and re-index it."""
+        return restore_from_quarantine(self.root, self.device, self.episodes, self.long_term, name, force=force)
 
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent."""

@@ -498,3 +498,35 @@ def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: 
         assert plane.commit_episode(ep)
         assert len(ep.user_goal) <= 2000 and ep.user_goal.startswith("pay with alipay")
         assert f"[{len(goal) - 1500 - 300} chars omitted]" in ep.user_goal
+
+
+# -- the way back from quarantine ------------------------------------------------------------------------------
+
+
+def test_quarantine_list_show_and_restore(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "m"
+    r = ["--root", str(root)]
+    with MemoryPlane.open(root) as plane:
+        path = _procedure(plane)
+        good = path.read_text()
+        path.write_text(good.replace("id: proc_manual", "id: [proc_manual"))
+        report = plane.verify(fix=True)
+        assert any("quarantined" in f for f in report.fixed) and not path.exists()
+    capsys.readouterr()
+    assert cli([*r, "lifecycle", "quarantine", "list", "--json"]) == 0
+    (q,) = json.loads(capsys.readouterr().out)
+    assert q["original"] == "device/procedures/proc_manual.yaml" and "YAML" in q["reason"] and q["quarantined_at"]
+    assert cli([*r, "lifecycle", "quarantine", "show", q["name"]]) == 0
+    assert "id: [proc_manual" in capsys.readouterr().out
+    # Still broken: not restored (exit 2 with what is wrong), nothing moved.
+    assert cli([*r, "lifecycle", "quarantine", "restore", q["name"]]) == 2
+    assert "still does not load" in capsys.readouterr().err and not path.exists()
+    (root / QUARANTINE_DIR / q["name"]).write_text(good)  # fixed in place by a person
+    assert cli([*r, "lifecycle", "quarantine", "restore", "device/procedures/proc_manual.yaml"]) == 0
+    assert "restored device/procedures/proc_manual.yaml (re-indexed)" in capsys.readouterr().out
+    assert path.read_text() == good
+    with MemoryPlane.open(root) as plane:
+        assert "proc_manual" in plane.retrieve("用支付宝付款 pay with alipay").refs()
+        assert plane.quarantined() == []
+    assert cli([*r, "lifecycle", "quarantine", "restore", "nothing-here"]) == 2
+    assert cli([*r, "lifecycle", "verify", "extra"]) == 2
