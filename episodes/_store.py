@@ -224,15 +224,18 @@ class TaskEpisodeStore:
         return [d / EPISODE_FILE for y in _scan_dirs(self.dir) for d in _scan_dirs(y) if (d / EPISODE_FILE).is_file()]
 
     def expected_path(self, ep: TaskEpisode) -> Path:
-        """Where the episode.yaml of an episode named after its id lives."""
-        return self.episode_dir(ep.id) / EPISODE_FILE
+        """Where the episode.yaml of an episode named after its id lives (its id is already known to be safe)."""
+        return self.dir / episode_year(ep.id) / ep.id / EPISODE_FILE
 
     def rebuild_index(self, items: list[ItemRead[TaskEpisode]] | None = None) -> bool:
         """Rewrite episodes/index.yaml from the episode folders (oldest first), under the lock."""
 
+        known = items
+
         def derive() -> list[dict[str, Any]]:
-            found = fresh_items(items, self.item_paths(), self.load_path)
-            pairs = [(p, r) for p, r in found if r.status != "recording"]
+            nonlocal known
+            known = fresh_items(known, self.item_paths(), self.load_path)
+            pairs = [(i.path, i.record) for i in known if i.record is not None and i.record.status != "recording"]
             entries = entries_by_file(pairs, self.entry_for, self.expected_path,
                                       lambda p: str(p.relative_to(self.dir)))
             entries.sort(key=lambda e: (_sort_ts(e), e["id"]))

@@ -74,24 +74,31 @@ def stat_key(path: Path) -> tuple[int, int, int] | None:
 
 
 def fresh_items(items: list[ItemRead[Any]] | None, current: list[Path],
-                load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:
-    """(path, record) for the files present now: reuse a parse whose file is unchanged, load the rest.
+                load: Callable[[Path], Any]) -> list[ItemRead[Any]]:
+    """The readable item files present now: reuse a parse whose file is unchanged, load the rest.
 
-    Called under the collection lock, so an item written between a verify pass and its index
-    rebuild is never left out of the rebuilt index.
+    Called again under the collection lock with its own result, so an item written between a first,
+    lock-free pass and the index rewrite is never left out, and nothing unchanged is parsed twice.
     """
     known = {str(i.path): i for i in items or [] if i.record is not None}
-    out: list[tuple[Path, Any]] = []
+    out: list[ItemRead[Any]] = []
     for p in current:
         prev = known.get(str(p))
-        if prev is not None and prev.stat_key is not None and prev.stat_key == stat_key(p):
-            out.append((p, prev.record))
+        key = stat_key(p)  # taken before the load: a change during it shows as a new key next time
+        if prev is not None and prev.stat_key is not None and prev.stat_key == key:
+            out.append(prev)
             continue
         try:
-            out.append((p, load(p)))
+            out.append(ItemRead(p, load(p), None, key))
         except (FileProblemError, OSError):
             continue
     return out
+
+
+def same_path(a: Path | str, b: Path | str) -> bool:
+    """Whether two paths name the same place (string compare first: both usually come from one folder)."""
+    sa, sb = str(a), str(b)
+    return sa == sb or os.path.normpath(sa) == os.path.normpath(sb)
 
 
 def entries_by_file(pairs: list[tuple[Path, Any]], entry_for: Callable[[Any], dict[str, Any]],
@@ -105,7 +112,7 @@ def entries_by_file(pairs: list[tuple[Path, Any]], entry_for: Callable[[Any], di
     chosen: dict[str, tuple[bool, Path, Any]] = {}
     for path, rec in pairs:
         try:
-            canonical = os.path.normpath(expected(rec)) == os.path.normpath(path)
+            canonical = same_path(expected(rec), path)
         except ValueError:
             canonical = False
         prev = chosen.get(rec.id)
@@ -251,16 +258,17 @@ class YamlCollection(Generic[R]):
         return validate_record(self.model, data, path, text)
 
     def expected_path(self, record: R) -> Path:
-        """Where an item file named after its id lives."""
-        return self.item_path(record.id)  # type: ignore[attr-defined]
+        """Where an item file named after its id lives (a record's id is already known to be safe)."""
+        return self.dir / f"{record.id}.yaml"  # type: ignore[attr-defined]
 
     def path_of(self, item_id: str) -> Path:
         """The file of an item: ``<id>.yaml``, or the file the index names for it (renamed by a person)."""
         path = self.item_path(item_id)
         if os.path.lexists(path):
             return path
-        entry = self.index.by_id().get(item_id)
-        name = field_str(entry.get("path")) if entry else None
+        current = self.index.read()
+        i = current.position(item_id)  # O(1): this runs for every new item
+        name = field_str(current.entries[i].get("path")) if i is not None else None
         if name and name != path.name:
             try:
                 other = safe_join(self.root, self.rel_dir, name)
@@ -403,8 +411,12 @@ class YamlCollection(Generic[R]):
         if self.linked():
             return False
 
+        known = items
+
         def derive() -> list[dict[str, Any]]:
-            pairs = fresh_items(items, self.item_paths(), self.load_path)
+            nonlocal known
+            known = fresh_items(known, self.item_paths(), self.load_path)
+            pairs = [(i.path, i.record) for i in known]
             return rebuild_entries(entries_by_file(pairs, self.entry_for, self.expected_path, lambda p: p.name),
                                    self._sort_key)
 

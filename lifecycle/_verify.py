@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._collection import Collection, Problem
+from ._collection import Collection, Problem, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
 from ._validate import field_problems
@@ -64,7 +64,7 @@ def _check_names(root: Path, coll: Collection, parsed: list[Any], report: Verify
             expected = Path(expected_of(items[0].record))
         except ValueError:
             continue
-        odd = [i for i in items if os.path.normpath(i.path) != os.path.normpath(expected)]
+        odd = [i for i in items if not same_path(i.path, expected)]
         if not odd:
             continue
         # The file offered is the one named after the id, else the first by name (as the index has it).

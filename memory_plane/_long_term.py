@@ -204,8 +204,8 @@ class LongTermStore:
             return []
 
     def expected_path(self, mem: LongTermMemory) -> Path:
-        """Where the file of a memory named after its id lives."""
-        return self.path_for(mem.id)
+        """Where the file of a memory named after its id lives (its id is already known to be safe)."""
+        return self.mem_dir / f"{mem.id}.md"
 
     def rebuild_index(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
         """Rewrite index.yaml (by priority, then id) and profile.md from the memory files, under the lock."""
@@ -213,8 +213,12 @@ class LongTermStore:
         def order(e: dict[str, Any]) -> tuple[int, str]:
             return (-int(field_num(e.get("priority"), 0)), str(e["id"]))
 
+        known = items
+
         def derive() -> tuple[list[LongTermMemory], list[dict[str, Any]]]:
-            pairs = fresh_items(items, self.item_paths(), self.load_path)
+            nonlocal known
+            known = fresh_items(known, self.item_paths(), self.load_path)
+            pairs = [(i.path, i.record) for i in known if i.record is not None]
             entries = entries_by_file(pairs, self.entry_for, self.expected_path, lambda p: f"memories/{p.name}")
             return [m for _, m in pairs], sorted(entries, key=order)
 

@@ -233,16 +233,16 @@ class MemoryPlane:
         import json
         import time as _time
 
-        from episodes import FAILED_PREFIX, job_name
-        from lifecycle import format_ts, read_bytes_nofollow
+        from episodes import FAILED_PREFIX, episode_year, job_name
+        from lifecycle import format_ts, is_safe_id, read_bytes_nofollow
 
         names = [job_name(j) for j in self.writer.jobs]
         out: list[dict[str, Any]] = []
         for e in self.episodes.entries():
-            try:
-                d = self.episodes.episode_dir(e["id"])
-            except ValueError:
+            if not is_safe_id(e["id"]):
                 continue
+            # A plain join (the id is checked): this looks at every episode of the store.
+            d = self.episodes.dir / episode_year(e["id"]) / e["id"]
             for name in names:
                 try:
                     raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")
