@@ -7,9 +7,12 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: demo test lint bench clean
 
 $(STAMP): pyproject.toml
+	@echo "make: installing memory-plane and its dependencies into $(VENV) (first run only, about a minute)..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@# setuptools prints a banner on every editable install (folders named like a package in the current
+	@# directory may shadow it); memory_plane/_siblings.py handles that case, so the banner is only noise.
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

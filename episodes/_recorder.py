@@ -51,6 +51,7 @@ class EpisodeRecorder:
         entities: Iterable[str] = (),
         clock: Clock = system_clock,
         on_exit_commit: Callable[[TaskEpisode], Any] | None = None,
+        episode_id: str | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self._store = store
@@ -71,7 +72,7 @@ class EpisodeRecorder:
         self._finished: TaskEpisode | None = None
         self._lock_fd: int | None = None
         self.episode = TaskEpisode(
-            id=new_episode_id(now),
+            id=episode_id or new_episode_id(now),  # importers give a stable id: a re-import is the same episode
             status="recording",
             started_at=now,
             user_goal=sanitize(goal or "", limit=2000),

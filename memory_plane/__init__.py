@@ -3,6 +3,11 @@
 ``MemoryPlane.open(root)`` gives the runtime its calls: ``retrieve`` before a task,
 ``new_episode_recorder`` during it, ``commit_episode`` after it.
 """
+# ruff: noqa: E402  (the sibling packages must be located before anything imports them)
+
+from ._siblings import ensure_siblings
+
+ensure_siblings()
 
 from lifecycle import MemoryPlaneError
 

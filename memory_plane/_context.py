@@ -19,6 +19,8 @@ class MemoryContext:
         self.frozen_block = frozen_block
         self.session_id = session_id
         self.dropped = dropped or {}
+        # Each candidate a filter turned away ({id, reason, detail}); filled by MemoryPlane.explain().
+        self.dropped_items: list[dict[str, Any]] = []
 
     def refs(self) -> list[str]:
         """Ids of every memory shown, in render order, without repeats."""
@@ -43,6 +45,7 @@ class MemoryContext:
             "hits": {name: [h.model_dump(exclude={"steps"}) for h in getattr(self.common, name)]
                      for name in CATEGORY_ORDER},
             "dropped": self.dropped,
+            "dropped_items": self.dropped_items,
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,8 @@ class ImportReport:
     steps: int = 0
     skipped_actions: int = 0
     skipped_lines: int = 0
+    skipped_lines_by_reason: dict[str, int] = field(default_factory=dict)
+    already_imported: int = 0
     items_created: dict[str, int] = field(default_factory=dict)
     items_updated: dict[str, int] = field(default_factory=dict)
     tombstoned: int = 0
@@ -84,50 +86,113 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                 yield n, None
 
 
-def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = None) -> ImportReport:
-    """Turn an AndroidControl jsonl export into committed episodes and run extraction on each."""
+def source_episode_id(data: dict[str, Any]) -> str:
+    """A stable episode id for one source episode: the same line imported twice is the same episode.
+
+    From the source's own id when it has one (``episode_id``), else from its goal and steps. The date part
+    is fixed: these tasks did not happen on this device, and a re-import on another day must match.
+    """
+    import hashlib
+
+    key = data.get("episode_id")
+    basis = f"androidcontrol:id:{key}" if isinstance(key, (str, int)) and str(key) else "androidcontrol:" + json.dumps(
+        {"goal": data.get("goal"), "steps": data.get("steps")}, sort_keys=True, ensure_ascii=False, default=str)
+    return f"ep_{IMPORT_DATE}_{hashlib.sha256(basis.encode()).hexdigest()[:12]}"
+
+
+IMPORT_DATE = "20000101"  # the date part of imported episode ids (their folder is episodes/2000/)
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = None,
+                          progress: Callable[[int, int], None] | None = None) -> ImportReport:
+    """Turn an AndroidControl jsonl export into committed episodes and run extraction on each.
+
+    Importing the same file again adds nothing (stable episode ids); a file with no readable episode
+    raises UsageError naming what was wrong with its lines.
+    """
     src = Path(path)
+    if src.is_dir():
+        raise UsageError(f"{src} is a folder; give the AndroidControl .jsonl file inside it")
     if not src.is_file():
         raise UsageError(f"no such file: {src}")
     rep = ImportReport()
     t0 = time.perf_counter()
+    total = _count_lines(src) if progress is not None else 0
+    known = {str(e["id"]) for e in plane.episodes.entries()}
+    done = 0
+
+    def skip(reason: str, n: int, why: str) -> None:
+        rep.skipped_lines += 1
+        rep.skipped_lines_by_reason[reason] = rep.skipped_lines_by_reason.get(reason, 0) + 1
+        log.warning("%s:%d: %s; skipped", src, n, why)
+
     for n, data in _lines(src):
+        done += 1
+        if progress is not None:
+            progress(done, total)
         if limit is not None and rep.episodes >= limit:
             break
+        if data is None:
+            skip("not_json", n, "not a JSON line")
+            continue
         valid = isinstance(data, dict) and isinstance(data.get("goal"), str) and isinstance(data.get("steps"), list)
         if not valid:
-            rep.skipped_lines += 1
-            log.warning("%s:%d: not an AndroidControl episode; skipped", src, n)
+            skip("not_an_episode", n, "not an AndroidControl episode (needs 'goal' and a list of 'steps')")
             continue
-        goal = data["goal"]
-        q = parse_query(goal, plane.device.catalog)
-        rec = EpisodeRecorder(plane.episodes, goal, normalized_goal={"intent": q.intent, "app": q.app_name,
-                                                                     "target": q.target},
-                              clock=plane.clock, tags=["import:androidcontrol"])
-        app: str | None = None
-        for step in data["steps"]:
-            mapped = androidcontrol_action(step.get("action_content") if isinstance(step, dict) else None)
-            if mapped is None:
-                rep.skipped_actions += 1
-                continue
-            tool, tool_input = mapped
-            content = step.get("step_instruction") if isinstance(step.get("step_instruction"), str) else None
-            rec.tool_call(tool, tool_input, content=content)
-            if tool == "launch_app":
-                app = str(tool_input["app"])
-            rec.tool_result(tool, output="ok", observed_state={"app": app} if app else None)
-            rep.steps += 1
-        ok = bool(data.get("is_successful", True))
-        ep = rec.finish(success=ok, failure_phase=None if ok else "unknown")
-        ep.status = "active"
-        # Synchronous here: an import must not overflow the runtime's bounded background queue.
-        plane.episodes.write(ep)
-        res = plane.extractor(ep)
-        for k, v in res.created.items():
-            rep.items_created[k] = rep.items_created.get(k, 0) + v
-        for k, v in res.updated.items():
-            rep.items_updated[k] = rep.items_updated.get(k, 0) + v
-        rep.tombstoned += res.skipped_tombstoned
-        rep.episodes += 1
+        ep_id = source_episode_id(data)
+        if ep_id in known:
+            rep.already_imported += 1
+            continue
+        _import_one(plane, data, ep_id, rep)
+        known.add(ep_id)
     rep.seconds = round(time.perf_counter() - t0, 3)
+    if rep.episodes == 0 and rep.already_imported == 0:
+        reasons = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(rep.skipped_lines_by_reason.items()))
+        hint = " (it looks like CSV; this importer reads JSON lines)" if _looks_like_csv(src) else ""
+        raise UsageError(f"no AndroidControl episode in {src}: {reasons or 'the file is empty'}{hint}")
     return rep
+
+
+def _looks_like_csv(path: Path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        first = fh.readline()
+    return "," in first and not first.lstrip().startswith(("{", "["))
+
+
+def _import_one(plane: Any, data: dict[str, Any], ep_id: str, rep: ImportReport) -> None:
+    goal = data["goal"]
+    q = parse_query(goal, plane.device.catalog)
+    rec = EpisodeRecorder(plane.episodes, goal, normalized_goal={"intent": q.intent, "app": q.app_name,
+                                                                 "target": q.target},
+                          clock=plane.clock, tags=["import:androidcontrol"], episode_id=ep_id)
+    app: str | None = None
+    for step in data["steps"]:
+        mapped = androidcontrol_action(step.get("action_content") if isinstance(step, dict) else None)
+        if mapped is None:
+            rep.skipped_actions += 1
+            continue
+        tool, tool_input = mapped
+        content = step.get("step_instruction") if isinstance(step.get("step_instruction"), str) else None
+        rec.tool_call(tool, tool_input, content=content)
+        if tool == "launch_app":
+            app = str(tool_input["app"])
+        rec.tool_result(tool, output="ok", observed_state={"app": app} if app else None)
+        rep.steps += 1
+    ok = bool(data.get("is_successful", True))
+    ep = rec.finish(success=ok, failure_phase=None if ok else "unknown")
+    ep.status = "active"
+    # Synchronous here: an import must not overflow the runtime's bounded background queue.
+    plane.episodes.write(ep)
+    ep.committed()
+    res = plane.extractor(ep)
+    for k, v in res.created.items():
+        rep.items_created[k] = rep.items_created.get(k, 0) + v
+    for k, v in res.updated.items():
+        rep.items_updated[k] = rep.items_updated.get(k, 0) + v
+    rep.tombstoned += res.skipped_tombstoned
+    rep.episodes += 1

@@ -111,6 +111,14 @@ class MemoryPlane:
                 log.exception("memory: session freeze failed; using a fresh block")
         return ctx
 
+    def explain(self, req: MemoryRetrieveRequest | str) -> MemoryContext:
+        """Retrieve as ``retrieve`` does, also naming each candidate a filter dropped and why (``--explain``)."""
+        self.retriever.explain = True
+        try:
+            return self.retrieve(req)
+        finally:
+            self.retriever.explain = False
+
     def new_episode_recorder(self, req: MemoryRetrieveRequest, ctx: Any = None) -> EpisodeRecorder:
         """Start recording the task described by req; ctx's memory ids are kept as its refs."""
         hints = req.current_hints

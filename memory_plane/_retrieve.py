@@ -214,6 +214,16 @@ class _Cand(NamedTuple):
     bonus: float
 
 
+Drop = Callable[..., None]
+"""Counts why a candidate was not offered: drop(reason, item_id=None, detail=None)."""
+
+
+def _mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:
+    """Which applicability keys of a memory differ from the request's (for --explain)."""
+    diffs = [f"{k} {a} ≠ {b}" for k, a, b in zip(ENV_KEYS, appl, env) if a is not None and b is not None and a != b]
+    return "; ".join(diffs) or "not applicable here"
+
+
 def _rank_key(c: _Cand) -> tuple[float, str]:
     """Best score first; ties by id, so equal scores always come out in the same order."""
     return (-c.score, c.src.entries[c.i]["id"])
@@ -241,6 +251,7 @@ class Retriever:
         self._lt_source = _Source("long_term", _long_term_text)
         self._appl_memo: dict[tuple[Any, ...], float | None] = {}
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        self.explain = False  # record each dropped candidate with its reason (`retrieve --explain`)
 
     # -- the call ----------------------------------------------------------------
 
@@ -249,9 +260,13 @@ class Retriever:
         ctx = self._query(req, now)
         picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
         dropped: dict[str, int] = {}
+        dropped_items: list[dict[str, Any]] = []
+        explain = self.explain
 
-        def drop(reason: str) -> None:
+        def drop(reason: str, item_id: Any = None, detail: str | None = None) -> None:
             dropped[reason] = dropped.get(reason, 0) + 1
+            if explain and item_id is not None and len(dropped_items) < 500:
+                dropped_items.append({"id": item_id, "reason": reason, **({"detail": detail} if detail else {})})
 
         self._device_candidates(ctx, picked, drop)
         self._episode_candidates(ctx, picked, drop)
@@ -274,7 +289,9 @@ class Retriever:
         self._device_profile(req.device_id or "default", common)
         self._expand_steps(common)
         self._fit_budget(common)
-        return MemoryContext(common, ctx.q, dropped=dropped)
+        out = MemoryContext(common, ctx.q, dropped=dropped)
+        out.dropped_items = dropped_items
+        return out
 
     def _query(self, req: MemoryRetrieveRequest, now: datetime) -> _Query:
         """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
@@ -314,13 +331,13 @@ class Retriever:
         self._appl_memo[memo_key] = result
         return result
 
-    def _admit(self, f: _Feat, ctx: _Query, drop: Callable[[str], None], app_bound: bool) -> float | None:
+    def _admit(self, f: _Feat, ctx: _Query, drop: Drop, app_bound: bool, item_id: str) -> float | None:
         """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
-        if not self._live(f, ctx.now, drop):
+        if not self._live(f, ctx.now, drop, item_id):
             return None
         appl = self._applicability(f.appl, ctx.env, app_bound)
         if appl is None:
-            drop("inapplicable")
+            drop("inapplicable", item_id, _mismatch(f.appl, ctx.env) if self.explain else None)
         return appl
 
     def _sync(self, src: _Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
@@ -332,13 +349,13 @@ class Retriever:
             return False
         return True
 
-    def _live(self, f: _Feat, now: datetime, drop: Callable[[str], None]) -> bool:
+    def _live(self, f: _Feat, now: datetime, drop: Drop, item_id: str) -> bool:
         if f.status not in ("active", "conflicted"):
             # replaced, deleted, expired, and inactive or any status a person typed: not served.
-            drop(f.status if f.status in STATUSES else "inactive")
+            drop(f.status if f.status in STATUSES else "inactive", item_id, f"status {f.status}")
             return False
         if f.expires is not None and (f.expires is _BAD or f.expires <= now):
-            drop("expired")  # an unparsable expiry counts as expired
+            drop("expired", item_id, "expires_at unreadable" if f.expires is _BAD else "past expires_at")
             return False
         return True
 
@@ -377,22 +394,22 @@ class Retriever:
             return self.long_term.index.path
         return self.device.collections[c.item_type].index.path
 
-    def _current(self, c: _Cand, drop: Callable[[str], None], index_mtimes: dict[Path, int]) -> Any:
+    def _current(self, c: _Cand, drop: Drop, index_mtimes: dict[Path, int]) -> Any:
         """Whether a candidate's file still stands behind its index line: True (trusted as indexed), the
         record as the file holds it now (changed since the index was written), or None (dropped, counted)."""
-        kind = c.src.kind
+        kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
         try:
             path = self._file_of(c)
             st = os.lstat(path)
         except FileNotFoundError:
-            drop("file_missing")
+            drop("file_missing", item_id, "the file was removed after its index line")
             return None
         except (OSError, ValueError) as exc:
-            log.warning("retrieve: %s not offered: %s", c.src.entries[c.i].get("id"), exc)
-            drop("file_unreadable")
+            log.warning("retrieve: %s not offered: %s", item_id, exc)
+            drop("file_unreadable", item_id, str(exc)[:200])
             return None
         if st.st_size == 0:
-            drop("file_empty")
+            drop("file_empty", item_id, "the file is empty")
             return None
         idx = self._index_of(c)
         if idx not in index_mtimes:
@@ -408,18 +425,18 @@ class Retriever:
         try:
             rec = self._cached(path, partial(load, Path(path)))
         except FileNotFoundError:
-            drop("file_missing")
+            drop("file_missing", item_id, "the file was removed after its index line")
             return None
         except (OSError, ValueError, FileProblemError) as exc:
-            log.warning("retrieve: %s not offered: %s", c.src.entries[c.i].get("id"), exc)
-            drop("file_unreadable")
+            log.warning("retrieve: %s not offered: %s", item_id, exc)
+            drop("file_unreadable", item_id, str(exc)[:200])
             return None
         status = str(rec.status)
         if status not in ("active", "conflicted", "interrupted"):
-            drop(status if status in STATUSES else "inactive")
+            drop(status if status in STATUSES else "inactive", item_id, f"the file now says status {status}")
             return None
         if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
-            drop("file_empty")
+            drop("file_empty", item_id, "the memory's text is empty")
             return None
         return rec
 
@@ -490,7 +507,7 @@ class Retriever:
     # -- device memory -------------------------------------------------------------
 
     def _device_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
-                           drop: Callable[[str], None]) -> None:
+                           drop: Drop) -> None:
         q = ctx.q
         for item_type, coll in self.device.collections.items():
             src = self._device_sources[item_type]
@@ -500,7 +517,7 @@ class Retriever:
                 self._device_hit(src, i, item_type, sim, ctx, picked, drop)
 
     def _device_hit(self, src: _Source, i: int, item_type: str, sim: float, ctx: _Query,
-                    picked: dict[str, list[_Cand]], drop: Callable[[str], None]) -> None:
+                    picked: dict[str, list[_Cand]], drop: Drop) -> None:
         f = src.feat(i)
         e = src.entries[i]
         q = ctx.q
@@ -517,14 +534,15 @@ class Retriever:
         # below then count what they drop among memories that would otherwise have been shown).
         if not self._relevant(item_type, sim, q, f.app, status):
             return
-        appl = self._admit(f, ctx, drop, False)
+        appl = self._admit(f, ctx, drop, False, e["id"])
         if appl is None:
             return
         if item_type == "calibration" and not f.has_evidence:
-            drop("calibration_without_evidence")
+            drop("calibration_without_evidence", e["id"], "no evidence_refs")
             return
         if ctx.tools and not self._tools_available(e, ctx.tools):
-            drop("tool_unavailable")  # a path the agent could not follow with the tools it has now
+            # A path the agent could not follow with the tools it has now.
+            drop("tool_unavailable", e["id"], f"needs {field_text(e.get('tools'))}")
             return
         app_match = self._app_match(ctx, f.app, e, "summary")
         cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
@@ -559,7 +577,7 @@ class Retriever:
     # -- episodes --------------------------------------------------------------------
 
     def _episode_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
-                            drop: Callable[[str], None]) -> None:
+                            drop: Drop) -> None:
         src = self._episode_source
         if not self._sync(src, self.episodes.entries, "episodes index"):
             return
@@ -588,14 +606,14 @@ class Retriever:
                 continue  # one of the app's recent episodes the caller left out
             f = src.feat(i)
             if f.status not in ("active", "interrupted"):
-                drop(f.status)
+                drop(f.status, e["id"], f"status {f.status}")
                 continue
             if f.when and f.when is not _BAD and (now - f.when).days > self.config.episode_max_age_days:
-                drop("expired")
+                drop("expired", e["id"], f"older than {self.config.episode_max_age_days:g} days")
                 continue
             appl = self._applicability(f.appl, ctx.env, False)
             if appl is None:
-                drop("inapplicable")
+                drop("inapplicable", e["id"], _mismatch(f.appl, ctx.env) if self.explain else None)
                 continue
             app = src.canon[i]
             sim = self._intent_sim(q, field_str(e.get("intent")), sim)
@@ -647,7 +665,7 @@ class Retriever:
     # -- long-term -------------------------------------------------------------------
 
     def _long_term_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
-                              drop: Callable[[str], None]) -> None:
+                              drop: Drop) -> None:
         src = self._lt_source
         if not self._sync(src, self.long_term.entries, "long-term index"):
             return
@@ -658,7 +676,7 @@ class Retriever:
             if not user_rule and sim < self.config.min_similarity:
                 continue
             f = src.feat(i)
-            appl = self._admit(f, ctx, drop, True)
+            appl = self._admit(f, ctx, drop, True, e["id"])
             if appl is None:
                 continue
             # User rules outrank automatic experience: full validation (set in features) and a bonus.

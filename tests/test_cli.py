@@ -42,7 +42,7 @@ def test_cli_commands(tmp_path: Path, capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     assert "app_wechat" in out["refs"] and out["rendered"].startswith("# Retrieved Device Experience")
     assert cli([*r, "retrieve", "打开微信找李四", "--explain"]) == 0
-    assert "goal_similarity" in capsys.readouterr().out
+    assert "sim" in capsys.readouterr().out
     assert cli([*r, "memory", "save", "User prefers dark mode", "--type", "preference", "--json"]) == 0
     saved = json.loads(capsys.readouterr().out)
     assert saved["status"] == "saved"

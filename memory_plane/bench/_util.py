@@ -48,11 +48,21 @@ def temp_root(prefix: str = "memplane-bench-") -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def shared_data_dir(explicit: str | None) -> Path:
+    """../shared/data beside the checkout (or $MEMPLANE_SHARED_DATA, or --data)."""
+    import os
+
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("MEMPLANE_SHARED_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent.parent.parent / "shared" / "data"
+
+
 def data_dir(args: Any) -> Path | None:
     """../shared/data (None when absent: benchmarks that need it say so and skip)."""
-    from .._cli import _data_dir
-
-    d = _data_dir(getattr(args, "data", None))
+    d = shared_data_dir(getattr(args, "data", None))
     return d if d.is_dir() else None
 
 

@@ -142,7 +142,10 @@ def run_demo(args: argparse.Namespace) -> int:
         if root.exists() and any(root.iterdir()):
             raise UsageError(f"{root} is not empty: the demo needs a fresh root (or omit --root)")
     elif root.exists():
-        shutil.rmtree(root.parent.parent if root.parent.parent.name == ".memplane-demo" else root)
+        old = root.parent.parent if root.parent.parent.name == ".memplane-demo" else root
+        print(f"memory-plane demo: replacing the previous demo tree at {old} (give --root DIR to keep one)",
+              flush=True)
+        shutil.rmtree(old)
     n = int(getattr(args, "tasks", None) or 3)
     seed = int(getattr(args, "seed", 0) or 0)
 

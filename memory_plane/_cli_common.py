@@ -1,0 +1,68 @@
+"""What every `memplane` command shares: exit codes, opening the tree, printing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from lifecycle import UsageError, field_num
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORAGE, EXIT_NO_ROOT = 0, 1, 2, 3, 4
+EXIT_CODES = """exit codes:
+  0  ok
+  1  problems found (verify), or the operation failed
+  2  bad usage (unknown command or option, a value out of range)
+  3  cannot write: read-only tree, full disk, or a file that is not writable
+  4  no memory root: the path does not exist or is not a folder (only `init` creates one)"""
+
+
+def print_json(data: Any, *, one_line: bool = False) -> None:
+    """Print JSON (one line for logs that cron appends to, indented for people)."""
+    if one_line:
+        print(json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str))
+    else:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def open_plane(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The tree at --root; a missing root is refused (only `init` and the runtime create one)."""
+    from ._plane import MemoryPlane
+
+    return MemoryPlane.open(args.root, create=False)
+
+
+def hints(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """CurrentEnvironmentHints from --app, --language and --screen."""
+    from ._types import CurrentEnvironmentHints
+
+    w = h = None
+    if getattr(args, "screen", None):
+        try:
+            w, h = (int(x) for x in args.screen.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--screen must look like 640x1200, not {args.screen!r}") from None
+    return CurrentEnvironmentHints(app=args.app, language=args.language, screen_width=w, screen_height=h)
+
+
+def cell(value: Any, width: int) -> str:
+    """A table cell from any value a hand-edited file may hold (never a format error)."""
+    return ("" if value is None else str(value))[:width].ljust(width)
+
+
+def conf(value: Any) -> str:
+    """A confidence as two decimals ("?" when it is not a number)."""
+    x = field_num(value, math.nan)
+    return "  ? " if math.isnan(x) else f"{x:.2f}"
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n

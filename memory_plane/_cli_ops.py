@@ -1,0 +1,162 @@
+"""`memplane init | lifecycle | import | bench | demo`: the operator's commands (cron, set-up, data)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from lifecycle import UsageError, format_ts, init_tree, resolve_root
+
+from ._cli_common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
+
+
+def log_line(args: argparse.Namespace, exit_code: int, **fields: Any) -> dict[str, Any]:
+    """The one JSON line a cron run appends to its log: when, which tree, which command, how it ended."""
+    command = " ".join(x for x in (args.command, getattr(args, "action", None), getattr(args, "what", None)) if x)
+    return {"ts": format_ts(datetime.now(timezone.utc)), "root": str(resolve_root(args.root)),
+            "command": command, "exit_code": exit_code, **fields}
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """`memplane init`: create the tree, filling in what is missing."""
+    root = resolve_root(args.root)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} exists and is not a folder")
+    created = init_tree(root)
+    if args.json:
+        print_json({"root": str(root), "created": created})
+    else:
+        print(f"memory tree at {root}: {len(created)} paths created" + (":" if created else " (already complete)"))
+        for c in created:
+            print(f"  + {c}")
+    return EXIT_OK
+
+
+def cmd_lifecycle(args: argparse.Namespace) -> int:
+    """`memplane lifecycle verify|gc|quarantine`: what cron runs, and the way back from quarantine."""
+    with open_plane(args) as plane:
+        if args.action == "quarantine":
+            return _quarantine(plane, args)
+        if args.what or args.name:
+            raise UsageError(f"lifecycle {args.action} takes no further arguments")
+        if args.action == "verify":
+            rep = plane.verify(fix=args.fix)
+            code = EXIT_OK if rep.ok else EXIT_PROBLEMS
+            if args.json:
+                print_json(log_line(args, code, **rep.to_dict()), one_line=True)
+                return code
+            for p in rep.problems:
+                print(p)
+            for f in rep.fixed:
+                print(f"fixed: {f}")
+            for r in rep.rebuilt_indexes:
+                print(f"rebuilt index: {r}")
+            for j in rep.stats.get("jobs_failed") or []:
+                print(f"background job failed: {j['job']}({j['episode']}) at {j['failed_at']}: {j['error']}; "
+                      f"retried {j['retry']}")
+            print(f"checked {rep.checked} files: " + ("ok" if rep.ok else f"{len(rep.problems)} problems"))
+            return code
+        gc = plane.gc(dry_run=args.dry_run)
+        code = EXIT_OK if not gc.errors else EXIT_PROBLEMS
+        if args.json:
+            print_json(log_line(args, code, **gc.to_dict()), one_line=True)
+        else:
+            for line in gc.lines():
+                print(line)
+        return code
+
+
+def _quarantine(plane: Any, args: argparse.Namespace) -> int:
+    """`memplane lifecycle quarantine list | show NAME | restore NAME [--force]`."""
+    what = args.what or "list"
+    if what == "list":
+        items = plane.quarantined()
+        if args.json:
+            print_json([q.to_dict() for q in items])
+        elif not items:
+            print("quarantine is empty")
+        else:
+            for q in items:
+                print(f"{q.name}\n    from {q.original} at {q.quarantined_at or '?'}: {q.reason or '(no reason kept)'}")
+            print(f"({len(items)} files; `memplane lifecycle quarantine restore NAME` puts one back)")
+        return EXIT_OK
+    if not args.name:
+        raise UsageError(f"lifecycle quarantine {what} needs the NAME shown by `quarantine list`")
+    if what == "show":
+        from lifecycle import QUARANTINE_DIR, find_quarantined, read_bytes_nofollow
+
+        q = find_quarantined(plane.root, args.name)
+        text = read_bytes_nofollow(plane.root / QUARANTINE_DIR / q.name).decode("utf-8", "replace")
+        if args.json:
+            print_json({**q.to_dict(), "content": text})
+        else:
+            print(f"# {q.name} (from {q.original}, {q.quarantined_at or '?'}): {q.reason or ''}")
+            print(text, end="" if text.endswith("\n") else "\n")
+        return EXIT_OK
+    result = plane.restore(args.name, force=args.force)
+    if args.json:
+        print_json(result)
+    else:
+        print(f"restored {result['restored']}" + (" (re-indexed)" if result["reindexed"] else "")
+              + (f"; still a problem: {result['problem']}" if result["problem"] else ""))
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """`memplane import androidcontrol FILE`: public task data as episodes (re-importing adds nothing twice)."""
+    from ._import import import_androidcontrol
+
+    progress = _progress_printer() if sys.stderr.isatty() and not args.json else None
+    with open_plane(args) as plane:
+        rep = import_androidcontrol(plane, args.file, limit=args.limit, progress=progress)
+    if progress is not None:
+        print(file=sys.stderr)
+    d = rep.to_dict()
+    if args.json:
+        print_json(d)
+    else:
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(d["skipped_lines_by_reason"].items())) or "none"
+        print(f"imported {d['episodes']} episodes ({d['steps']} steps, {d['skipped_actions']} empty actions skipped) "
+              f"in {d['seconds']}s; already imported {d['already_imported']}; lines skipped: {skipped}; "
+              f"items created {d['items_created']}, duplicates avoided {d['duplicates_avoided']}")
+    return EXIT_OK
+
+
+def _progress_printer() -> Any:
+    """A progress line (count, rate, ETA) rewritten in place on a terminal."""
+    t0 = time.monotonic()
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5 and done < total:
+            return
+        last[0] = now
+        rate = done / max(now - t0, 1e-6)
+        eta = (total - done) / rate if rate > 0 else 0.0
+        print(f"\r  {done}/{total} lines, {rate:.0f}/s, ETA {eta:.0f}s   ", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """`memplane bench NAME`: run a benchmark."""
+    from .bench import run_bench
+
+    result = run_bench(args.name, args)
+    if args.json:
+        print_json(result)
+    else:
+        for k, v in result.items():
+            print(f"{k}: {v}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """`memplane demo`: the simulated phone."""
+    from .sim import run_demo
+
+    return run_demo(args)

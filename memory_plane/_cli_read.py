@@ -1,0 +1,192 @@
+"""`memplane retrieve | episodes | device | memory`: what the agent would get, and what the tree holds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from lifecycle import UsageError, field_num, parse_duration, parse_ts
+
+from ._cli_common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
+from ._types import CATEGORY_ORDER
+
+_FACTORS = (("goal_similarity", "sim"), ("entity_or_app_match", "app"), ("applicability", "appl"),
+            ("confidence", "conf"), ("recency", "rec"), ("validation", "valid"),
+            ("conflict_or_stale_penalty", "pen"))
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    """`memplane retrieve GOAL`: what the agent would get for a goal."""
+    from ._types import MemoryRetrieveRequest
+
+    req = MemoryRetrieveRequest(input=args.goal, device_id=args.device, current_hints=hints(args))
+    with open_plane(args) as plane:
+        ctx = plane.explain(req) if args.explain else plane.retrieve(req)
+    if args.explain:
+        print_json(ctx.explain()) if args.json else print("\n".join(explain_lines(ctx.explain())))
+    elif args.json:
+        print_json(ctx.to_dict())
+    else:
+        print(ctx.render(), end="")
+    return EXIT_OK
+
+
+def explain_lines(data: dict[str, Any]) -> list[str]:
+    """`retrieve --explain` as a table: each hit's score factors, then each dropped candidate and why."""
+    q = data.get("query") or {}
+    out = [f"goal: {q.get('text', '')!r}  intent={q.get('intent')}  app={q.get('app')}  target={q.get('target')}"]
+    head = "  ".join(f"{short:>5}" for _, short in _FACTORS)
+    for cat in CATEGORY_ORDER:
+        hits = (data.get("hits") or {}).get(cat) or []
+        if not hits:
+            continue
+        out.append("")
+        out.append(f"{cat} ({len(hits)})")
+        out.append(f"  {'id':30} {'score':>6}  {head}  title")
+        for h in hits:
+            f = h.get("factors") or {}
+            vals = "  ".join(f"{field_num(f.get(k), 0.0):5.2f}" for k, _ in _FACTORS)
+            title = str(h.get("title") or h.get("text") or "")[:60]
+            out.append(f"  {cell(h.get('id'), 30)} {field_num(h.get('score'), 0.0):6.3f}  {vals}  {title}")
+    dropped = data.get("dropped") or {}
+    items = data.get("dropped_items") or []
+    out.append("")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())) or "none"
+    out.append(f"dropped by the hard filters: {counts}")
+    for d in items:
+        out.append(f"  {cell(d.get('id'), 30)} {cell(d.get('reason'), 22)} {d.get('detail') or ''}")
+    return out
+
+
+def _since(text: str) -> datetime:
+    """--since: an ISO date/time, or a duration back from now (``7d``, ``12h``)."""
+    try:
+        delta = parse_duration(text)
+    except ValueError:
+        delta = None
+    if delta is not None:
+        return datetime.now(timezone.utc) - delta
+    try:
+        return parse_ts(text if "T" in text else f"{text}T00:00:00Z")
+    except ValueError:
+        raise UsageError(f"--since takes a date (2026-11-30), a time (2026-11-30T08:00:00Z) or a duration "
+                         f"(7d, 12h), not {text!r}") from None
+
+
+def _episode_rows(plane: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = plane.episodes.newest()
+    if args.app:
+        app = plane.device.catalog.app_id_for(args.app)
+        rows = [e for e in rows if isinstance(e.get("app"), str)
+                and plane.device.catalog.app_id_for(e["app"]) == app]
+    if args.failed:
+        rows = [e for e in rows if e.get("success") is not True]
+    if args.since:
+        since = _since(args.since)
+        kept = []
+        for e in rows:
+            try:
+                if parse_ts(e.get("started_at")) >= since:
+                    kept.append(e)
+            except (ValueError, TypeError):
+                continue
+        rows = kept
+    return rows
+
+
+def cmd_episodes(args: argparse.Namespace) -> int:
+    """`memplane episodes list|show`: past tasks."""
+    with open_plane(args) as plane:
+        if args.action == "list":
+            rows = _episode_rows(plane, args)
+            shown = rows[: args.limit]
+            if args.json:
+                print_json(shown)
+                return EXIT_OK
+            for e in shown:
+                mark = "ok  " if e.get("success") is True else "FAIL"
+                print(f"{e['id']}  {mark}  {cell(e.get('started_at'), 24)}  {cell(e.get('goal'), 70).rstrip()}")
+            total = len(rows)
+            more = f"; --limit {total} shows all" if total > len(shown) else ""
+            print(f"({len(shown)} of {total} episodes{more})" if total != len(shown) else f"({total} episodes)")
+            return EXIT_OK
+        if not args.id:
+            raise UsageError("episodes show needs an episode id (see `memplane episodes list`)")
+        ep = plane.episodes.get(args.id)
+        if ep is None:
+            print(f"no episode {args.id}", file=sys.stderr)
+            return EXIT_PROBLEMS
+        events = plane.episodes.events(args.id).records
+        if args.json:
+            print_json({"episode": ep.to_yaml_dict(), "events": events})
+            return EXIT_OK
+        path = plane.episodes.episode_dir(args.id)
+        print((path / "episode.yaml").read_text("utf-8"), end="")
+        print(f"# {len(events)} events in {path / 'events.jsonl'}")
+        for ev in events:
+            what = ev.get("tool_name") or ev.get("content") or ""
+            extra = ev.get("screenshot_ref") or ""
+            print(f"  {ev.get('event_id')} {cell(ev.get('type'), 18)} {str(what)[:60]} {extra}")
+    return EXIT_OK
+
+
+def cmd_device(args: argparse.Namespace) -> int:
+    """`memplane device list|show`: device memories."""
+    with open_plane(args) as plane:
+        if args.action == "list":
+            app = plane.device.catalog.app_id_for(args.app) if args.app else None
+            entries = plane.device.entries(args.type, app)
+            if args.json:
+                print_json(entries)
+                return EXIT_OK
+            for e in entries:
+                print(f"{e['id']:28} {cell(e.get('type'), 14)} {cell(e.get('status'), 10)} "
+                      f"{conf(e.get('confidence', 0))}  {str(e.get('summary') or e.get('title') or '')[:70]}")
+            print(f"({len(entries)} items)")
+            return EXIT_OK
+        if not args.id:
+            raise UsageError("device show needs an item id (see `memplane device list`)")
+        item = plane.device.get(args.id)
+        if item is None:
+            print(f"no device memory {args.id}", file=sys.stderr)
+            return EXIT_PROBLEMS
+        if args.json:
+            print_json(item.to_yaml_dict())
+        else:
+            from lifecycle import dump_yaml
+
+            print(dump_yaml(item.to_yaml_dict()), end="")
+    return EXIT_OK
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """`memplane memory save|recall|forget`: long-term memory."""
+    with open_plane(args) as plane:
+        if args.action == "save":
+            if args.overrides and args.type != "rule":
+                raise UsageError("--overrides goes with --type rule")
+            if args.type == "rule":
+                r = plane.save_rule(args.text, overrides=args.overrides, title=args.title, tags=args.tag,
+                                    entities=args.entity, force=args.force)
+            else:
+                r = plane.long_term.save_memory(type=args.type, content=args.text, title=args.title, tags=args.tag,
+                                                entities=args.entity, force=args.force)
+            out = {"id": r.id, "status": r.status, "reason": r.reason, "superseded": r.superseded}
+            print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({r.reason})" if r.reason else ""))
+            return EXIT_OK
+        if args.action == "recall":
+            hits = plane.long_term.recall_memory(args.text, limit=args.limit)
+            if args.json:
+                print_json([h.model_dump() for h in hits])
+            elif not hits:
+                print(f"no memory matches {args.text!r}")
+            else:
+                for h in hits:
+                    print(f"[{h.id} type={h.type} score={h.score:.2f}] {h.text}")
+            return EXIT_OK
+        ok = plane.forget(args.text, reason=args.reason)
+        print("forgotten" if ok else f"no memory {args.text}", file=sys.stdout if ok else sys.stderr)
+        return EXIT_OK if ok else EXIT_PROBLEMS
+
