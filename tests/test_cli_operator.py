@@ -188,3 +188,14 @@ def test_demo_says_it_replaces_the_previous_tree(tmp_path: Path, monkeypatch, ca
 def test_help_shows_the_exit_codes(argv: list[str], capsys) -> None:
     assert cli(argv) == 0
     assert "4  no memory root" in capsys.readouterr().out
+
+
+def test_set_up_files_say_what_they_do() -> None:
+    import tomllib
+
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    # SPDX string and license-files: setuptools prints no deprecation banner for them.
+    assert meta["license"] == "MIT" and meta["license-files"] == ["LICENSE"] and (REPO / "LICENSE").is_file()
+    rule = (REPO / "Makefile").read_text().split("$(STAMP): pyproject.toml\n", 1)[1].split("\n\n", 1)[0]
+    first = rule.splitlines()[0]
+    assert first.lstrip().startswith("@echo") and "first run only" in first  # said before the silent install
