@@ -96,6 +96,16 @@ def _episode_rows(plane: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _one(what: str, command: str, item_id: str | None, get: Any) -> Any:
+    """The item `COMMAND show ID` asks for; None (said on stderr) when there is none."""
+    if not item_id:
+        raise UsageError(f"{command} show needs an id (see `memplane {command} list`)")
+    item = get(item_id)
+    if item is None:
+        print(f"no {what} {item_id}", file=sys.stderr)
+    return item
+
+
 def cmd_episodes(args: argparse.Namespace) -> int:
     """`memplane episodes list|show`: past tasks."""
     with open_plane(args) as plane:
@@ -112,11 +122,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             more = f"; --limit {total} shows all" if total > len(shown) else ""
             print(f"({len(shown)} of {total} episodes{more})" if total != len(shown) else f"({total} episodes)")
             return EXIT_OK
-        if not args.id:
-            raise UsageError("episodes show needs an episode id (see `memplane episodes list`)")
-        ep = plane.episodes.get(args.id)
+        ep = _one("episode", "episodes", args.id, plane.episodes.get)
         if ep is None:
-            print(f"no episode {args.id}", file=sys.stderr)
             return EXIT_PROBLEMS
         events = plane.episodes.events(args.id).records
         if args.json:
@@ -146,11 +153,8 @@ def cmd_device(args: argparse.Namespace) -> int:
                       f"{conf(e.get('confidence', 0))}  {str(e.get('summary') or e.get('title') or '')[:70]}")
             print(f"({len(entries)} items)")
             return EXIT_OK
-        if not args.id:
-            raise UsageError("device show needs an item id (see `memplane device list`)")
-        item = plane.device.get(args.id)
+        item = _one("device memory", "device", args.id, plane.device.get)
         if item is None:
-            print(f"no device memory {args.id}", file=sys.stderr)
             return EXIT_PROBLEMS
         if args.json:
             print_json(item.to_yaml_dict())
