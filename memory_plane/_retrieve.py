@@ -148,9 +148,11 @@ class _Source:
             self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
             self.canon, self.by_canon, self.prior = [], {}, AppPrior()
         self.entries = entries
-        for i in range(len(self._feats), len(entries)):
+        start = len(self._feats)
+        first = self.inv.add_many(map(self._text, entries[start:]))  # one tight loop: most of a cold start
+        for i in range(start, len(entries)):
             e = entries[i]
-            n = self.inv.add(self._text(e))
+            n = first + i - start
             self._feats.append(None)  # parsed on first use: a cold query touches few entries
             app = e.get("app")
             if isinstance(app, str):

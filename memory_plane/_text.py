@@ -90,6 +90,24 @@ class InvertedIndex:
             self.postings.setdefault(t, []).append(n)
         return n
 
+    def add_many(self, texts: Iterable[str]) -> int:
+        """Index several documents (as ``add`` does, with the loop's lookups bound once); return the first's
+        number."""
+        docs, postings = self.docs, self.postings
+        get, append_doc, findall, chained = postings.get, docs.append, _TOKEN.findall, chain.from_iterable
+        first = n = len(docs)
+        for text in texts:
+            doc = frozenset(chained(map(_parts, findall(text.lower()))))
+            append_doc(doc)
+            for t in doc:
+                posting = get(t)
+                if posting is None:
+                    postings[t] = [n]
+                else:
+                    posting.append(n)
+            n += 1
+        return first
+
     def weight(self, token: str) -> float:
         """BM25-style IDF of a token (an unseen token weighs as much as the rarest)."""
         n = max(1, len(self.docs))
