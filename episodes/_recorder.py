@@ -226,9 +226,19 @@ class EpisodeRecorder:
 
     def tool_result(self, tool_name: str, *, is_error: bool = False, output: Any = None, screenshot: Any = None,
                     observed_state: Any = None, error: str | None = None, call_id: str | None = None) -> str:
-        """Record a tool's result, its screenshot (stored as a file) and the observed state."""
+        """Record a tool's result, its screenshot (stored as a file) and the observed state.
+
+        A memory tool's result (an object with ``text``, ``is_error`` and ``refs``) is stored as its text,
+        and the memory ids it showed join the episode's ``retrieved_memory_refs``: a memory the model
+        recalled is credited or blamed with the task like one the block showed."""
         try:
             with self._lock:
+                refs = getattr(output, "refs", None)
+                if hasattr(output, "text") and hasattr(output, "is_error") and isinstance(refs, list):
+                    is_error = is_error or bool(output.is_error)
+                    new = [r for r in refs if isinstance(r, str) and r not in self.episode.retrieved_memory_refs]
+                    self.episode.retrieved_memory_refs.extend(new)
+                    output = output.text
                 shot: dict[str, Any] | None = None
                 if screenshot is not None:
                     try:

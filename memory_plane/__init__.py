@@ -29,13 +29,25 @@ __all__ = [
     "MemoryPlane",
     "MemoryPlaneError",
     "MemoryRetrieveRequest",
+    "MemoryTools",
     "ParsedQuery",
     "RetrieveConfig",
     "Retriever",
     "RoleMemoryContext",
     "SaveResult",
     "SessionStore",
+    "ToolResult",
     "parse_query",
     "quote_data",
     "render_context",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The model's tools load on first use: a process that only retrieves pays nothing for them.
+    if name in ("MemoryTools", "ToolResult"):
+        from . import _tools
+
+        return getattr(_tools, name)
+    raise AttributeError(f"module 'memory_plane' has no attribute {name!r}")
+

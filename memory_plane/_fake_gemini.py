@@ -42,8 +42,12 @@ class FakeGemini:
                     data = json.dumps({"error": {"code": status, "message": f"fake {status}",
                                                  "status": "UNAVAILABLE" if status >= 500 else "INVALID_ARGUMENT"}})
                 else:
-                    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-                    data = json.dumps({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                    if isinstance(payload, dict) and isinstance(payload.get("parts"), list):
+                        parts = payload["parts"]  # e.g. a functionCall part: the model asks for a tool
+                    else:
+                        parts = [{"text": payload if isinstance(payload, str) else json.dumps(payload,
+                                                                                              ensure_ascii=False)}]
+                    data = json.dumps({"candidates": [{"content": {"role": "model", "parts": parts},
                                                        "finishReason": "STOP"}],
                                        "usageMetadata": {"promptTokenCount": 1200, "cachedContentTokenCount": 300,
                                                          "candidatesTokenCount": 60, "totalTokenCount": 1260}})

@@ -60,6 +60,7 @@ class MemoryPlane:
         self.session = SessionStore(self.root, clock=clock, lock_timeout=lock_timeout)
         self.retriever = Retriever(self.device, self.episodes, self.long_term, retrieve_config)
         self.retrieve_errors = 0
+        self._tools: Any = None
         jobs: list[EpisodeJob] = [self.outcomes, self.extractor, *extra_jobs]
         self.writer = TaskEpisodeWriter(self.episodes, jobs=jobs, queue_size=queue_size)
 
@@ -110,6 +111,15 @@ class MemoryPlane:
             except Exception:
                 log.exception("memory: session freeze failed; using a fresh block")
         return ctx
+
+    @property
+    def tools(self) -> Any:
+        """The model's memory tools (``MemoryTools``): declarations, genai tools, and ``call(name, args)``."""
+        if self._tools is None:
+            from ._tools import MemoryTools
+
+            self._tools = MemoryTools(self)
+        return self._tools
 
     def explain(self, req: MemoryRetrieveRequest | str) -> MemoryContext:
         """Retrieve as ``retrieve`` does, also naming each candidate a filter dropped and why (``--explain``)."""
