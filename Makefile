@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	@# setuptools prints a banner on every editable install (folders named like a package in the current
 	@# directory may shadow it); memory_plane/_siblings.py handles that case, so the banner is only noise.
-	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,mcp]'
 	touch $(STAMP)
 
 demo: $(STAMP)

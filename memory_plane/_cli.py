@@ -28,7 +28,7 @@ from ._cli_common import (
     positive_int,
     print_json,
 )
-from ._cli_ops import cmd_bench, cmd_demo, cmd_import, cmd_init, cmd_lifecycle, log_line
+from ._cli_ops import cmd_bench, cmd_demo, cmd_import, cmd_init, cmd_lifecycle, cmd_mcp, log_line
 from ._cli_read import cmd_device, cmd_episodes, cmd_memory, cmd_retrieve
 
 __all__ = ["EXIT_NO_ROOT", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_STORAGE", "EXIT_USAGE", "build_parser", "main"]
@@ -149,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lens", choices=["offline", "gemini-fake"], default="offline",
                    help="compaction: the lenses to run (gemini-fake: the real SDK against a local fake server)")
     s.set_defaults(func=cmd_bench)
+
+    s = command("mcp", "serve this device's memory to MCP clients over stdio (needs the mcp extra)")
+    s.add_argument("--allow-write", action="store_true",
+                   help="also offer save_memory and forget_memory (read-only by default)")
+    s.set_defaults(func=cmd_mcp)
 
     s = command("demo", "run the simulated phone twice with memory, then after a language change")
     s.add_argument("--tasks", type=positive_int, default=None, help="tasks a round (default 3)")

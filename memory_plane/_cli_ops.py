@@ -155,6 +155,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """`memplane mcp`: serve this tree's memory to MCP clients over stdio."""
+    from ._mcp import serve_stdio
+
+    with open_plane(args) as plane:
+        serve_stdio(plane, allow_write=args.allow_write)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """`memplane demo`: the simulated phone."""
     from .sim import run_demo
