@@ -172,3 +172,31 @@ def test_a_genai_loop_dispatches_function_calls_and_refs_reach_the_episode(plane
     decl_names = {f["name"] for f in fake.requests[0]["body"]["tools"][0]["functionDeclarations"]}
     assert "save_memory" in decl_names
     assert any(r.startswith("mem_") for r in ep.retrieved_memory_refs)
+
+
+def test_parity_with_the_go_tools_arguments_and_descriptions(plane: MemoryPlane) -> None:
+    decls = {d["name"]: d["description"] for d in plane.tools.declarations()}
+    for want in ("long-term", "recall_session_chunks", '"tags":["verification"', "topic/domain keywords",
+                 "preference", "rule", "procedure"):
+        assert want in decls["recall_memory"]
+    for want in ("Mandatory when the user asks to remember/save", "status=saved", "ignored as a duplicate",
+                 "Use profile for durable user facts", "location, timezone", "synthesized user profile"):
+        assert want in decls["save_memory"]
+    for want in ("prior conversation content", "visible context", "archived chunks", "chunk_ids", "PREFERRED",
+                 "FALLBACK"):
+        assert want in decls["recall_session_chunks"]
+    t = plane.tools
+    # The Go tools' argument names: tags/entities/types for recall_memory, terms/types for device memory.
+    r = t.call("recall_memory", {"tags": ["address"], "types": ["fact"], "limit": 3})
+    assert not r.is_error and "12 Garden Road" in r.text
+    assert "12 Garden Road" not in t.call("recall_memory", {"tags": ["address"], "types": ["rule"]}).text
+    d = t.call("recall_device_memory", {"terms": ["微信"], "types": ["app_profile"], "device_id": "default"})
+    assert not d.is_error and d.refs == ["app_wechat"]
+    for i in range(60):
+        plane.session.append("user_input", f"验证码 {i} 已过期，请重新获取", app_name="某政务App")
+    chunks = plane.session.chunk_index.read().entries
+    assert chunks
+    by_tags = t.call("recall_session_chunks", {"tags": ["验证码"], "app_name": "Mail"})  # app_name is no filter
+    assert not by_tags.is_error and chunks[0]["id"] in by_tags.text
+    by_id = t.call("recall_session_chunks", {"chunk_ids": [chunks[0]["id"]]})
+    assert chunks[0]["id"] in by_id.text
