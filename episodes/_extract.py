@@ -221,13 +221,16 @@ class LessonExtractor:
                     p.open_methods = cap_list(p.open_methods, "open_methods")
                 om.success_count += 1 if ok else 0
                 om.failure_count += 0 if ok else 1
+            # A profile the agent was shown is credited by the outcome update: each episode counts once.
+            counted = p.id in ctx.ep.retrieved_memory_refs
             if goal_app:
-                if success:
+                if success and not counted:
                     p.success_count += 1
                     p.confidence = min(0.95, p.confidence + 0.05)
-                else:
-                    p.failure_count += 1
-                    p.confidence = max(0.05, p.confidence - 0.05)
+                elif not success:
+                    if not counted:
+                        p.failure_count += 1
+                        p.confidence = max(0.05, p.confidence - 0.05)
                     reason = ctx.failure_text()
                     if reason:
                         p.known_issues = merge_unique(p.known_issues, [reason], "known_issues")

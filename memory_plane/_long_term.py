@@ -46,6 +46,7 @@ from lifecycle import (
     validate_record,
 )
 
+from ._polarity import contradicts, meaning_length
 from ._text import InvertedIndex, token_set
 from ._types import MemoryHit
 
@@ -327,15 +328,23 @@ class LongTermStore:
             actives = [m for m in (i.record for i in self.iter_items()) if m is not None and m.status == "active"
                        and m.type == type]
             norm = _norm(text)
+            # "Long enough to mean something" is measured the same way for CJK and Latin text.
             for m in actives:
                 old = _norm(m.content)
-                if old == norm or (len(norm) >= 8 and norm in old):
+                if old == norm or (meaning_length(norm) >= 8 and norm in old):
                     return SaveResult(m.id, "ignored", "the same or a broader memory exists")
             replaced: list[LongTermMemory] = []
+            reason = None
             for m in actives:
                 old = _norm(m.content)
-                if len(old) >= 8 and old in norm:
+                topic = bool(set(map(str.lower, m.entities)) & set(map(str.lower, ents_l)) - GENERIC_ENTITIES
+                             or set(map(str.lower, m.tags)) & set(map(str.lower, tags_l)))
+                if meaning_length(old) >= 8 and old in norm:
                     replaced.append(m)  # the new memory says the same, more specifically
+                elif type in ("rule", "preference") and contradicts(old, norm, same_topic=topic):
+                    # Two rules that cannot both be followed: the user's newer word wins.
+                    replaced.append(m)
+                    reason = f"contradicts {m.id}, which it replaces"
                 elif (set(map(str.lower, m.entities)) & set(map(str.lower, ents_l)) - GENERIC_ENTITIES
                       and set(map(str.lower, m.tags)) & set(map(str.lower, tags_l))
                       and _similar(old, norm) >= 0.5):
@@ -361,7 +370,7 @@ class LongTermStore:
                 self._write(old_mem)
             self._write_profile()
             if replaced:
-                return SaveResult(mem.id, "superseded", None, [m.id for m in replaced])
+                return SaveResult(mem.id, "superseded", reason, [m.id for m in replaced])
             return SaveResult(mem.id, "saved")
 
     def forget_memory(self, mem_id: str, *, reason: str = "forgotten") -> bool:

@@ -119,7 +119,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     expired: list[str] = []
     excerpt: list[str] = []
     pending: dict[int, tuple[Any, dict[str, Any]]] = {}
-    transition_colls = {id(c) for c in [*device.collections.values(), long_term]}
+    transition_colls = {id(c) for c in [*device.collections.values(), long_term, device.profiles]}
 
     def decide(coll: Any, item: Any) -> None:
         rec = item.record
@@ -146,6 +146,13 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     report.stats["interrupted"] = interrupted
     for coll, changes in pending.values():
         try:
+            if coll is device.profiles:
+                # Device profiles expire like every other memory (one file per device, no index).
+                for prof_id, ch in changes.items():
+                    dev_id = next((p.device_id or "default" for p in device.profiles.all() if p.id == prof_id), None)
+                    if dev_id:
+                        device.profiles.update(dev_id, lambda cur, ch=ch: _setter(ch)(cur) if cur else None)
+                continue
             coll.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
             report.add("io", str(Path(coll.dir).relative_to(root)), None,

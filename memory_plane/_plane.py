@@ -105,8 +105,12 @@ class MemoryPlane:
             return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
         if req.session_id:
             try:
-                block, _ = self.session.frozen_block(req.session_id, ctx.render)
+                block, reused, hits = self.session.frozen_block(
+                    req.session_id, ctx.render, ctx.common.model_dump(mode="json"))
                 ctx.frozen_block = block
+                if reused and isinstance(hits, dict):
+                    # What the agent saw is what gets credited: refs and hits of the frozen block.
+                    ctx.common = RoleMemoryContext.model_validate(hits)
                 ctx.session_id = req.session_id
             except Exception:
                 log.exception("memory: session freeze failed; using a fresh block")

@@ -37,7 +37,10 @@ def hit_line(hit: MemoryHit, *, conflict: bool = False) -> str:
     attrs = [hit.id, f"type={'conflict' if conflict else hit.type}", f"confidence={hit.confidence:.2f}"]
     if hit.page:
         attrs.append(f"page={_safe_attr(hit.page)}")
-    line = f"- [{' '.join(attrs)}] {quote_data(hit.text)}"
+    # A conflict names the memories on both sides, as the design's example does: [a] conflicts with [b]: …
+    against = f"conflicts with [{', '.join(_safe_attr(x) for x in hit.conflicts_with)}]: " if (
+        conflict and hit.conflicts_with) else ""
+    line = f"- [{' '.join(attrs)}] {against}{quote_data(hit.text)}"
     if conflict:
         line += f" {CONFLICT_NOTE}"
     if hit.steps:

@@ -288,7 +288,7 @@ class Retriever:
                 if rec is not None:
                     hits.append(self._hit(c, cat, now, None if rec is True else rec))
             setattr(common, cat, hits)
-        self._device_profile(req.device_id or "default", common)
+        self._device_profile(req.device_id or "default", common, now)
         self._expand_steps(common)
         self._fit_budget(common)
         out = MemoryContext(common, ctx.q, dropped=dropped)
@@ -470,7 +470,9 @@ class Retriever:
         return MemoryHit(id=e["id"], type=item_type, score=round(c.score, 4), confidence=f.confidence, text=text,
                          title=title, path=path, app=f.app, page=field_str(e.get("page")), status=f.status,
                          factors={k: round(v, 3) for k, v in factors.items()},
-                         caution=category in ("failure_modes", "conflicts"))
+                         caution=category in ("failure_modes", "conflicts"),
+                         conflicts_with=[x for x in field_words(e.get("conflicts_with")) if x != e["id"]][:3]
+                         if category == "conflicts" else [])
 
     @staticmethod
     def _app_match(ctx: _Query, app: Any, e: dict[str, Any], text_field: str) -> float:
@@ -690,7 +692,7 @@ class Retriever:
 
     # -- profile, steps, budget ----------------------------------------------------------
 
-    def _device_profile(self, device_id: str, common: RoleMemoryContext) -> None:
+    def _device_profile(self, device_id: str, common: RoleMemoryContext, now: datetime) -> None:
         path = self.device.profiles.path_for(device_id)
         try:
             prof = self._cached(path, lambda: self.device.profiles.load_path(path))
@@ -699,8 +701,8 @@ class Retriever:
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: device profile unreadable: %s", exc)
             return
-        if prof.status != "active":
-            return
+        if prof.status != "active" or prof.is_expired(now):
+            return  # an expired profile is stale knowledge of the device: not shown (verify marks it)
         common.device_profile = [MemoryHit(
             id=prof.id, type="device_profile", score=1.0, confidence=prof.confidence, text=prof.body(),
             path=str(path.relative_to(self.device.root)), status=prof.status)]

@@ -90,17 +90,22 @@ class SessionStore:
                 self._write_metadata(meta)
             return str(meta["session_id"])
 
-    def frozen_block(self, session_id: str, render: Any) -> tuple[str, bool]:
-        """The block frozen for this session, rendering and storing it on the first call; (block, reused)."""
+    def frozen_block(self, session_id: str, render: Any, common: Any = None) -> tuple[str, bool, Any]:
+        """The block frozen for this session, and the hits behind it; rendered and stored on the first call.
+
+        Returns (block, reused, hits): ``hits`` is the stored ``common`` (a JSON mapping) of the first call,
+        so the memories credited or blamed later are the ones the agent saw, not a fresh retrieval's.
+        """
         with self.lock():  # concurrent first retrievals: one writes, the others read its block
             meta = self.metadata()
             frozen = meta.get("frozen") or {}
             if frozen.get("session_id") == session_id and isinstance(frozen.get("block"), str):
-                return frozen["block"], True
+                return frozen["block"], True, frozen.get("common")
             block = render()
-            meta["frozen"] = {"session_id": session_id, "block": block, "at": format_ts(self.clock())}
+            meta["frozen"] = {"session_id": session_id, "block": block, "at": format_ts(self.clock()),
+                              "common": common}
             self._write_metadata(meta)
-            return block, False
+            return block, False, common
 
     # -- events -------------------------------------------------------------------
 
@@ -118,6 +123,16 @@ class SessionStore:
               **{k: sanitize(v) for k, v in extra.items()}}
         ev = {k: v for k, v in ev.items() if v is not None}
         with self.lock():
+            meta = self.metadata()
+            if not meta.get("session_id") or (type == "user_input" and not meta.get("root_goal")):
+                # The first event opens the session; its first user input is the goal the window keeps.
+                if not meta.get("session_id"):
+                    now = self.clock()
+                    meta["session_id"] = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
+                    meta["started_at"] = format_ts(now)
+                if type == "user_input" and not meta.get("root_goal"):
+                    meta["root_goal"] = ev
+                self._write_metadata(meta)
             append_line(self.dir / "events.jsonl", dumps_compact(ev))
             events = read_jsonl(self.dir / "events.jsonl").records
             if len(events) > self.config.compress_after:
@@ -125,11 +140,33 @@ class SessionStore:
         return ev
 
     def window(self) -> list[dict[str, Any]]:
-        """The hot window: the newest events."""
-        return read_jsonl(self.dir / "events.jsonl").records[-self.config.hot_events:]
+        """The hot window: the newest events, never starting inside a call and its result, with the session's
+        first user goal pinned at its head when it was compressed away."""
+        events = read_jsonl(self.dir / "events.jsonl").records
+        window = events[self._cut(events):]
+        root = self.metadata().get("root_goal")
+        if isinstance(root, dict) and root.get("event_id") not in {e.get("event_id") for e in window}:
+            # The goal takes the oldest event's place (the window keeps its size); a result whose call
+            # that removes goes with it.
+            rest = window[1:] if len(window) >= self.config.hot_events else window
+            while rest and rest[0].get("type") == "tool_result":
+                rest = rest[1:]
+            window = [root, *rest]
+        return window
+
+    def _cut(self, events: list[dict[str, Any]]) -> int:
+        """Where the hot window starts: ``hot_events`` from the end, moved back past tool results so that a
+        result is never separated from the turn that asked for it (chat APIs reject an orphan result)."""
+        cut = max(0, len(events) - self.config.hot_events)
+        while cut > 0 and events[cut].get("type") == "tool_result":
+            cut -= 1
+        return cut
 
     def _compress(self, events: list[dict[str, Any]]) -> None:
-        old, keep = events[: -self.config.hot_events], events[-self.config.hot_events:]
+        cut = self._cut(events)
+        if cut == 0:
+            return
+        old, keep = events[:cut], events[cut:]
         now = self.clock()
         chunk_id = f"chunk_{now.strftime('%Y%m%d%H%M%S')}_{os.urandom(3).hex()}"
         body = "".join(dumps_compact(e) + "\n" for e in old)
@@ -182,7 +219,13 @@ class SessionStore:
             meta = self.metadata()
             sid = meta.get("session_id")
             if not sid:
-                return None
+                if not (self.dir / "events.jsonl").is_file() or not read_jsonl(self.dir / "events.jsonl").records:
+                    return None  # nothing was said: there is no session to archive
+                # Events from before sessions were opened on the first append: archive them under a new id.
+                now = self.clock()
+                sid = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
+                meta["session_id"] = sid
+                self._write_metadata(meta)
             target = safe_join(self.root, "session_archive", slug_id(str(sid)))
             target.mkdir(parents=True, exist_ok=True)
             for name in ("events.jsonl", "summary.md", "summary_archive.md", "metadata.json", "chunks"):

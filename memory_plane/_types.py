@@ -60,6 +60,7 @@ class MemoryHit(BaseModel):
     steps: list[str] = Field(default_factory=list)
     factors: dict[str, float] = Field(default_factory=dict)
     caution: bool = False
+    conflicts_with: list[str] = Field(default_factory=list)  # the memories a conflicted one contradicts
 
 
 class RoleMemoryContext(BaseModel):
