@@ -66,6 +66,7 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "tags": item.tags[:8] or None,
         "tools": item.required_tools() or None,
         "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
+        "traceability": (item.model_extra or {}).get("traceability"),
         "path": f"{item.id}.yaml",
     }
     return {k: v for k, v in entry.items() if v is not None}

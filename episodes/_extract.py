@@ -27,6 +27,7 @@ from device_memory import (
 )
 from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
+from ._causes import classify
 from ._model import TaskEpisode
 from ._steps import Step, pair_steps
 from ._store import TaskEpisodeStore
@@ -64,6 +65,7 @@ class ExtractionResult:
     skipped_tombstoned: int = 0
     steps: int = 0
     errors: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # items this episode created or updated
 
     def bump(self, kind: str, item_type: str) -> None:
         """Count one created or updated item."""
@@ -85,9 +87,15 @@ class LessonExtractor:
         self.__name__ = "extract_lessons"
 
     def __call__(self, ep: TaskEpisode) -> ExtractionResult:
-        """Extract from a committed episode, reading its events from disk."""
+        """Extract from a committed episode, reading its events from disk; the episode then names what it
+        taught (``reusable_lessons``), why it failed (``failure_causes``) and the conflicts it decided."""
         events = self.episodes.events(ep.id).records
-        return self.extract(ep, events)
+        before = (list(ep.reusable_lessons), list(ep.failure_causes), list(ep.conflicts))
+        res = self.extract(ep, events)
+        ep.reusable_lessons = list(dict.fromkeys([*ep.reusable_lessons, *res.ids]))[:50]
+        if (ep.reusable_lessons, ep.failure_causes, ep.conflicts) != before:
+            self.episodes.write(ep)
+        return res
 
     # -- main ---------------------------------------------------------------------
 
@@ -117,6 +125,7 @@ class LessonExtractor:
         for ids, rule, decision, detail in ctx.decisions:
             self.device.conflicts.add(ids, rule=rule, decision=decision, evidence={"episode": ctx.ep.id},
                                       detail=detail)
+            ep.conflicts = list(dict.fromkeys([*ep.conflicts, *(i for i in ids if i)]))[:50]
         return res
 
     def _upsert(self, ctx: _Ctx, res: ExtractionResult, item_type: str, item_id: str, create: Any,
@@ -155,6 +164,8 @@ class LessonExtractor:
             res.skipped_tombstoned += 1
         elif state["kind"]:
             res.bump(str(state["kind"]), item_type)
+            if item_id not in res.ids:
+                res.ids.append(item_id)
         return out
 
     # -- each lesson ----------------------------------------------------------------
@@ -168,10 +179,12 @@ class LessonExtractor:
             now = self.device.clock()
             if cur is not None:
                 sw, sh = cur.screen.screenshot_width, cur.screen.screenshot_height
-                before.update(language=cur.language, screen=f"{sw}x{sh}" if sw and sh else None)
+                before.update(language=cur.language, screen=f"{sw}x{sh}" if sw and sh else None,
+                              input_method=cur.input_method)
             if cur is not None:
                 same_screen = not (w and h) or (cur.screen.screenshot_width, cur.screen.screenshot_height) == (w, h)
-                same_lang = not ctx.language or cur.language == ctx.language
+                same_lang = (not ctx.language or cur.language == ctx.language) and (
+                    not ctx.input_method or cur.input_method == ctx.input_method)
                 last = cur.last_validated_at
                 fresh = isinstance(last, datetime) and now - last < PROFILE_RENEW_EVERY
                 if same_screen and same_lang and fresh:
@@ -180,6 +193,8 @@ class LessonExtractor:
                                             title=f"Device {dev}", confidence=0.6)
             if ctx.language:
                 p.language = ctx.language
+            if ctx.input_method:
+                p.input_method = ctx.input_method
             if w and h:
                 p.screen = ScreenInfo(screenshot_width=w, screenshot_height=h, density=p.screen.density)
             if cur is not None:
@@ -197,6 +212,9 @@ class LessonExtractor:
             self.device.mark_environment_change(dev, "language", before["language"], ctx.language)
         if before.get("screen") and ctx.screen_text:
             self.device.mark_environment_change(dev, "screen", before["screen"], ctx.screen_text)
+        if before.get("input_method") and ctx.input_method:
+            # Typed text depends on the keyboard (a pinyin IME composes, another commits at once).
+            self.device.mark_environment_change(dev, "input_method", before["input_method"], ctx.input_method)
 
     def _app_profile(self, ctx: _Ctx, app_id: str, res: ExtractionResult) -> None:
         names = ctx.app_names.get(app_id, [])
@@ -381,6 +399,13 @@ class LessonExtractor:
                 break
         if ep.outcome.success:
             return
+        # What the events show (the screen did not change, a dialog was open, typed text did not arrive,
+        # taps without effect): each a typed failure memory, and the episode's failure_causes.
+        for cause in classify(ctx.steps):
+            ids = [i for st in cause.steps for i in st.event_ids]
+            self._failure(ctx, res, cause.label(), cause.trigger(), cause.lesson, cause.steps[-1], scope_app=True,
+                          event_ids=ids)
+            ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, cause.label()]))
         last = ctx.steps[-1]
         phase = ep.outcome.failure_phase or "unknown"
         reason = ctx.failure_text() or phase
@@ -392,7 +417,7 @@ class LessonExtractor:
         self._failure(ctx, res, mode, trigger, lesson, last, scope_app=True)
 
     def _failure(self, ctx: _Ctx, res: ExtractionResult, mode: str, trigger: dict[str, Any], lesson: str,
-                 step: Step, *, scope_app: bool) -> None:
+                 step: Step, *, scope_app: bool, event_ids: list[str] | None = None) -> None:
         app_id = (ctx.goal_app or ctx.canon(step.app_after) or ctx.canon(step.app_before)) if scope_app else None
         pattern = goal_pattern(ctx.ep) if scope_app else None
         fid = f"fail_{content_hash(ctx.device_id, app_id, pattern, mode)}"
@@ -416,7 +441,7 @@ class LessonExtractor:
             f.summary = f.body()
             return f
 
-        ev = EvidenceRef(type="episode", id=ctx.ep.id, event_ids=step.event_ids)
+        ev = EvidenceRef(type="episode", id=ctx.ep.id, event_ids=event_ids or step.event_ids)
         ctx.extra_evidence = ev
         try:
             fail = self._upsert(ctx, res, "failure", fid, create, merge, content_hash("failure", fid))
@@ -617,6 +642,7 @@ class _Ctx:
         self.catalog = device.catalog
         self.device_id = ep.device_scope.device_id or "default"
         self.language = ep.device_scope.language
+        self.input_method = ep.device_scope.input_method
         self.extra_evidence: EvidenceRef | None = None
         self.decisions: list[tuple[list[str], str, str, str | None]] = []
         screen = None
@@ -699,7 +725,8 @@ class _Ctx:
 
     def applicability(self, app_id: str | None) -> dict[str, Any]:
         """Where a path lesson applies: this device, language, screen and app."""
-        out = {"device_id": self.device_id, "language": self.language, "screen": self.screen_text, "app": app_id}
+        out = {"device_id": self.device_id, "language": self.language, "screen": self.screen_text, "app": app_id,
+               "input_method": self.input_method}
         return {k: v for k, v in out.items() if v}
 
     def evidence(self) -> EvidenceRef:

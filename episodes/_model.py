@@ -58,6 +58,7 @@ class DeviceScope(_Open):
     device_id: str = "default"
     language: Text = None
     screen: Text = None
+    input_method: Text = None  # the keyboard the phone used (e.g. a pinyin IME): typed text depends on it
 
 
 class InitialState(_Open):

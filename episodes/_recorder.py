@@ -52,6 +52,7 @@ class EpisodeRecorder:
         clock: Clock = system_clock,
         on_exit_commit: Callable[[TaskEpisode], Any] | None = None,
         episode_id: str | None = None,
+        input_method: str | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self._store = store
@@ -77,7 +78,8 @@ class EpisodeRecorder:
             started_at=now,
             user_goal=sanitize(goal or "", limit=2000),
             normalized_goal=NormalizedGoal(**{k: v for k, v in (normalized_goal or {}).items() if v is not None}),
-            device_scope=DeviceScope(device_id=device_id or "default", language=language, screen=screen),
+            device_scope=DeviceScope(device_id=device_id or "default", language=language, screen=screen,
+                                     input_method=input_method),
             initial_state=InitialState(app=app, page=page),
             retrieved_memory_refs=list(retrieved_refs),
             tags=list(tags),
@@ -253,9 +255,18 @@ class EpisodeRecorder:
                     seen = obs.get("app")
                     if isinstance(seen, str) and seen.strip():
                         self._apps_seen[seen] = self._apps_seen.get(seen, 0) + 1
+                    ime = obs.get("input_method")
+                    if isinstance(ime, str) and ime.strip():
+                        self.episode.device_scope.input_method = ime  # what the phone reports wins over a hint
                     if self.episode.initial_state.app is None and obs.get("app"):
                         self.episode.initial_state.app = obs.get("app")
                         self.episode.initial_state.page = obs.get("page")
+                        seen = obs.get("visible_text")
+                        words = ", ".join(str(x) for x in seen[:6]) if isinstance(seen, list) else None
+                        self.episode.initial_state.summary = excerpt(
+                            f"{obs.get('app')} / {obs.get('page') or '?'}" + (f": {words}" if words else ""), 300)
+                if shot and shot.get("screenshot_ref") and self.episode.initial_state.screenshot_ref is None:
+                    self.episode.initial_state.screenshot_ref = shot["screenshot_ref"]
                 return self._emit({
                     "type": "tool_result", "role": "tool", "step": self._tool_steps, "tool_name": str(tool_name),
                     "is_error": bool(is_error), "output": sanitize(output, self._image_sink, limit=OUTPUT_LIMIT),

@@ -17,7 +17,8 @@ MAX_DEPTH = 12
 MAX_ITEMS = 200          # list items / mapping keys kept per container
 MAX_VISIBLE_TEXT = 80    # lines of UI text kept per observation
 REDACTED = "[redacted]"
-NAME_KEYS: tuple[str, ...] = ("app", "page", "package", "activity", "app_name", "page_name", "field_type")
+NAME_KEYS: tuple[str, ...] = ("app", "page", "package", "activity", "app_name", "page_name", "field_type",
+                               "input_method", "login_state")
 TEXT_KEYS: tuple[str, ...] = ("text", "query", "keyword", "input", "value", "content", "password")
 
 _DATA_URI = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+);base64,(?P<b64>[A-Za-z0-9+/=\s]{16,})")

@@ -85,6 +85,7 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
     pending: list[Step] = []
     last_app = last_page = None
     last_sig: str | None = None
+    last_dhash: str | None = None
     for ev in events:
         etype = ev.get("type")
         if etype == "tool_call":
@@ -100,6 +101,8 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
                 app_before=ev.get("app") or last_app, page_before=ev.get("page") or last_page,
                 obs_before=last_sig,
             )
+            if last_dhash is not None:
+                step.extra["dhash_before"] = last_dhash
             steps.append(step)
             pending.append(step)
         elif etype == "tool_result":
@@ -122,6 +125,11 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             match.is_error = bool(ev.get("is_error"))
             match.error = str(ev["error"]) if ev.get("error") else None
             match.app_after, match.page_after, match.package_after = app or last_app, page or last_page, pkg
+            obs = ev.get("observed_state")
+            if isinstance(obs, Mapping):
+                match.extra["observed"] = obs  # dialogs, visible text, input method: what failure causes read
+            if isinstance(ev.get("dhash"), str):
+                match.extra["dhash"] = last_dhash = ev["dhash"]
             w, h = ev.get("width"), ev.get("height")
             if isinstance(w, int) and isinstance(h, int) and w > 0 and h > 0:
                 match.screen = (w, h)

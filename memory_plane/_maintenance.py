@@ -25,6 +25,7 @@ from lifecycle import (
     collection_lock,
     dumps_compact,
     find_quarantined,
+    format_ts,
     load_retention,
     parse_ts,
     quarantine_name,
@@ -118,6 +119,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     # Lifecycle transitions, decided from the records verify parses anyway (one pass over the files).
     expired: list[str] = []
     excerpt: list[str] = []
+    refresh: list[dict[str, Any]] = []
     pending: dict[int, tuple[Any, dict[str, Any]]] = {}
     transition_colls = {id(c) for c in [*device.collections.values(), long_term, device.profiles]}
 
@@ -132,7 +134,14 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         if rec.status == "active" and rec.is_expired(now):
             changes["status"] = "expired"
             expired.append(rec.id)
+        if rec.is_expired(now) and rec.status in ("active", "expired") and getattr(rec, "success_count", 0) > 0:
+            # Expired, yet it helped tasks succeed: worth re-validating in a background refresh.
+            refresh.append({"id": rec.id, "type": rec.type, "success_count": rec.success_count,
+                            "expires_at": rec.expires_at if isinstance(rec.expires_at, str) or rec.expires_at is None
+                            else format_ts(rec.expires_at)})
         refs = [r for r in getattr(rec, "evidence_refs", []) if r.type == "episode"]
+        # A long-term memory names where it came from in source_refs; an episode among them is evidence too.
+        refs += [_EpisodeRef(x) for x in getattr(rec, "source_refs", []) or [] if str(x).startswith("ep_")]
         trace = getattr(rec, "traceability", None) or (rec.model_extra or {}).get("traceability")
         if refs and trace != "excerpt_only" and all(r.id not in traced for r in refs):
             changes["traceability"] = "excerpt_only"  # every episode it came from is gone or trimmed
@@ -159,6 +168,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                        f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
     report.stats["expired_marked"] = expired
     report.stats["excerpt_only"] = excerpt
+    report.stats["refresh_candidates"] = sorted(refresh, key=lambda r: -r["success_count"])
 
     for f in _jsonl_files(root, episode_dirs):
         read = read_jsonl(f)
@@ -179,6 +189,15 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                     "orphanfolder"}
         report.problems = [p for p in report.problems if p.category not in repaired]
     return report
+
+
+class _EpisodeRef:
+    """An episode named in a long-term memory's source_refs, seen as evidence like an evidence_ref."""
+
+    type = "episode"
+
+    def __init__(self, episode_id: str) -> None:
+        self.id = episode_id
 
 
 def _setter(changes: dict[str, Any]) -> Any:

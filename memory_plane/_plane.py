@@ -144,6 +144,7 @@ class MemoryPlane:
         return EpisodeRecorder(
             self.episodes, req.input, device_id=req.device_id or "default", language=hints.language,
             screen=hints.screen(), app=hints.app, page=hints.page, normalized_goal=normalized,
+            input_method=hints.input_method,
             retrieved_refs=refs, clock=self.clock, on_exit_commit=self.commit_episode,
         )
 

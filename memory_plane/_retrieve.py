@@ -110,8 +110,8 @@ def _features(e: dict[str, Any], kind: str) -> _Feat:
                      field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
     penalty = 0.0
     evidence = bool(e.get("evidence")) or kind == "long_term"
-    if kind in APP_BOUND and not evidence:
-        penalty = 0.5  # missing evidence or broken traceability: downweighted
+    if (kind in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
+        penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
     if f > s or e.get("conflicts_with"):
         penalty = max(penalty, 0.5)
     when = _parse(e.get("last_validated_at")) or _parse(e.get("updated_at"))

@@ -129,3 +129,77 @@ def test_a_conflict_line_names_both_memories(tmp_path: Path) -> None:
         rule = plane.save_rule("在美团下单前先问我", overrides=[proc])
         block = plane.retrieve("在美团点一杯奶茶").render()
         assert f"conflicts with [{rule.id}]" in block
+
+
+def _run(plane: MemoryPlane, goal: str, steps: list[tuple], *, success: bool, hints: dict | None = None,
+         shots: bool = False) -> str:
+    from helpers import screenshot
+
+    req = MemoryRetrieveRequest(input=goal, current_hints=hints or {"language": "zh-CN"})
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    for i, (tool, args, obs) in enumerate(steps):
+        rec.tool_call(tool, args)
+        rec.tool_result(tool, observed_state=obs, screenshot=screenshot(f"s{i}", (320, 600)) if shots else None)
+    ep = rec.finish(success=success, failure_phase=None if success else "verification_timeout")
+    plane.commit_episode(ep)
+    plane.flush()
+    return ep.id
+
+
+def test_failure_causes_are_read_off_the_events(tmp_path: Path) -> None:
+    home = {"app": "微信", "page": "首页", "visible_text": ["通讯录", "发现"]}
+    chat = {"app": "微信", "page": "聊天", "visible_text": ["张三", "发送"]}
+    steps = [("launch_app", {"app": "微信"}, home),
+             ("tap", {"x": 500, "y": 900}, home), ("tap", {"x": 505, "y": 902}, home),
+             ("tap", {"x": 498, "y": 899}, home),
+             ("back", {}, home),
+             ("tap", {"x": 100, "y": 100}, {**chat, "dialogs": ["允许访问通讯录?"]}),
+             ("keyboard_text", {"text": "你好张三"}, chat)]
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        ep_id = _run(plane, "给张三发消息", steps, success=False)
+        ep = plane.episodes.get(ep_id)
+        assert ep is not None
+        kinds = {c.split(":")[0] for c in ep.failure_causes}
+        assert kinds >= {"repeated_tap_no_effect", "page_unchanged", "dialog_blocking", "input_not_accepted"}
+        failures = [plane.device.get(e["id"]) for e in plane.device.entries("failure")]
+        typed = {f.trigger.get("kind"): f for f in failures if f is not None and f.trigger.get("kind")}
+        assert set(typed) >= kinds
+        tap = typed["repeated_tap_no_effect"]
+        assert len(tap.evidence_refs[0].event_ids) == 6 and "changed nothing" in tap.lesson
+        # A success with a stray tap teaches no failure.
+        ok_id = _run(plane, "打开微信", steps[:2], success=True)
+        ok = plane.episodes.get(ok_id)
+        assert ok is not None and ok.failure_causes == []
+
+
+def test_input_method_is_recorded_applies_and_its_change_demotes(tmp_path: Path) -> None:
+    steps = [("launch_app", {"app": "微信"}, {"app": "微信", "page": "首页"}),
+             ("keyboard_text", {"text": "zhangsan"}, {"app": "微信", "page": "搜索", "input_method": "sogou_pinyin"})]
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        ep_id = _run(plane, "打开微信搜索张三", steps, success=True, hints={"language": "zh-CN",
+                                                                          "input_method": "gboard"})
+        ep = plane.episodes.get(ep_id)
+        assert ep is not None and ep.device_scope.input_method == "sogou_pinyin"  # observed wins over the hint
+        prof = plane.device.profiles.get("default")
+        assert prof is not None and prof.input_method == "sogou_pinyin"
+        proc = next(plane.device.get(e["id"]) for e in plane.device.entries("procedure"))
+        assert proc is not None and proc.applicability.get("input_method") == "sogou_pinyin"
+        other = [("launch_app", {"app": "微信"}, {"app": "微信", "page": "首页", "input_method": "gboard"})]
+        _run(plane, "打开微信", other, success=True)
+        proc2 = plane.device.get(proc.id)
+        assert proc2 is not None and proc2.status == "conflicted"
+        assert (proc2.model_extra or {}).get("stale_key") == "input_method"
+
+
+def test_an_episode_names_its_lessons_and_its_first_screen(tmp_path: Path) -> None:
+    steps = [("launch_app", {"app": "微信"}, {"app": "微信", "page": "首页", "visible_text": ["通讯录", "发现"]}),
+             ("tap", {"x": 300, "y": 400}, {"app": "微信", "page": "聊天:张三"})]
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        ep_id = _run(plane, "打开微信找张三", steps, success=True, shots=True)
+        ep = plane.episodes.get(ep_id)
+        assert ep is not None
+        summary = ep.initial_state.summary or ""
+        assert "微信 / 首页" in summary and "通讯录" in summary
+        assert ep.initial_state.screenshot_ref and ep.initial_state.screenshot_ref.startswith("artifacts/")
+        assert any(x.startswith("proc_") for x in ep.reusable_lessons)
+        assert all(plane.device.get(x) is not None for x in ep.reusable_lessons if not x.startswith("device_"))
