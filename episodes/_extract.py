@@ -3,6 +3,7 @@ calibration, failure modes and UI anchors, each merged into the item it repeats.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import statistics
@@ -225,8 +226,18 @@ class LessonExtractor:
         goal_app = ctx.goal_app == app_id or ctx.goal_app is None
         success = ctx.ep.outcome.success
 
+        facts = ctx.app_facts(app_id)
+
         def merge(p: AppProfile) -> None:
             p.display_names = merge_unique(p.display_names, names, "display_names")
+            # Aliases: every name the app went by here (shown, package, as the goal wrote it).
+            p.aliases = merge_unique(p.aliases, [a for a in [*names, *packages, *facts["goal_names"]]
+                                                 if a and a != p.app_name], "aliases")
+            p.common_dialogs = merge_unique(p.common_dialogs, facts["dialogs"], "common_dialogs")
+            if facts["login_state"]:
+                p.login_state = facts["login_state"]
+            for page, how in facts["entries"].items():
+                p.known_entries[page] = how
             p.pages_seen = merge_unique(p.pages_seen, pages, "pages_seen")
             p.tools_used = merge_unique(p.tools_used, tools, "tools_used")
             p.packages = merge_unique(p.packages, packages, "packages")
@@ -740,6 +751,36 @@ class _Ctx:
         o = self.ep.outcome
         text = o.failure_reason or o.error
         return " ".join(text.split())[:200] if text else None
+
+    def app_facts(self, app_id: str) -> dict[str, Any]:
+        """What this episode showed about one app: how it was entered and from where, dialogs met (and what
+        dismissed them), the login state it reported, the names the goal used for it."""
+        entries: dict[str, str] = {}
+        dialogs: list[str] = []
+        login: str | None = None
+        for i, s in enumerate(self.steps):
+            if self.canon(s.app_after) != app_id:
+                continue
+            if self.canon(s.app_before) != app_id and s.page_after:
+                how = self.open_method(app_id)
+                entries[s.page_after] = f"{how[0] if how else s.tool} from {s.app_before or '?'}/{s.page_before or '?'}"
+            obs = s.extra.get("observed") or {}
+            state = obs.get("login_state") if isinstance(obs, dict) else None
+            if isinstance(state, str) and state.strip():
+                login = state.strip()
+            found = obs.get("dialogs") if isinstance(obs, dict) else None
+            for d in ([found] if isinstance(found, str) else found if isinstance(found, list) else []):
+                text = " ".join(str(d).split())[:80]
+                nxt = self.steps[i + 1] if i + 1 < len(self.steps) else None
+                nxt_obs = (nxt.extra.get("observed") or {}) if nxt else {}
+                gone = nxt is not None and str(d) not in json.dumps(nxt_obs.get("dialogs") or [], ensure_ascii=False)
+                if gone and nxt is not None:
+                    what = nxt.target_label or nxt.content or nxt.coords or ""
+                    text += f" → dismissed by {nxt.tool} {str(what)[:40]}".rstrip()
+                dialogs.append(text)
+        goal_app = self.ep.normalized_goal.app
+        goal_names = [goal_app] if goal_app and self.canon(goal_app) == app_id else []
+        return {"entries": entries, "dialogs": dialogs, "login_state": login, "goal_names": goal_names}
 
     def open_method(self, app_id: str) -> tuple[str, str | None, bool] | None:
         """How the app was entered in this episode: (method, query, worked)."""

@@ -191,7 +191,7 @@ class LongTermStore:
             "expires_at": mem.expires_at if isinstance(mem.expires_at, str) or mem.expires_at is None
             else format_ts(mem.expires_at),
             "superseded_by": mem.superseded_by, "applicability": mem.applicability or None,
-            "traceability": (mem.model_extra or {}).get("traceability"),
+            "traceability": mem.traceability if mem.traceability != "full" else None,
             "summary": " ".join(mem.content.split())[:240], "path": f"memories/{mem.id}.md",
         }
         return {k: v for k, v in e.items() if v is not None}

@@ -105,6 +105,10 @@ class MemoryPlane:
             return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
         if req.session_id:
             try:
+                ctx.common.session_so_far = self.session.summary_lines()
+            except Exception:
+                log.exception("memory: session summary unreadable; retrieving without it")
+            try:
                 block, reused, hits = self.session.frozen_block(
                     req.session_id, ctx.render, ctx.common.model_dump(mode="json"))
                 ctx.frozen_block = block

@@ -60,8 +60,11 @@ def _section(title: str, hits: list[MemoryHit], **kw: bool) -> list[str]:
 def render_context(ctx: RoleMemoryContext) -> str:
     """Render both blocks: ``# Retrieved Device Experience`` and ``# Known Failure Modes And Conflicts``."""
     lines = ["# Retrieved Device Experience", "", ROLE_CONSTRAINTS, ""]
+    session = ["## Session so far", *(f"- {quote_data(line, 200)}" for line in ctx.session_so_far), ""] if (
+        ctx.session_so_far) else []
     body = (
-        _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles])
+        session
+        + _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles])
         + _section("Applicable Procedures", [*ctx.procedures, *ctx.navigation])
         + _section("Similar Successful Episodes", ctx.similar_episodes)
         + _section("Calibration Notes", ctx.calibration_notes)

@@ -200,6 +200,18 @@ class SessionStore:
         except FileNotFoundError:
             return ""
 
+    def summary_lines(self, limit: int = 5, max_chars: int = 600) -> list[str]:
+        """The newest lines of the session summary (what was compressed away), bounded for the prompt."""
+        lines = [ln[2:].strip() for ln in self.summary().splitlines() if ln.startswith("- ")]
+        out: list[str] = []
+        used = 0
+        for line in reversed(lines[-limit:]):
+            if used + len(line) > max_chars:
+                break
+            out.insert(0, line)
+            used += len(line)
+        return out
+
     def recall_session_chunks(self, query: str, limit: int = 3) -> list[MemoryHit]:
         """Chunks of the active session matching a query (closed sessions are never searched)."""
         chunks = self.chunk_index.read().entries

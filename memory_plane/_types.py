@@ -75,6 +75,7 @@ class RoleMemoryContext(BaseModel):
     failure_modes: list[MemoryHit] = Field(default_factory=list)
     conflicts: list[MemoryHit] = Field(default_factory=list)
     long_term: list[MemoryHit] = Field(default_factory=list)
+    session_so_far: list[str] = Field(default_factory=list)  # the compressed session's summary lines
 
     def all_hits(self) -> list[MemoryHit]:
         """Every hit in render order."""

@@ -203,3 +203,51 @@ def test_an_episode_names_its_lessons_and_its_first_screen(tmp_path: Path) -> No
         assert ep.initial_state.screenshot_ref and ep.initial_state.screenshot_ref.startswith("artifacts/")
         assert any(x.startswith("proc_") for x in ep.reusable_lessons)
         assert all(plane.device.get(x) is not None for x in ep.reusable_lessons if not x.startswith("device_"))
+
+
+def test_verify_follows_source_refs_and_lists_refresh_candidates(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        mem = plane.long_term.save_memory(type="fact", content="The user's gym is Fitness One on Garden Road",
+                                          source_refs=["ep_20260101_00000000aa"])
+        report = plane.verify()
+        assert mem.id in report.stats["excerpt_only"]  # the episode it came from is gone
+        hit = next(h for h in plane.retrieve("where is the gym on Garden Road").common.long_term if h.id == mem.id)
+        assert hit.factors["conflict_or_stale_penalty"] == 0.5
+        task(plane, "在美团点一杯奶茶", "美团")
+        proc_id = next(e["id"] for e in plane.device.entries("procedure"))
+
+        def expire(cur):  # type: ignore[no-untyped-def]
+            cur.expires_at = "2020-01-01T00:00:00Z"
+            return cur
+
+        plane.device.upsert("procedure", proc_id, expire)
+        report = plane.verify()
+        (cand,) = [c for c in report.stats["refresh_candidates"] if c["id"] == proc_id]
+        assert cand["success_count"] >= 1 and cand["type"] == "procedure"
+
+
+def test_retrieve_in_a_session_carries_what_was_said_so_far(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        for i in range(60):
+            plane.session.append("user_input" if i % 2 == 0 else "assistant_output",
+                                 f"第{i}条：帮我订周五去上海的高铁票" if i % 2 == 0 else f"好的 {i}")
+        block = plane.retrieve(MemoryRetrieveRequest(input="改签到周六", session_id="s1")).render()
+        assert "## Session so far" in block and "上海" in block
+        section = block.split("## Session so far", 1)[1].split("\n\n", 1)[0]
+        assert len(section) <= 1200
+        assert "## Session so far" not in plane.retrieve("改签到周六").render()  # no session, no section
+
+
+def test_app_profiles_learn_entries_dialogs_login_and_aliases(tmp_path: Path) -> None:
+    steps = [("launch_app", {"app": "微信"}, {"app": "微信", "page": "首页", "package": "com.tencent.mm",
+                                             "login_state": "logged_in", "dialogs": ["发现新版本"]}),
+             ("tap", {"x": 10, "y": 20, "target_label": "以后再说"}, {"app": "微信", "page": "首页"}),
+             ("tap", {"x": 300, "y": 400}, {"app": "微信", "page": "聊天:张三"})]
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        _run(plane, "打开微信找张三", steps, success=True)
+        prof = plane.device.get("app_wechat")
+        assert prof is not None
+        assert prof.login_state == "logged_in"
+        assert any(d.startswith("发现新版本 → dismissed by tap") and "以后再说" in d for d in prof.common_dialogs)
+        assert "com.tencent.mm" in prof.aliases
+        assert prof.known_entries.get("首页", "").startswith("launch_app from")
