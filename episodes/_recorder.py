@@ -53,11 +53,13 @@ class EpisodeRecorder:
         on_exit_commit: Callable[[TaskEpisode], Any] | None = None,
         episode_id: str | None = None,
         input_method: str | None = None,
+        transcript_opener: Callable[..., Any] | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self._store = store
         self._clock = clock
         self._on_exit_commit = on_exit_commit
+        self._transcript_opener = transcript_opener
         self._t0 = time.monotonic()
         now = clock()
         self.errors = 0
@@ -306,11 +308,19 @@ class EpisodeRecorder:
             return ""
 
     def open_transcript(self, *, config: Any = None, lens: Any = None, system_prompt: str = "") -> Any:
-        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks."""
-        from .transcript import TranscriptLedger  # only long tasks pay for it
+        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks.
+
+        Without arguments it is opened as ``MemoryPlane.open_transcript`` does (config.yaml, the configured
+        lenses, usage metering) when the plane made this recorder; otherwise config.yaml under the memory
+        root still applies, with the offline lenses."""
+        from .transcript import TranscriptConfig, TranscriptLedger  # only long tasks pay for it
 
         if self.dir is None:
             raise RuntimeError("the episode folder could not be created; no transcript")
+        if config is None and lens is None and self._transcript_opener is not None:
+            return self._transcript_opener(self, system_prompt=system_prompt)
+        if config is None:
+            config = TranscriptConfig.from_mapping(_read_config(self._store.root))
         return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                 system_prompt=system_prompt, session_start=self.episode.started_at
                                 if isinstance(self.episode.started_at, type(self._clock())) else None)
@@ -400,6 +410,19 @@ class EpisodeRecorder:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _read_config(root: Any) -> dict[str, Any]:
+    """config.yaml under the memory root ({} when missing or unreadable: a task never fails for it)."""
+    from lifecycle import FileProblemError, load_yaml_file
+
+    try:
+        data = load_yaml_file(root / "config.yaml")
+    except (FileNotFoundError, FileProblemError, OSError) as exc:
+        if not isinstance(exc, FileNotFoundError):
+            log.error("memory: config.yaml ignored: %s", exc)
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _txt(v: Any) -> str | None:

@@ -26,7 +26,9 @@ from lifecycle import (
     dumps_compact,
     find_quarantined,
     format_ts,
+    key_line,
     load_retention,
+    load_yaml_file,
     parse_ts,
     quarantine_name,
     read_jsonl,
@@ -72,6 +74,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         load_retention(root / "lifecycle" / "retention.yaml")
     except ConfigError as exc:
         report.add("config", "lifecycle/retention.yaml", exc.line, exc.message)
+    _check_config(root, report)
     interrupted: list[str] = []
     traced: set[str] = set()
 
@@ -198,6 +201,49 @@ class _EpisodeRef:
 
     def __init__(self, episode_id: str) -> None:
         self.id = episode_id
+
+
+def _check_config(root: Path, report: VerifyReport) -> None:
+    """config.yaml: readable YAML, a mapping, no unknown transcript keys, a valid lenses section."""
+    import pydantic
+
+    from episodes.transcript import TranscriptConfig
+
+    from ._lenses import GeminiSettings
+
+    path = root / "config.yaml"
+    try:
+        data = load_yaml_file(path)
+    except FileNotFoundError:
+        return
+    except FileProblemError as exc:
+        report.add("config", "config.yaml", exc.line, exc.message)
+        return
+    except OSError as exc:
+        report.add("config", "config.yaml", None, f"unreadable: {exc.strerror or exc}")
+        return
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        report.add("config", "config.yaml", 1, "config.yaml must be a mapping of sections")
+        return
+    text = path.read_text("utf-8", "replace")
+    try:
+        cfg = TranscriptConfig.model_validate(TranscriptConfig.normalize(data))
+        for key in cfg.unknown_keys():
+            report.add("config", "config.yaml", key_line(text, key.split(".")[0]), f"unknown key {key} (ignored)")
+    except pydantic.ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(map(str, err.get("loc") or ()))
+            report.add("config", "config.yaml", key_line(text, where.split(".")[0]), f"{where}: {err.get('msg')}")
+    lenses = data.get("lenses")
+    if lenses is not None:
+        try:
+            GeminiSettings.model_validate(lenses)
+        except pydantic.ValidationError as exc:
+            for err in exc.errors():
+                where = ".".join(map(str, err.get("loc") or ()))
+                report.add("config", "config.yaml", key_line(text, "lenses"), f"lenses.{where}: {err.get('msg')}")
 
 
 def _setter(changes: dict[str, Any]) -> Any:

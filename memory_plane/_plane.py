@@ -150,6 +150,7 @@ class MemoryPlane:
             screen=hints.screen(), app=hints.app, page=hints.page, normalized_goal=normalized,
             input_method=hints.input_method,
             retrieved_refs=refs, clock=self.clock, on_exit_commit=self.commit_episode,
+            transcript_opener=self.open_transcript,
         )
 
     def config(self) -> dict[str, Any]:
@@ -181,17 +182,25 @@ class MemoryPlane:
                 led.observe_usage(usage.prompt_tokens, usage.cached_tokens, usage.output_tokens,
                                   source=f"lens:{purpose}:{usage.model}")
 
+        tcfg = TranscriptConfig.from_mapping(cfg)
+        lenses = dict(cfg.get("lenses") or {}) if isinstance(cfg.get("lenses"), dict) else {}
+        # The design's chunking.model and step_lens.model name the models when the lenses section does not.
+        if tcfg.chunking.model:
+            lenses.setdefault("capsule_model", tcfg.chunking.model)
+        if tcfg.step_lens.model:
+            lenses.setdefault("step_model", tcfg.step_lens.model)
         try:
-            settings = GeminiSettings.model_validate(cfg.get("lenses") or {})
+            settings = GeminiSettings.model_validate(lenses)
         except Exception as exc:  # a bad lenses section means offline lenses, never a failed task
             log.error("memory: config.yaml lenses section ignored: %s", exc)
             settings = GeminiSettings()
         visual, capsule = select_lenses(settings, on_usage=meter)
-        ledger = recorder.open_transcript(config=TranscriptConfig.from_mapping(cfg), lens=visual,
+        ledger = recorder.open_transcript(config=tcfg, lens=visual,
                                           system_prompt=system_prompt)
         ledger.capsule_lens = capsule
         ledger.goal = goal or recorder.episode.user_goal
         holder["ledger"] = ledger
+        self.tools.attach(ledger)  # the model's recall_history reads this task's transcript
         return ledger
 
     def commit_episode(self, episode: TaskEpisode) -> bool:

@@ -129,7 +129,7 @@ def test_failed_summary_gets_placeholder_at_depth_k(tmp_path: Path) -> None:
     user1 = next(m for m in led.render() if m.step == 1 and m.role == "user")
     assert FAILED_PLACEHOLDER.format(step=1) in user1.text()
     led.flush(10)
-    assert led.summaries.get(1).status == "failed" and lens.calls == 9  # 3 steps x (1 try + 2 retries)
+    assert led.summaries.get(1).status == "failed" and lens.calls == 12  # 3 steps x (1 try + 3 retries)
 
 
 def test_call_and_response_are_never_split(tmp_path: Path) -> None:

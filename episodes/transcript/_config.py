@@ -1,30 +1,46 @@
-"""Transcript configuration: one YAML section, an independent switch per capability, seed defaults."""
+"""Transcript configuration: the design's file layout (002 §6.4), an independent switch per capability.
+
+`config.yaml` may hold the sections at the top level or under `agent.memory`, as the design writes them:
+`transcript.{enabled, context_budget_tokens, soft_ratio, hard_ratio, min_active_steps, image_scrub_depth,
+pending_grace_steps, xml_scrub_depth, similarity_hint, similarity_max_distance}`, `chunking.{max_steps,
+target_source_tokens, model, max_chunks, max_eras}`, `step_lens.model`, `recall.{enabled, max_results,
+max_text_tokens}`, `runtime.{max_concurrency, retry_limit, flush_timeout_s}`. Keys this project placed
+elsewhere (the budget and ratios under `chunking`, `similarity_hints`, `summary_*`) stay accepted. An unknown
+key is reported once with its path, never a reason to fail a task.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+log = logging.getLogger("memory_plane")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Unknown keys are kept (and reported by unknown_keys), so a typo is named instead of silently ignored.
+    model_config = ConfigDict(extra="allow")
 
 
 class TranscriptSection(_Section):
     """The ledger and its scrub edge."""
 
+    enabled: bool = True  # false: a plain append-only transcript, every capability off
     scrub_edge: bool = True
     visual_summaries: bool = True
     envelopes: bool = True
     similarity_hints: bool = True
+    similarity_max_distance: int = Field(default=5, ge=0, le=64)  # dHash bits; the design's M5 calibration
     image_scrub_depth: int = Field(default=3, ge=1)
     pending_grace_steps: int = Field(default=3, ge=0)
     xml_scrub_depth: int = Field(default=1, ge=1)
     summary_concurrency: int = Field(default=2, ge=1)
     summary_timeout_s: float = 30.0
-    summary_retries: int = Field(default=2, ge=0)
+    summary_retries: int = Field(default=3, ge=0)  # the design's runtime.retry_limit
     summary_queue: int = Field(default=256, ge=1)
+    flush_timeout_s: float = Field(default=30.0, ge=0)
     envelope_chars: int = 6000
     envelope_lines: int = 120
     envelope_tokens: int = 4000
@@ -37,11 +53,21 @@ class ChunkingSection(_Section):
     context_budget_tokens: int = 80_000
     soft_ratio: float = 0.7
     hard_ratio: float = 0.9
+    # Segments close a little below the soft ratio so that the prompt never crosses it while a chunk is
+    # being made (bench compaction: max prompt / budget 0.687 with 0.6; the design's 0.7 would let it pass).
+    segment_close_ratio: float = Field(default=0.6, gt=0, le=1)
     min_active_steps: int = Field(default=5, ge=1)
     max_steps: int = 12
     target_source_tokens: int = 2000
     max_chunks: int = 8
-    max_eras: int = 4
+    max_eras: int | None = None  # None follows max_chunks (the design's default)
+    model: str | None = None  # the capsule model (the `lenses` section's capsule_model when unset)
+
+    @model_validator(mode="after")
+    def _eras(self) -> ChunkingSection:
+        if self.max_eras is None:
+            self.max_eras = self.max_chunks
+        return self
 
 
 class RecallSection(_Section):
@@ -53,21 +79,72 @@ class RecallSection(_Section):
     max_image_steps: int = 1
 
 
+class StepLensSection(_Section):
+    """The per-step visual lens."""
+
+    model: str | None = None  # the `lenses` section's step_model when unset
+
+
+# The design's keys that this project keeps in another section: (design section, key) -> (ours, key).
+_MOVED = {
+    ("transcript", "context_budget_tokens"): ("chunking", "context_budget_tokens"),
+    ("transcript", "soft_ratio"): ("chunking", "soft_ratio"),
+    ("transcript", "hard_ratio"): ("chunking", "hard_ratio"),
+    ("transcript", "min_active_steps"): ("chunking", "min_active_steps"),
+    ("transcript", "similarity_hint"): ("transcript", "similarity_hints"),
+    ("runtime", "max_concurrency"): ("transcript", "summary_concurrency"),
+    ("runtime", "retry_limit"): ("transcript", "summary_retries"),
+    ("runtime", "flush_timeout_s"): ("transcript", "flush_timeout_s"),
+}
+SECTIONS = ("transcript", "chunking", "recall", "step_lens", "runtime")
+OTHER_SECTIONS = ("lenses", "policies", "memory", "agent")  # other parts of config.yaml, not read here
+
+
 class TranscriptConfig(_Section):
-    """The `transcript`, `chunking` and `recall` sections; anything missing takes its default."""
+    """The `transcript`, `chunking`, `recall` and `step_lens` sections; anything missing takes its default."""
 
     transcript: TranscriptSection = Field(default_factory=lambda: TranscriptSection())
     chunking: ChunkingSection = Field(default_factory=lambda: ChunkingSection())
     recall: RecallSection = Field(default_factory=lambda: RecallSection())
+    step_lens: StepLensSection = Field(default_factory=lambda: StepLensSection())
+
+    @classmethod
+    def normalize(cls, data: Any) -> dict[str, Any]:
+        """The design's layout (top level or under agent.memory) in this project's sections."""
+        if not isinstance(data, dict):
+            return {}
+        nested = data.get("agent", {}).get("memory") if isinstance(data.get("agent"), dict) else None
+        src = {**data, **nested} if isinstance(nested, dict) else dict(data)
+        out: dict[str, dict[str, Any]] = {k: dict(v) for k in SECTIONS if isinstance(v := src.get(k), dict)}
+        for (sec, key), (to_sec, to_key) in _MOVED.items():
+            if key in out.get(sec, {}):
+                value = out[sec].pop(key)
+                out.setdefault(to_sec, {}).setdefault(to_key, value)  # an explicit key of ours wins
+        out.pop("runtime", None)
+        # Other top-level keys pass through, so that a misspelt section is reported by unknown_keys.
+        extra = {k: v for k, v in src.items() if k not in SECTIONS and k not in OTHER_SECTIONS}
+        return {**extra, **out}
 
     @classmethod
     def from_mapping(cls, data: Any) -> TranscriptConfig:
-        """Build from a parsed YAML mapping (None or {} gives the defaults)."""
-        return cls.model_validate(data or {})
+        """Build from a parsed config.yaml mapping (None or {} gives the defaults); unknown keys are logged
+        once with their path; ``transcript.enabled: false`` turns every capability off."""
+        cfg = cls.model_validate(cls.normalize(data))
+        for path in cfg.unknown_keys():
+            log.warning("config.yaml: unknown key %s ignored", path)
+        if not cfg.transcript.enabled:
+            return cls.plain()
+        return cfg
+
+    def unknown_keys(self) -> list[str]:
+        """Paths of keys no section knows (``chunking.max_step`` for a typo)."""
+        out = [f"{name}.{k}" for name in ("transcript", "chunking", "recall", "step_lens")
+               for k in (getattr(self, name).model_extra or {})]
+        return out + [k for k in (self.model_extra or {}) if k not in SECTIONS + OTHER_SECTIONS]
 
     @classmethod
     def plain(cls) -> TranscriptConfig:
         """Every switch off: a plain append-only transcript."""
-        return cls(transcript=TranscriptSection(scrub_edge=False, visual_summaries=False, envelopes=False,
-                                                similarity_hints=False),
+        return cls(transcript=TranscriptSection(enabled=False, scrub_edge=False, visual_summaries=False,
+                                                envelopes=False, similarity_hints=False),
                    chunking=ChunkingSection(enabled=False), recall=RecallSection(enabled=False))

@@ -407,7 +407,7 @@ class TranscriptLedger:
                 self._close(n, "size")
         budget = cc.context_budget_tokens
         tokens = self.prompt_tokens()
-        if tokens >= (cc.soft_ratio - 0.1) * budget:
+        if tokens >= cc.segment_close_ratio * budget:
             self._close(n - cc.min_active_steps, "soft_threshold")
         self._swap(n, tokens)
         if self.prompt_tokens() >= cc.hard_ratio * budget:
@@ -438,7 +438,7 @@ class TranscriptLedger:
         self._append({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
         if len(self.chunks) > cc.max_chunks:
             count = len(self.chunks) - cc.max_chunks // 2
-            paragraph = len([e for e in self.eras if not e.paragraph]) + 1 > cc.max_eras
+            paragraph = len([e for e in self.eras if not e.paragraph]) + 1 > (cc.max_eras or cc.max_chunks)
             self._apply_era(count, paragraph)
             self._append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
         self.meter = TokenMeter()  # the last measurement described the prompt before the swap
@@ -479,6 +479,9 @@ class TranscriptLedger:
                        max_results: int = 5) -> RecallResult:
         """Bring any earlier step back (bounded: at most 5 results, 2K tokens, one step's images)."""
         rc = self.config.recall
+        if not rc.enabled:
+            return RecallResult(results=[{"kind": "disabled", "text": "recall_history is disabled on this device "
+                                          "(config.yaml recall.enabled: false)"}])
         with self._lock:
             records = [t.record for t in self.turns]
             summaries = {t.record.step: s.text for t in self.turns
@@ -493,18 +496,37 @@ class TranscriptLedger:
                       extra=notes + instr)
 
     def similarity_hint(self) -> str | None:
-        """One line when the current screen closely resembles an older step's (not one of the last 3)."""
+        """One line naming the older step whose screen is closest to the current one (within
+        ``similarity_max_distance`` dHash bits); silent when one of the last 3 steps already matches."""
         from .._artifacts import hamming
 
         d = self.staged.dhash
-        if not d or not self.config.transcript.similarity_hints:
+        cfg = self.config.transcript
+        if not d or not cfg.similarity_hints:
             return None
-        for t in reversed(self.turns[:-3]):
+
+        def distance(t: Turn) -> int | None:
             other = t.record.dhash
-            if other and len(other) == len(d) and hamming(other, d) <= 5:
-                return (f"The current screen closely resembles the screen of Step {t.record.step}. "
-                        "Use recall_history only if its details are needed.")
-        return None
+            if not other or len(other) != len(d):
+                return None
+            try:
+                return hamming(other, d)
+            except ValueError:
+                return None
+
+        limit = cfg.similarity_max_distance
+        recent = [x for t in self.turns[-3:] if (x := distance(t)) is not None]
+        if any(x <= limit for x in recent):
+            return None  # the screen is one the model has just seen: nothing to point at
+        best: tuple[int, int] | None = None  # (distance, -step): the closest, the later one on a tie
+        for t in self.turns[:-3]:
+            x = distance(t)
+            if x is not None and x <= limit and (best is None or (x, -t.record.step) < best):
+                best = (x, -t.record.step)
+        if best is None:
+            return None
+        return (f"The current screen closely resembles the screen of Step {-best[1]}. "
+                "Use recall_history only if its details are needed.")
 
     # -- the scrub edge -------------------------------------------------------------------
 
@@ -660,9 +682,9 @@ class TranscriptLedger:
                 total += estimate_text_tokens(dumps_compact(p.args or {})) + 4
         return total
 
-    def flush(self, timeout: float = 30.0) -> bool:
-        """Wait for background summaries (tests and shutdown)."""
-        ok = self.service.flush(timeout)
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for background summaries (default: the configured runtime.flush_timeout_s)."""
+        ok = self.service.flush(self.config.transcript.flush_timeout_s if timeout is None else timeout)
         return ok
 
     def close(self) -> None:

@@ -64,16 +64,23 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
             a, b = b, a
         rows = ledger_rows([by_step[s] for s in range(a, b + 1) if s in by_step])
         for row, s in zip(rows, [s for s in range(a, b + 1) if s in by_step]):
-            cost = estimate_text_tokens(row)
+            if len(out.results) >= max_results:
+                out.truncated = True
+                break
+            item: dict[str, Any] = {"step": s, "kind": "ledger", "text": row}
+            if include_details:
+                r = by_step[s]
+                # Details count against the same budget as the row (a result can be long): each part is
+                # cut to what is left rather than dropped whole.
+                room = max(0, budget - estimate_text_tokens(row))
+                item["details"] = _bounded_details(
+                    {"thought": r.thought, "result": r.result, "ui_text": " | ".join(r.ui_text[:40]),
+                     "summary": summaries.get(s)}, room)
+            cost = _cost(item)
             if cost > budget:
                 out.truncated = True
                 break
             budget -= cost
-            item: dict[str, Any] = {"step": s, "kind": "ledger", "text": row}
-            if include_details:
-                r = by_step[s]
-                item["details"] = {"thought": r.thought, "result": r.result, "ui_text": r.ui_text[:40],
-                                   "summary": summaries.get(s)}
             out.results.append(item)
         if include_images:
             _attach_image(out, [by_step[s] for s in range(a, b + 1) if s in by_step], episode_dir)
@@ -110,11 +117,40 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
         item = {"step": step, "kind": kind, "text": excerpt, "score": round(score, 1)}
         if include_details and step in by_step:
             r = by_step[step]
-            item["details"] = {"action": r.action_line(), "t": r.t, "result": (r.result or "")[:400]}
+            item["details"] = _bounded_details({"action": r.action_line(), "t": r.t, "result": (r.result or "")[:400]},
+                                               max(0, budget))
+            extra_cost = _cost(item) - cost
+            if extra_cost > budget:
+                del item["details"]
+            else:
+                budget -= extra_cost
         out.results.append(item)
     if include_images and out.results:
         best = [by_step[out.results[0]["step"]]] if out.results[0]["step"] in by_step else []
         _attach_image(out, best, episode_dir)
+    return out
+
+
+def _cost(item: dict[str, Any]) -> int:
+    """Tokens of one result as the model receives it (the text and any details)."""
+    details = item.get("details") or {}
+    return estimate_text_tokens(str(item.get("text", ""))) + sum(
+        estimate_text_tokens(str(v)) for v in details.values() if v)
+
+
+def _bounded_details(details: dict[str, Any], room: int) -> dict[str, Any]:
+    """Details cut so that together they fit ``room`` tokens (each part keeps its head)."""
+    out: dict[str, Any] = {}
+    for k, v in details.items():
+        if not v:
+            continue
+        text = str(v)
+        while text and estimate_text_tokens(text) > room:
+            text = text[: max(0, int(len(text) * 0.7) - 1)]
+        if not text:
+            break
+        out[k] = text if text == str(v) else text + "…"
+        room -= estimate_text_tokens(out[k])
     return out
 
 

@@ -1,0 +1,117 @@
+"""The transcript ledger as the history-module design writes it: configuration, hint, recall bounds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from episodes.transcript import TranscriptConfig, TranscriptLedger
+from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+DESIGN = {"agent": {"memory": {
+    "runtime": {"max_concurrency": 2, "retry_limit": 3, "flush_timeout_s": 30},
+    "transcript": {"enabled": True, "context_budget_tokens": 80000, "soft_ratio": 0.7, "hard_ratio": 0.9,
+                   "min_active_steps": 5, "image_scrub_depth": 3, "pending_grace_steps": 3, "xml_scrub_depth": 1,
+                   "similarity_hint": True, "similarity_max_distance": 5},
+    "chunking": {"max_steps": 12, "target_source_tokens": 2000, "model": "gemini-3.7-flash", "max_chunks": 8,
+                 "max_eras": None},
+    "step_lens": {"model": "gemini-3.5-flash-lite"},
+    "recall": {"enabled": True, "max_results": 5, "max_text_tokens": 2000},
+    "policies": {}}}}
+
+
+def ledger(tmp_path: Path, cfg: TranscriptConfig | None = None) -> TranscriptLedger:
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
+    return TranscriptLedger(ep / "transcript", config=cfg, system_prompt="You drive a phone.")
+
+
+def test_the_designs_configuration_file_works_as_written(caplog) -> None:
+    cfg = TranscriptConfig.from_mapping(DESIGN)
+    assert cfg.chunking.max_eras == 8 and cfg.chunking.model == "gemini-3.7-flash"
+    assert cfg.step_lens.model == "gemini-3.5-flash-lite"
+    assert cfg.transcript.summary_retries == 3 and cfg.transcript.flush_timeout_s == 30
+    assert cfg.transcript.similarity_max_distance == 5 and cfg.chunking.soft_ratio == 0.7
+    assert cfg.unknown_keys() == []
+    typo = TranscriptConfig.from_mapping({"chunking": {"max_step": 3}, "recal": {}})
+    assert sorted(typo.unknown_keys()) == ["chunking.max_step", "recal"]
+    assert sum("unknown key chunking.max_step" in r.getMessage() for r in caplog.records) == 1
+    # Keys this project placed elsewhere stay accepted.
+    old = TranscriptConfig.from_mapping({"chunking": {"context_budget_tokens": 1000}, "transcript":
+                                         {"similarity_hints": False}})
+    assert old.chunking.context_budget_tokens == 1000 and not old.transcript.similarity_hints
+
+
+def test_the_master_switch_gives_a_plain_transcript(tmp_path: Path) -> None:
+    cfg = TranscriptConfig.from_mapping({"transcript": {"enabled": False}})
+    assert not cfg.chunking.enabled and not cfg.transcript.scrub_edge and not cfg.recall.enabled
+    led = ledger(tmp_path, cfg)
+    for i in range(20):
+        led.stage(package="com.x", activity="A", ui_text=[f"item {i}"])
+        led.commit(action="tap", args={"x": i, "y": i}, result=f"ok {i}")
+    assert led.events == [] and len(led.render()) >= 20
+    res = led.recall_history(query="ok 3")
+    assert res.results[0]["kind"] == "disabled"
+
+
+def test_similarity_hint_follows_the_design(tmp_path: Path) -> None:
+    led = ledger(tmp_path)
+    hashes = ["0000000000000000", "000000000000000f", "ffffffffffffffff", "ffff0000ffff0000", "0f0f0f0f0f0f0f0f"]
+    for h in hashes:
+        led.stage(package="com.x", activity="A", dhash=h)
+        led.commit(action="tap", args={"x": 1, "y": 1})
+    led.stage(dhash="0000000000000001")  # distance 1 to step 1, 3 to step 2: the closest, not the latest
+    assert led.similarity_hint() is not None and "Step 1" in (led.similarity_hint() or "")
+    led.stage(dhash="0f0f0f0f0f0f0f0e")  # matches step 5, one of the last three: silent
+    assert led.similarity_hint() is None
+    led.stage(package="com.x", activity="A", dhash="0000000000000000")
+    led.commit(action="tap", args={"x": 1, "y": 1})  # step 6 shows step 1's screen again
+    led.stage(dhash="0000000000000001")  # close to step 1, but step 6 (recent) already shows it: silent
+    assert led.similarity_hint() is None
+    cfg = TranscriptConfig.from_mapping({"transcript": {"similarity_max_distance": 0}})
+    strict = ledger(tmp_path / "b", cfg)
+    for h in hashes:
+        strict.stage(dhash=h)
+        strict.commit(action="tap", args={"x": 1, "y": 1})
+    strict.stage(dhash="0000000000000001")
+    assert strict.similarity_hint() is None
+
+
+def test_recall_history_keeps_every_answer_within_its_budget(tmp_path: Path) -> None:
+    from episodes.transcript._perception import estimate_text_tokens
+
+    led = ledger(tmp_path)
+    for i in range(30):
+        led.stage(package="com.x", activity="A", ui_text=[f"line {j} of screen {i}" for j in range(50)])
+        led.commit(action="tap", args={"x": i, "y": i}, result="R" * 4000 + f" step {i}", thought="T" * 3000)
+    res = led.recall_history(step_range=[1, 30], include_details=True)
+    total = sum(estimate_text_tokens(str(r.get("text", ""))) + sum(
+        estimate_text_tokens(str(v)) for v in (r.get("details") or {}).values()) for r in res.results)
+    assert total <= led.config.recall.max_text_tokens and len(res.results) <= 5 and res.truncated
+    res = led.recall_history(query="step 7", include_details=True)
+    assert len(json.dumps(res.to_dict())) < 4 * led.config.recall.max_text_tokens * 2
+
+
+def test_rec_open_transcript_applies_config_yaml_and_the_plane(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        (root / "config.yaml").write_text("chunking:\n  max_steps: 3\nrecall:\n  enabled: false\n")
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="a long task"))
+        led = rec.open_transcript()
+        assert led.config.chunking.max_steps == 3 and not led.config.recall.enabled
+        assert "recall_history" not in plane.tools.names()
+    from episodes import EpisodeRecorder, TaskEpisodeStore
+
+    bare = EpisodeRecorder(TaskEpisodeStore(root), "another task")
+    assert bare.open_transcript().config.chunking.max_steps == 3
+
+
+def test_verify_checks_config_yaml(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        (root / "config.yaml").write_text("{{{\n")
+        probs = [p for p in plane.verify().problems if p.category == "config"]
+        assert probs and probs[0].path == "config.yaml"
+        (root / "config.yaml").write_text("chunking:\n  max_step: 3\nlenses:\n  timeout_s: soon\n")
+        msgs = [p.message for p in plane.verify().problems if p.category == "config"]
+        assert any("chunking.max_step" in m for m in msgs) and any("lenses.timeout_s" in m for m in msgs)
