@@ -115,3 +115,131 @@ def test_verify_checks_config_yaml(tmp_path: Path) -> None:
         (root / "config.yaml").write_text("chunking:\n  max_step: 3\nlenses:\n  timeout_s: soon\n")
         msgs = [p.message for p in plane.verify().problems if p.category == "config"]
         assert any("chunking.max_step" in m for m in msgs) and any("lenses.timeout_s" in m for m in msgs)
+
+
+def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
+    from episodes.transcript import OfflineVisualLens
+    from episodes.transcript._chunks import OfflineCapsuleLens
+
+    class DownThenUp:
+        name = "flaky"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def capsule(self, records, summaries):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            if self.calls <= 4:  # the first round and its 3 retries all fail
+                raise RuntimeError("model unavailable")
+            return OfflineCapsuleLens().capsule(records, summaries)
+
+    lens = DownThenUp()
+    cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 4, "target_source_tokens": 10**6,
+                                                      "context_budget_tokens": 40000}})
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=cfg, system_prompt="sys",
+                           capsule_lens=lens, goal="g")
+    for n in range(1, 5):
+        led.stage(package="com.a", activity="P", ui_text=[f"item {n}"])
+        led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n}")
+    led.flush(10)
+    first = next(s for s in led.closed if s.start == 1)
+    assert first.failed and first.chunk is None
+    for n in range(5, 12):
+        led.stage(package="com.a", activity="P", ui_text=[f"item {n}"])
+        led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n}")
+        led.flush(10)
+    seg = next(s for s in [*led.closed] if s.start == 1) if any(s.start == 1 for s in led.closed) else None
+    made = seg is None or seg.chunk is not None  # folded already, or its chunk is ready
+    assert made and lens.calls > 4
+
+
+def test_checkpoint_annotations_bump_the_chunk_and_show_at_the_next_compaction(tmp_path: Path) -> None:
+    from episodes.transcript import OfflineVisualLens
+
+    cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 3, "target_source_tokens": 10**6,
+                                                      "context_budget_tokens": 2600, "min_active_steps": 2}})
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=cfg, system_prompt="sys", goal="g")
+
+    def step(n: int) -> None:
+        led.stage(package="com.a", activity="P", ui_text=[f"item {n}"])
+        led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n} " * 20, thought="t " * 40,
+                   subgoal_hash="login" if n <= 3 else "search")
+        led.flush(10)
+
+    n = 0
+    while not led.chunks and n < 40:
+        n += 1
+        step(n)
+    assert led.chunks, "no chunk folded"
+    first = led.chunks[0]
+    assert first.milestone == "login" and "milestone login" in first.render()
+    before = "\n".join(m.text() for m in led.render() if m.zone == "F")
+    hit = led.annotate_from_checkpoint("cp_1", [{"subgoal": "login", "verdict": "achieved",
+                                                 "note": "logged in as Zhang San"}])
+    assert first.chunk_id in hit and first.version == 2
+    assert (led.dir / "chunks" / f"{first.chunk_id}.v2.md").is_file()
+    assert "\n".join(m.text() for m in led.render() if m.zone == "F") == before  # prefix unchanged until then
+    folded = len(led.chunks) + len(led.eras)
+    while len(led.chunks) + len(led.eras) == folded and n < 80:
+        n += 1
+        step(n)
+    after = "\n".join(m.text() for m in led.render() if m.zone == "F")
+    assert "Checkpoint: cp_1: achieved logged in as Zhang San" in after or any(
+        "cp_1" in a for e in led.eras for c in e.chunks for a in c.annotations)
+    again = TranscriptLedger.open(led.dir, config=cfg)
+    assert any("cp_1" in a for c in [*again.chunks, *(c for e in again.eras for c in e.chunks)]
+               for a in c.annotations)
+
+
+def test_step_records_carry_the_designs_fields_and_signatures_go_back(tmp_path: Path) -> None:
+    import base64
+
+    from google import genai
+    from google.genai import types
+
+    from episodes.transcript import to_genai
+    from episodes.transcript._ledger import load_image_bytes
+    from lifecycle import read_jsonl
+    from memory_plane._fake_gemini import FakeGemini
+
+    led = TranscriptLedger(tmp_path / "ep" / "transcript", system_prompt="sys", session_id="sess_1")
+    sig = base64.b64encode(b"opaque-thinking-signature").decode()
+    led.stage(package="com.a", activity="Home")
+    led.commit(action="swipe", args={"start": [500, 1500], "end": [500, 300]}, thought="scroll the list",
+               thought_signature=sig, plan_revision=2, thinking_ref="transcript/thinking/step_0001.txt")
+    led.stage(package="com.a", activity="Home")
+    led.commit(action="gesture", args={"points": [[1, 2], [3, 4], [5, 6]]})
+    rec = led.all_records()[0]
+    assert rec.session_id == "sess_1" and rec.plan_revision == 2 and rec.thought_signature == sig
+    assert rec.action_line().startswith("swipe(500,1500→500,300)")
+    assert led.all_records()[1].action_line().startswith("gesture(3 points 1,2→5,6)")
+    stored = [r for r in read_jsonl(led.dir / "steps.jsonl").records if r.get("kind") == "step"]
+    assert stored[0]["thought_signature"] == sig
+    system, contents = to_genai(led.render(), load_image_bytes(led.episode_dir))
+    with FakeGemini() as fake:
+        client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=fake.url))
+        client.models.generate_content(model="gemini-test", contents=contents,
+                                       config=types.GenerateContentConfig(system_instruction=system))
+    body = fake.requests[0]["body"]
+    calls = [p for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+    assert calls[0]["thoughtSignature"] == sig and calls[0]["functionCall"]["id"] == "step_0001"
+    responses = [p for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert responses[0]["functionResponse"]["id"] == "step_0001"
+
+
+def test_an_activity_change_closes_a_segment(tmp_path: Path) -> None:
+    from lifecycle import read_jsonl
+
+    cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 50, "target_source_tokens": 10**6,
+                                                      "activity_boundaries": True}})
+    led = ledger(tmp_path, cfg)
+    for n, act in enumerate(["Home", "Home", "Home", "Home", "Search", "Search", "Result"], start=1):
+        led.stage(package="com.a", activity=act)
+        led.commit(action="tap", args={"x": n, "y": n})
+    segs = [(r["start"], r["end"], r["reason"]) for r in read_jsonl(led.dir / "steps.jsonl").records
+            if r.get("kind") == "segment"]
+    assert segs == [(1, 4, "activity_change")]  # Search -> Result came after only 2 steps: not yet

@@ -167,6 +167,8 @@ class Chunk:
     version: int = 1
     lens: str = "offline"
     status: str = "ready"  # ready | pending (③ only, forced by the hard threshold)
+    milestone: str | None = None  # the subgoal the segment worked on (its label in the header)
+    annotations: list[str] = field(default_factory=list)  # post-hoc checkpoint verdicts (band ①)
 
     @property
     def chunk_id(self) -> str:
@@ -175,8 +177,11 @@ class Chunk:
 
     def render(self, narrative: str = "full") -> str:
         """The chunk as it appears in F."""
-        head = f"[Chunk | Steps {self.start}–{self.end} | {self.t_start} → {self.t_end} | {self.reason}]"
+        label = f" | milestone {self.milestone}" if self.milestone else ""
+        head = f"[Chunk | Steps {self.start}–{self.end} | {self.t_start} → {self.t_end} | {self.reason}{label}]"
         lines = [head]
+        for note in self.annotations:
+            lines.append(f"  Checkpoint: {note}")
         c = self.capsule
         if c is not None:
             lines.append(f"① Doing: {c.doing}. Did: {c.did}. Effect: {c.effect}.")
@@ -201,7 +206,8 @@ class Chunk:
         c = self.capsule
         meta: dict[str, Any] = {"chunk_id": self.chunk_id, "start_step": self.start, "end_step": self.end,
                                 "t_start": self.t_start, "t_end": self.t_end, "reason": self.reason,
-                                "version": self.version, "lens": self.lens, "status": self.status}
+                                "version": self.version, "lens": self.lens, "status": self.status,
+                                "milestone": self.milestone, "annotations": self.annotations}
         if c is not None:
             meta["capsule"] = c.model_dump()
         meta["user_rows"] = self.user_rows
@@ -218,7 +224,8 @@ class Chunk:
         cap = Capsule.model_validate(meta["capsule"]) if meta.get("capsule") else None
         return cls(int(meta["start_step"]), int(meta["end_step"]), str(meta["t_start"]), str(meta["t_end"]),
                    str(meta.get("reason", "")), cap, rows, list(meta.get("user_rows") or []),
-                   int(meta.get("version", 1)), str(meta.get("lens", "offline")), str(meta.get("status", "ready")))
+                   int(meta.get("version", 1)), str(meta.get("lens", "offline")), str(meta.get("status", "ready")),
+                   meta.get("milestone"), [str(a) for a in meta.get("annotations") or []])
 
 
 @dataclass
@@ -302,4 +309,6 @@ class Segment:
     attempts: int = 0
     chunk: Chunk | None = None
     failed: bool = False
+    failed_at: int = 0  # the step count when its capsule last failed (retries are spaced from it)
+    rounds: int = 0  # capsule rounds retried after a failure
     extra: dict[str, Any] = field(default_factory=dict)

@@ -108,6 +108,19 @@ class InputCleaner:
             return None
         return n
 
+    def signature(self, value: Any) -> str | None:
+        """A thought signature as base64 text (bytes are encoded; anything else is dropped)."""
+        import base64
+
+        if value is None or value == b"" or value == "":
+            return None
+        if isinstance(value, (bytes, bytearray)):
+            return base64.b64encode(bytes(value)).decode("ascii")
+        if isinstance(value, str) and len(value) <= 100_000:
+            return value
+        self.note("thought_signature", value)
+        return None
+
     def dhash(self, value: Any) -> str | None:
         """A perceptual hash as lowercase hex (an int is converted), or None."""
         if value is None or value == "":

@@ -54,6 +54,7 @@ from ._records import StepRecord, SummaryBook, SummaryRecord
 from ._service import StepMemoryService
 
 log = logging.getLogger("memory_plane")
+CAPSULE_RETRY_ROUNDS = 3
 
 STEPS_FILE = "steps.jsonl"
 USAGE_FILE = "usage.jsonl"
@@ -95,7 +96,7 @@ class TranscriptLedger:
     def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
                  lens: VisualLens | None = None, clock: Clock = system_clock, system_prompt: str = "",
                  session_start: datetime | None = None, capsule_lens: CapsuleLens | None = None,
-                 goal: str | None = None, _load: bool = False) -> None:
+                 goal: str | None = None, session_id: str | None = None, _load: bool = False) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.episode_dir = self.dir.parent
@@ -122,6 +123,7 @@ class TranscriptLedger:
         self.events: list[dict[str, Any]] = []  # compaction events (what the benchmark measures)
         self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
         self._clean = InputCleaner(str(self.dir))
+        self.session_id = session_id or self.episode_dir.name  # the episode when the runtime gives none
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
@@ -212,7 +214,9 @@ class TranscriptLedger:
                failure_recovery: Iterable[Mapping[str, Any]] = (), post_image: str | None = None,
                post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
                notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
-               boundary: str | None = None) -> StepRecord:
+               boundary: str | None = None, thought_signature: str | bytes | None = None,
+               plan_revision: int | None = None, thinking_ref: str | None = None,
+               ui_dump_ref: str | None = None) -> StepRecord:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
@@ -225,6 +229,9 @@ class TranscriptLedger:
         subgoal_hash, boundary = c.text("subgoal_hash", subgoal_hash, 200), c.text("boundary", boundary, 200)
         notes_written = c.texts("notes_written", notes_written)
         envelope_patterns = c.texts("envelope_patterns", envelope_patterns)
+        signature = c.signature(thought_signature)
+        revision = c.size("plan_revision", plan_revision) if plan_revision not in (None, 0) else plan_revision
+        thinking_ref, ui_dump_ref = c.text("thinking_ref", thinking_ref, 300), c.text("ui_dump_ref", ui_dump_ref, 300)
         with self._lock:
             st, now = self.staged, self.clock()
             n = len(self.turns) + 1
@@ -240,6 +247,8 @@ class TranscriptLedger:
                 ui_diff=ui_diff(st.ui_text, post_ui_text), package=st.package, activity=st.activity,
                 subgoal_hash=subgoal_hash, plan=st.plan, user_instructions=st.user_instructions,
                 notes_written=list(notes_written), envelope_ref=env_ref, dhash=st.dhash,
+                session_id=self.session_id, plan_revision=revision if isinstance(revision, int) else None,
+                thought_signature=signature, thinking_ref=thinking_ref, ui_dump_ref=ui_dump_ref,
             )
             self._append({**rec.model_dump(mode="json", exclude_none=True), "width": st.width, "height": st.height})
             turn = Turn(rec, (st.width, st.height))
@@ -323,6 +332,7 @@ class TranscriptLedger:
 
         if not self.service.submit_call(job):
             seg.failed = True
+            seg.failed_at = len(self.turns)
 
     def _make_chunk(self, seg: Segment) -> None:
         records = [t.record for t in self.turns[seg.start - 1: seg.end]]
@@ -352,13 +362,50 @@ class TranscriptLedger:
                 with self._lock:
                     seg.chunk = chunk
                 return
-        seg.failed = True  # raw turns stay; only the hard threshold may fold it as ③ only
+        seg.failed = True  # raw turns stay until a retry succeeds; only the hard threshold may fold it as ③ only
+        seg.failed_at = len(self.turns)
         log.warning("transcript: capsule of steps %d-%d rejected: %s", seg.start, seg.end, problem)
 
     def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None) -> Chunk:
+        milestone = next((r.subgoal_hash for r in reversed(records) if r.subgoal_hash), None)
         return Chunk(seg.start, seg.end, records[0].t, records[-1].t, seg.reason, capsule, ledger_rows(records),
                      [f'User @ Step {r.step}: "{u}"' for r in records for u in r.user_instructions],
-                     lens=getattr(self.capsule_lens, "name", "lens"), status="ready" if capsule else "pending")
+                     lens=getattr(self.capsule_lens, "name", "lens"), status="ready" if capsule else "pending",
+                     milestone=milestone)
+
+    def annotate_from_checkpoint(self, checkpoint_id: str, verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Add a checkpoint's post-hoc verdicts to band ① of every chunk they judge; return the chunk ids.
+
+        Each verdict names a ``subgoal`` (a subgoal hash) or ``steps`` ([first, last]) and says ``verdict``
+        (and optionally ``note``). A chunk hit gets one line and a new version (its file is written again);
+        the F zone shows it at the next compaction event, so the prompt prefix does not change before."""
+        hit: list[str] = []
+        with self._lock:
+            chunks = [*self.chunks, *(c for e in self.eras for c in e.chunks),
+                      *(seg.chunk for seg in self.closed if seg.chunk is not None)]
+            for v in verdicts:
+                if not isinstance(v, Mapping):
+                    continue
+                text = " ".join(str(x) for x in (v.get("verdict"), v.get("note")) if x)[:300]
+                if not text:
+                    continue
+                steps = v.get("steps")
+                subgoal = v.get("subgoal")
+                for c in chunks:
+                    by_range = isinstance(steps, (list, tuple)) and len(steps) == 2 and all(
+                        isinstance(x, int) for x in steps) and steps[0] <= c.end and steps[1] >= c.start
+                    by_goal = subgoal is not None and (subgoal == c.milestone or any(
+                        t.record.subgoal_hash == subgoal for t in self.turns[c.start - 1: c.end]))
+                    if not (by_range or by_goal):
+                        continue
+                    c.annotations.append(f"{checkpoint_id}: {text}")
+                    c.version += 1
+                    atomic_write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown())
+                    if c.chunk_id not in hit:
+                        hit.append(c.chunk_id)
+            if hit:
+                self._append({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
+        return hit
 
     def _read_chunk(self, chunk_id: str) -> Chunk:
         files = sorted((self.dir / "chunks").glob(f"{chunk_id}.v*.md"))
@@ -378,9 +425,21 @@ class TranscriptLedger:
         if paragraph:
             next(e for e in self.eras if not e.paragraph).paragraph = True
 
+    def _retry_failed(self, n: int) -> None:
+        """Segments whose capsule failed get new rounds, spaced 2, 4, 8 steps apart (at most 3), so their raw
+        turns do not stay until the emergency snapshot because of one bad answer."""
+        for seg in self.closed:
+            if seg.failed and seg.chunk is None and seg.rounds < CAPSULE_RETRY_ROUNDS and \
+                    n - seg.failed_at >= 2 ** (seg.rounds + 1):
+                seg.failed = False
+                seg.rounds += 1
+                self._append({"kind": "capsule_retry", "start": seg.start, "end": seg.end, "round": seg.rounds})
+                self._dispatch_capsule(seg)
+
     def _compact(self, rec: StepRecord, boundary: str | None) -> None:
         cc = self.config.chunking
         n = rec.step
+        self._retry_failed(n)
         prev = self.turns[n - 2].record if n >= 2 else None
         # Triggers that close the open segment before this step.
         if prev is not None and n - 1 >= self.seg_start:
@@ -389,6 +448,9 @@ class TranscriptLedger:
                 reason = "milestone"  # the stamped step confirms it; a plan hint alone never does
             elif rec.package and prev.package and rec.package != prev.package:
                 reason = "package_change"
+            elif (cc.activity_boundaries and rec.activity and prev.activity and rec.activity != prev.activity
+                  and n - self.seg_start >= cc.min_segment_steps):
+                reason = "activity_change"  # a new screen of the same app (a segment of a few steps at least)
             elif prev.failure_recovery:
                 reason = "recovery_boundary"
             elif boundary == "goal_change":
@@ -579,7 +641,7 @@ class TranscriptLedger:
         if r.thought:
             model_parts.append(text(r.thought))
         model_parts.append(Part("call", name=str(r.action.get("name")), args=dict(r.action.get("args") or {}),
-                                call_id=r.step_id))
+                                call_id=r.step_id, signature=r.thought_signature))
         response: dict[str, Any] = {"result": r.result}
         if r.validator is not None:
             response["validator"] = r.validator

@@ -21,6 +21,7 @@ class Part:
     name: str | None = None  # call/result: tool name
     args: dict[str, Any] | None = None  # call: arguments; result: response
     call_id: str | None = None
+    signature: str | None = None  # call: the model's thought signature (base64), returned with its turn
 
     def key(self) -> str:
         """A stable serialisation (what prefix hashes are computed over)."""
@@ -77,9 +78,26 @@ def to_genai(messages: Iterable[Message], load_image: Callable[[str], bytes]) ->
             elif p.kind == "image" and p.ref:
                 parts.append(types.Part.from_bytes(data=load_image(p.ref), mime_type=p.mime or "image/jpeg"))
             elif p.kind == "call":
-                parts.append(types.Part.from_function_call(name=p.name or "tool", args=p.args or {}))
+                fc = types.FunctionCall(name=p.name or "tool", args=p.args or {}, id=p.call_id)
+                sig = _signature_bytes(p.signature)
+                part = types.Part(function_call=fc, thought_signature=sig) if sig else types.Part(function_call=fc)
+                parts.append(part)
             elif p.kind == "result":
-                parts.append(types.Part.from_function_response(name=p.name or "tool", response=p.args or {}))
+                parts.append(types.Part(function_response=types.FunctionResponse(
+                    name=p.name or "tool", response=p.args or {}, id=p.call_id)))
         role = "model" if m.role == "model" else "user"
         contents.append(types.Content(role=role, parts=parts))
     return ("\n\n".join(system) if system else None), contents
+
+
+def _signature_bytes(sig: str | None) -> bytes | None:
+    """A stored thought signature (base64 text) as the bytes the SDK sends back."""
+    if not sig:
+        return None
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(sig, validate=True)
+    except (binascii.Error, ValueError):
+        return None

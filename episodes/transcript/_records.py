@@ -44,12 +44,22 @@ class StepRecord(BaseModel):
     notes_written: list[str] = Field(default_factory=list)
     envelope_ref: str | None = None
     dhash: str | None = None
+    session_id: str | None = None  # the agent session the step belongs to
+    plan_revision: int | None = None  # which revision of the plan it worked from
+    thought_signature: str | None = None  # the model's opaque signature of its thinking (base64), sent back as is
+    thinking_ref: str | None = None  # a file of the episode holding the model's full thinking
+    ui_dump_ref: str | None = None  # a file of the episode holding the full UI dump
 
     def action_line(self) -> str:
         """``tap(632,1180)['确认']``: the exact action with its element label; coordinates always kept."""
         name = str(self.action.get("name") or "?")
         args = self.action.get("args") or {}
-        if "x" in args and "y" in args:
+        pts = _points(args)
+        if len(pts) >= 3:
+            inner = f"{len(pts)} points {_n(pts[0][0])},{_n(pts[0][1])}→{_n(pts[-1][0])},{_n(pts[-1][1])}"
+        elif len(pts) == 2:
+            inner = f"{_n(pts[0][0])},{_n(pts[0][1])}→{_n(pts[1][0])},{_n(pts[1][1])}"
+        elif "x" in args and "y" in args:
             inner = f"{_n(args['x'])},{_n(args['y'])}"
         elif args.get("text") is not None:
             inner = repr(str(args["text"])[:60])
@@ -57,6 +67,26 @@ class StepRecord(BaseModel):
             inner = ", ".join(f"{k}={str(v)[:30]}" for k, v in list(args.items())[:3])
         label = f"[{self.target_label!r}]" if self.target_label else ""
         return f"{name}({inner}){label}"
+
+
+def _points(args: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The points of a swipe or a multi-point gesture, in the shapes runtimes send them."""
+    for a, b in (("start", "end"), ("from", "to")):
+        p, q = args.get(a), args.get(b)
+        if isinstance(p, (list, tuple)) and isinstance(q, (list, tuple)) and len(p) >= 2 and len(q) >= 2:
+            return [(p[0], p[1]), (q[0], q[1])]
+    if all(k in args for k in ("x1", "y1", "x2", "y2")):
+        return [(args["x1"], args["y1"]), (args["x2"], args["y2"])]
+    pts = args.get("points")
+    if isinstance(pts, (list, tuple)):
+        out = []
+        for p in pts:
+            if isinstance(p, (list, tuple)) and len(p) >= 2:
+                out.append((p[0], p[1]))
+            elif isinstance(p, dict) and "x" in p and "y" in p:
+                out.append((p["x"], p["y"]))
+        return out
+    return []
 
 
 def _n(v: Any) -> str:
