@@ -246,6 +246,11 @@ class IndexFile:
         """Rewrite the whole index atomically (caller holds the collection lock)."""
         body = "".join(format_entry(e) + "\n" for e in entries)
         atomic_write(self.path, INDEX_HEADER + body)
+        # The stat key alone cannot tell two rewrites apart when the filesystem reuses the inode within one
+        # mtime tick and the size is the same (a count going from 1 to 2): this process's own rewrite
+        # always drops its cached parse.
+        with _cache_guard:
+            _cache.pop(self._key, None)
 
     def upsert(self, entry: Mapping[str, Any]) -> None:
         """Replace the entry with the same id, or append it (caller holds the lock)."""

@@ -34,10 +34,12 @@ from lifecycle import (
 
 from ._context import MemoryContext
 from ._long_term import LongTermStore
-from ._maintenance import gc_tree, restore_from_quarantine, verify_tree
+from ._maintenance import gc_tree
+from ._restore import restore_from_quarantine
 from ._retrieve import RetrieveConfig, Retriever
 from ._session import SessionStore
 from ._types import MemoryRetrieveRequest, RoleMemoryContext
+from ._verify_tree import verify_tree
 
 log = logging.getLogger("memory_plane")
 
