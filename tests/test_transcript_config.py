@@ -243,3 +243,21 @@ def test_an_activity_change_closes_a_segment(tmp_path: Path) -> None:
     segs = [(r["start"], r["end"], r["reason"]) for r in read_jsonl(led.dir / "steps.jsonl").records
             if r.get("kind") == "segment"]
     assert segs == [(1, 4, "activity_change")]  # Search -> Result came after only 2 steps: not yet
+
+
+def test_the_same_turn_guard(tmp_path: Path) -> None:
+    import json as _json
+
+    cfg = TranscriptConfig.from_mapping({"chunking": {"context_budget_tokens": 20000, "max_steps": 100,
+                                                      "target_source_tokens": 10**6}})
+    led = ledger(tmp_path, cfg)
+    assert led.config.transcript.envelope_tokens == 16000  # the design's single-output threshold
+    mid = "\n".join(f"record {i}: " + "x" * 60 for i in range(150))  # ~2.5K tokens, under 16K
+    led.stage(package="com.a", activity="A")
+    assert led.commit(action="shell", args={"cmd": "ls"}, result=mid).result == mid  # room enough: kept
+    for _ in range(6):  # repeated large outputs in a loop
+        led.stage(package="com.a", activity="A")
+        rec = led.commit(action="shell", args={"cmd": "dump"}, result=mid)
+    env = _json.loads(rec.result or "{}")
+    assert env.get("truncated") and "hard limit" in env.get("reason", "")
+    assert led.prompt_tokens() < led.config.chunking.hard_ratio * 20000 + 3000

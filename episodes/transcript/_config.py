@@ -41,9 +41,11 @@ class TranscriptSection(_Section):
     summary_retries: int = Field(default=3, ge=0)  # the design's runtime.retry_limit
     summary_queue: int = Field(default=256, ge=1)
     flush_timeout_s: float = Field(default=30.0, ge=0)
-    envelope_chars: int = 6000
-    envelope_lines: int = 120
-    envelope_tokens: int = 4000
+    # A single tool output above 16K tokens goes into the same-turn envelope (the design's threshold); a
+    # smaller one too when it would carry the prompt past chunking.hard_ratio (the same-turn guard).
+    envelope_chars: int = 64_000
+    envelope_lines: int = 4000
+    envelope_tokens: int = 16_000
 
 
 class ChunkingSection(_Section):

@@ -55,6 +55,7 @@ from ._service import StepMemoryService
 
 log = logging.getLogger("memory_plane")
 CAPSULE_RETRY_ROUNDS = 3
+GUARD_MIN_TOKENS = 500  # outputs below this are kept as they are: an envelope would not be smaller
 
 STEPS_FILE = "steps.jsonl"
 USAGE_FILE = "usage.jsonl"
@@ -271,10 +272,20 @@ class TranscriptLedger:
             return result, None
         self._envelopes += 1
         ref = f"transcript/envelopes/step_{n:04d}_{self._envelopes}.txt"
+        # The same-turn guard: an output that would carry the prompt past the hard ratio is enveloped whatever
+        # its size, so repeated large outputs cannot overflow the context before a compaction runs.
+        cc = self.config.chunking
+        room = cc.hard_ratio * cc.context_budget_tokens - self.prompt_tokens()
+        size = estimate_text_tokens(result)
+        # (An output smaller than an envelope itself is never replaced by one.)
+        force = cc.enabled and size > GUARD_MIN_TOKENS and size > max(0.0, room)
         env = envelope(result, limit_chars=cfg.envelope_chars, limit_lines=cfg.envelope_lines,
-                       limit_tokens=cfg.envelope_tokens, patterns=patterns, full_ref=ref)
+                       limit_tokens=0 if force else cfg.envelope_tokens, patterns=patterns, full_ref=ref)
         if env is None:
             return result, None
+        if force:
+            env["reason"] = "context near its hard limit: the full output is on disk (recall_history)"
+            self._append({"kind": "turn_guard", "step": n, "room_tokens": int(room), "output_tokens": size})
         atomic_write(self.episode_dir / ref, result)  # the full output stays on disk, recall can bring it back
         return dumps_compact(env), ref
 
