@@ -39,7 +39,7 @@ def step(led: TranscriptLedger, ep: Path, n: int, *, package: str = "com.a", sub
          dhash: str | None = None) -> None:
     ref = f"artifacts/step_{n:03d}.jpg"
     (ep / ref).write_bytes(screenshot(f"c{n}", (200, 400)))
-    led.stage(screenshot=ref, width=200, height=400, package=package, activity=f"P{n}", ui_text=[f"item {n}"],
+    led.stage(screenshot=ref, width=200, height=400, package=package, activity="P", ui_text=[f"item {n}"],
               user_instructions=user, dhash=dhash)
     led.commit(action="tap", args={"x": n, "y": n}, thought=f"thinking about step {n} " * 8, result=f"ok {n}",
                validator={"executed": True, "facts": facts or []}, subgoal_hash=subgoal, boundary=boundary,

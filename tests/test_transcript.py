@@ -193,7 +193,8 @@ def test_rebuild_after_crash_equals_live_ledger(tmp_path: Path) -> None:
     live = [m.key() for m in led.render() if m.zone != "T"]
     again = TranscriptLedger.open(led.dir, lens=OfflineVisualLens())
     assert [m.key() for m in again.render() if m.zone != "T"] == live
-    assert any("User @ Step 4: use the work account" in m.text() for m in again.render())
+    # Verbatim at every level: raw ("User @ Step 4: …") or folded into a chunk ('User @ Step 4: "…"').
+    assert any("User @ Step 4:" in m.text() and "use the work account" in m.text() for m in again.render())
 
 
 def test_the_caller_never_waits(tmp_path: Path) -> None:

@@ -59,10 +59,10 @@ class ChunkingSection(_Section):
     # being made (bench compaction: max prompt / budget 0.687 with 0.6; the design's 0.7 would let it pass).
     segment_close_ratio: float = Field(default=0.6, gt=0, le=1)
     min_active_steps: int = Field(default=5, ge=1)
-    # An activity change closes a segment (the design's trigger) once it holds min_segment_steps. Off by
-    # default for now: on, bench compaction makes 19 compactions instead of 11 (each a re-prefill), and
-    # a reopened ledger no longer renders exactly like the live one under that churn (to be fixed first).
-    activity_boundaries: bool = False
+    # An activity change closes a segment (the design's trigger) once it holds min_segment_steps, so a
+    # screen change of a long task does not make one-step chunks (bench compaction: 19 compactions instead
+    # of 11 with it, every goal still held).
+    activity_boundaries: bool = True
     min_segment_steps: int = Field(default=3, ge=1)
     max_steps: int = 12
     target_source_tokens: int = 2000

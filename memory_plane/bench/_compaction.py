@@ -64,7 +64,13 @@ def _run(steps: int, visual: Any, capsule: Any) -> dict[str, Any]:
     from episodes.transcript import TranscriptConfig, TranscriptLedger
 
     budget = 12_000
-    cfg = TranscriptConfig.from_mapping({"chunking": {"context_budget_tokens": budget}})
+    # The shipped config.yaml (the design's file, in its layout) as is, with the budget scaled to a 150-step
+    # run: at the design's 80K tokens such a run never reaches the soft ratio.
+    from lifecycle import load_yaml, template_files
+
+    shipped = load_yaml(dict(template_files())["config.yaml"].decode("utf-8")) or {}
+    shipped.setdefault("transcript", {})["context_budget_tokens"] = budget
+    cfg = TranscriptConfig.from_mapping(shipped)
     from ..sim import SimPhone
 
     phone = SimPhone()
