@@ -10,7 +10,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = tuple[int, Any, float]  # (HTTP status, body or text, delay seconds)
+Reply = tuple[int, Any, float]  # (HTTP status (0: drop the connection), body or text, delay seconds)
+_STATUS = {429: "RESOURCE_EXHAUSTED", 404: "NOT_FOUND", 408: "DEADLINE_EXCEEDED", 401: "UNAUTHENTICATED",
+           403: "PERMISSION_DENIED"}
 
 
 class FakeGemini:
@@ -38,9 +40,22 @@ class FakeGemini:
                 status, payload, delay = reply
                 if delay:
                     time.sleep(delay)
+                if status == 0:  # a dropped connection: no answer at all
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(2)
+                    except OSError:
+                        pass
+                    return
                 if status != 200:
-                    data = json.dumps({"error": {"code": status, "message": f"fake {status}",
-                                                 "status": "UNAVAILABLE" if status >= 500 else "INVALID_ARGUMENT"}})
+                    err: dict[str, Any] = {"code": status, "message": f"fake {status}",
+                                           "status": _STATUS.get(status, "UNAVAILABLE" if status >= 500
+                                                                 else "INVALID_ARGUMENT")}
+                    if status == 429 and isinstance(payload, (int, float)):
+                        # The server's own retry delay, as the Gemini API sends it.
+                        err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                           "retryDelay": f"{payload}s"}]
+                    data = json.dumps({"error": err})
                 else:
                     if isinstance(payload, dict) and isinstance(payload.get("parts"), list):
                         parts = payload["parts"]  # e.g. a functionCall part: the model asks for a tool

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image, ImageDraw
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 import prompts
 from episodes.transcript import (
@@ -42,6 +42,8 @@ _warned_offline = threading.Event()
 class GeminiSettings(BaseModel):
     """The `lenses` section: models, fallback chains, timeouts, concurrency, the endpoint."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error naming it, not silently ignored
+
     step_model: str = "gemini-3.5-flash-lite"
     capsule_model: str = "gemini-3.7-flash"
     step_fallbacks: list[str] = Field(default_factory=lambda: ["gemini-3.7-flash"])
@@ -63,17 +65,38 @@ class ModelUnavailable(Exception):
 
 
 class BadRequest(Exception):
-    """The request itself was refused (4xx other than 429): no fallback can fix it."""
+    """The request itself was refused (400, 401, 403): no fallback and no retry can fix it."""
+
+    retryable = False  # the summary service does not send the same request again
+
+
+# 404 (a retired model) and 408 fall back like overload and server errors; 400/401/403 never do.
+FALLBACK_CODES = frozenset({404, 408, 429, 500, 502, 503, 504})
+MAX_429_RETRIES = 2  # per model, within the call's deadline, honouring the server's retry delay
+
+
+def _retry_delay(exc: Any, attempt: int) -> float:
+    """Seconds to wait before asking the same model again: the server's RetryInfo, else jittered backoff."""
+    import random
+    import re
+
+    details = getattr(exc, "details", None)
+    text = json.dumps(details, default=str) if details is not None else str(exc)
+    m = re.search(r'"retryDelay"\s*:\s*"([0-9.]+)s"', text)
+    if m:
+        return float(m.group(1))
+    return (0.5 * 2 ** attempt) * (0.5 + random.random())
 
 
 @dataclass
 class Usage:
-    """Token usage of one call, from usage_metadata."""
+    """Token usage of one call, from usage_metadata, and how many requests it took."""
 
     model: str
     prompt_tokens: int | None
     cached_tokens: int | None
     output_tokens: int | None
+    requests: int = 1  # including the ones that failed (429 retries, fallbacks)
 
 
 @dataclass
@@ -93,40 +116,62 @@ class GeminiClient:
             opts = types.HttpOptions(timeout=int(self.settings.timeout_s * 1000))
             if self.settings.base_url:
                 opts = types.HttpOptions(base_url=self.settings.base_url, timeout=int(self.settings.timeout_s * 1000))
-            self._client = genai.Client(api_key=self.settings.key() or "unset", http_options=opts)
+            # The Gemini Developer API, always: GOOGLE_GENAI_USE_VERTEXAI in the environment must not send
+            # the calls to another endpoint. Our key order (GEMINI_API_KEY first) is passed explicitly.
+            self._client = genai.Client(vertexai=False, api_key=self.settings.key() or "unset", http_options=opts)
         return self._client
 
     def generate(self, chain: list[str], contents: list[Any], *, system: str | None, purpose: str,
                  json_output: bool = False) -> tuple[str, str]:
-        """(text, model) from the first model of the chain that answers; BadRequest on a 4xx."""
+        """(text, model) from the first model of the chain that answers within one deadline for the whole
+        call; BadRequest on 400/401/403 (no fallback fixes those)."""
+        import time
+
         from google.genai import errors, types
 
+        deadline = time.monotonic() + self.settings.timeout_s
         last: Exception | None = None
-        for model in chain:
-            config = types.GenerateContentConfig(
-                system_instruction=system, temperature=self.settings.temperature,
-                max_output_tokens=self.settings.max_output_tokens,
-                response_mime_type="application/json" if json_output else None)
-            try:
-                resp = self.client().models.generate_content(model=model, contents=contents, config=config)
-            except errors.APIError as exc:
-                if exc.code in (429, 500, 502, 503, 504):
+        requests = 0
+        for i, model in enumerate(chain):
+            for attempt in range(MAX_429_RETRIES + 1):
+                left = deadline - time.monotonic()
+                if left < 0.2:
+                    # No time left for an answer that would still be used: it is never requested.
+                    raise ModelUnavailable(f"{purpose}: the {self.settings.timeout_s:g}s deadline passed ({last})")
+                # A model gets its share of what is left (the last one all of it), so a slow model still
+                # leaves time for its fallback inside the same deadline.
+                share = left / (len(chain) - i)
+                config = types.GenerateContentConfig(
+                    system_instruction=system, temperature=self.settings.temperature,
+                    max_output_tokens=self.settings.max_output_tokens,
+                    response_mime_type="application/json" if json_output else None,
+                    http_options=types.HttpOptions(timeout=max(100, int(share * 1000))))
+                requests += 1
+                try:
+                    resp = self.client().models.generate_content(model=model, contents=contents, config=config)
+                except errors.APIError as exc:
+                    if exc.code not in FALLBACK_CODES:
+                        raise BadRequest(f"{model}: {exc.code} {exc.message or exc}") from exc
+                    last = exc
+                    if exc.code == 429 and attempt < MAX_429_RETRIES:
+                        wait = _retry_delay(exc, attempt)
+                        if time.monotonic() + wait < deadline - 0.2:
+                            log.info("lens %s: %s answered 429, retrying in %.1fs", purpose, model, wait)
+                            time.sleep(wait)
+                            continue
                     log.info("lens %s: %s answered %s, trying the next model", purpose, model, exc.code)
+                    break
+                except Exception as exc:  # timeouts, dropped connections, any transport error: fall back
+                    log.info("lens %s: %s failed in transport (%s), trying the next model", purpose, model,
+                             type(exc).__name__)
                     last = exc
-                    continue
-                raise BadRequest(f"{model}: {exc.code} {exc.message or exc}") from exc
-            except Exception as exc:  # httpx timeouts and connection errors: transient
-                if "timeout" in type(exc).__name__.lower() or "connect" in type(exc).__name__.lower():
-                    log.info("lens %s: %s timed out, trying the next model", purpose, model)
-                    last = exc
-                    continue
-                raise
-            meta = getattr(resp, "usage_metadata", None)
-            if self.on_usage is not None:
-                self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
-                                    getattr(meta, "cached_content_token_count", None),
-                                    getattr(meta, "candidates_token_count", None)), purpose)
-            return (resp.text or ""), model
+                    break
+                meta = getattr(resp, "usage_metadata", None)
+                if self.on_usage is not None:
+                    self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
+                                        getattr(meta, "cached_content_token_count", None),
+                                        getattr(meta, "candidates_token_count", None), requests), purpose)
+                return (resp.text or ""), model
         raise ModelUnavailable(f"{purpose}: no model of {chain} answered ({last})")
 
 

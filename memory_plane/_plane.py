@@ -196,7 +196,11 @@ class MemoryPlane:
         except Exception as exc:  # a bad lenses section means offline lenses, never a failed task
             log.error("memory: config.yaml lenses section ignored: %s", exc)
             settings = GeminiSettings()
-        visual, capsule = select_lenses(settings, on_usage=meter)
+        try:
+            visual, capsule = select_lenses(settings, on_usage=meter)
+        except Exception as exc:  # e.g. a non-local base_url without a key: offline lenses, one log line
+            log.error("memory: config.yaml lenses section not usable (%s); using the offline lenses", exc)
+            visual, capsule = select_lenses(GeminiSettings(), on_usage=meter)
         ledger = recorder.open_transcript(config=tcfg, lens=visual,
                                           system_prompt=system_prompt)
         ledger.capsule_lens = capsule

@@ -84,7 +84,7 @@ def test_fallback_on_503_and_timeout_not_on_400(fake: FakeGemini, tmp_path: Path
     lens = VisualTransitionLens(GeminiClient(settings(fake)))
     assert lens.summarize(job(tmp_path)).model == "gemini-3.7-flash"
     fake.script("gemini-3.5-flash-lite", (200, NEUTRAL, 2.0))  # slower than the timeout
-    lens = VisualTransitionLens(GeminiClient(settings(fake, timeout_s=0.5)))
+    lens = VisualTransitionLens(GeminiClient(settings(fake, timeout_s=1.5)))
     assert lens.summarize(job(tmp_path)).model == "gemini-3.7-flash"
     fake.script("gemini-3.5-flash-lite", (400, None, 0))
     n = len(fake.requests)

@@ -760,9 +760,13 @@ class TranscriptLedger:
         ok = self.service.flush(self.config.transcript.flush_timeout_s if timeout is None else timeout)
         return ok
 
-    def close(self) -> None:
-        """Stop the summary pool."""
-        self.service.close()
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop the summary pool within ``runtime.flush_timeout_s`` (what has not started is cancelled and its
+        step stays pending); False when work was cancelled or left running."""
+        done = self.service.close(self.config.transcript.flush_timeout_s if timeout is None else timeout)
+        if not done:
+            self._append({"kind": "close", "pending": True, "ts": format_ts(self.clock())})
+        return done
 
 
 def load_image_bytes(episode_dir: Path) -> Callable[[str], bytes]:

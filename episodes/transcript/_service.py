@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from ._lens import LensOutput, VisualJob, VisualLens, describe
 from ._neutral import check_summary
@@ -45,6 +46,7 @@ class StepMemoryService:
         self.markers = markers
         self.stats = ServiceStats()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="memplane-summary")
+        self._futures: list[Any] = []  # so that close() can cancel what has not started
         self._pending = 0
         self._cond = threading.Condition()
 
@@ -67,7 +69,7 @@ class StepMemoryService:
                                            evidence=evidence, reason="summary queue full", ts=self.clock_text()))
                 return False
             self._pending += 1
-        self._pool.submit(self._run, job, version, evidence)
+        self._track(self._pool.submit(self._run, job, version, evidence))
         if time.monotonic() - t0 > 0.05:
             self.stats.caller_waits += 1
         return True
@@ -82,6 +84,8 @@ class StepMemoryService:
                 except Exception as exc:  # a lens failure is data, never the agent's problem
                     reason = f"{type(exc).__name__}: {exc}"
                     out = None  # type: ignore[assignment]
+                    if not getattr(exc, "retryable", True):
+                        break  # a refused request (400/401/403) is not sent again
                 if time.monotonic() - start > self.timeout_s:
                     self.stats.slow += 1
                     reason = f"took longer than {self.timeout_s:g}s"
@@ -124,7 +128,7 @@ class StepMemoryService:
                     self._pending -= 1
                     self._cond.notify_all()
 
-        self._pool.submit(wrapped)
+        self._track(self._pool.submit(wrapped))
         return True
 
     def flush(self, timeout: float = 30.0) -> bool:
@@ -138,6 +142,23 @@ class StepMemoryService:
                 self._cond.wait(left)
         return True
 
-    def close(self) -> None:
-        """Stop the pool after the queued work."""
-        self._pool.shutdown(wait=True)
+    def _track(self, fut: Any) -> None:
+        with self._cond:
+            self._futures = [f for f in self._futures if not f.done()]
+            self._futures.append(fut)
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stop the pool: work not started is cancelled, running work gets at most ``timeout`` seconds;
+        False when some was cancelled or still running (a step without its summary stays pending)."""
+        cancelled = 0
+        with self._cond:
+            for f in self._futures:
+                if f.cancel():
+                    cancelled += 1
+            self._pending -= cancelled
+            self._cond.notify_all()
+        self._pool.shutdown(wait=False)
+        done = self.flush(timeout) and cancelled == 0
+        if not done:
+            log.warning("memory: transcript summaries still running after %.0fs; left pending", timeout)
+        return done

@@ -1,0 +1,124 @@
+"""The Gemini lenses against a fake API that fails the ways the real one does (real SDK over HTTP)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from test_gemini_lenses import NEUTRAL, job
+
+from memory_plane._fake_gemini import FakeGemini
+from memory_plane._lenses import BadRequest, GeminiClient, GeminiSettings, ModelUnavailable, VisualTransitionLens
+
+
+@pytest.fixture
+def fake():  # type: ignore[no-untyped-def]
+    with FakeGemini() as server:
+        yield server
+
+
+def lens(fake: FakeGemini, **kw) -> VisualTransitionLens:  # type: ignore[no-untyped-def]
+    return VisualTransitionLens(GeminiClient(GeminiSettings(base_url=fake.url, api_key="k", **kw)))
+
+
+@pytest.mark.parametrize("code", [404, 408, 0])  # a retired model, a request timeout, a dropped connection
+def test_fallback_on_404_408_and_transport_errors(fake: FakeGemini, tmp_path: Path, code: int) -> None:
+    fake.script("gemini-3.5-flash-lite", (code, None, 0))
+    assert lens(fake).summarize(job(tmp_path)).model == "gemini-3.7-flash"
+
+
+@pytest.mark.parametrize("code", [400, 401, 403])
+def test_refused_requests_are_neither_retried_nor_sent_to_the_fallback(fake: FakeGemini, tmp_path: Path,
+                                                                        code: int) -> None:
+    from episodes.transcript import TranscriptLedger
+
+    fake.script("gemini-3.5-flash-lite", *[(code, None, 0)] * 5)
+    with pytest.raises(BadRequest):
+        lens(fake).summarize(job(tmp_path))
+    assert len(fake.requests) == 1
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    from helpers import screenshot
+
+    (ep / "artifacts" / "s.jpg").write_bytes(screenshot("a", (320, 600)))
+    led = TranscriptLedger(ep / "transcript", lens=lens(fake))
+    led.stage(screenshot="artifacts/s.jpg", width=320, height=600)
+    led.commit(action="tap", args={"x": 1, "y": 1})
+    led.flush(10)
+    assert led.summaries.get(1).status == "failed"  # type: ignore[union-attr]
+    assert len(fake.requests) == 2  # the service did not send the refused request again
+
+
+def test_429_backs_off_with_the_servers_delay_within_one_deadline(fake: FakeGemini, tmp_path: Path) -> None:
+    fake.script("gemini-3.5-flash-lite", (429, 0.3, 0), (429, 0.3, 0), (200, NEUTRAL, 0))
+    seen: list = []
+    client = GeminiClient(GeminiSettings(base_url=fake.url, api_key="k"), on_usage=lambda u, p: seen.append(u))
+    t0 = time.monotonic()
+    out = VisualTransitionLens(client).summarize(job(tmp_path))
+    took = time.monotonic() - t0
+    assert out.model == "gemini-3.5-flash-lite" and len(fake.requests) == 3
+    assert took >= 0.55  # it waited the server's 0.3 s twice instead of hammering
+    assert seen[-1].requests == 3  # the retries are counted in the usage line
+
+
+def test_both_models_429_ends_within_the_deadline_without_hammering(fake: FakeGemini, tmp_path: Path) -> None:
+    fake.script("gemini-3.5-flash-lite", *[(429, 0.4, 0)] * 5)
+    fake.script("gemini-3.7-flash", *[(429, 0.4, 0)] * 5)
+    t0 = time.monotonic()
+    with pytest.raises(ModelUnavailable):
+        lens(fake, timeout_s=2.0).summarize(job(tmp_path))
+    assert time.monotonic() - t0 < 3.0 and len(fake.requests) <= 6
+
+
+def test_one_deadline_for_the_whole_chain_and_no_late_answer(fake: FakeGemini, tmp_path: Path) -> None:
+    fake.script("gemini-3.5-flash-lite", (200, NEUTRAL, 3.0))
+    fake.script("gemini-3.7-flash", (200, NEUTRAL, 3.0))
+    t0 = time.monotonic()
+    with pytest.raises(ModelUnavailable):
+        lens(fake, timeout_s=1.0).summarize(job(tmp_path))
+    assert time.monotonic() - t0 < 1.8  # not 1 s per model plus more: one deadline
+
+
+def test_settings_reject_unknown_keys_and_a_bad_section_means_offline_lenses(tmp_path: Path, caplog) -> None:
+    import pydantic
+
+    from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+    with pytest.raises(pydantic.ValidationError) as ei:
+        GeminiSettings.model_validate({"step_modle": "x"})
+    assert "step_modle" in str(ei.value)
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        (root / "config.yaml").write_text("lenses:\n  base_url: https://example.com/v1\n")
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="x"))
+        led = plane.open_transcript(rec)  # never a failed task
+        assert led.lens.name == "offline-transition" or "offline" in led.lens.name
+    assert sum("lenses section not usable" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_the_key_order_and_the_backend_are_explicit(monkeypatch) -> None:
+    monkeypatch.setenv("GOOGLE_API_KEY", "google-key")
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-key")
+    monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+    client = GeminiClient(GeminiSettings()).client()
+    assert client._api_client.api_key == "gemini-key" and client._api_client.vertexai is False
+
+
+def test_close_is_bounded(fake: FakeGemini, tmp_path: Path) -> None:
+    from episodes.transcript import TranscriptConfig, TranscriptLedger
+
+    from helpers import screenshot
+
+    fake.default = lambda model, body: (200, NEUTRAL, 2.0)  # a degraded API: every answer is slow
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    (ep / "artifacts" / "s.jpg").write_bytes(screenshot("a", (320, 600)))
+    cfg = TranscriptConfig.from_mapping({"runtime": {"flush_timeout_s": 0.5}})
+    led = TranscriptLedger(ep / "transcript", lens=lens(fake, timeout_s=5.0), config=cfg)
+    for n in range(10):
+        led.stage(screenshot="artifacts/s.jpg", width=320, height=600)
+        led.commit(action="tap", args={"x": n, "y": n})
+    t0 = time.monotonic()
+    assert led.close() is False  # queued work cancelled, the running ones left
+    assert time.monotonic() - t0 < 1.5
