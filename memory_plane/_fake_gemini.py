@@ -62,8 +62,9 @@ class FakeGemini:
                     else:
                         parts = [{"text": payload if isinstance(payload, str) else json.dumps(payload,
                                                                                               ensure_ascii=False)}]
+                    finish = payload.get("finishReason", "STOP") if isinstance(payload, dict) else "STOP"
                     data = json.dumps({"candidates": [{"content": {"role": "model", "parts": parts},
-                                                       "finishReason": "STOP"}],
+                                                       "finishReason": finish}],
                                        "usageMetadata": {"promptTokenCount": 1200, "cachedContentTokenCount": 300,
                                                          "candidatesTokenCount": 60, "totalTokenCount": 1260}})
                 raw = data.encode()

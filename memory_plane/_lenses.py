@@ -54,6 +54,10 @@ class GeminiSettings(BaseModel):
     api_key: str | None = None
     temperature: float = 0.2
     max_output_tokens: int = 600
+    # Thinking shares max_output_tokens with the answer: a short summary thinks little (low), so that it is
+    # not cut off. One of minimal, low, medium, high; None leaves the model's default.
+    thinking_level: str | None = "low"
+    max_image_side: int = 768  # frames are downscaled to this long side and sent as JPEG
 
     def key(self) -> str | None:
         """The API key: explicit, else GEMINI_API_KEY, else GOOGLE_API_KEY."""
@@ -97,6 +101,8 @@ class Usage:
     cached_tokens: int | None
     output_tokens: int | None
     requests: int = 1  # including the ones that failed (429 retries, fallbacks)
+    thoughts_tokens: int | None = None
+    model_version: str | None = None  # the model that really answered (an alias may be routed)
 
 
 @dataclass
@@ -122,7 +128,7 @@ class GeminiClient:
         return self._client
 
     def generate(self, chain: list[str], contents: list[Any], *, system: str | None, purpose: str,
-                 json_output: bool = False) -> tuple[str, str]:
+                 json_output: bool = False, json_schema: dict[str, Any] | None = None) -> tuple[str, str]:
         """(text, model) from the first model of the chain that answers within one deadline for the whole
         call; BadRequest on 400/401/403 (no fallback fixes those)."""
         import time
@@ -141,10 +147,13 @@ class GeminiClient:
                 # A model gets its share of what is left (the last one all of it), so a slow model still
                 # leaves time for its fallback inside the same deadline.
                 share = left / (len(chain) - i)
+                thinking = (types.ThinkingConfig(thinking_level=self.settings.thinking_level)  # type: ignore[arg-type]
+                            if self.settings.thinking_level else None)
                 config = types.GenerateContentConfig(
                     system_instruction=system, temperature=self.settings.temperature,
-                    max_output_tokens=self.settings.max_output_tokens,
-                    response_mime_type="application/json" if json_output else None,
+                    max_output_tokens=self.settings.max_output_tokens, thinking_config=thinking,
+                    response_mime_type="application/json" if json_output or json_schema else None,
+                    response_json_schema=json_schema,
                     http_options=types.HttpOptions(timeout=max(100, int(share * 1000))))
                 requests += 1
                 try:
@@ -170,13 +179,38 @@ class GeminiClient:
                 if self.on_usage is not None:
                     self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
                                         getattr(meta, "cached_content_token_count", None),
-                                        getattr(meta, "candidates_token_count", None), requests), purpose)
-                return (resp.text or ""), model
+                                        getattr(meta, "candidates_token_count", None), requests,
+                                        getattr(meta, "thoughts_token_count", None),
+                                        getattr(resp, "model_version", None)), purpose)
+                # Only a finished answer is used: one cut off by MAX_TOKENS (or blocked, or thought-only) is
+                # an error the caller may retry, never a short summary accepted as ready.
+                cands = getattr(resp, "candidates", None) or []
+                reason = str(getattr(cands[0], "finish_reason", "") or "") if cands else "NO_CANDIDATE"
+                if not reason.endswith("STOP"):
+                    raise ValueError(f"{model} did not finish its answer ({reason or 'no finish reason'})")
+                text = resp.text or ""
+                if not text.strip():
+                    raise ValueError(f"{model} answered no text (a reply with only thoughts)")
+                return text, model
         raise ModelUnavailable(f"{purpose}: no model of {chain} answered ({last})")
 
 
-def draw_action_marker(image_bytes: bytes, action: dict[str, Any]) -> bytes:
-    """The decision frame with the action drawn in red: a ring at a tap, an arrow for a swipe (PNG)."""
+def frame_bytes(image_bytes: bytes, max_side: int = 768) -> tuple[bytes, str]:
+    """A frame for the model: downscaled to ``max_side`` on its long side and sent as JPEG (a full-size PNG
+    costs 4x the image tokens and 7x the bytes); (bytes, mime type)."""
+    with Image.open(io.BytesIO(image_bytes)) as src:
+        img = src.convert("RGB")
+    if max(img.size) > max_side:
+        scale = max_side / max(img.size)
+        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=85)
+    return buf.getvalue(), "image/jpeg"
+
+
+def draw_action_marker(image_bytes: bytes, action: dict[str, Any], max_side: int | None = None) -> bytes:
+    """The decision frame with the action drawn in red: a ring at a tap, an arrow for a swipe (PNG; with
+    ``max_side``, then downscaled and sent as JPEG by the lens)."""
     with Image.open(io.BytesIO(image_bytes)) as src:
         img = src.convert("RGB")
     d = ImageDraw.Draw(img)
@@ -230,11 +264,13 @@ class VisualTransitionLens:
         parts = [types.Part.from_text(text=textv)]
         if job.decision_image is not None:
             parts.append(types.Part.from_text(text="DECISION FRAME:"))
-            parts.append(types.Part.from_bytes(data=draw_action_marker(job.decision_image.read_bytes(), r.action),
-                                               mime_type="image/png"))
+            marked = draw_action_marker(job.decision_image.read_bytes(), r.action)
+            data, mime = frame_bytes(marked, self.client.settings.max_image_side)
+            parts.append(types.Part.from_bytes(data=data, mime_type=mime))
         if job.post_image is not None:
             parts.append(types.Part.from_text(text="POST-ACTION FRAME:"))
-            parts.append(types.Part.from_bytes(data=job.post_image.read_bytes(), mime_type="image/jpeg"))
+            data, mime = frame_bytes(job.post_image.read_bytes(), self.client.settings.max_image_side)
+            parts.append(types.Part.from_bytes(data=data, mime_type=mime))
         chain = [self.client.settings.step_model, *self.client.settings.step_fallbacks]
         out, model = self.client.generate(chain, [types.Content(role="user", parts=parts)], system=None,
                                           purpose="visual_summary")
@@ -242,6 +278,15 @@ class VisualTransitionLens:
         if problem:
             raise ValueError(f"rejected summary: {problem}")
         return LensOutput(out.strip(), model, prompt.version)
+
+
+CAPSULE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {k: {"type": "string"} for k in ("doing", "did", "effect", "entry_state", "exit_state")} | {
+        k: {"type": "array", "items": {"type": "string"}}
+        for k in ("verified_facts", "unresolved", "failed_paths", "important_entities", "intervals")},
+    "required": ["doing", "did", "effect", "intervals"],
+}
 
 
 class StepCapsuleLens:
@@ -265,7 +310,7 @@ class StepCapsuleLens:
                                    banned_words=", ".join(BANNED_WORDS), steps=steps)
         chain = [self.client.settings.capsule_model, *self.client.settings.capsule_fallbacks]
         out, _ = self.client.generate(chain, [types.Content(role="user", parts=[types.Part.from_text(text=textv)])],
-                                      system=None, purpose="step_capsule", json_output=True)
+                                      system=None, purpose="step_capsule", json_schema=CAPSULE_SCHEMA)
         try:
             data = json.loads(out)
         except ValueError as exc:
@@ -296,5 +341,5 @@ def select_lenses(settings: GeminiSettings | None = None,
 
 
 __all__ = ["BadRequest", "GeminiClient", "GeminiSettings", "ModelUnavailable", "StepCapsuleLens", "Usage",
-           "VisualTransitionLens", "draw_action_marker", "select_lenses"]
+           "VisualTransitionLens", "draw_action_marker", "frame_bytes", "select_lenses"]
 

@@ -16,11 +16,12 @@ class Prompt:
     template: str
 
     def render(self, **values: object) -> str:
-        """The template with its {placeholders} filled in."""
-        out = self.template
-        for k, v in values.items():
-            out = out.replace("{" + k + "}", str(v))
-        return out
+        """The template with its {placeholders} filled in, in one pass: a value that itself contains
+        ``{recent}`` (screen text can) is never expanded again."""
+        import re
+
+        return re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0),
+                      self.template)
 
 
 def load(name: str) -> Prompt:

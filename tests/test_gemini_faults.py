@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -122,3 +123,74 @@ def test_close_is_bounded(fake: FakeGemini, tmp_path: Path) -> None:
     t0 = time.monotonic()
     assert led.close() is False  # queued work cancelled, the running ones left
     assert time.monotonic() - t0 < 1.5
+
+
+def test_only_finished_answers_are_used(fake: FakeGemini, tmp_path: Path) -> None:
+    fake.script("gemini-3.5-flash-lite",
+                (200, {"parts": [{"text": "The screen shows a list of"}], "finishReason": "MAX_TOKENS"}, 0),
+                (200, {"parts": [{"text": "thinking about it", "thought": True}], "finishReason": "MAX_TOKENS"}, 0),
+                (200, {"parts": [{"text": "thinking", "thought": True}]}, 0))
+    for _ in range(3):
+        with pytest.raises(ValueError):
+            lens(fake).summarize(job(tmp_path))
+
+
+def test_capsules_are_asked_for_with_a_json_schema(fake: FakeGemini) -> None:
+    import json as _json
+
+    from episodes.transcript import StepRecord
+    from memory_plane._lenses import StepCapsuleLens
+
+    cap = {"doing": "searching", "did": "typed a name", "effect": "a list appeared",
+           "intervals": ["Steps 1–1: typed a name"]}
+    fake.script("gemini-3.7-flash", (200, _json.dumps(cap), 0))
+    rec = StepRecord(step_id="step_0001", step=1, ts="2026-11-29T00:00:00Z", t="T+00:01",
+                     action={"name": "type", "args": {"text": "Zhang"}})
+    out = StepCapsuleLens(GeminiClient(GeminiSettings(base_url=fake.url, api_key="k"))).capsule([rec], {})
+    assert out.doing == "searching"
+    gen = fake.requests[0]["body"]["generationConfig"]
+    schema = gen.get("responseJsonSchema") or gen.get("response_json_schema")
+    assert schema and "intervals" in schema["properties"] and gen.get("responseMimeType") == "application/json"
+
+
+def test_screen_text_cannot_expand_a_template_placeholder() -> None:
+    import prompts
+
+    p = prompts.load("visual_summary_single")
+    out = p.render(banned_words="x", step=3, t="T+00:01", where="app", action="tap(1,1)['{recent}']",
+                   appeared=["{banned_words}"], disappeared=[], recent="RECENT-SUMMARIES")
+    assert "Action: tap(1,1)['{recent}']" in out and out.count("RECENT-SUMMARIES") == 1
+
+
+def test_a_20_step_conversation_alternates_roles_and_keeps_call_ids(fake: FakeGemini, tmp_path: Path) -> None:
+    from google import genai
+    from google.genai import types
+
+    from episodes.transcript import OfflineVisualLens, TranscriptLedger, to_genai
+    from episodes.transcript._ledger import load_image_bytes
+
+    from helpers import screenshot
+
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), system_prompt="You drive a phone.")
+    for n in range(1, 21):
+        ref = f"artifacts/step_{n:03d}.jpg"
+        (ep / ref).write_bytes(screenshot(f"s{n}", (320, 600)))
+        led.stage(screenshot=ref, width=320, height=600, package="com.a", activity="A", ui_text=[f"item {n}"])
+        led.commit(action="tap", args={"x": n, "y": n}, thought=f"step {n}", result="ok")
+    led.flush(10)
+    system, contents = to_genai(led.render(), load_image_bytes(ep))
+    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=fake.url))
+    client.models.generate_content(model="gemini-test", contents=contents,
+                                   config=types.GenerateContentConfig(system_instruction=system))
+    body = fake.requests[0]["body"]
+    roles = [c["role"] for c in body["contents"]]
+    assert all(a != b for a, b in itertools.pairwise(roles))  # never two turns of one role in a row
+    calls = [p["functionCall"]["id"] for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+    answers = [p["functionResponse"]["id"] for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+    # Every raw step's call and response carry the same id (older steps are folded into chunks as text).
+    assert calls == answers and calls[-1] == "step_0020" and len(calls) >= 5
+    inline = [p["inlineData"].get("mimeType") or p["inlineData"].get("mime_type")
+              for c in body["contents"] for p in c["parts"] if "inlineData" in p]
+    assert inline and all(m == "image/jpeg" for m in inline)

@@ -63,13 +63,19 @@ def test_request_shape_and_marker_at_the_tap(fake: FakeGemini, tmp_path: Path) -
     req = fake.requests[0]
     assert req["path"].endswith("/models/gemini-3.5-flash-lite:generateContent")
     imgs = inline_images(req)
-    assert len(imgs) == 1 and (imgs[0].get("mimeType") or imgs[0].get("mime_type")) == "image/png"  # single
+    # One frame (the single template), downscaled to a 768 px long side and sent as JPEG.
+    assert len(imgs) == 1 and (imgs[0].get("mimeType") or imgs[0].get("mime_type")) == "image/jpeg"
     text = " ".join(p.get("text", "") for c in req["body"]["contents"] for p in c["parts"])
     assert "There is no post-action screenshot" in text and "POST-ACTION FRAME" not in text
     raw = imgs[0]["data"]
     img = Image.open(io.BytesIO(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))).convert("RGB")
-    ring = img.getpixel((600, 80 - 16 + 2))  # on the red ring drawn around the tap point
-    assert ring[0] > 200 and ring[1] < 60 and ring[2] < 60
+    assert max(img.size) == 768
+    scale = 768 / 1200
+    ring = img.getpixel((round(600 * scale), round((80 - 16 + 2) * scale)))  # on the red ring around the tap
+    assert ring[0] > 180 and ring[1] < 90 and ring[2] < 90
+    gen = req["body"].get("generationConfig", {})
+    thinking = gen.get("thinkingConfig", {})
+    assert (thinking.get("thinkingLevel") or thinking.get("thinking_level") or "").lower() == "low"
 
 
 def test_double_template_when_the_post_image_exists(fake: FakeGemini, tmp_path: Path) -> None:

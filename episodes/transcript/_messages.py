@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._sanitize import image_format
+
 Role = Literal["system", "user", "model", "tool"]
 
 
@@ -76,7 +78,11 @@ def to_genai(messages: Iterable[Message], load_image: Callable[[str], bytes]) ->
             if p.kind == "text":
                 parts.append(types.Part.from_text(text=p.text))
             elif p.kind == "image" and p.ref:
-                parts.append(types.Part.from_bytes(data=load_image(p.ref), mime_type=p.mime or "image/jpeg"))
+                data = load_image(p.ref)
+                # The type the bytes really have (a PNG labelled image/jpeg is refused or misread).
+                fmt = image_format(data)
+                parts.append(types.Part.from_bytes(data=data, mime_type=f"image/{'jpeg' if fmt == 'jpg' else fmt}"
+                                                   if fmt else p.mime or "image/jpeg"))
             elif p.kind == "call":
                 fc = types.FunctionCall(name=p.name or "tool", args=p.args or {}, id=p.call_id)
                 sig = _signature_bytes(p.signature)
@@ -86,7 +92,11 @@ def to_genai(messages: Iterable[Message], load_image: Callable[[str], bytes]) ->
                 parts.append(types.Part(function_response=types.FunctionResponse(
                     name=p.name or "tool", response=p.args or {}, id=p.call_id)))
         role = "model" if m.role == "model" else "user"
-        contents.append(types.Content(role=role, parts=parts))
+        if contents and contents[-1].role == role:
+            # One turn per role change: a function response and the next step's text go in one user turn.
+            contents[-1] = types.Content(role=role, parts=[*(contents[-1].parts or []), *parts])
+        else:
+            contents.append(types.Content(role=role, parts=parts))
     return ("\n\n".join(system) if system else None), contents
 
 
