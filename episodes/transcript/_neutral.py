@@ -35,9 +35,27 @@ def degenerate_reason(text: str, markers: tuple[str, ...] = ()) -> str | None:
     return None
 
 
+# A summary enters the agent's own context: one that reads like instructions (a heading, "ignore previous",
+# a tool call, a role line), which screen text can smuggle into a lens's output, is rejected.
+_INSTRUCTION_LIKE = re.compile(
+    r"(^|\n)\s*#{1,6}\s|ignore (all |the )?(previous|above|prior)|disregard (all |the )?(previous|above)|"
+    r"(^|\n)\s*(system|assistant|user)\s*:|<\s*/?\s*(tool|function|system)[^>]*>|\b(function_call|tool_call)\b|"
+    r"\brecall_history\s*\(|\byou must now\b|忽略(之前|以上|前面)",
+    re.IGNORECASE)
+
+
+def instruction_like(text: str) -> str | None:
+    """The first instruction-like fragment of a lens output, or None."""
+    m = _INSTRUCTION_LIKE.search(text)
+    return m.group(0).strip() if m else None
+
+
 def check_summary(text: str, markers: tuple[str, ...] = ()) -> str | None:
     """None if a summary may be used, else the reason to reject it."""
     bad = banned_words_in(text)
     if bad:
         return "uses outcome words: " + ", ".join(bad)
+    injected = instruction_like(text)
+    if injected:
+        return f"reads like an instruction ({injected[:40]!r})"
     return degenerate_reason(text, markers)
