@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image, ImageDraw
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import prompts
 from episodes.transcript import (
@@ -45,8 +45,8 @@ class GeminiSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt key is an error naming it, not silently ignored
 
     step_model: str = "gemini-3.5-flash-lite"
-    capsule_model: str = "gemini-3.7-flash"
-    step_fallbacks: list[str] = Field(default_factory=lambda: ["gemini-3.7-flash"])
+    capsule_model: str = "gemini-3.8-flash"
+    step_fallbacks: list[str] = Field(default_factory=lambda: ["gemini-3.8-flash"])
     capsule_fallbacks: list[str] = Field(default_factory=lambda: ["gemini-3.5-flash-lite"])
     timeout_s: float = 20.0
     concurrency: int = 2
@@ -58,6 +58,13 @@ class GeminiSettings(BaseModel):
     # not cut off. One of minimal, low, medium, high; None leaves the model's default.
     thinking_level: str | None = "low"
     max_image_side: int = 768  # frames are downscaled to this long side and sent as JPEG
+
+    @model_validator(mode="after")
+    def _models_from_env(self) -> GeminiSettings:
+        # A fleet can move to a new model without editing every device's config.yaml.
+        self.step_model = os.environ.get("MEMPLANE_STEP_MODEL") or self.step_model
+        self.capsule_model = os.environ.get("MEMPLANE_CAPSULE_MODEL") or self.capsule_model
+        return self
 
     def key(self) -> str | None:
         """The API key: explicit, else GEMINI_API_KEY, else GOOGLE_API_KEY."""

@@ -26,7 +26,7 @@ def lens(fake: FakeGemini, **kw) -> VisualTransitionLens:  # type: ignore[no-unt
 @pytest.mark.parametrize("code", [404, 408, 0])  # a retired model, a request timeout, a dropped connection
 def test_fallback_on_404_408_and_transport_errors(fake: FakeGemini, tmp_path: Path, code: int) -> None:
     fake.script("gemini-3.5-flash-lite", (code, None, 0))
-    assert lens(fake).summarize(job(tmp_path)).model == "gemini-3.7-flash"
+    assert lens(fake).summarize(job(tmp_path)).model == "gemini-3.8-flash"
 
 
 @pytest.mark.parametrize("code", [400, 401, 403])
@@ -65,7 +65,7 @@ def test_429_backs_off_with_the_servers_delay_within_one_deadline(fake: FakeGemi
 
 def test_both_models_429_ends_within_the_deadline_without_hammering(fake: FakeGemini, tmp_path: Path) -> None:
     fake.script("gemini-3.5-flash-lite", *[(429, 0.4, 0)] * 5)
-    fake.script("gemini-3.7-flash", *[(429, 0.4, 0)] * 5)
+    fake.script("gemini-3.8-flash", *[(429, 0.4, 0)] * 5)
     t0 = time.monotonic()
     with pytest.raises(ModelUnavailable):
         lens(fake, timeout_s=2.0).summarize(job(tmp_path))
@@ -74,7 +74,7 @@ def test_both_models_429_ends_within_the_deadline_without_hammering(fake: FakeGe
 
 def test_one_deadline_for_the_whole_chain_and_no_late_answer(fake: FakeGemini, tmp_path: Path) -> None:
     fake.script("gemini-3.5-flash-lite", (200, NEUTRAL, 3.0))
-    fake.script("gemini-3.7-flash", (200, NEUTRAL, 3.0))
+    fake.script("gemini-3.8-flash", (200, NEUTRAL, 3.0))
     t0 = time.monotonic()
     with pytest.raises(ModelUnavailable):
         lens(fake, timeout_s=1.0).summarize(job(tmp_path))
@@ -143,7 +143,7 @@ def test_capsules_are_asked_for_with_a_json_schema(fake: FakeGemini) -> None:
 
     cap = {"doing": "searching", "did": "typed a name", "effect": "a list appeared",
            "intervals": ["Steps 1–1: typed a name"]}
-    fake.script("gemini-3.7-flash", (200, _json.dumps(cap), 0))
+    fake.script("gemini-3.8-flash", (200, _json.dumps(cap), 0))
     rec = StepRecord(step_id="step_0001", step=1, ts="2026-11-29T00:00:00Z", t="T+00:01",
                      action={"name": "type", "args": {"text": "Zhang"}})
     out = StepCapsuleLens(GeminiClient(GeminiSettings(base_url=fake.url, api_key="k"))).capsule([rec], {})
@@ -218,3 +218,9 @@ def _json_dumps(v):  # type: ignore[no-untyped-def]
     import json as _j
 
     return _j.dumps(v, ensure_ascii=False)
+
+
+def test_model_names_can_be_overridden_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("MEMPLANE_CAPSULE_MODEL", "gemini-9-flash")
+    s = GeminiSettings.model_validate({"capsule_model": "gemini-3.8-flash"})
+    assert s.capsule_model == "gemini-9-flash" and s.step_model == "gemini-3.5-flash-lite"

@@ -88,17 +88,17 @@ def test_double_template_when_the_post_image_exists(fake: FakeGemini, tmp_path: 
 def test_fallback_on_503_and_timeout_not_on_400(fake: FakeGemini, tmp_path: Path) -> None:
     fake.script("gemini-3.5-flash-lite", (503, None, 0))
     lens = VisualTransitionLens(GeminiClient(settings(fake)))
-    assert lens.summarize(job(tmp_path)).model == "gemini-3.7-flash"
+    assert lens.summarize(job(tmp_path)).model == "gemini-3.8-flash"
     fake.script("gemini-3.5-flash-lite", (200, NEUTRAL, 2.0))  # slower than the timeout
     lens = VisualTransitionLens(GeminiClient(settings(fake, timeout_s=1.5)))
-    assert lens.summarize(job(tmp_path)).model == "gemini-3.7-flash"
+    assert lens.summarize(job(tmp_path)).model == "gemini-3.8-flash"
     fake.script("gemini-3.5-flash-lite", (400, None, 0))
     n = len(fake.requests)
     with pytest.raises(BadRequest):
         lens.summarize(job(tmp_path))
     assert len(fake.requests) == n + 1  # no fallback model was asked
     fake.script("gemini-3.5-flash-lite", (503, None, 0))
-    fake.script("gemini-3.7-flash", (503, None, 0))
+    fake.script("gemini-3.8-flash", (503, None, 0))
     with pytest.raises(ModelUnavailable):
         lens.summarize(job(tmp_path))
 
@@ -134,7 +134,7 @@ def test_capsule_json_is_validated(fake: FakeGemini) -> None:
                        notes_written=["notes/login.md"] if i == 2 else []) for i in (1, 2, 3)]
     good = {"doing": "log in", "did": "typed the code 482913", "effect": "logged in; notes/login.md updated",
             "verified_facts": ["code 482913"], "intervals": ["Steps 1–2: open and type", "Step 3: confirm"]}
-    fake.script("gemini-3.7-flash", (200, "not json", 0), (200, good, 0))
+    fake.script("gemini-3.8-flash", (200, "not json", 0), (200, good, 0))
     lens = StepCapsuleLens(GeminiClient(settings(fake)))
     with pytest.raises(ValueError, match="not JSON"):
         lens.capsule(recs, {})
@@ -143,7 +143,7 @@ def test_capsule_json_is_validated(fake: FakeGemini) -> None:
 
     assert check_capsule(cap, recs) is None
     bad = dict(good, intervals=["Step 1: open", "Step 3: confirm"])
-    fake.script("gemini-3.7-flash", (200, bad, 0))
+    fake.script("gemini-3.8-flash", (200, bad, 0))
     assert "not covered" in (check_capsule(lens.capsule(recs, {}), recs) or "")
     gen = fake.requests[-1]["body"]["generationConfig"]
     assert (gen.get("responseMimeType") or gen.get("response_mime_type")) == "application/json"

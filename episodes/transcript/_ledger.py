@@ -314,11 +314,13 @@ class TranscriptLedger:
         return out
 
     def observe_usage(self, prompt_tokens: int | None, cached_tokens: int | None = None,
-                      output_tokens: int | None = None, source: str = "agent") -> None:
-        """Record a model call's usage; only the agent's own calls set the measured context size."""
-        append_line(self.dir / USAGE_FILE, dumps_compact({
-            "ts": format_ts(self.clock()), "source": source, "step": len(self.turns), "prompt_tokens": prompt_tokens,
-            "cached_tokens": cached_tokens, "output_tokens": output_tokens}), fsync=False)
+                      output_tokens: int | None = None, source: str = "agent", **extra: Any) -> None:
+        """Record a model call's usage (``extra``: thoughts tokens, requests, the model version that answered);
+        only the agent's own calls set the measured context size."""
+        line = {"ts": format_ts(self.clock()), "source": source, "step": len(self.turns),
+                "prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "output_tokens": output_tokens,
+                **{k: v for k, v in extra.items() if v is not None}}
+        append_line(self.dir / USAGE_FILE, dumps_compact(line), fsync=False)
         if source == "agent":
             self.meter.observe_usage(prompt_tokens)
 
