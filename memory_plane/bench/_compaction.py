@@ -37,12 +37,42 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out = _run(steps, visual, capsule)
             out["lens"] = "gemini (google-genai SDK against a fake server on 127.0.0.1)"
             out["model_requests"] = len(fake.requests)
+            out["model_requests_per_step"] = round(len(fake.requests) / steps, 2)
+            out.update(_image_figures(fake.requests))
             return out
     from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
 
     out = _run(steps, OfflineVisualLens(), OfflineCapsuleLens())
     out["lens"] = "offline"
     return out
+
+
+def _image_figures(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """Image bytes and estimated image tokens per lens call, beside what a full-size PNG would have cost."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from episodes.transcript._perception import estimate_image_tokens
+
+    sent_bytes = sent_tokens = full_tokens = calls = 0
+    for req in requests:
+        imgs = [p["inlineData"] for c in req["body"].get("contents", []) for p in c.get("parts", [])
+                if "inlineData" in p]
+        if not imgs:
+            continue
+        calls += 1
+        for im in imgs:
+            raw = base64.urlsafe_b64decode(im["data"] + "=" * (-len(im["data"]) % 4))
+            sent_bytes += len(raw)
+            with Image.open(io.BytesIO(raw)) as img:
+                w, h = img.size
+            sent_tokens += estimate_image_tokens(w, h)
+            full_tokens += estimate_image_tokens(640, 1200)  # the frames of this run before downscaling
+    return {"image_calls": calls, "image_bytes_per_call": round(sent_bytes / calls) if calls else 0,
+            "image_tokens_per_call": round(sent_tokens / calls) if calls else 0,
+            "image_tokens_per_call_full_size": round(full_tokens / calls) if calls else 0}
 
 
 def _fake_answer(model: str, body: dict[str, Any]) -> tuple[int, Any, float]:
@@ -164,6 +194,9 @@ def _run(steps: int, visual: Any, capsule: Any) -> dict[str, Any]:
             "facts_missed_by_recall": [f for f in FACTS if f not in by_recall],
             "failed_paths_retried": retried, "failed_paths_avoided": avoided,
             "summaries_ready": led.service.stats.ready,
+            "lens_retries": led.service.stats.retried,
+            # Answers that came back and were thrown away (rejected, or later than the service waits).
+            "wasted_answers": led.service.stats.rejected_outputs + led.service.stats.slow,
         }
         led.close()
     return out
