@@ -140,6 +140,14 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     collections: list[Any] = [episodes, *device.all_collections(), long_term, *extra]
     verify_collections(root, collections, fix=fix, report=report, on_item=decide)
     report.stats["interrupted"] = interrupted
+    # Transcripts closed with visual summaries still pending (a bounded close on a degraded API).
+    unfinished: list[str] = []
+    for d in episode_dirs:
+        steps_file = d / "transcript" / "steps.jsonl"
+        if steps_file.is_file() and any(r.get("kind") == "close" and r.get("pending")
+                                         for r in read_jsonl(steps_file).records):
+            unfinished.append(d.name)
+    report.stats["transcripts_pending"] = unfinished
     for coll, changes in pending.values():
         try:
             if coll is device.profiles:

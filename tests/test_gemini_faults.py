@@ -123,6 +123,9 @@ def test_close_is_bounded(fake: FakeGemini, tmp_path: Path) -> None:
     t0 = time.monotonic()
     assert led.close() is False  # queued work cancelled, the running ones left
     assert time.monotonic() - t0 < 1.5
+    from lifecycle import read_jsonl
+
+    assert any(r.get("kind") == "close" and r.get("pending") for r in read_jsonl(led.dir / "steps.jsonl").records)
 
 
 def test_only_finished_answers_are_used(fake: FakeGemini, tmp_path: Path) -> None:
@@ -224,3 +227,15 @@ def test_model_names_can_be_overridden_from_the_environment(monkeypatch) -> None
     monkeypatch.setenv("MEMPLANE_CAPSULE_MODEL", "gemini-9-flash")
     s = GeminiSettings.model_validate({"capsule_model": "gemini-3.8-flash"})
     assert s.capsule_model == "gemini-9-flash" and s.step_model == "gemini-3.5-flash-lite"
+
+
+def test_verify_lists_transcripts_closed_with_pending_summaries(tmp_path: Path) -> None:
+    from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="a long task"))
+        led = rec.open_transcript()
+        led._append({"kind": "close", "pending": True})  # what a bounded close leaves behind
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+        assert plane.verify().stats["transcripts_pending"] == [rec.id]
