@@ -3,7 +3,6 @@ calibration, failure modes and UI anchors, each merged into the item it repeats.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import statistics
@@ -29,6 +28,8 @@ from device_memory import (
 from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._causes import classify
+from ._lesson_context import TEXT_TOOLS
+from ._lesson_context import LessonContext as LessonContext
 from ._model import TaskEpisode
 from ._steps import Step, pair_steps
 from ._store import TaskEpisodeStore
@@ -39,7 +40,6 @@ EXTRACTOR_VERSION = 1
 NON_ASCII_MODE = "keyboard_text_cannot_input_non_ascii"
 NON_ASCII_LESSON = ("keyboard_text cannot type non-ASCII text on this device: type pinyin or an English alias, "
                     "then select the candidate or search result.")
-TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text")
 PROFILE_RENEW_EVERY = timedelta(days=1)  # the device profile is re-validated at most daily
 
 
@@ -105,7 +105,7 @@ class LessonExtractor:
         res = ExtractionResult()
         steps = pair_steps(events)
         res.steps = len(steps)
-        ctx = _Ctx(ep, steps, self.device)
+        ctx = LessonContext(ep, steps, self.device)
         writers: list[tuple[str, Any]] = [("device_profile", lambda: self._device_profile(ctx, res))]
         if steps:  # nothing done, nothing learned about apps or paths
             writers += [(f"app_profile:{a}", lambda a=a: self._app_profile(ctx, a, res)) for a in ctx.apps]
@@ -129,7 +129,7 @@ class LessonExtractor:
             ep.conflicts = list(dict.fromkeys([*ep.conflicts, *(i for i in ids if i)]))[:50]
         return res
 
-    def _upsert(self, ctx: _Ctx, res: ExtractionResult, item_type: str, item_id: str, create: Any,
+    def _upsert(self, ctx: LessonContext, res: ExtractionResult, item_type: str, item_id: str, create: Any,
                 merge: Any, lesson_key: str) -> Any:
         state: dict[str, str | None] = {"kind": None}
 
@@ -171,7 +171,7 @@ class LessonExtractor:
 
     # -- each lesson ----------------------------------------------------------------
 
-    def _device_profile(self, ctx: _Ctx, res: ExtractionResult) -> None:
+    def _device_profile(self, ctx: LessonContext, res: ExtractionResult) -> None:
         dev = ctx.device_id
         w, h = ctx.screen or (None, None)
         before: dict[str, str | None] = {}
@@ -217,7 +217,7 @@ class LessonExtractor:
             # Typed text depends on the keyboard (a pinyin IME composes, another commits at once).
             self.device.mark_environment_change(dev, "input_method", before["input_method"], ctx.input_method)
 
-    def _app_profile(self, ctx: _Ctx, app_id: str, res: ExtractionResult) -> None:
+    def _app_profile(self, ctx: LessonContext, app_id: str, res: ExtractionResult) -> None:
         names = ctx.app_names.get(app_id, [])
         pages = [p for p in ctx.pages_by_app.get(app_id, []) if p]
         tools = ctx.tools_by_app.get(app_id, [])
@@ -277,7 +277,7 @@ class LessonExtractor:
         self._upsert(ctx, res, "app_profile", f"app_{app_id}"[:80], create, merge,
                      content_hash("app_profile", ctx.device_id, app_id))
 
-    def _procedure(self, ctx: _Ctx, res: ExtractionResult) -> None:
+    def _procedure(self, ctx: LessonContext, res: ExtractionResult) -> None:
         steps = effective_path([s for s in ctx.steps if not s.is_error])
         if not steps:
             return
@@ -327,7 +327,7 @@ class LessonExtractor:
         if isinstance(proc, Procedure):
             self._negation(ctx, app_id, pattern)
 
-    def _navigation(self, ctx: _Ctx, res: ExtractionResult) -> None:
+    def _navigation(self, ctx: LessonContext, res: ExtractionResult) -> None:
         seen: set[str] = set()
         for s in ctx.steps:
             if s.is_error or not s.has_result or not s.changed_page or not s.page_before or not s.app_before:
@@ -363,7 +363,7 @@ class LessonExtractor:
             if isinstance(new, Navigation) and contradicted:
                 self._settle_navigation(ctx, new, contradicted)
 
-    def _calibration(self, ctx: _Ctx, res: ExtractionResult) -> None:
+    def _calibration(self, ctx: LessonContext, res: ExtractionResult) -> None:
         normalized = any(str(s.tool_input.get("coord_space", "")).lower() == "normalized" for s in ctx.steps)
         waits = [float(v) for s in ctx.steps if "wait" in s.tool.lower()
                  for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
@@ -400,7 +400,7 @@ class LessonExtractor:
 
         self._upsert(ctx, res, "calibration", cid[:80], create, merge, content_hash("calibration", cid))
 
-    def _failures(self, ctx: _Ctx, res: ExtractionResult) -> None:
+    def _failures(self, ctx: LessonContext, res: ExtractionResult) -> None:
         ep = ctx.ep
         for s in ctx.steps:
             if s.tool in TEXT_TOOLS and s.text and not s.text.isascii() and (
@@ -427,7 +427,7 @@ class LessonExtractor:
                   "Check the current observation before repeating this path; completion needs fresh evidence.")
         self._failure(ctx, res, mode, trigger, lesson, last, scope_app=True)
 
-    def _failure(self, ctx: _Ctx, res: ExtractionResult, mode: str, trigger: dict[str, Any], lesson: str,
+    def _failure(self, ctx: LessonContext, res: ExtractionResult, mode: str, trigger: dict[str, Any], lesson: str,
                  step: Step, *, scope_app: bool, event_ids: list[str] | None = None) -> None:
         app_id = (ctx.goal_app or ctx.canon(step.app_after) or ctx.canon(step.app_before)) if scope_app else None
         pattern = goal_pattern(ctx.ep) if scope_app else None
@@ -463,7 +463,7 @@ class LessonExtractor:
 
     # -- conflicts -------------------------------------------------------------------
 
-    def _contradicted_navigation(self, ctx: _Ctx, s: Step, app_id: str | None, nid: str) -> list[Navigation]:
+    def _contradicted_navigation(self, ctx: LessonContext, s: Step, app_id: str | None, nid: str) -> list[Navigation]:
         """Conflict source 1: active rules saying the same action on the same page leads elsewhere."""
         out: list[Navigation] = []
         for e in self.device.entries("navigation", app_id):
@@ -477,7 +477,7 @@ class LessonExtractor:
                 out.append(n)
         return out
 
-    def _settle_navigation(self, ctx: _Ctx, new: Navigation, old_rules: list[Navigation]) -> None:
+    def _settle_navigation(self, ctx: LessonContext, new: Navigation, old_rules: list[Navigation]) -> None:
         coll = self.device.collection("navigation")
         for old in old_rules:
             if old.success_count <= 1:
@@ -498,7 +498,7 @@ class LessonExtractor:
                 ctx.decide([old.id, new.id], "navigation_contradicted", "conflicted",
                            f"{old.from_page}: {old.to_page} ({old.success_count}x) vs {new.to_page} (new)")
 
-    def _negation(self, ctx: _Ctx, app_id: str | None, pattern: str | None) -> None:
+    def _negation(self, ctx: LessonContext, app_id: str | None, pattern: str | None) -> None:
         """Conflict source 2: a verified path and a failure mode for the same app and goal on that path."""
         if not app_id or not pattern:
             return
@@ -528,7 +528,7 @@ class LessonExtractor:
                 ctx.decide([proc.id, fail.id], "success_failure_negate", decision,
                            f"{ok} successes vs {bad} failures on the same path")
 
-    def _ui_anchors(self, ctx: _Ctx, res: ExtractionResult) -> None:
+    def _ui_anchors(self, ctx: LessonContext, res: ExtractionResult) -> None:
         if ctx.screen is None:
             return
         w, h = ctx.screen
@@ -641,160 +641,3 @@ def _note(s: Step) -> str | None:
     if s.app_after or s.page_after:
         return f"page={s.app_after or '?'}/{s.page_after or '?'}"
     return None
-
-
-class _Ctx:
-    """Facts about one episode shared by every lesson writer."""
-
-    def __init__(self, ep: TaskEpisode, steps: list[Step], device: DeviceMemory) -> None:
-        self.ep = ep
-        self.steps = steps
-        self.device = device
-        self.catalog = device.catalog
-        self.device_id = ep.device_scope.device_id or "default"
-        self.language = ep.device_scope.language
-        self.input_method = ep.device_scope.input_method
-        self.extra_evidence: EvidenceRef | None = None
-        self.decisions: list[tuple[list[str], str, str, str | None]] = []
-        screen = None
-        if ep.device_scope.screen and "x" in ep.device_scope.screen:
-            try:
-                a, b = ep.device_scope.screen.lower().split("x")
-                screen = (int(a), int(b))
-            except ValueError:
-                screen = None
-        self.observed_screen = next((s.screen for s in steps if s.screen), None)
-        if screen is None:
-            screen = self.observed_screen
-        self.screen = screen
-        self.screen_text = f"{screen[0]}x{screen[1]}" if screen else None
-        goal_app = ep.normalized_goal.app
-        self.goal_app = self.catalog.app_id_for(goal_app) if goal_app else None
-        self.apps: list[str] = []
-        self.app_names: dict[str, list[str]] = {}
-        self.pages_by_app: dict[str, list[str]] = {}
-        self.tools_by_app: dict[str, list[str]] = {}
-        self.packages_by_app: dict[str, list[str]] = {}
-        for s in steps:
-            for app, page in ((s.app_before, s.page_before), (s.app_after, s.page_after)):
-                if not app:
-                    continue
-                aid = self.canon(app)
-                if aid is None:
-                    continue
-                if aid not in self.apps:
-                    self.apps.append(aid)
-                self.app_names.setdefault(aid, [])
-                if app not in self.app_names[aid]:
-                    self.app_names[aid].append(app)
-                if page and page not in self.pages_by_app.setdefault(aid, []):
-                    self.pages_by_app[aid].append(page)
-            for app in {s.app_before, s.app_after}:  # the tool that entered an app counts for it too
-                aid = self.canon(app)
-                if aid and s.tool not in self.tools_by_app.setdefault(aid, []):
-                    self.tools_by_app[aid].append(s.tool)
-            if s.package_after and s.app_after:
-                aid = self.canon(s.app_after)
-                if aid and s.package_after not in self.packages_by_app.setdefault(aid, []):
-                    self.packages_by_app[aid].append(s.package_after)
-        if self.goal_app and self.goal_app not in self.apps and any(s.app_before or s.app_after for s in steps):
-            self.apps.insert(0, self.goal_app)
-        self.first_app = self.apps[0] if self.apps else None
-
-    def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None) -> None:
-        """Queue a line for lifecycle/conflicts.jsonl (written after the item locks are released)."""
-        self.decisions.append((ids, rule, decision, detail))
-
-    def resolve(self, item: Any, app_id: str | None) -> None:
-        """New success evidence for a conflicted path: re-scope it to now and reactivate it when it outweighs."""
-        if item.status != "conflicted" or not self.ep.outcome.success:
-            return
-        if any(str(c).startswith("mem_") for c in item.conflicts_with):
-            return  # overridden by a user rule: user rules win over new automatic evidence
-        extra = item.model_extra if item.model_extra is not None else {}
-        if extra.get("stale_key"):
-            item.applicability = self.applicability(app_id)  # verified again under the current environment
-            extra.pop("stale_key", None)
-            extra.pop("stale_reason", None)
-        if item.success_count > item.failure_count:
-            item.status = "active"
-            self.decide([item.id], "resolved_by_new_evidence", "active",
-                        f"{item.success_count} successes vs {item.failure_count} failures")
-
-    def canon(self, name: str | None) -> str | None:
-        """Canonical app id of an observed app name."""
-        return self.catalog.app_id_for(name) if name else None
-
-    def display(self, app_id: str | None) -> str | None:
-        """A readable name of an app id: as observed, else from the catalog."""
-        if not app_id:
-            return None
-        if self.app_names.get(app_id):
-            return self.app_names[app_id][0]
-        info = self.catalog.get(app_id)
-        return info.display if info else app_id
-
-    def applicability(self, app_id: str | None) -> dict[str, Any]:
-        """Where a path lesson applies: this device, language, screen and app."""
-        out = {"device_id": self.device_id, "language": self.language, "screen": self.screen_text, "app": app_id,
-               "input_method": self.input_method}
-        return {k: v for k, v in out.items() if v}
-
-    def evidence(self) -> EvidenceRef:
-        """The evidence ref of this episode (with event ids when a lesson names them)."""
-        if self.extra_evidence is not None:
-            return self.extra_evidence.model_copy(deep=True)
-        return EvidenceRef(type="episode", id=self.ep.id)
-
-    def failure_text(self) -> str | None:
-        """Why the episode failed, in one line."""
-        o = self.ep.outcome
-        text = o.failure_reason or o.error
-        return " ".join(text.split())[:200] if text else None
-
-    def app_facts(self, app_id: str) -> dict[str, Any]:
-        """What this episode showed about one app: how it was entered and from where, dialogs met (and what
-        dismissed them), the login state it reported, the names the goal used for it."""
-        entries: dict[str, str] = {}
-        dialogs: list[str] = []
-        login: str | None = None
-        for i, s in enumerate(self.steps):
-            if self.canon(s.app_after) != app_id:
-                continue
-            if self.canon(s.app_before) != app_id and s.page_after:
-                how = self.open_method(app_id)
-                entries[s.page_after] = f"{how[0] if how else s.tool} from {s.app_before or '?'}/{s.page_before or '?'}"
-            obs = s.extra.get("observed") or {}
-            state = obs.get("login_state") if isinstance(obs, dict) else None
-            if isinstance(state, str) and state.strip():
-                login = state.strip()
-            found = obs.get("dialogs") if isinstance(obs, dict) else None
-            for d in ([found] if isinstance(found, str) else found if isinstance(found, list) else []):
-                text = " ".join(str(d).split())[:80]
-                nxt = self.steps[i + 1] if i + 1 < len(self.steps) else None
-                nxt_obs = (nxt.extra.get("observed") or {}) if nxt else {}
-                gone = nxt is not None and str(d) not in json.dumps(nxt_obs.get("dialogs") or [], ensure_ascii=False)
-                if gone and nxt is not None:
-                    what = nxt.target_label or nxt.content or nxt.coords or ""
-                    text += f" → dismissed by {nxt.tool} {str(what)[:40]}".rstrip()
-                dialogs.append(text)
-        goal_app = self.ep.normalized_goal.app
-        goal_names = [goal_app] if goal_app and self.canon(goal_app) == app_id else []
-        return {"entries": entries, "dialogs": dialogs, "login_state": login, "goal_names": goal_names}
-
-    def open_method(self, app_id: str) -> tuple[str, str | None, bool] | None:
-        """How the app was entered in this episode: (method, query, worked)."""
-        typed: str | None = None
-        for s in self.steps:
-            if s.tool in TEXT_TOOLS and s.text:
-                typed = s.text
-            entered = self.canon(s.app_after) == app_id and self.canon(s.app_before) != app_id
-            launch = any(k in s.tool.lower() for k in ("launch", "open_app", "start_app")) or \
-                s.tool_input.get("action") == "open"
-            if launch and (self.canon(s.text or str(s.tool_input.get("app") or s.tool_input.get("app_name") or ""))
-                           == app_id or entered):
-                name = s.tool_input.get("app") or s.tool_input.get("app_name") or s.text
-                return ("launch_app", str(name) if name else None, not s.is_error)
-            if entered:
-                return ("system_search" if typed else "tap_icon", typed, not s.is_error)
-        return None

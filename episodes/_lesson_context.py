@@ -1,0 +1,172 @@
+"""What one episode shows, as every lesson writer needs it: device, language, screen, apps and their
+names, pages, tools, packages, how each app was entered, and the app facts the episode observed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from device_memory import DeviceMemory
+from lifecycle import EvidenceRef
+
+from ._model import TaskEpisode
+from ._steps import Step
+
+TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text")
+
+
+class LessonContext:
+    """Facts about one episode shared by every lesson writer."""
+
+    def __init__(self, ep: TaskEpisode, steps: list[Step], device: DeviceMemory) -> None:
+        self.ep = ep
+        self.steps = steps
+        self.device = device
+        self.catalog = device.catalog
+        self.device_id = ep.device_scope.device_id or "default"
+        self.language = ep.device_scope.language
+        self.input_method = ep.device_scope.input_method
+        self.extra_evidence: EvidenceRef | None = None
+        self.decisions: list[tuple[list[str], str, str, str | None]] = []
+        screen = None
+        if ep.device_scope.screen and "x" in ep.device_scope.screen:
+            try:
+                a, b = ep.device_scope.screen.lower().split("x")
+                screen = (int(a), int(b))
+            except ValueError:
+                screen = None
+        self.observed_screen = next((s.screen for s in steps if s.screen), None)
+        if screen is None:
+            screen = self.observed_screen
+        self.screen = screen
+        self.screen_text = f"{screen[0]}x{screen[1]}" if screen else None
+        goal_app = ep.normalized_goal.app
+        self.goal_app = self.catalog.app_id_for(goal_app) if goal_app else None
+        self.apps: list[str] = []
+        self.app_names: dict[str, list[str]] = {}
+        self.pages_by_app: dict[str, list[str]] = {}
+        self.tools_by_app: dict[str, list[str]] = {}
+        self.packages_by_app: dict[str, list[str]] = {}
+        for s in steps:
+            for app, page in ((s.app_before, s.page_before), (s.app_after, s.page_after)):
+                if not app:
+                    continue
+                aid = self.canon(app)
+                if aid is None:
+                    continue
+                if aid not in self.apps:
+                    self.apps.append(aid)
+                self.app_names.setdefault(aid, [])
+                if app not in self.app_names[aid]:
+                    self.app_names[aid].append(app)
+                if page and page not in self.pages_by_app.setdefault(aid, []):
+                    self.pages_by_app[aid].append(page)
+            for app in {s.app_before, s.app_after}:  # the tool that entered an app counts for it too
+                aid = self.canon(app)
+                if aid and s.tool not in self.tools_by_app.setdefault(aid, []):
+                    self.tools_by_app[aid].append(s.tool)
+            if s.package_after and s.app_after:
+                aid = self.canon(s.app_after)
+                if aid and s.package_after not in self.packages_by_app.setdefault(aid, []):
+                    self.packages_by_app[aid].append(s.package_after)
+        if self.goal_app and self.goal_app not in self.apps and any(s.app_before or s.app_after for s in steps):
+            self.apps.insert(0, self.goal_app)
+        self.first_app = self.apps[0] if self.apps else None
+
+    def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None) -> None:
+        """Queue a line for lifecycle/conflicts.jsonl (written after the item locks are released)."""
+        self.decisions.append((ids, rule, decision, detail))
+
+    def resolve(self, item: Any, app_id: str | None) -> None:
+        """New success evidence for a conflicted path: re-scope it to now and reactivate it when it outweighs."""
+        if item.status != "conflicted" or not self.ep.outcome.success:
+            return
+        if any(str(c).startswith("mem_") for c in item.conflicts_with):
+            return  # overridden by a user rule: user rules win over new automatic evidence
+        extra = item.model_extra if item.model_extra is not None else {}
+        if extra.get("stale_key"):
+            item.applicability = self.applicability(app_id)  # verified again under the current environment
+            extra.pop("stale_key", None)
+            extra.pop("stale_reason", None)
+        if item.success_count > item.failure_count:
+            item.status = "active"
+            self.decide([item.id], "resolved_by_new_evidence", "active",
+                        f"{item.success_count} successes vs {item.failure_count} failures")
+
+    def canon(self, name: str | None) -> str | None:
+        """Canonical app id of an observed app name."""
+        return self.catalog.app_id_for(name) if name else None
+
+    def display(self, app_id: str | None) -> str | None:
+        """A readable name of an app id: as observed, else from the catalog."""
+        if not app_id:
+            return None
+        if self.app_names.get(app_id):
+            return self.app_names[app_id][0]
+        info = self.catalog.get(app_id)
+        return info.display if info else app_id
+
+    def applicability(self, app_id: str | None) -> dict[str, Any]:
+        """Where a path lesson applies: this device, language, screen and app."""
+        out = {"device_id": self.device_id, "language": self.language, "screen": self.screen_text, "app": app_id,
+               "input_method": self.input_method}
+        return {k: v for k, v in out.items() if v}
+
+    def evidence(self) -> EvidenceRef:
+        """The evidence ref of this episode (with event ids when a lesson names them)."""
+        if self.extra_evidence is not None:
+            return self.extra_evidence.model_copy(deep=True)
+        return EvidenceRef(type="episode", id=self.ep.id)
+
+    def failure_text(self) -> str | None:
+        """Why the episode failed, in one line."""
+        o = self.ep.outcome
+        text = o.failure_reason or o.error
+        return " ".join(text.split())[:200] if text else None
+
+    def app_facts(self, app_id: str) -> dict[str, Any]:
+        """What this episode showed about one app: how it was entered and from where, dialogs met (and what
+        dismissed them), the login state it reported, the names the goal used for it."""
+        entries: dict[str, str] = {}
+        dialogs: list[str] = []
+        login: str | None = None
+        for i, s in enumerate(self.steps):
+            if self.canon(s.app_after) != app_id:
+                continue
+            if self.canon(s.app_before) != app_id and s.page_after:
+                how = self.open_method(app_id)
+                entries[s.page_after] = f"{how[0] if how else s.tool} from {s.app_before or '?'}/{s.page_before or '?'}"
+            obs = s.extra.get("observed") or {}
+            state = obs.get("login_state") if isinstance(obs, dict) else None
+            if isinstance(state, str) and state.strip():
+                login = state.strip()
+            found = obs.get("dialogs") if isinstance(obs, dict) else None
+            for d in ([found] if isinstance(found, str) else found if isinstance(found, list) else []):
+                text = " ".join(str(d).split())[:80]
+                nxt = self.steps[i + 1] if i + 1 < len(self.steps) else None
+                nxt_obs = (nxt.extra.get("observed") or {}) if nxt else {}
+                gone = nxt is not None and str(d) not in json.dumps(nxt_obs.get("dialogs") or [], ensure_ascii=False)
+                if gone and nxt is not None:
+                    what = nxt.target_label or nxt.content or nxt.coords or ""
+                    text += f" → dismissed by {nxt.tool} {str(what)[:40]}".rstrip()
+                dialogs.append(text)
+        goal_app = self.ep.normalized_goal.app
+        goal_names = [goal_app] if goal_app and self.canon(goal_app) == app_id else []
+        return {"entries": entries, "dialogs": dialogs, "login_state": login, "goal_names": goal_names}
+
+    def open_method(self, app_id: str) -> tuple[str, str | None, bool] | None:
+        """How the app was entered in this episode: (method, query, worked)."""
+        typed: str | None = None
+        for s in self.steps:
+            if s.tool in TEXT_TOOLS and s.text:
+                typed = s.text
+            entered = self.canon(s.app_after) == app_id and self.canon(s.app_before) != app_id
+            launch = any(k in s.tool.lower() for k in ("launch", "open_app", "start_app")) or \
+                s.tool_input.get("action") == "open"
+            if launch and (self.canon(s.text or str(s.tool_input.get("app") or s.tool_input.get("app_name") or ""))
+                           == app_id or entered):
+                name = s.tool_input.get("app") or s.tool_input.get("app_name") or s.text
+                return ("launch_app", str(name) if name else None, not s.is_error)
+            if entered:
+                return ("system_search" if typed else "tap_icon", typed, not s.is_error)
+        return None
