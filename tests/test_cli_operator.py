@@ -191,11 +191,10 @@ def test_help_shows_the_exit_codes(argv: list[str], capsys) -> None:
 
 
 def test_set_up_files_say_what_they_do() -> None:
-    import tomllib
-
-    meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    text = (REPO / "pyproject.toml").read_text()  # (tomllib is 3.11+; the project supports 3.10)
     # SPDX string and license-files: setuptools prints no deprecation banner for them.
-    assert meta["license"] == "MIT" and meta["license-files"] == ["LICENSE"] and (REPO / "LICENSE").is_file()
+    assert '\nlicense = "MIT"\n' in text and '\nlicense-files = ["LICENSE"]\n' in text
+    assert (REPO / "LICENSE").is_file()
     rule = (REPO / "Makefile").read_text().split("$(STAMP): pyproject.toml\n", 1)[1].split("\n\n", 1)[0]
     first = rule.splitlines()[0]
     assert first.lstrip().startswith("@echo") and "first run only" in first  # said before the silent install
