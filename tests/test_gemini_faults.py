@@ -81,21 +81,37 @@ def test_one_deadline_for_the_whole_chain_and_no_late_answer(fake: FakeGemini, t
     assert time.monotonic() - t0 < 1.8  # not 1 s per model plus more: one deadline
 
 
-def test_settings_reject_unknown_keys_and_a_bad_section_means_offline_lenses(tmp_path: Path, caplog) -> None:
+def test_settings_reject_unknown_keys_and_a_bad_section_means_offline_lenses(tmp_path: Path, caplog,
+                                                                             monkeypatch) -> None:
     import pydantic
 
-    from memory_plane import MemoryPlane, MemoryRetrieveRequest
+    from lifecycle import UsageError
+    from memory_plane import MemoryPlane, MemoryRetrieveRequest, _lenses
 
     with pytest.raises(pydantic.ValidationError) as ei:
         GeminiSettings.model_validate({"step_modle": "x"})
     assert "step_modle" in str(ei.value)
     root = tmp_path / "m"
+    real = _lenses.select_lenses
+    calls = {"n": 0}
+
+    def refusing(settings, on_usage=None):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:  # what a non-local base_url without a key does; no address is ever contacted
+            raise UsageError("a custom base_url without an API key is only for a local test server")
+        return real(settings, on_usage=on_usage)
+
+    monkeypatch.setattr(_lenses, "select_lenses", refusing)
     with MemoryPlane.open(root) as plane:
-        (root / "config.yaml").write_text("lenses:\n  base_url: https://example.com/v1\n")
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="x"))
         led = plane.open_transcript(rec)  # never a failed task
-        assert led.lens.name == "offline-transition" or "offline" in led.lens.name
-    assert sum("lenses section not usable" in r.getMessage() for r in caplog.records) == 1
+        assert "offline" in led.lens.name
+        (root / "config.yaml").write_text("lenses:\n  step_modle: x\n")  # a misspelt key: offline too
+        led2 = plane.open_transcript(plane.new_episode_recorder(MemoryRetrieveRequest(input="y")))
+        assert "offline" in led2.lens.name
+    msgs = [r.getMessage() for r in caplog.records]
+    assert sum("lenses section not usable" in m for m in msgs) == 1
+    assert any("lenses section ignored" in m and "step_modle" in m for m in msgs)
 
 
 def test_the_key_order_and_the_backend_are_explicit(monkeypatch) -> None:
