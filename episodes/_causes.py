@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._steps import Step
+from ._steps import TEXT_TOOLS, Step
 
-TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text", "enter_text")
 WAIT_TOOLS = ("wait", "screenshot", "wait_for_stable_screen", "get_state", "read_screen")
 NEAR_PX = 48.0  # taps this close count as the same point
 REPEATS = 3  # taps at one point without effect before it is a cause

@@ -28,10 +28,9 @@ from device_memory import (
 from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._causes import classify
-from ._lesson_context import TEXT_TOOLS
-from ._lesson_context import LessonContext as LessonContext
+from ._lesson_context import LessonContext
 from ._model import TaskEpisode
-from ._steps import Step, pair_steps
+from ._steps import TEXT_TOOLS, Step, pair_steps
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")

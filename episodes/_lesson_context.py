@@ -10,9 +10,7 @@ from device_memory import DeviceMemory
 from lifecycle import EvidenceRef
 
 from ._model import TaskEpisode
-from ._steps import Step
-
-TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text")
+from ._steps import TEXT_TOOLS, Step
 
 
 class LessonContext:

@@ -372,36 +372,33 @@ class Retriever:
         return (0.35 * sim + 0.20 * app_match + 0.15 * appl + 0.10 * f.confidence
                 + 0.10 * self._recency(f.when, now) + 0.10 * f.validation - PENALTY_WEIGHT * f.penalty)
 
-    def _file_of(self, c: _Cand) -> str:
-        """The item file an index entry stands for (its own path, or the one named after its id)."""
-        e = c.src.entries[c.i]
-        rel = field_str(e.get("path"))
+    def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any]]:
+        """Where a candidate's item lives: (folder, its default file name there, the index, the loader)."""
+        e_id = c.src.entries[c.i]["id"]
         if c.src.kind == "episode":
-            base, default = self.episodes.dir, f"{episode_year(e['id'])}/{e['id']}/episode.yaml"
-        elif c.src.kind == "long_term":
-            base, default = self.long_term.dir, f"memories/{e['id']}.md"
-        else:
-            base, default = self.device.collections[c.item_type].dir, f"{e['id']}.yaml"
-        rel = rel or default
+            ep = self.episodes
+            return ep.dir, f"{episode_year(e_id)}/{e_id}/episode.yaml", ep.index.path, ep.load_path
+        if c.src.kind == "long_term":
+            lt = self.long_term
+            return lt.dir, f"memories/{e_id}.md", lt.index.path, lt.load_path
+        coll = self.device.collections[c.item_type]
+        return coll.dir, f"{e_id}.yaml", coll.index.path, coll.load_path
+
+    @staticmethod
+    def _file_in(base: Path, rel: str) -> str:
         # String checks, not safe_join: this runs for every hit of every retrieve. An index line is
         # hand-editable, so a path that would leave its folder is refused all the same.
         if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
             raise ValueError(f"index path {rel!r} leaves its folder")
         return f"{base}/{rel}"
 
-    def _index_of(self, c: _Cand) -> Path:
-        if c.src.kind == "episode":
-            return self.episodes.index.path
-        if c.src.kind == "long_term":
-            return self.long_term.index.path
-        return self.device.collections[c.item_type].index.path
-
     def _current(self, c: _Cand, drop: Drop, index_mtimes: dict[Path, int]) -> Any:
         """Whether a candidate's file still stands behind its index line: True (trusted as indexed), the
         record as the file holds it now (changed since the index was written), or None (dropped, counted)."""
         kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
+        base, default, idx, load = self._store_of(c)
         try:
-            path = self._file_of(c)
+            path = self._file_in(base, field_str(c.src.entries[c.i].get("path")) or default)
             st = os.lstat(path)
         except FileNotFoundError:
             drop("file_missing", item_id, "the file was removed after its index line")
@@ -413,7 +410,6 @@ class Retriever:
         if st.st_size == 0:
             drop("file_empty", item_id, "the file is empty")
             return None
-        idx = self._index_of(c)
         if idx not in index_mtimes:
             try:
                 index_mtimes[idx] = os.stat(idx).st_mtime_ns
@@ -422,8 +418,6 @@ class Retriever:
         if st.st_mtime_ns <= index_mtimes[idx]:
             return True  # written before its index line: what the index says is what the file says
         # Changed after the index was written (a hand edit): read it (once per change) before offering it.
-        load = (self.episodes.load_path if kind == "episode" else self.long_term.load_path
-                if kind == "long_term" else self.device.collections[c.item_type].load_path)
         try:
             rec = self._cached(path, partial(load, Path(path)))
         except FileNotFoundError:

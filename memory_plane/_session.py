@@ -84,11 +84,16 @@ class SessionStore:
         with self.lock():
             meta = self.metadata()
             if not meta.get("session_id"):
-                now = self.clock()
-                meta["session_id"] = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
-                meta["started_at"] = format_ts(now)
+                self._open_session(meta)
                 self._write_metadata(meta)
             return str(meta["session_id"])
+
+    def _open_session(self, meta: dict[str, Any]) -> str:
+        """Give the metadata a new session id and start time (the caller writes it, under the lock)."""
+        now = self.clock()
+        meta["session_id"] = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
+        meta["started_at"] = format_ts(now)
+        return str(meta["session_id"])
 
     def frozen_block(self, session_id: str, render: Any, common: Any = None) -> tuple[str, bool, Any]:
         """The block frozen for this session, and the hits behind it; rendered and stored on the first call.
@@ -127,9 +132,7 @@ class SessionStore:
             if not meta.get("session_id") or (type == "user_input" and not meta.get("root_goal")):
                 # The first event opens the session; its first user input is the goal the window keeps.
                 if not meta.get("session_id"):
-                    now = self.clock()
-                    meta["session_id"] = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
-                    meta["started_at"] = format_ts(now)
+                    self._open_session(meta)
                 if type == "user_input" and not meta.get("root_goal"):
                     meta["root_goal"] = ev
                 self._write_metadata(meta)
@@ -234,9 +237,7 @@ class SessionStore:
                 if not (self.dir / "events.jsonl").is_file() or not read_jsonl(self.dir / "events.jsonl").records:
                     return None  # nothing was said: there is no session to archive
                 # Events from before sessions were opened on the first append: archive them under a new id.
-                now = self.clock()
-                sid = f"sess_{now.strftime('%Y%m%d')}_{os.urandom(4).hex()}"
-                meta["session_id"] = sid
+                sid = self._open_session(meta)
                 self._write_metadata(meta)
             target = safe_join(self.root, "session_archive", slug_id(str(sid)))
             target.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
+from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
 from lifecycle import StrList, as_text, field_num, field_str, field_text
 
 from ._render import quote_data
@@ -193,12 +194,6 @@ DECLARATIONS: dict[str, dict[str, Any]] = {
                                "limit": {**_I, "description": "at most this many parts (1-10, default 3)"}},
                               [])},
 }
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: CJK characters count one each, other text four characters a token."""
-    cjk = sum(1 for c in text if "\u3400" <= c <= "\u9fff")
-    return cjk + (len(text) - cjk + 3) // 4
 
 
 def bounded(lines: list[str], budget: int, head: str = "") -> str:

@@ -126,11 +126,11 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
             refresh.append({"id": rec.id, "type": rec.type, "success_count": rec.success_count,
                             "expires_at": rec.expires_at if isinstance(rec.expires_at, str) or rec.expires_at is None
                             else format_ts(rec.expires_at)})
-        refs = [r for r in getattr(rec, "evidence_refs", []) if r.type == "episode"]
+        sources = [r.id for r in getattr(rec, "evidence_refs", []) if r.type == "episode"]
         # A long-term memory names where it came from in source_refs; an episode among them is evidence too.
-        refs += [_EpisodeRef(x) for x in getattr(rec, "source_refs", []) or [] if str(x).startswith("ep_")]
+        sources += [str(x) for x in getattr(rec, "source_refs", []) or [] if str(x).startswith("ep_")]
         trace = getattr(rec, "traceability", None) or (rec.model_extra or {}).get("traceability")
-        if refs and trace != "excerpt_only" and all(r.id not in traced for r in refs):
+        if sources and trace != "excerpt_only" and all(x not in traced for x in sources):
             changes["traceability"] = "excerpt_only"  # every episode it came from is gone or trimmed
             excerpt.append(rec.id)
         if changes:
@@ -184,15 +184,6 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                     "orphanfolder"}
         report.problems = [p for p in report.problems if p.category not in repaired]
     return report
-
-
-class _EpisodeRef:
-    """An episode named in a long-term memory's source_refs, seen as evidence like an evidence_ref."""
-
-    type = "episode"
-
-    def __init__(self, episode_id: str) -> None:
-        self.id = episode_id
 
 
 def _check_config(root: Path, report: VerifyReport) -> None:
