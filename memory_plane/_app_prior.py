@@ -9,7 +9,8 @@ the apps in a time proportional to the query's postings, not to the number of ap
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 
 ALPHA = 0.5  # Lidstone smoothing: half a count for a word an app has never been seen with
 
@@ -41,6 +42,29 @@ class AppPrior:
         self.docs[app] = self.docs.get(app, 0) + 1
         self.mass[app] = self.mass.get(app, 0) + n
         self.total_docs += 1
+
+    def add_postings(self, postings: Mapping[str, Sequence[int]], apps: Sequence[str]) -> None:
+        """Count documents given as postings (token -> document numbers); ``apps[n]`` is document n's app
+        ("": not counted). The same counts as ``add`` for each document, without the documents."""
+        for app in apps:
+            if app:
+                self.docs[app] = self.docs.get(app, 0) + 1
+                self.total_docs += 1
+        counts, mass, app_of = self.counts, self.mass, apps.__getitem__
+        for t, plist in postings.items():
+            per = Counter(map(app_of, plist))  # counted in C: this runs once per token at start-up
+            per.pop("", None)
+            if not per:
+                continue
+            have = counts.get(t)
+            if have is None:
+                counts[t] = dict(per)
+            else:
+                for app, c in per.items():
+                    have[app] = have.get(app, 0) + c
+            for app, c in per.items():
+                mass[app] = mass.get(app, 0) + c
+        self._cache = None
 
     def posterior(self, query: Iterable[str], without: Iterable[tuple[str, Iterable[str]]] = ()) -> dict[str, float]:
         """P(app | query tokens) over every app seen; ``without`` leaves documents out (app, tokens)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -216,7 +217,9 @@ class MemoryPlane:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait for background work (tests, shutdown); False if the timeout passed."""
-        return self.writer.flush(timeout)
+        deadline = time.monotonic() + timeout
+        done = self.writer.flush(timeout)
+        return self.retriever.wait(max(0.0, deadline - time.monotonic())) and done
 
     def stats(self) -> dict[str, Any]:
         """Counters of commits and background jobs, including failures."""
@@ -364,7 +367,9 @@ class MemoryPlane:
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish background work and stop the worker."""
+        deadline = time.monotonic() + timeout
         self.writer.close(timeout)
+        self.retriever.wait(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> MemoryPlane:
         return self

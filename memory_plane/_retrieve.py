@@ -10,6 +10,8 @@ import heapq
 import logging
 import math
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,20 +24,26 @@ from episodes import TaskEpisodeStore, episode_year
 from lifecycle import (
     STATUSES,
     FileProblemError,
-    field_num,
     field_str,
     field_text,
     field_words,
-    parse_ts,
     safe_join,
 )
 
-from ._app_prior import AppPrior
 from ._context import MemoryContext
 from ._long_term import PROFILE_TYPES, LongTermStore
 from ._query import ParsedQuery, parse_query
 from ._render import render_context
-from ._text import InvertedIndex
+from ._sources import (
+    BAD_TIME,
+    ENV_KEYS,
+    Feat,
+    Source,
+    device_text,
+    episode_text,
+    long_term_text,
+)
+from ._token_cache import TokenCache
 from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 
 log = logging.getLogger("memory_plane")
@@ -45,13 +53,8 @@ WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability"
 PENALTY_WEIGHT = 0.30
 CAPS = {"device_profile": 1, "app_profiles": 2, "long_term": 4, "procedures": 3, "navigation": 4,
         "similar_episodes": 3, "calibration_notes": 3, "failure_modes": 4, "conflicts": 3}
-APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
-ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
-_ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
-            "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
 ROUTE = {"app_profile": "app_profiles", "procedure": "procedures", "navigation": "navigation",
          "calibration": "calibration_notes", "failure": "failure_modes", "ui_anchor": "calibration_notes"}
-_BAD = datetime.min  # marks an unparsable timestamp (treated as expired)
 
 
 @dataclass
@@ -65,133 +68,9 @@ class RetrieveConfig:
     recency_days: float = 30.0
     search_limit: int = 60
     app_bound_limit: int = 40
-
-
-class _Feat(NamedTuple):
-    status: str
-    expires: datetime | None
-    when: datetime | None
-    appl: tuple[str | None, ...]
-    app: str | None
-    confidence: float
-    validation: float
-    penalty: float
-    has_evidence: bool
-
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return parse_ts(value)
-    except (ValueError, TypeError, OverflowError):
-        return _BAD
-
-
-def _appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
-    appl = e.get("applicability")
-    if not isinstance(appl, dict):
-        appl = {}
-    out = []
-    for key in ENV_KEYS:
-        v = next((field_str(appl[a]) for a in _ALIASES[key] if field_str(appl.get(a))), None)
-        if v is None and key in ("device_id", "language", "screen"):
-            v = field_str(e.get(key))
-        out.append(v.lower() if v else None)
-    return tuple(out)
-
-
-def _features(e: dict[str, Any], kind: str) -> _Feat:
-    s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
-    status = (field_str(e.get("status")) or "active").strip().lower()
-    if kind == "episode":
-        ok = e.get("success") is True
-        return _Feat(status, None, _parse(e.get("started_at")), _appl_key(e),
-                     field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
-    penalty = 0.0
-    evidence = bool(e.get("evidence")) or kind == "long_term"
-    if (kind in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
-        penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
-    if f > s or e.get("conflicts_with"):
-        penalty = max(penalty, 0.5)
-    when = _parse(e.get("last_validated_at")) or _parse(e.get("updated_at"))
-    return _Feat(status, _parse(e.get("expires_at")), None if when is _BAD else when,
-                 _appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
-                 (s + 1) / (s + f + 2), penalty, evidence)
-
-
-class _Source:
-    """Index entries of one collection, their features and inverted index, kept in step incrementally."""
-
-    def __init__(self, kind: str, text: Callable[[dict[str, Any]], str],
-                 app_of: Callable[[str], str] | None = None) -> None:
-        self.kind = kind
-        self._text = text
-        # Episodes only: each entry's canonical app, and a model of which goal words go with which app.
-        self._app_of = app_of
-        self.canon: list[str | None] = []
-        self.by_canon: dict[str, list[int]] = {}
-        self.prior = AppPrior()
-        self._key: int | None = None
-        self.entries: list[dict[str, Any]] = []
-        self._feats: list[_Feat | None] = []
-        self.inv = InvertedIndex()
-        self.by_app: dict[str, list[int]] = {}
-        self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
-
-    def sync(self, entries: list[dict[str, Any]]) -> None:
-        """Bring the postings in step with the current entries (incrementally after appends)."""
-        # The index reader returns the same list object until the file changes; a pure append
-        # extends it in place, so only the new tail needs indexing.
-        if id(entries) != self._key or len(entries) < len(self._feats):
-            self._key = id(entries)
-            self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
-            self.canon, self.by_canon, self.prior = [], {}, AppPrior()
-        self.entries = entries
-        start = len(self._feats)
-        first = self.inv.add_many(map(self._text, entries[start:]))  # one tight loop: most of a cold start
-        for i in range(start, len(entries)):
-            e = entries[i]
-            n = first + i - start
-            self._feats.append(None)  # parsed on first use: a cold query touches few entries
-            app = e.get("app")
-            if isinstance(app, str):
-                self.by_app.setdefault(app, []).append(i)
-            if self._app_of is not None:
-                canon = self._app_of(app) if isinstance(app, str) and app else None
-                self.canon.append(canon)
-                if canon:
-                    self.by_canon.setdefault(canon, []).append(i)
-                    self.prior.add(canon, self.inv.docs[n])
-            t = field_str(e.get("type"))
-            if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
-                self.always.append(i)
-
-
-    def feat(self, i: int) -> _Feat:
-        """Features of entry i (computed once)."""
-        f = self._feats[i]
-        if f is None:
-            f = _features(self.entries[i], self.kind)
-            self._feats[i] = f
-        return f
-
-
-def _device_text(e: dict[str, Any]) -> str:
-    return " ".join(x for x in map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
-                                           e.get("page"), e.get("tags"))) if x)
-
-
-def _episode_text(e: dict[str, Any]) -> str:
-    goal, app = e.get("goal"), e.get("app")
-    if isinstance(goal, str) and (app is None or isinstance(app, str)):  # the usual line, 10,000 times at start-up
-        return f"{goal} {app}" if goal and app else goal or app or ""
-    return " ".join(x for x in map(field_text, (goal, app)) if x)
-
-
-def _long_term_text(e: dict[str, Any]) -> str:
-    fields = (e.get("title"), e.get("summary"), e.get("tags"), e.get("entities"))
-    return " ".join(x for x in map(field_text, fields) if x)
+    # Keep the postings of large indexes in <root>/.cache/retrieve so a fresh process need not tokenise
+    # them again (written in the background when missing or behind; never on a read-only tree).
+    persist_postings: bool = True
 
 
 class _Query(NamedTuple):
@@ -207,7 +86,7 @@ class _Cand(NamedTuple):
     """A scored candidate, turned into a MemoryHit only if it makes its category's cut."""
 
     score: float
-    src: _Source
+    src: Source
     i: int
     item_type: str
     sim: float
@@ -248,9 +127,17 @@ class Retriever:
         self.episodes = episodes
         self.long_term = long_term
         self.config = config or RetrieveConfig()
-        self._device_sources = {t: _Source("device", _device_text) for t in device.collections}
-        self._episode_source = _Source("episode", _episode_text, device.catalog.app_id_for)
-        self._lt_source = _Source("long_term", _long_term_text)
+        root = device.root
+
+        def cache(name: str) -> TokenCache | None:
+            return TokenCache(root, name) if self.config.persist_postings else None
+
+        self._device_sources = {t: Source("device", device_text, cache=cache(f"device-{t}"))
+                                for t in device.collections}
+        self._episode_source = Source("episode", episode_text, device.catalog.app_id_for, cache=cache("episodes"))
+        self._lt_source = Source("long_term", long_term_text, cache=cache("long_term"))
+        self._cache_writes: list[threading.Thread] = []
+        self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
         self._appl_memo: dict[tuple[Any, ...], float | None] = {}
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self.explain = False  # record each dropped candidate with its reason (`retrieve --explain`)
@@ -293,6 +180,9 @@ class Retriever:
         self._fit_budget(common)
         out = MemoryContext(common, ctx.q, dropped=dropped)
         out.dropped_items = dropped_items
+        if self._due:
+            due, self._due = self._due, []
+            self._persist(due)
         return out
 
     def _query(self, req: MemoryRetrieveRequest, now: datetime) -> _Query:
@@ -333,7 +223,7 @@ class Retriever:
         self._appl_memo[memo_key] = result
         return result
 
-    def _admit(self, f: _Feat, ctx: _Query, drop: Drop, app_bound: bool, item_id: str) -> float | None:
+    def _admit(self, f: Feat, ctx: _Query, drop: Drop, app_bound: bool, item_id: str) -> float | None:
         """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
         if not self._live(f, ctx.now, drop, item_id):
             return None
@@ -342,32 +232,67 @@ class Retriever:
             drop("inapplicable", item_id, _mismatch(f.appl, ctx.env) if self.explain else None)
         return appl
 
-    def _sync(self, src: _Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
+    def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
         try:
             src.sync(read())
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: cannot read %s: %s", what, exc)
             return False
+        if src.cache_due() and src not in self._due:
+            self._due.append(src)
         return True
 
-    def _live(self, f: _Feat, now: datetime, drop: Drop, item_id: str) -> bool:
+    def _persist(self, sources: list[Source]) -> None:
+        """Write sources' postings in one background thread (the retrieve that found them missing has returned)."""
+        # Snapshots: later appends (or a reset after a rewrite) do not change what a write covers.
+        jobs = []
+        for src in sources:
+            if src.cache is not None:
+                jobs.append((src.cache, src.inv, src.texts[:]))
+                src.persisted = len(src.texts)  # one write per lag, even if it fails
+
+        def write() -> None:
+            for cache, inv, texts in jobs:
+                try:
+                    cache.save(inv, texts)
+                except OSError as exc:
+                    cache.disabled = True  # a read-only tree or a full disk: retrieval goes on without it
+                    log.info("retrieve: postings cache %s not written: %s", cache.path, exc)
+                except Exception:  # a derived file must never take the process down
+                    cache.disabled = True
+                    log.exception("retrieve: postings cache %s not written", cache.path)
+
+        # Not a daemon: a short-lived process (the CLI) still finishes the files before it exits.
+        t = threading.Thread(target=write, name="memplane-postings")
+        self._cache_writes = [w for w in self._cache_writes if w.is_alive()]
+        self._cache_writes.append(t)
+        t.start()
+
+    def wait(self, timeout: float = 10.0) -> bool:
+        """Wait for background cache writes; False if the timeout passed first."""
+        deadline = time.monotonic() + timeout
+        for t in list(self._cache_writes):
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._cache_writes)
+
+    def _live(self, f: Feat, now: datetime, drop: Drop, item_id: str) -> bool:
         if f.status not in ("active", "conflicted"):
             # replaced, deleted, expired, and inactive or any status a person typed: not served.
             drop(f.status if f.status in STATUSES else "inactive", item_id, f"status {f.status}")
             return False
-        if f.expires is not None and (f.expires is _BAD or f.expires <= now):
-            drop("expired", item_id, "expires_at unreadable" if f.expires is _BAD else "past expires_at")
+        if f.expires is not None and (f.expires is BAD_TIME or f.expires <= now):
+            drop("expired", item_id, "expires_at unreadable" if f.expires is BAD_TIME else "past expires_at")
             return False
         return True
 
     def _recency(self, when: datetime | None, now: datetime) -> float:
-        if when is None or when is _BAD:
+        if when is None or when is BAD_TIME:
             return 0.5
         age = max(0.0, (now - when).total_seconds() / 86400)
         return math.exp(-age / self.config.recency_days)
 
-    def _score(self, f: _Feat, sim: float, app_match: float, appl: float, now: datetime) -> float:
+    def _score(self, f: Feat, sim: float, app_match: float, appl: float, now: datetime) -> float:
         """The design's weighted score."""
         return (0.35 * sim + 0.20 * app_match + 0.15 * appl + 0.10 * f.confidence
                 + 0.10 * self._recency(f.when, now) + 0.10 * f.validation - PENALTY_WEIGHT * f.penalty)
@@ -487,7 +412,7 @@ class Retriever:
             return max(sim, 0.5 + 0.5 * sim)
         return sim
 
-    def _recall(self, src: _Source, q: ParsedQuery) -> dict[int, float]:
+    def _recall(self, src: Source, q: ParsedQuery) -> dict[int, float]:
         """Candidates of one source: the best token matches, the query app's items, the always-shown ones."""
         found = dict(src.inv.search(q.tokens, self.config.search_limit))
         # Below the search cut-off a document shares no token with the query, so its similarity is 0;
@@ -514,7 +439,7 @@ class Retriever:
             for i, sim in self._recall(src, q).items():
                 self._device_hit(src, i, item_type, sim, ctx, picked, drop)
 
-    def _device_hit(self, src: _Source, i: int, item_type: str, sim: float, ctx: _Query,
+    def _device_hit(self, src: Source, i: int, item_type: str, sim: float, ctx: _Query,
                     picked: dict[str, list[_Cand]], drop: Drop) -> None:
         f = src.feat(i)
         e = src.entries[i]
@@ -606,7 +531,7 @@ class Retriever:
             if f.status not in ("active", "interrupted"):
                 drop(f.status, e["id"], f"status {f.status}")
                 continue
-            if f.when and f.when is not _BAD and (now - f.when).days > self.config.episode_max_age_days:
+            if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
                 drop("expired", e["id"], f"older than {self.config.episode_max_age_days:g} days")
                 continue
             appl = self._applicability(f.appl, ctx.env, False)
@@ -630,10 +555,10 @@ class Retriever:
             picked["similar_episodes" if success else "failure_modes"].append(cand)
 
     @staticmethod
-    def _app_posterior(src: _Source, ctx: _Query, nearest: list[tuple[int, float]]) -> dict[str, float]:
+    def _app_posterior(src: Source, ctx: _Query, nearest: list[tuple[int, float]]) -> dict[str, float]:
         """P(app | goal): the device's past goals (naive Bayes, excluded episodes left out of the counts),
         weighed by the apps of the closest past goals (their squared similarity as votes)."""
-        gone = [(app, src.inv.docs[i]) for i, app in enumerate(src.canon)
+        gone = [(app, src.inv.doc(i)) for i, app in enumerate(src.canon)
                 if app and src.entries[i]["id"] in ctx.exclude] if ctx.exclude else []
         post = src.prior.posterior(ctx.q.tokens, without=gone)
         votes: dict[str, float] = {}

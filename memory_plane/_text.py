@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import heapq
 import math
 import re
-from collections.abc import Iterable
+import sys
+import types
+from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
 
@@ -64,14 +67,50 @@ def token_set(text: str) -> frozenset[str]:
     return frozenset(_iter_tokens(text))
 
 
+def tokenizer_fingerprint() -> str:
+    """A digest of everything that decides a text's tokens (pattern, stop words, the code that splits and
+    stems, the interpreter); persisted postings made by another tokenizer are not reused."""
+    parts = [_TOKEN.pattern, sorted(_STOP_EN), sorted(_STOP_ZH), tuple(sys.version_info[:2]),
+             *(_code_parts(fn.__code__) for fn in (_stem, _parts.__wrapped__, _iter_tokens))]
+    return hashlib.sha1(repr(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def _code_parts(code: types.CodeType) -> list[object]:
+    # What a function does, without what differs between processes: a nested code object's repr
+    # holds its address, and a set's repr follows the per-process string hash.
+    consts = [_code_parts(c) if isinstance(c, types.CodeType) else sorted(c) if isinstance(c, frozenset) else c
+              for c in code.co_consts]
+    return [code.co_code.hex(), code.co_names, consts]
+
+
 class InvertedIndex:
     """Postings token -> document numbers; grows by appends; IDF computed from live counts."""
 
     def __init__(self) -> None:
-        self.docs: list[frozenset[str]] = []
+        # A document loaded with persisted postings is None until first asked for (``doc``): a fresh
+        # process then tokenises only the few documents a query looks at, from ``_texts``.
+        self.docs: list[frozenset[str] | None] = []
         self.postings: dict[str, list[int]] = {}
+        self._texts: Sequence[str] = ()
         self._norms: dict[int, float] = {}
         self._norms_at = 0
+
+    @classmethod
+    def from_postings(cls, postings: dict[str, list[int]], texts: Sequence[str]) -> InvertedIndex:
+        """An index of ``texts`` whose postings were computed before (by this tokenizer, from these texts)."""
+        inv = cls()
+        inv.postings = postings
+        inv.docs = [None] * len(texts)
+        inv._texts = texts
+        return inv
+
+    def doc(self, i: int) -> frozenset[str]:
+        """The token set of document i."""
+        d = self.docs[i]
+        if d is None:
+            d = token_set(self._texts[i])
+            self.docs[i] = d
+        return d
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> InvertedIndex:
@@ -124,7 +163,7 @@ class InvertedIndex:
         norms = self._fresh_norms()
         n = norms.get(doc)
         if n is None:
-            n = sum(self.weight(t) for t in self.docs[doc]) or 1.0
+            n = sum(self.weight(t) for t in self.doc(doc)) or 1.0
             norms[doc] = n
         return n
 
@@ -178,7 +217,7 @@ class InvertedIndex:
 
     def similarity(self, query: frozenset[str], doc: int, weights: dict[str, float] | None = None) -> float:
         """IDF-weighted overlap of the query and one document (0..1, same measure as search)."""
-        d = self.docs[doc]
+        d = self.doc(doc)
         if query.isdisjoint(d):
             return 0.0  # the common case for candidates not found by search; one C call
         w = weights if weights is not None else self.weights(query)

@@ -1,0 +1,185 @@
+"""Retrieval sources: one collection's index entries with their features, postings and app model.
+
+A source is kept in step with its index incrementally (appends index only the new tail) and, for a
+large index, starts from the postings a previous process persisted (``_token_cache``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from lifecycle import field_num, field_str, field_text, parse_ts
+
+from ._app_prior import AppPrior
+from ._long_term import PROFILE_TYPES
+from ._text import InvertedIndex
+from ._token_cache import TokenCache
+
+log = logging.getLogger("memory_plane")
+
+APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
+ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
+_ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
+            "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
+BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
+
+
+class Feat(NamedTuple):
+    """What retrieval needs of an entry beyond its text, parsed once."""
+
+    status: str
+    expires: datetime | None
+    when: datetime | None
+    appl: tuple[str | None, ...]
+    app: str | None
+    confidence: float
+    validation: float
+    penalty: float
+    has_evidence: bool
+
+
+def parse_when(value: Any) -> datetime | None:
+    """A timestamp field as a datetime; None when absent, BAD_TIME when unreadable."""
+    if not value:
+        return None
+    try:
+        return parse_ts(value)
+    except (ValueError, TypeError, OverflowError):
+        return BAD_TIME
+
+
+def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
+    """The environment a memory was made under, one lowercase value (or None) per ENV_KEYS."""
+    appl = e.get("applicability")
+    if not isinstance(appl, dict):
+        appl = {}
+    out = []
+    for key in ENV_KEYS:
+        v = next((field_str(appl[a]) for a in _ALIASES[key] if field_str(appl.get(a))), None)
+        if v is None and key in ("device_id", "language", "screen"):
+            v = field_str(e.get(key))
+        out.append(v.lower() if v else None)
+    return tuple(out)
+
+
+def features(e: dict[str, Any], kind: str) -> Feat:
+    """The query-independent facts of one index entry."""
+    s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
+    status = (field_str(e.get("status")) or "active").strip().lower()
+    if kind == "episode":
+        ok = e.get("success") is True
+        return Feat(status, None, parse_when(e.get("started_at")), appl_key(e),
+                     field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
+    penalty = 0.0
+    evidence = bool(e.get("evidence")) or kind == "long_term"
+    if (kind in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
+        penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
+    if f > s or e.get("conflicts_with"):
+        penalty = max(penalty, 0.5)
+    when = parse_when(e.get("last_validated_at")) or parse_when(e.get("updated_at"))
+    return Feat(status, parse_when(e.get("expires_at")), None if when is BAD_TIME else when,
+                 appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
+                 (s + 1) / (s + f + 2), penalty, evidence)
+
+
+class Source:
+    """Index entries of one collection, their features and inverted index, kept in step incrementally."""
+
+    def __init__(self, kind: str, text: Callable[[dict[str, Any]], str],
+                 app_of: Callable[[str], str] | None = None, cache: TokenCache | None = None) -> None:
+        self.kind = kind
+        self._text = text
+        # Episodes only: each entry's canonical app, and a model of which goal words go with which app.
+        self._app_of = app_of
+        self.cache = cache
+        self.canon: list[str | None] = []
+        self.by_canon: dict[str, list[int]] = {}
+        self.prior = AppPrior()
+        self._key: int | None = None
+        self.entries: list[dict[str, Any]] = []
+        self.texts: list[str] = []  # what each entry's postings were made from (and what the cache hashes)
+        self.persisted = 0  # entries whose postings the cache file holds (as loaded or last written)
+        self._feats: list[Feat | None] = []
+        self.inv = InvertedIndex()
+        self.by_app: dict[str, list[int]] = {}
+        self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
+
+    def sync(self, entries: list[dict[str, Any]]) -> None:
+        """Bring the postings in step with the current entries (incrementally after appends)."""
+        # The index reader returns the same list object until the file changes; a pure append
+        # extends it in place, so only the new tail needs indexing.
+        if id(entries) != self._key or len(entries) < len(self._feats):
+            self._key = id(entries)
+            self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
+            self.canon, self.by_canon, self.prior, self.texts = [], {}, AppPrior(), []
+        self.entries = entries
+        start = len(self._feats)
+        if start == len(entries):
+            return
+        self.texts += map(self._text, entries[start:])
+        loaded = 0
+        if start == 0 and self.cache is not None:
+            inv = self.cache.load(self.texts)
+            if inv is not None:
+                self.inv, loaded = inv, len(inv.docs)
+            self.persisted = loaded
+        for i in range(start, len(entries)):
+            e = entries[i]
+            self._feats.append(None)  # parsed on first use: a cold query touches few entries
+            app = e.get("app")
+            if isinstance(app, str):
+                self.by_app.setdefault(app, []).append(i)
+            if self._app_of is not None:
+                canon = self._app_of(app) if isinstance(app, str) and app else None
+                self.canon.append(canon)
+                if canon:
+                    self.by_canon.setdefault(canon, []).append(i)
+            t = field_str(e.get("type"))
+            if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
+                self.always.append(i)
+        if loaded and self._app_of is not None:
+            self.prior.add_postings(self.inv.postings, [a or "" for a in self.canon[:loaded]])
+        begin = max(start, loaded)
+        # Entry i is document i: the documents not loaded are tokenised now (most of a start without a cache).
+        first = self.inv.add_many(self.texts[begin:])
+        if self._app_of is not None:
+            docs, add = self.inv.docs, self.prior.add
+            for n in range(first, len(docs)):
+                app_n = self.canon[n]
+                if app_n:
+                    add(app_n, docs[n] or ())
+
+    def cache_due(self) -> bool:
+        """Whether the persisted postings lag the index enough to be written again."""
+        return self.cache is not None and self.cache.due(len(self.texts), self.persisted)
+
+    def feat(self, i: int) -> Feat:
+        """Features of entry i (computed once)."""
+        f = self._feats[i]
+        if f is None:
+            f = features(self.entries[i], self.kind)
+            self._feats[i] = f
+        return f
+
+
+def device_text(e: dict[str, Any]) -> str:
+    """The words of a device memory's index line that a goal is matched against."""
+    return " ".join(x for x in map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
+                                           e.get("page"), e.get("tags"))) if x)
+
+
+def episode_text(e: dict[str, Any]) -> str:
+    """The words of an episode's index line that a goal is matched against (its goal and app)."""
+    goal, app = e.get("goal"), e.get("app")
+    if isinstance(goal, str) and (app is None or isinstance(app, str)):  # the usual line, 10,000 times at start-up
+        return f"{goal} {app}" if goal and app else goal or app or ""
+    return " ".join(x for x in map(field_text, (goal, app)) if x)
+
+
+def long_term_text(e: dict[str, Any]) -> str:
+    """The words of a long-term memory's index line that a goal is matched against."""
+    fields = (e.get("title"), e.get("summary"), e.get("tags"), e.get("entities"))
+    return " ".join(x for x in map(field_text, fields) if x)

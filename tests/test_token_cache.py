@@ -1,0 +1,227 @@
+"""The persisted postings of large indexes: used only when they match, never lose or hide a memory."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memory_plane._token_cache as token_cache
+from memory_plane import MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+from memory_plane._app_prior import AppPrior
+from memory_plane._text import token_set
+from tests.helpers import read_only
+
+APPS = ["微信", "支付宝", "Settings", "Chrome", "美团", "Gmail"]
+ACTS = ["open the chat with {n}", "send {n} the photo", "查看{n}的账单", "search for {n} news", "给{n}发消息",
+        "turn on dark mode for {n}", "find the order from {n}", "download the file {n} sent"]
+NAMES = ["Alice", "张三", "Bob", "李四", "Carol", "王五", "Dave", "赵六"]
+QUERIES = ["open the chat with Alice in 微信", "查看张三的账单", "search for Bob news in Chrome", "给王五发消息",
+           "turn on dark mode", "find the order from Carol on 美团"]
+
+
+def goals(n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    return [(f"{rng.choice(ACTS).format(n=rng.choice(NAMES))} {k}", rng.choice(APPS)) for k in range(n)]
+
+
+def commit(plane: MemoryPlane, goal: str, app: str) -> str:
+    req = MemoryRetrieveRequest(input=goal, current_hints={"language": "zh-CN"})
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    rec.tool_call("launch_app", {"app": app})
+    rec.tool_result("launch_app", observed_state={"app": app, "page": "home"})
+    ep = rec.finish(success=True)
+    assert plane.commit_episode(ep)
+    return ep.id
+
+
+@pytest.fixture(autouse=True)
+def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Files for tiny stores, so a test store of 40 episodes exercises what 10,000 do.
+    monkeypatch.setattr(token_cache, "MIN_ENTRIES", 16)
+    monkeypatch.setattr(token_cache, "REFRESH_AFTER", 8)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tc") / "memory"
+    with MemoryPlane.open(root, retrieve_config=RetrieveConfig(persist_postings=False)) as plane:
+        for goal, app in goals(40, 1):
+            commit(plane, goal, app)
+        plane.flush()
+    return root
+
+
+@pytest.fixture
+def store(built: Path, tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "memory"
+    shutil.copytree(built, root, symlinks=True)
+    yield root
+
+
+def cache_file(root: Path) -> Path:
+    return root / ".cache" / "retrieve" / "episodes.json.gz"
+
+
+def answers(root: Path, persist: bool = True) -> tuple[list[tuple[str, list[str]]], MemoryPlane]:
+    plane = MemoryPlane(root, retrieve_config=RetrieveConfig(persist_postings=persist))
+    out = []
+    for q in QUERIES:
+        ctx = plane.retrieve(MemoryRetrieveRequest(input=q, current_hints={"language": "zh-CN"}))
+        out.append((ctx.render(), [f"{h.id}:{h.score}" for h in ctx.common.similar_episodes]))
+    plane.flush()
+    return out, plane
+
+
+def test_the_first_retrieve_writes_the_file_and_a_fresh_process_reads_it(store: Path) -> None:
+    truth, _ = answers(store, persist=False)
+    assert not (store / ".cache").exists()  # switched off: nothing written
+    first, plane = answers(store)
+    assert first == truth
+    assert cache_file(store).is_file()
+    assert plane.retriever._episode_source.persisted == 40
+    with gzip.open(cache_file(store)) as fh:
+        assert json.load(fh)["count"] == 40
+    again, plane2 = answers(store)
+    src = plane2.retriever._episode_source
+    assert src.persisted == 40 and None in src.inv.docs  # loaded, not tokenised
+    assert again == truth
+    # A derived file: verify and GC leave it alone and report nothing about it.
+    report = plane2.verify()
+    assert report.ok, report.problems
+    plane2.gc()
+    assert cache_file(store).is_file()
+
+
+def test_episodes_appended_after_the_file_are_tokenised_on_top_of_it(store: Path) -> None:
+    answers(store)
+    before = cache_file(store).read_bytes()
+    with MemoryPlane.open(store, retrieve_config=RetrieveConfig(persist_postings=False)) as plane:
+        new = [commit(plane, goal, app) for goal, app in goals(5, 2)]
+        plane.flush()
+    truth, _ = answers(store, persist=False)
+    got, plane = answers(store)
+    src = plane.retriever._episode_source
+    assert src.persisted == 40 and len(src.texts) == 45  # the prefix from the file, five tokenised
+    assert got == truth
+    assert cache_file(store).read_bytes() == before  # five behind is not worth a rewrite yet
+    ctx = plane.retrieve(MemoryRetrieveRequest(input=goals(5, 2)[0][0], current_hints={"language": "zh-CN"}))
+    assert new[0] in ctx.refs()
+
+
+def test_a_hand_edited_index_makes_the_file_unused_and_rewritten(store: Path) -> None:
+    answers(store)
+    index = store / "episodes" / "index.yaml"
+    lines = index.read_text("utf-8").split("\n")
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("- {"))
+    entry = json.loads(lines[k][2:])
+    entry["goal"] = "calibrate the barometer in the weather station"
+    lines[k] = "- " + json.dumps(entry, ensure_ascii=False)
+    index.write_text("\n".join(lines), "utf-8")
+    truth, _ = answers(store, persist=False)
+    got, plane = answers(store)
+    assert got == truth
+    ctx = plane.retrieve(MemoryRetrieveRequest(input="calibrate the barometer", current_hints={"language": "zh-CN"}))
+    assert entry["id"] in ctx.refs()
+    plane.flush()
+    _, plane2 = answers(store)
+    assert plane2.retriever._episode_source.persisted == 40  # rewritten for the edited texts, then used
+
+
+def _good_payload(store: Path) -> dict:
+    answers(store)
+    with gzip.open(cache_file(store)) as fh:
+        return json.load(fh)  # type: ignore[no-any-return]
+
+
+def _damaged(kind: str, good: dict) -> bytes:
+    if kind == "garbage":
+        return b"\x00not gzip at all"
+    if kind == "truncated":
+        return gzip.compress(json.dumps(good).encode())[:-20]
+    if kind == "not_json":
+        return gzip.compress(b"{{{ nope")
+    bad = json.loads(json.dumps(good))
+    if kind == "out_of_range":
+        first = next(iter(bad["postings"]))
+        bad["postings"][first] = [0, 10_000]
+    elif kind == "strings":
+        first = next(iter(bad["postings"]))
+        bad["postings"][first] = ["0"]
+    elif kind == "swapped":  # well formed, right digest, but not this tokenizer's postings
+        toks = list(bad["postings"])
+        bad["postings"] = dict(zip(toks, reversed(list(bad["postings"].values()))))
+    elif kind == "not_mapping":
+        bad["postings"] = [1, 2, 3]
+    return gzip.compress(json.dumps(bad).encode())
+
+
+@pytest.mark.parametrize("kind", ["garbage", "truncated", "not_json", "out_of_range", "strings", "swapped",
+                                  "not_mapping"])
+def test_a_damaged_file_is_never_trusted_and_never_breaks_retrieval(store: Path, kind: str,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    good = _good_payload(store)
+    truth, _ = answers(store, persist=False)
+    cache_file(store).write_bytes(_damaged(kind, good))
+    got, plane = answers(store)
+    assert got == truth
+    assert plane.retriever._episode_source.persisted == 40  # rewritten from the index
+    assert any("not used" in r.getMessage() and "episodes.json.gz" in r.getMessage() for r in caplog.records)
+    with gzip.open(cache_file(store)) as fh:
+        assert json.load(fh)["count"] == 40
+
+
+def test_a_read_only_tree_is_answered_without_writing(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    truth, _ = answers(store, persist=False)
+    read_only(monkeypatch, store)
+    got, plane = answers(store)
+    assert got == truth
+    assert plane.flush()
+    assert not (store / ".cache").exists()
+    assert plane.retriever._episode_source.cache.disabled  # type: ignore[union-attr]  # tried once, not again
+
+
+def test_a_symlinked_cache_folder_is_neither_read_nor_written(store: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store / ".cache").mkdir()
+    os.symlink(outside, store / ".cache" / "retrieve")
+    truth, _ = answers(store, persist=False)
+    got, _ = answers(store)
+    assert got == truth
+    assert list(outside.iterdir()) == []
+
+
+def test_the_tokenizer_fingerprint_is_the_same_in_every_process() -> None:
+    code = "from memory_plane._text import tokenizer_fingerprint as f; print(f())"
+    prints = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(prints) == 1
+
+
+def test_the_app_prior_from_postings_counts_as_from_documents() -> None:
+    rng = random.Random(5)
+    docs = [token_set(g) for g, _ in goals(60, 3)]
+    apps = [rng.choice(["wechat", "alipay", ""]) for _ in docs]
+    one = AppPrior()
+    for app, d in zip(apps, docs):
+        if app:
+            one.add(app, d)
+    postings: dict[str, list[int]] = {}
+    for n, d in enumerate(docs):
+        for t in d:
+            postings.setdefault(t, []).append(n)
+    two = AppPrior()
+    two.add_postings(postings, apps)
+    assert (two.docs, two.mass, two.total_docs) == (one.docs, one.mass, one.total_docs)
+    assert two.counts == one.counts
+    q = token_set("send Alice the photo")
+    assert two.posterior(q) == one.posterior(q)
