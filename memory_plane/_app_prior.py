@@ -92,7 +92,7 @@ class AppPrior:
         gone = {t for t, v in removed.items() if sum(self.counts[t].values()) <= v}
         vocab = max(1, len(self.counts) - len(gone))
         a = self.alpha
-        known = [t for t in dict.fromkeys(query) if t in self.counts and t not in gone]
+        known = [t for t in sorted(set(query)) if t in self.counts and t not in gone]
         prior = {app: math.log((docs[app] + 1) / (total + len(apps))) for app in apps}
         denominator = {app: math.log((mass[app] + a * vocab) / a) for app in apps}
         return self._normalise(prior, denominator, known, minus)
@@ -109,7 +109,7 @@ class AppPrior:
         _, prior, denominator = self._cache
         if not prior:
             return {}
-        known = [t for t in dict.fromkeys(query) if t in self.counts]
+        known = [t for t in sorted(set(query)) if t in self.counts]
         return self._normalise(prior, denominator, known, {})
 
     def _normalise(self, prior: dict[str, float], denominator: dict[str, float], known: list[str],

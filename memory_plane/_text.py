@@ -163,7 +163,7 @@ class InvertedIndex:
         norms = self._fresh_norms()
         n = norms.get(doc)
         if n is None:
-            n = sum(self.weight(t) for t in self.doc(doc)) or 1.0
+            n = math.fsum(self.weight(t) for t in self.doc(doc)) or 1.0
             norms[doc] = n
         return n
 
@@ -179,8 +179,10 @@ class InvertedIndex:
         """Documents sharing tokens with the query, by IDF-weighted overlap (0..1, F2 of coverages)."""
         if not query:
             return []
-        weights = {t: self.weight(t) for t in query}
-        total = sum(weights.values())
+        # Sorted tokens and exact sums: a set's order follows the per-process string hash, and the same
+        # query must recall the same documents (ties at the cut included) in every process.
+        weights = {t: self.weight(t) for t in sorted(query)}
+        total = math.fsum(weights.values())
         lists = sorted(((self.postings[t], w) for t, w in weights.items() if t in self.postings),
                        key=lambda pw: len(pw[0]), reverse=True)
         if not lists:
@@ -221,6 +223,6 @@ class InvertedIndex:
         if query.isdisjoint(d):
             return 0.0  # the common case for candidates not found by search; one C call
         w = weights if weights is not None else self.weights(query)
-        total = sum(w.values())
-        shared = sum(v for t, v in w.items() if t in d)
+        total = math.fsum(w.values())
+        shared = math.fsum(v for t, v in w.items() if t in d)
         return self._blend(shared / total, min(1.0, shared / self._norm(doc))) if total else 0.0

@@ -225,3 +225,38 @@ def test_the_app_prior_from_postings_counts_as_from_documents() -> None:
     assert two.counts == one.counts
     q = token_set("send Alice the photo")
     assert two.posterior(q) == one.posterior(q)
+
+
+def test_prepare_brings_the_file_up_to_date_without_a_query(store: Path) -> None:
+    answers(store)
+    with MemoryPlane.open(store, retrieve_config=RetrieveConfig(persist_postings=False)) as plane:
+        for goal, app in goals(12, 4):
+            commit(plane, goal, app)
+    with MemoryPlane.open(store) as plane:
+        plane.retriever.prepare()  # what GC does after it rewrote indexes, and a runtime may do at start-up
+        plane.flush()
+    with gzip.open(cache_file(store)) as fh:
+        assert json.load(fh)["count"] == 52
+
+
+_SHOW = """
+import sys
+from memory_plane import MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+plane = MemoryPlane(sys.argv[1], retrieve_config=RetrieveConfig(search_limit=5, persist_postings=False))
+ctx = plane.retrieve(MemoryRetrieveRequest(input="alice chat", current_hints={"language": "zh-CN"}))
+print(ctx.render())
+"""
+
+
+def test_the_same_goal_recalls_the_same_memories_in_every_process(tmp_path: Path) -> None:
+    # Ten goals share "alice", ten share "chat", all equally rare: every one ties with every other, and
+    # the recall cut (search_limit) must not depend on the order a set of query words comes in.
+    root = tmp_path / "memory"
+    with MemoryPlane.open(root, retrieve_config=RetrieveConfig(persist_postings=False)) as plane:
+        for k, word in enumerate(["alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "lima", "mike"]):
+            commit(plane, f"alice {word}", "Gmail")
+            commit(plane, f"chat {word}x{k}", "Gmail")
+        plane.flush()
+    renders = {subprocess.run([sys.executable, "-c", _SHOW, str(root)], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(1, 7)}
+    assert len(renders) == 1
