@@ -362,8 +362,12 @@ class MemoryPlane:
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent."""
         self.flush(30)
-        return gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
-                       now=self.clock())
+        report = gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
+                         now=self.clock())
+        if not dry_run and report.removed:
+            # The indexes were rewritten: the next agent start finds the persisted postings current.
+            self.retriever.prepare()
+        return report
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish background work and stop the worker."""

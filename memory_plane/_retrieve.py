@@ -95,6 +95,8 @@ class _Cand(NamedTuple):
     bonus: float
 
 
+_APP_ONLY = frozenset(["navigation", "ui_anchor", "app_profile"])  # relevant only for the goal's app(s)
+
 Drop = Callable[..., None]
 """Counts why a candidate was not offered: drop(reason, item_id=None, detail=None)."""
 
@@ -180,9 +182,7 @@ class Retriever:
         self._fit_budget(common)
         out = MemoryContext(common, ctx.q, dropped=dropped)
         out.dropped_items = dropped_items
-        if self._due:
-            due, self._due = self._due, []
-            self._persist(due)
+        self._persist_due()
         return out
 
     def _query(self, req: MemoryRetrieveRequest, now: datetime) -> _Query:
@@ -243,10 +243,13 @@ class Retriever:
             self._due.append(src)
         return True
 
-    def _persist(self, sources: list[Source]) -> None:
-        """Write sources' postings in one background thread (the retrieve that found them missing has returned)."""
+    def _persist_due(self) -> None:
+        """Write the postings of the sources found behind, in one background thread (the caller has its answer)."""
+        if not self._due:
+            return
         # Snapshots: later appends (or a reset after a rewrite) do not change what a write covers.
         jobs = []
+        sources, self._due = self._due, []
         for src in sources:
             if src.cache is not None:
                 jobs.append((src.cache, src.inv, src.texts[:]))
@@ -268,6 +271,15 @@ class Retriever:
         self._cache_writes = [w for w in self._cache_writes if w.is_alive()]
         self._cache_writes.append(t)
         t.start()
+
+    def prepare(self) -> None:
+        """Bring every source in step with its index now and write the persisted postings that are missing
+        or behind (at start-up, after GC), so the next retrieve finds them ready."""
+        for item_type, coll in self.device.collections.items():
+            self._sync(self._device_sources[item_type], coll.entries, coll.dir)
+        self._sync(self._episode_source, self.episodes.entries, "episodes index")
+        self._sync(self._lt_source, self.long_term.entries, "long-term index")
+        self._persist_due()
 
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait for background cache writes; False if the timeout passed first."""
@@ -442,9 +454,12 @@ class Retriever:
     def _device_hit(self, src: Source, i: int, item_type: str, sim: float, ctx: _Query,
                     picked: dict[str, list[_Cand]], drop: Drop) -> None:
         f = src.feat(i)
-        e = src.entries[i]
         q = ctx.q
         status = f.status
+        if status != "conflicted" and item_type in _APP_ONLY and not (
+                f.app is not None and (f.app == q.app or (item_type == "app_profile" and f.app in q.apps))):
+            return  # what _relevant says of these types for any similarity, before the work below
+        e = src.entries[i]
         stale = e.get("stale")
         if status == "conflicted" and stale in ENV_KEYS:
             # Demoted only because the device's environment changed; the request's own hints are
