@@ -51,26 +51,39 @@ def hit_line(hit: MemoryHit, *, conflict: bool = False) -> str:
     return line
 
 
-def _section(title: str, hits: list[MemoryHit], **kw: bool) -> list[str]:
+def _section(title: str, hits: list[MemoryHit], memo: dict[tuple[int, bool], str] | None,
+             conflict: bool = False) -> list[str]:
     if not hits:
         return []
-    return [f"## {title}", *(hit_line(h, **kw) for h in hits), ""]
+    if memo is None:
+        return [f"## {title}", *(hit_line(h, conflict=conflict) for h in hits), ""]
+    lines = [f"## {title}"]
+    for h in hits:
+        line = memo.get((id(h), conflict))
+        if line is None:
+            line = memo[(id(h), conflict)] = hit_line(h, conflict=conflict)
+        lines.append(line)
+    lines.append("")
+    return lines
 
 
-def render_context(ctx: RoleMemoryContext) -> str:
-    """Render both blocks: ``# Retrieved Device Experience`` and ``# Known Failure Modes And Conflicts``."""
+def render_context(ctx: RoleMemoryContext, memo: dict[tuple[int, bool], str] | None = None) -> str:
+    """Render both blocks: ``# Retrieved Device Experience`` and ``# Known Failure Modes And Conflicts``.
+
+    ``memo`` keeps each hit's line between renders of the same, unchanged hits (trimming to a budget)."""
     lines = ["# Retrieved Device Experience", "", ROLE_CONSTRAINTS, ""]
     session = ["## Session so far", *(f"- {quote_data(line, 200)}" for line in ctx.session_so_far), ""] if (
         ctx.session_so_far) else []
     body = (
         session
-        + _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles])
-        + _section("Applicable Procedures", [*ctx.procedures, *ctx.navigation])
-        + _section("Similar Successful Episodes", ctx.similar_episodes)
-        + _section("Calibration Notes", ctx.calibration_notes)
+        + _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles], memo)
+        + _section("Applicable Procedures", [*ctx.procedures, *ctx.navigation], memo)
+        + _section("Similar Successful Episodes", ctx.similar_episodes, memo)
+        + _section("Calibration Notes", ctx.calibration_notes, memo)
     )
     lines += body or ["- (no matching experience)", ""]
     lines += ["# Known Failure Modes And Conflicts", ""]
-    cautions = _section("Failure Modes", ctx.failure_modes) + _section("Conflicts", ctx.conflicts, conflict=True)
+    cautions = (_section("Failure Modes", ctx.failure_modes, memo)
+                + _section("Conflicts", ctx.conflicts, memo, conflict=True))
     lines += cautions or ["- (none known)", ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -114,6 +114,9 @@ def _rank_key(c: _Cand) -> tuple[float, str]:
 
 def _in_rank_order(cands: list[_Cand], cap: int) -> Iterator[_Cand]:
     """Candidates best first: the cap's best without a full sort, the rest only if some are turned away."""
+    if len(cands) <= 512:  # a C sort of a few hundred beats a heap walked in Python
+        yield from sorted(cands, key=_rank_key)
+        return
     head = heapq.nsmallest(cap + 2, cands, key=_rank_key)
     yield from head
     if len(cands) > len(head):
@@ -672,7 +675,8 @@ class Retriever:
         # Drop the weakest non-caution hits until the block fits; cautions go last.
         order = ["similar_episodes", "navigation", "calibration_notes", "long_term", "procedures", "app_profiles",
                  "conflicts", "failure_modes"]
-        while len(render_context(common)) > self.config.budget_chars:
+        memo: dict[tuple[int, bool], str] = {}  # the hits do not change while the weakest are dropped
+        while len(render_context(common, memo)) > self.config.budget_chars:
             victims = [(getattr(common, c)[-1].score, c) for c in order if getattr(common, c)]
             if not victims:
                 return

@@ -198,7 +198,11 @@ class InvertedIndex:
             return []
         # Rank a generous pool by raw overlap, then re-score it with the document-length-aware blend
         # (written out here, not called: this loop runs for a few hundred documents per search).
-        pool = heapq.nlargest(limit * 3, acc.items(), key=_second)
+        k = limit * 3
+        # The same list either way (nlargest is defined as the sorted prefix, ties in order); a C sort is
+        # faster until the candidates outnumber the pool many times over.
+        pool = (sorted(acc.items(), key=_second, reverse=True)[:k] if len(acc) <= 16 * k
+                else heapq.nlargest(k, acc.items(), key=_second))
         norms = self._fresh_norms()
         scored = []
         for i, s in pool:
