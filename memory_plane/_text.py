@@ -134,9 +134,14 @@ class InvertedIndex:
         number."""
         docs, postings = self.docs, self.postings
         get, append_doc, findall, chained = postings.get, docs.append, _TOKEN.findall, chain.from_iterable
+        # A phone repeats its tasks ("open WeChat", "check the balance"): a text seen before in this
+        # batch shares its token set instead of being tokenised again.
+        seen: dict[str, frozenset[str]] = {}
         first = n = len(docs)
         for text in texts:
-            doc = frozenset(chained(map(_parts, findall(text.lower()))))
+            doc = seen.get(text)
+            if doc is None:
+                doc = seen[text] = frozenset(chained(map(_parts, findall(text.lower()))))
             append_doc(doc)
             for t in doc:
                 posting = get(t)
