@@ -46,6 +46,7 @@ from lifecycle import (
     validate_record,
 )
 
+from ._freshness import FileState, file_state, index_mtime
 from ._polarity import contradicts, meaning_length
 from ._text import InvertedIndex, token_set
 from ._types import MemoryHit
@@ -393,16 +394,13 @@ class LongTermStore:
         q = token_set(query)
         now = now or self.clock()
         hits: list[MemoryHit] = []
-        try:
-            index_mtime = os.stat(self.index.path).st_mtime_ns
-        except OSError:
-            index_mtime = 0
+        stamp = index_mtime(self.index.path, {})
         for i, score in inv.search(q, limit=max(limit * 4, 20)):
             e = entries[i]
             # Entries are read field by field: a hand-edited line of the wrong shape is not a crash.
             if (field_str(e.get("status")) or "active").strip().lower() != "active" or _expired(e, now):
                 continue
-            current = self._current_text(e, index_mtime)
+            current = self._current_text(e, stamp)
             if current is None:
                 continue  # deleted, emptied or switched off by hand since the index was written
             words = [*field_words(e.get("tags")), *field_words(e.get("entities"))]
@@ -416,23 +414,17 @@ class LongTermStore:
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
-    def _current_text(self, entry: dict[str, Any], index_mtime: int) -> str | None:
+    def _current_text(self, entry: dict[str, Any], index_mtime_ns: int) -> str | None:
         """The memory's text as its file holds it now ('' when the index line is current), or None when
         the file is gone, empty, unreadable or no longer active."""
-        rel = field_str(entry.get("path")) or f"memories/{entry['id']}.md"
-        if rel.startswith("/") or ".." in rel.split("/"):
-            return None
-        path = self.dir / rel
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return None
-        if st.st_size == 0:
-            return None
-        if st.st_mtime_ns <= index_mtime:
+        state, path, _ = file_state(self.dir, field_str(entry.get("path")) or f"memories/{entry['id']}.md",
+                                    index_mtime_ns)
+        if state is FileState.INDEXED:
             return ""  # written before its index line: the line says what the file says
+        if state is not FileState.CHANGED:
+            return None
         try:
-            mem = self.load_path(path)
+            mem = self.load_path(Path(path))
         except (OSError, FileProblemError):
             return None
         if mem.status != "active" or not mem.content.strip():

@@ -10,8 +10,6 @@ import heapq
 import logging
 import math
 import os
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +29,7 @@ from lifecycle import (
 )
 
 from ._context import MemoryContext
+from ._freshness import FileState, file_state, index_mtime
 from ._long_term import PROFILE_TYPES, LongTermStore
 from ._query import ParsedQuery, parse_query
 from ._render import render_context
@@ -43,7 +42,7 @@ from ._sources import (
     episode_text,
     long_term_text,
 )
-from ._token_cache import TokenCache
+from ._token_cache import PostingsWriter, TokenCache
 from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 
 log = logging.getLogger("memory_plane")
@@ -141,7 +140,7 @@ class Retriever:
                                 for t in device.collections}
         self._episode_source = Source("episode", episode_text, device.catalog.app_id_for, cache=cache("episodes"))
         self._lt_source = Source("long_term", long_term_text, cache=cache("long_term"))
-        self._cache_writes: list[threading.Thread] = []
+        self._writer = PostingsWriter()
         self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
         self._appl_memo: dict[tuple[Any, ...], float | None] = {}
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
@@ -247,33 +246,17 @@ class Retriever:
         return True
 
     def _persist_due(self) -> None:
-        """Write the postings of the sources found behind, in one background thread (the caller has its answer)."""
+        """Write the postings of the sources found behind (in the background: the caller has its answer)."""
         if not self._due:
             return
-        # Snapshots: later appends (or a reset after a rewrite) do not change what a write covers.
-        jobs = []
         sources, self._due = self._due, []
+        jobs = []
         for src in sources:
             if src.cache is not None:
+                # A snapshot: later appends (or a reset after a rewrite) do not change what is written.
                 jobs.append((src.cache, src.inv, src.texts[:]))
                 src.persisted = len(src.texts)  # one write per lag, even if it fails
-
-        def write() -> None:
-            for cache, inv, texts in jobs:
-                try:
-                    cache.save(inv, texts)
-                except OSError as exc:
-                    cache.disabled = True  # a read-only tree or a full disk: retrieval goes on without it
-                    log.info("retrieve: postings cache %s not written: %s", cache.path, exc)
-                except Exception:  # a derived file must never take the process down
-                    cache.disabled = True
-                    log.exception("retrieve: postings cache %s not written", cache.path)
-
-        # Not a daemon: a short-lived process (the CLI) still finishes the files before it exits.
-        t = threading.Thread(target=write, name="memplane-postings")
-        self._cache_writes = [w for w in self._cache_writes if w.is_alive()]
-        self._cache_writes.append(t)
-        t.start()
+        self._writer.submit(jobs)
 
     def prepare(self) -> None:
         """Bring every source in step with its index now and write the persisted postings that are missing
@@ -286,10 +269,7 @@ class Retriever:
 
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait for background cache writes; False if the timeout passed first."""
-        deadline = time.monotonic() + timeout
-        for t in list(self._cache_writes):
-            t.join(max(0.0, deadline - time.monotonic()))
-        return not any(t.is_alive() for t in self._cache_writes)
+        return self._writer.wait(timeout)
 
     def _live(self, f: Feat, now: datetime, drop: Drop, item_id: str) -> bool:
         if f.status not in ("active", "conflicted"):
@@ -324,57 +304,36 @@ class Retriever:
         coll = self.device.collections[c.item_type]
         return coll.dir, f"{e_id}.yaml", coll.index.path, coll.load_path
 
-    @staticmethod
-    def _file_in(base: Path, rel: str) -> str:
-        # String checks, not safe_join: this runs for every hit of every retrieve. An index line is
-        # hand-editable, so a path that would leave its folder is refused all the same.
-        if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
-            raise ValueError(f"index path {rel!r} leaves its folder")
-        return f"{base}/{rel}"
-
     def _current(self, c: _Cand, drop: Drop, index_mtimes: dict[Path, int]) -> Any:
         """Whether a candidate's file still stands behind its index line: True (trusted as indexed), the
         record as the file holds it now (changed since the index was written), or None (dropped, counted)."""
         kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
         base, default, idx, load = self._store_of(c)
-        try:
-            path = self._file_in(base, field_str(c.src.entries[c.i].get("path")) or default)
-            st = os.lstat(path)
-        except FileNotFoundError:
-            drop("file_missing", item_id, "the file was removed after its index line")
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("retrieve: %s not offered: %s", item_id, exc)
-            drop("file_unreadable", item_id, str(exc)[:200])
-            return None
-        if st.st_size == 0:
-            drop("file_empty", item_id, "the file is empty")
-            return None
-        if idx not in index_mtimes:
+        state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default,
+                                      index_mtime(idx, index_mtimes))
+        if state is FileState.INDEXED:
+            return True  # what the index says is what the file says
+        if state is FileState.CHANGED:
+            # A hand edit after the index was written: read it (once per change) before offering it.
             try:
-                index_mtimes[idx] = os.stat(idx).st_mtime_ns
-            except OSError:
-                index_mtimes[idx] = 0
-        if st.st_mtime_ns <= index_mtimes[idx]:
-            return True  # written before its index line: what the index says is what the file says
-        # Changed after the index was written (a hand edit): read it (once per change) before offering it.
-        try:
-            rec = self._cached(path, partial(load, Path(path)))
-        except FileNotFoundError:
-            drop("file_missing", item_id, "the file was removed after its index line")
-            return None
-        except (OSError, ValueError, FileProblemError) as exc:
-            log.warning("retrieve: %s not offered: %s", item_id, exc)
-            drop("file_unreadable", item_id, str(exc)[:200])
-            return None
-        status = str(rec.status)
-        if status not in ("active", "conflicted", "interrupted"):
-            drop(status if status in STATUSES else "inactive", item_id, f"the file now says status {status}")
-            return None
-        if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
-            drop("file_empty", item_id, "the memory's text is empty")
-            return None
-        return rec
+                rec = self._cached(path, partial(load, Path(path)))
+            except FileNotFoundError:
+                state, why = FileState.MISSING, "the file was removed after its index line"
+            except (OSError, ValueError, FileProblemError) as exc:
+                state, why = FileState.UNREADABLE, str(exc)[:200]
+            else:
+                status = str(rec.status)
+                if status not in ("active", "conflicted", "interrupted"):
+                    drop(status if status in STATUSES else "inactive", item_id, f"the file now says status {status}")
+                    return None
+                if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
+                    drop("file_empty", item_id, "the memory's text is empty")
+                    return None
+                return rec
+        if state is FileState.UNREADABLE:
+            log.warning("retrieve: %s not offered: %s", item_id, why)
+        drop(state.value, item_id, why)
+        return None
 
     def _hit(self, c: _Cand, category: str, now: datetime, rec: Any = None) -> MemoryHit:
         """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
@@ -530,7 +489,7 @@ class Retriever:
             hits = [(i, sim) for i, sim in hits if src.entries[i]["id"] not in ctx.exclude]
         found = dict(hits)
         nearest = hits[:8]
-        post = self._app_posterior(src, ctx, nearest)
+        post = src.app_posterior(q.tokens, ctx.exclude, nearest)
         target = self._target_app(q, post)
         if target is not None:
             # The device's experience of the app the goal is about is a candidate even when no word
@@ -571,26 +530,6 @@ class Retriever:
                 app_match = 1.0
             cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
             picked["similar_episodes" if success else "failure_modes"].append(cand)
-
-    @staticmethod
-    def _app_posterior(src: Source, ctx: _Query, nearest: list[tuple[int, float]]) -> dict[str, float]:
-        """P(app | goal): the device's past goals (naive Bayes, excluded episodes left out of the counts),
-        weighed by the apps of the closest past goals (their squared similarity as votes)."""
-        gone = [(app, src.inv.doc(i)) for i, app in enumerate(src.canon)
-                if app and src.entries[i]["id"] in ctx.exclude] if ctx.exclude else []
-        post = src.prior.posterior(ctx.q.tokens, without=gone)
-        votes: dict[str, float] = {}
-        for i, sim in nearest:
-            app = src.canon[i]
-            if app:
-                votes[app] = votes.get(app, 0.0) + sim * sim
-        total = sum(votes.values())
-        if total > 0:
-            # The two experts multiply; the floor keeps an app no close goal voted for possible.
-            post = {app: p * (0.1 + votes.get(app, 0.0) / total) for app, p in post.items()}
-            z = sum(post.values())
-            post = {app: p / z for app, p in post.items()} if z > 0 else {}
-        return post
 
     @staticmethod
     def _target_app(q: ParsedQuery, post: dict[str, float]) -> str | None:

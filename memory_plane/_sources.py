@@ -152,6 +152,26 @@ class Source:
                 if app_n:
                     add(app_n, docs[n] or ())
 
+    def app_posterior(self, tokens: frozenset[str], exclude: frozenset[str],
+                      nearest: list[tuple[int, float]]) -> dict[str, float]:
+        """P(app | goal): the device's past goals (naive Bayes, excluded episodes left out of the counts),
+        weighed by the apps of the closest past goals (their squared similarity as votes)."""
+        gone = [(app, self.inv.doc(i)) for i, app in enumerate(self.canon)
+                if app and self.entries[i]["id"] in exclude] if exclude else []
+        post = self.prior.posterior(tokens, without=gone)
+        votes: dict[str, float] = {}
+        for i, sim in nearest:
+            app = self.canon[i]
+            if app:
+                votes[app] = votes.get(app, 0.0) + sim * sim
+        total = sum(votes.values())
+        if total > 0:
+            # The two experts multiply; the floor keeps an app no close goal voted for possible.
+            post = {app: p * (0.1 + votes.get(app, 0.0) / total) for app, p in post.items()}
+            z = sum(post.values())
+            post = {app: p / z for app, p in post.items()} if z > 0 else {}
+        return post
+
     def cache_due(self) -> bool:
         """Whether the persisted postings lag the index enough to be written again."""
         return self.cache is not None and self.cache.due(len(self.texts), self.persisted)

@@ -15,6 +15,8 @@ import gzip
 import hashlib
 import json
 import logging
+import threading
+import time
 import zlib
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -128,3 +130,39 @@ class TokenCache:
                    "digest": texts_digest(texts), "postings": postings}
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         atomic_write(self.path, gzip.compress(body, compresslevel=1, mtime=0))
+
+
+class PostingsWriter:
+    """Writes postings files off the caller's thread, one thread per batch."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, jobs: Sequence[tuple[TokenCache, InvertedIndex, Sequence[str]]]) -> None:
+        """Write each (cache, index, texts) in a background thread; a failure disables that cache (logged)."""
+        if not jobs:
+            return
+
+        def write() -> None:
+            for cache, inv, texts in jobs:
+                try:
+                    cache.save(inv, texts)
+                except OSError as exc:
+                    cache.disabled = True  # a read-only tree or a full disk: retrieval goes on without it
+                    log.info("retrieve cache %s not written: %s", cache.path, exc)
+                except Exception:  # a derived file must never take the process down
+                    cache.disabled = True
+                    log.exception("retrieve cache %s not written", cache.path)
+
+        # Not a daemon: a short-lived process (the CLI) still finishes the files before it exits.
+        t = threading.Thread(target=write, name="memplane-postings")
+        self._threads = [w for w in self._threads if w.is_alive()]
+        self._threads.append(t)
+        t.start()
+
+    def wait(self, timeout: float = 10.0) -> bool:
+        """Wait for the writes under way; False if the timeout passed first."""
+        deadline = time.monotonic() + timeout
+        for t in list(self._threads):
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
