@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ._freshness import FileState, file_state, index_mtime
 from ._long_term import PROFILE_TYPES, LongTermStore
 from ._query import ParsedQuery, parse_query
 from ._render import render_context
+from ._scoring import Drop, Query, Scorer, app_match_of, intent_sim, mismatch, tools_available
 from ._sources import (
     BAD_TIME,
     ENV_KEYS,
@@ -47,9 +47,6 @@ from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 
 log = logging.getLogger("memory_plane")
 
-WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability": 0.15, "confidence": 0.10,
-           "recency": 0.10, "validation": 0.10}
-PENALTY_WEIGHT = 0.30
 CAPS = {"device_profile": 1, "app_profiles": 2, "long_term": 4, "procedures": 3, "navigation": 4,
         "similar_episodes": 3, "calibration_notes": 3, "failure_modes": 4, "conflicts": 3}
 ROUTE = {"app_profile": "app_profiles", "procedure": "procedures", "navigation": "navigation",
@@ -72,15 +69,6 @@ class RetrieveConfig:
     persist_postings: bool = True
 
 
-class _Query(NamedTuple):
-    q: ParsedQuery
-    env: tuple[str | None, ...]
-    now: datetime
-    names: tuple[str, ...]  # lowercase entity names worth looking for in a memory's text
-    tools: frozenset[str]  # lowercase tools the agent has now (empty: not told, nothing is filtered)
-    exclude: frozenset[str]  # memory ids the caller asked to leave out of everything
-
-
 class _Cand(NamedTuple):
     """A scored candidate, turned into a MemoryHit only if it makes its category's cut."""
 
@@ -95,16 +83,6 @@ class _Cand(NamedTuple):
 
 
 _APP_ONLY = frozenset(["navigation", "ui_anchor", "app_profile"])  # relevant only for the goal's app(s)
-
-Drop = Callable[..., None]
-"""Counts why a candidate was not offered: drop(reason, item_id=None, detail=None)."""
-
-
-def _mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:
-    """Which applicability keys of a memory differ from the request's (for --explain)."""
-    diffs = [f"{k} {a} ≠ {b}" for k, a, b in zip(ENV_KEYS, appl, env) if a is not None and b is not None and a != b]
-    return "; ".join(diffs) or "not applicable here"
-
 
 def _rank_key(c: _Cand) -> tuple[float, str]:
     """Best score first; ties by id, so equal scores always come out in the same order."""
@@ -142,7 +120,7 @@ class Retriever:
         self._lt_source = Source("long_term", long_term_text, cache=cache("long_term"))
         self._writer = PostingsWriter()
         self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
-        self._appl_memo: dict[tuple[Any, ...], float | None] = {}
+        self.scorer = Scorer(self.config)
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self.explain = False  # record each dropped candidate with its reason (`retrieve --explain`)
 
@@ -187,7 +165,7 @@ class Retriever:
         self._persist_due()
         return out
 
-    def _query(self, req: MemoryRetrieveRequest, now: datetime) -> _Query:
+    def _query(self, req: MemoryRetrieveRequest, now: datetime) -> Query:
         """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
         hints = req.current_hints
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
@@ -197,41 +175,17 @@ class Retriever:
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
         tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
         exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
-        return _Query(q, env, now, names, tools, exclude)
+        return Query(q, env, now, names, tools, exclude)
 
     # -- filters and scoring -------------------------------------------------------
 
-    def _applicability(self, appl: tuple[str | None, ...], env: tuple[str | None, ...],
-                       app_bound: bool) -> float | None:
-        """1.0 all keys known and matching, lower when the request does not know some; None on a mismatch."""
-        memo_key = (appl, env, app_bound)
-        if memo_key in self._appl_memo:
-            return self._appl_memo[memo_key]
-        total = known = 0
-        result: float | None = None
-        for i, (have, want) in enumerate(zip(appl, env)):
-            if have is None or (i == 3 and not app_bound):
-                continue
-            total += 1
-            if want is None:
-                continue
-            known += 1
-            if have != want:
-                break
-        else:
-            result = 0.6 if total == 0 else (1.0 if known == total else 0.6 + 0.4 * known / total)
-        if len(self._appl_memo) > 4096:
-            self._appl_memo.clear()
-        self._appl_memo[memo_key] = result
-        return result
-
-    def _admit(self, f: Feat, ctx: _Query, drop: Drop, app_bound: bool, item_id: str) -> float | None:
+    def _admit(self, f: Feat, ctx: Query, drop: Drop, app_bound: bool, item_id: str) -> float | None:
         """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
-        if not self._live(f, ctx.now, drop, item_id):
+        if not self.scorer.live(f, ctx.now, drop, item_id):
             return None
-        appl = self._applicability(f.appl, ctx.env, app_bound)
+        appl = self.scorer.applicability(f.appl, ctx.env, app_bound)
         if appl is None:
-            drop("inapplicable", item_id, _mismatch(f.appl, ctx.env) if self.explain else None)
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if self.explain else None)
         return appl
 
     def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
@@ -270,27 +224,6 @@ class Retriever:
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait for background cache writes; False if the timeout passed first."""
         return self._writer.wait(timeout)
-
-    def _live(self, f: Feat, now: datetime, drop: Drop, item_id: str) -> bool:
-        if f.status not in ("active", "conflicted"):
-            # replaced, deleted, expired, and inactive or any status a person typed: not served.
-            drop(f.status if f.status in STATUSES else "inactive", item_id, f"status {f.status}")
-            return False
-        if f.expires is not None and (f.expires is BAD_TIME or f.expires <= now):
-            drop("expired", item_id, "expires_at unreadable" if f.expires is BAD_TIME else "past expires_at")
-            return False
-        return True
-
-    def _recency(self, when: datetime | None, now: datetime) -> float:
-        if when is None or when is BAD_TIME:
-            return 0.5
-        age = max(0.0, (now - when).total_seconds() / 86400)
-        return math.exp(-age / self.config.recency_days)
-
-    def _score(self, f: Feat, sim: float, app_match: float, appl: float, now: datetime) -> float:
-        """The design's weighted score."""
-        return (0.35 * sim + 0.20 * app_match + 0.15 * appl + 0.10 * f.confidence
-                + 0.10 * self._recency(f.when, now) + 0.10 * f.validation - PENALTY_WEIGHT * f.penalty)
 
     def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any]]:
         """Where a candidate's item lives: (folder, its default file name there, the index, the loader)."""
@@ -339,7 +272,7 @@ class Retriever:
         """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
         f, e = c.src.feat(c.i), c.src.entries[c.i]
         factors = {"goal_similarity": c.sim, "entity_or_app_match": c.app_match, "applicability": c.appl,
-                   "confidence": f.confidence, "recency": self._recency(f.when, now), "validation": f.validation,
+                   "confidence": f.confidence, "recency": self.scorer.recency(f.when, now), "validation": f.validation,
                    "conflict_or_stale_penalty": f.penalty}
         if c.bonus:
             factors["user_rule_bonus"] = c.bonus
@@ -367,25 +300,6 @@ class Retriever:
                          conflicts_with=[x for x in field_words(e.get("conflicts_with")) if x != e["id"]][:3]
                          if category == "conflicts" else [])
 
-    @staticmethod
-    def _app_match(ctx: _Query, app: Any, e: dict[str, Any], text_field: str) -> float:
-        q = ctx.q
-        if q.app and app == q.app:
-            return 0.4 if q.app_generic else 1.0
-        if app and app in q.apps:
-            return 0.5
-        if ctx.names:  # the memory's text is only looked at when the goal names something
-            low = field_text(e.get(text_field)).lower()
-            if any(e in low for e in ctx.names):
-                return 0.4  # the same name or quoted value elsewhere: weak evidence of the same task
-        return 0.3 if not app else 0.0
-
-    @staticmethod
-    def _intent_sim(q: ParsedQuery, intent: Any, sim: float) -> float:
-        if q.intent != "unknown" and intent == q.intent:
-            return max(sim, 0.5 + 0.5 * sim)
-        return sim
-
     def _recall(self, src: Source, q: ParsedQuery) -> dict[int, float]:
         """Candidates of one source: the best token matches, the query app's items, the always-shown ones."""
         found = dict(src.inv.search(q.tokens, self.config.search_limit))
@@ -403,7 +317,7 @@ class Retriever:
 
     # -- device memory -------------------------------------------------------------
 
-    def _device_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
+    def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]],
                            drop: Drop) -> None:
         q = ctx.q
         for item_type, coll in self.device.collections.items():
@@ -413,7 +327,7 @@ class Retriever:
             for i, sim in self._recall(src, q).items():
                 self._device_hit(src, i, item_type, sim, ctx, picked, drop)
 
-    def _device_hit(self, src: Source, i: int, item_type: str, sim: float, ctx: _Query,
+    def _device_hit(self, src: Source, i: int, item_type: str, sim: float, ctx: Query,
                     picked: dict[str, list[_Cand]], drop: Drop) -> None:
         f = src.feat(i)
         q = ctx.q
@@ -429,10 +343,10 @@ class Retriever:
             k = ENV_KEYS.index(stale)
             if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
                 status = "active"
-        sim = self._intent_sim(q, field_str(e.get("intent")), sim)
+        sim = intent_sim(q, field_str(e.get("intent")), sim)
         # Relevance first: it is the cheap test that most recalled items fail (the hard filters
         # below then count what they drop among memories that would otherwise have been shown).
-        if not self._relevant(item_type, sim, q, f.app, status):
+        if not self.scorer.relevant(item_type, sim, q, f.app, status):
             return
         appl = self._admit(f, ctx, drop, False, e["id"])
         if appl is None:
@@ -440,43 +354,17 @@ class Retriever:
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence", e["id"], "no evidence_refs")
             return
-        if ctx.tools and not self._tools_available(e, ctx.tools):
+        if ctx.tools and not tools_available(e, ctx.tools):
             # A path the agent could not follow with the tools it has now.
             drop("tool_unavailable", e["id"], f"needs {field_text(e.get('tools'))}")
             return
-        app_match = self._app_match(ctx, f.app, e, "summary")
-        cand = _Cand(self._score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
+        app_match = app_match_of(ctx, f.app, e, "summary")
+        cand = _Cand(self.scorer.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
         picked["conflicts" if status == "conflicted" else ROUTE[item_type]].append(cand)
-
-    @staticmethod
-    def _tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
-        """Whether the agent has every tool a memory's actions need (an entry naming none needs none)."""
-        return all(t.lower() in tools for t in field_words(e.get("tools")))
-
-    def _relevant(self, item_type: str, sim: float, q: ParsedQuery, app: Any, status: str) -> bool:
-        # "The goal names this memory's app" (an app match of 0.8 or more) is the only app evidence used.
-        named = bool(q.app) and app == q.app and not q.app_generic
-        if item_type == "calibration":
-            return True
-        if status == "conflicted":
-            return named or sim >= 0.3
-        if item_type == "app_profile":
-            return app is not None and (app == q.app or app in q.apps)
-        if item_type == "failure":
-            if not app:
-                return True  # a device-wide failure mode (e.g. the input method) is always a caution
-            return named or sim >= 0.4
-        if item_type in ("navigation", "ui_anchor"):
-            return q.app is not None and app == q.app
-        if q.app and app and app != q.app:
-            return False
-        if q.app and app == q.app:
-            return sim >= 0.1
-        return sim >= self.config.min_similarity + 0.05
 
     # -- episodes --------------------------------------------------------------------
 
-    def _episode_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
+    def _episode_candidates(self, ctx: Query, picked: dict[str, list[_Cand]],
                             drop: Drop) -> None:
         src = self._episode_source
         if not self._sync(src, self.episodes.entries, "episodes index"):
@@ -511,24 +399,25 @@ class Retriever:
             if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
                 drop("expired", e["id"], f"older than {self.config.episode_max_age_days:g} days")
                 continue
-            appl = self._applicability(f.appl, ctx.env, False)
+            appl = self.scorer.applicability(f.appl, ctx.env, False)
             if appl is None:
-                drop("inapplicable", e["id"], _mismatch(f.appl, ctx.env) if self.explain else None)
+                drop("inapplicable", e["id"], mismatch(f.appl, ctx.env) if self.explain else None)
                 continue
             app = src.canon[i]
-            sim = self._intent_sim(q, field_str(e.get("intent")), sim)
+            sim = intent_sim(q, field_str(e.get("intent")), sim)
             success = f.validation == 1.0
             if success:
                 if sim < floor and not (target is not None and app == target):
                     continue
             elif sim < floor + 0.1:
                 continue
-            app_match = max(self._app_match(ctx, app, e, "goal"), post.get(app, 0.0) if app else 0.0)
+            app_match = max(app_match_of(ctx, app, e, "goal"), post.get(app, 0.0) if app else 0.0)
             if nearest and i == nearest[0][0]:
                 # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
                 # and the app prior must not push it below episodes that only share the app.
                 app_match = 1.0
-            cand = _Cand(self._score(f, sim, app_match, appl, now), src, i, "task_episode", sim, app_match, appl, 0.0)
+            score = self.scorer.score(f, sim, app_match, appl, now)
+            cand = _Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
             picked["similar_episodes" if success else "failure_modes"].append(cand)
 
     @staticmethod
@@ -544,7 +433,7 @@ class Retriever:
 
     # -- long-term -------------------------------------------------------------------
 
-    def _long_term_candidates(self, ctx: _Query, picked: dict[str, list[_Cand]],
+    def _long_term_candidates(self, ctx: Query, picked: dict[str, list[_Cand]],
                               drop: Drop) -> None:
         src = self._lt_source
         if not self._sync(src, self.long_term.entries, "long-term index"):
@@ -560,9 +449,9 @@ class Retriever:
             if appl is None:
                 continue
             # User rules outrank automatic experience: full validation (set in features) and a bonus.
-            app_match = self._app_match(ctx, None, e, "summary")
+            app_match = app_match_of(ctx, None, e, "summary")
             bonus = 0.2 if user_rule else 0.0
-            score = self._score(f, sim, app_match, appl, ctx.now) + bonus
+            score = self.scorer.score(f, sim, app_match, appl, ctx.now) + bonus
             cand = _Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
             picked["conflicts" if f.status == "conflicted" else "long_term"].append(cand)
 
