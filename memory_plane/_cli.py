@@ -148,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab)")
     s.add_argument("--lens", choices=["offline", "gemini-fake"], default="offline",
                    help="compaction: the lenses to run (gemini-fake: the real SDK against a local fake server)")
+    s.add_argument("--turn-seconds", type=float, default=1.0,
+                   help="compaction --lens gemini-fake: the agent's own turn between steps, during which "
+                        "background summaries may land (0: steps back to back)")
     s.set_defaults(func=cmd_bench)
 
     s = command("mcp", "serve this device's memory to MCP clients over stdio (needs the mcp extra)")

@@ -95,3 +95,14 @@ def test_bench_replay_short(name: str) -> None:
 
     res = run_bench(name, argparse.Namespace(short=True, seed=0, data=None))
     assert res["step_reduction"] >= 0.5 and res["false_completions"] == 0
+
+
+def test_bench_compaction_with_gemini_lenses_keeps_the_screenshot_bound() -> None:
+    # The real SDK against the local fake server; the agent's turn between steps (up to 1 s) is when the
+    # summaries of earlier screenshots land, so no more than K + 1 raw screenshots are ever shown.
+    from memory_plane.bench import run_bench
+
+    res = run_bench("compaction", argparse.Namespace(steps=60, lens="gemini-fake", turn_seconds=1.0))
+    assert res["max_raw_screenshots_in_prompt"] <= res["goal_max_raw_screenshots"]
+    assert res["operator_waits"] == 0 and res["orphan_tool_pairs"] == 0
+    assert res["max_prompt_tokens_ratio"] <= 0.70

@@ -34,7 +34,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             from .._lenses import GeminiSettings, select_lenses
 
             visual, capsule = select_lenses(GeminiSettings(base_url=fake.url, api_key="bench", timeout_s=5))
-            out = _run(steps, visual, capsule)
+            # On a phone a step is the agent's own model call plus the action (seconds); the summaries of
+            # earlier steps are computed meanwhile. The run waits for them at most this long per step (it
+            # goes on as soon as they are in), so a 150-step run takes seconds, not minutes.
+            turn_s = max(0.0, float(getattr(args, "turn_seconds", 1.0) or 0.0))
+            out = _run(steps, visual, capsule, turn_s)
+            out["agent_turn_s"] = turn_s
             out["lens"] = "gemini (google-genai SDK against a fake server on 127.0.0.1)"
             out["model_requests"] = len(fake.requests)
             out["model_requests_per_step"] = round(len(fake.requests) / steps, 2)
@@ -90,7 +95,7 @@ def _fake_answer(model: str, body: dict[str, Any]) -> tuple[int, Any, float]:
     return (200, "I look at the screen with a list of items and tap one of them near the top.", 0.05)
 
 
-def _run(steps: int, visual: Any, capsule: Any) -> dict[str, Any]:
+def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str, Any]:
     from episodes.transcript import TranscriptConfig, TranscriptLedger
 
     budget = 12_000
@@ -159,7 +164,9 @@ def _run(steps: int, visual: Any, capsule: Any) -> dict[str, Any]:
                 validator["facts"] = [fact_steps[n]]
             led.commit(action=tool, args=a, thought=f"step {n}: working on subgoal {n // 25}", result=output,
                        validator=validator, post_ui_text=obs.get("visible_text"), subgoal_hash=f"sg{n // 25}")
-            if n % 10 == 0:
+            if turn_s:
+                led.flush(turn_s)  # the agent's next model call: background work lands meanwhile
+            elif n % 10 == 0:
                 led.flush(10)  # let capsules land, as they would between turns on a device
         led.flush(30)
         final = led.render()
