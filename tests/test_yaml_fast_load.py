@@ -1,0 +1,92 @@
+"""The event reader that builds simple documents must give exactly what the safe constructor gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lifecycle import ParseError, load_yaml
+from lifecycle._yaml import _FALLBACK, _CSafeLoader, _from_events, emit_block_yaml
+
+pytestmark = pytest.mark.skipif(_CSafeLoader is None, reason="needs ruamel.yaml.clib")
+
+SCALARS = ["010", "0o17", "0x1F", "0b101", "1_000", "1e3", "1E-3", ".5", "+1", "-0", "0", "1.", "1.50", ".inf",
+           "-.Inf", ".nan", "2026-01-01", "2026-01-01T10:00:00Z", "2026-01-01 10:00:00", "12:30", "12:30:45",
+           "yes", "no", "on", "off", "y", "n", "True", "TRUE", "tRUE", "false", "Null", "NULL", "null", "~",
+           "<<", "=", "-1.5", "1.5e3", "0.0000001", "123456789012345678901234567890", "-12", "007", "+.5",
+           "3.14159265358979323846", "1,000", "0.", "-", "a:b", "微信", "- x", "? x", "'q'", '"q"', "#c", "x #c",
+           "!!str 5", "!!int '5'", "!!float 1", "!!binary aGk=", "!!set {a, b}", "&a x", "@x", "`x", "%x", ""]
+
+
+def constructed(text: str) -> Any:
+    loader = _CSafeLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def fast(text: str) -> Any:
+    loader = _CSafeLoader(text)
+    try:
+        return _from_events(loader)
+    finally:
+        loader.dispose()
+
+
+def same(text: str) -> None:
+    try:
+        want: Any = constructed(text)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            got = fast(text)
+            if got is _FALLBACK:
+                constructed(text)
+        return
+    got = fast(text)
+    if got is not _FALLBACK:
+        assert repr(got) == repr(want), text
+        assert type(got) is type(want)
+
+
+@pytest.mark.parametrize("scalar", SCALARS)
+def test_every_kind_of_scalar_reads_as_the_constructor_reads_it(scalar: str) -> None:
+    for text in (f"k: {scalar}\n", f"- {scalar}\n", f"{scalar}: v\n", f"k: [{scalar}]\n", f"k: {{a: {scalar}}}\n",
+                 f"{scalar}\n"):
+        same(text)
+
+
+def test_documents_the_reader_leaves_to_the_constructor() -> None:
+    for text in ["a: &x 1\nb: *x\n", "a: 1\na: 2\n", "base: &b {x: 1}\nd:\n  <<: *b\n", "? [a]\n: 1\n",
+                 "--- 1\n--- 2\n", "a: !!set {x, y}\n", "1: a\ntrue: b\n", "k: 2026-01-01\n"]:
+        assert fast(text) is _FALLBACK, text
+        same(text)
+
+
+def test_nesting_past_the_limit_is_still_a_bomb() -> None:
+    deep = "a: " + "[" * 80 + "]" * 80 + "\n"
+    with pytest.raises(ParseError):
+        load_yaml(deep, "deep.yaml")
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20) | st.sampled_from(SCALARS),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=10), values, max_size=6))
+def test_what_the_project_writes_reads_back_the_same_either_way(doc: dict[str, Any]) -> None:
+    same(emit_block_yaml(doc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*SCALARS, "k:", "  - ", "- ", "\n", ": ", "a", " ", "{", "}", "[", "]", ","]),
+                max_size=12))
+def test_hand_typed_fragments_read_the_same_or_fail_the_same(parts: list[str]) -> None:
+    same("".join(parts))
