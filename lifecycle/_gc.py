@@ -131,5 +131,17 @@ def walk_files(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
 def stale_temp_files(root: Path, older_than: timedelta, now: datetime) -> list[Path]:
     """Staging files left by a crash (our temp-name pattern) older than the grace period."""
     cutoff = now.timestamp() - older_than.total_seconds()
-    return [p for p, st in walk_files(root)
-            if is_temp_name(p.name) and stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff]
+    found = []
+    # Names first: a stat only for the few that look like staging files, not for every file in the tree.
+    for dirpath, _, files in os.walk(root, followlinks=False):
+        for name in files:
+            if not is_temp_name(name):
+                continue
+            p = Path(dirpath) / name
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                found.append(p)
+    return found

@@ -23,6 +23,7 @@ from lifecycle import (
     read_jsonl,
     remove_path,
     stale_temp_files,
+    stat_key,
     tree_size,
 )
 
@@ -160,10 +161,13 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
             continue
         gone: list[str] = []
         with coll.lock():
-            # Re-read under the lock: the agent may have renewed an item since this pass parsed it.
+            # Looked at again under the lock: the agent may have renewed an item since this pass parsed it.
+            # A renewal is an atomic rewrite (a new inode), so an unchanged (mtime, size, inode) means the
+            # record parsed above is the file's; anything else is parsed again.
             for item in candidates:
                 try:
-                    rec = coll.load_path(item.path)
+                    same = item.stat_key is not None and stat_key(item.path) == item.stat_key
+                    rec = item.record if same else coll.load_path(item.path)
                 except (OSError, FileProblemError):
                     continue
                 reason = reason_for(rec)

@@ -105,6 +105,29 @@ def test_failure_renewed_only_when_it_happens_again(root: Path) -> None:
         assert isinstance(f, Failure) and f.expires_at == T0 + timedelta(days=90) and f.occurrences == 2
 
 
+def test_gc_keeps_an_item_renewed_after_its_scan(root: Path, monkeypatch) -> None:
+    # The agent renews a memory between GC's scan and GC taking the collection's lock: it stays.
+    with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
+        run(plane, "order coffee on Meituan", PATH)
+        coll = plane.device.collections["procedure"]
+        pid = coll.entries()[0]["id"]
+        ft.move_to(T0 + timedelta(days=46 + 15))
+        real_lock = coll.lock
+
+        def renew_then_lock():  # type: ignore[no-untyped-def]
+            monkeypatch.setattr(coll, "lock", real_lock)  # once, as the agent would
+            rec = coll.get(pid)
+            assert rec is not None
+            rec.status, rec.expires_at = "active", T0 + timedelta(days=120)
+            coll.save(rec)
+            return real_lock()
+
+        monkeypatch.setattr(coll, "lock", renew_then_lock)
+        gc = plane.gc()
+        assert pid not in str(gc.removed) and gc.kept.get("renewed_since_scan") == 1
+        assert (root / "device" / "procedures" / f"{pid}.yaml").exists()
+
+
 def test_app_profile_and_calibration_renewed_when_reverified(root: Path) -> None:
     with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
         run(plane, "order coffee on Meituan", PATH)
