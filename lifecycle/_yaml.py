@@ -16,6 +16,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
 from ._errors import ParseError, YamlBombError
+from ._yaml_events import FALLBACK, from_events
 
 # A hand-written item has a few hundred nodes; 100k visits only comes from alias expansion.
 NODE_BUDGET = 100_000
@@ -108,8 +109,8 @@ def _safe_load(text: str) -> Any:
         return _safe().load(text)
     loader = _CSafeLoader(text)
     try:
-        data = _from_events(loader)
-        if data is not _FALLBACK:
+        data = from_events(loader, NODE_BUDGET, MAX_DEPTH)
+        if data is not FALLBACK:
             return data
     finally:
         loader.dispose()
@@ -118,121 +119,6 @@ def _safe_load(text: str) -> Any:
         return loader.get_single_data()
     finally:
         loader.dispose()
-
-
-# The safe constructor spends most of a load on per-node bookkeeping (tags, marks, merge and duplicate
-# checks) that the files this project writes never need: plain mappings, sequences and scalars. Such a
-# document is built straight from the parser's events; anything else (an anchor, an alias, an explicit
-# tag, a merge key, a duplicate key, a date, an octal or any scalar the YAML 1.2 rules could read two
-# ways) makes the whole document go through the constructor, so the result is always what it returns.
-_FALLBACK: Any = object()
-_SIMPLE_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})\Z")
-_SIMPLE_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,14})\.[0-9]{1,15}\Z")
-_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-_NULLS = frozenset(["", "~", "null", "Null", "NULL"])
-_STR_TAG = "tag:yaml.org,2002:"
-
-
-def _implicit_rules() -> dict[Any, list[tuple[str, Any]]]:
-    from ruamel.yaml.resolver import Resolver
-
-    table = Resolver.yaml_implicit_resolvers
-    tail = list(table.get(None, []))
-    # What Resolver.resolve tries for a plain scalar starting with each character, in its order.
-    return {c: [(str(tag), rx) for tag, rx in [*table.get(c, []), *tail]] for c in table if c is not None}
-
-
-_RULES = _implicit_rules() if _CSafeLoader is not None else {}
-
-
-def _plain_scalar(value: str) -> Any:
-    """A plain scalar as the resolver and the safe constructor read it, or _FALLBACK when not simple."""
-    if value in _NULLS:
-        return None
-    rules = _RULES.get(value[0])
-    if rules is None:
-        return value  # no implicit type starts with this character: a string
-    for tag, rx in rules:
-        if rx.match(value):
-            kind = tag[len(_STR_TAG):] if tag.startswith(_STR_TAG) else tag
-            if kind == "bool" and value in _BOOLS:
-                return _BOOLS[value]
-            if kind == "int" and _SIMPLE_INT.match(value):
-                return int(value)
-            if kind == "float" and _SIMPLE_FLOAT.match(value):
-                return float(value)
-            return _FALLBACK
-    return value
-
-
-def _from_events(loader: Any) -> Any:
-    """The document built from parser events, or _FALLBACK when it needs the full constructor."""
-    from ruamel.yaml.events import (
-        DocumentEndEvent,
-        DocumentStartEvent,
-        MappingEndEvent,
-        MappingStartEvent,
-        ScalarEvent,
-        SequenceEndEvent,
-        SequenceStartEvent,
-        StreamEndEvent,
-        StreamStartEvent,
-    )
-
-    get = loader.get_event
-    if type(get()) is not StreamStartEvent:
-        return _FALLBACK
-    ev = get()
-    if type(ev) is StreamEndEvent:
-        return None  # an empty file
-    if type(ev) is not DocumentStartEvent:
-        return _FALLBACK
-    # Each open collection: [container, pending mapping key or _FALLBACK when none, is_mapping].
-    stack: list[list[Any]] = []
-    root: Any = _FALLBACK
-    nodes = 0
-    while True:
-        ev = get()
-        t = type(ev)
-        if t is ScalarEvent:
-            if ev.tag is not None or ev.anchor is not None:
-                return _FALLBACK
-            value = _plain_scalar(ev.value) if ev.implicit[0] else ev.value
-            if value is _FALLBACK:
-                return _FALLBACK
-        elif t is MappingStartEvent or t is SequenceStartEvent:
-            if ev.tag is not None or ev.anchor is not None or len(stack) >= MAX_DEPTH:
-                return _FALLBACK
-            nodes += 1
-            stack.append([{} if t is MappingStartEvent else [], _FALLBACK, t is MappingStartEvent])
-            continue
-        elif t is MappingEndEvent or t is SequenceEndEvent:
-            value = stack.pop()[0]
-        elif t is DocumentEndEvent:
-            break
-        else:  # an alias, or anything else this reader does not build
-            return _FALLBACK
-        nodes += 1
-        if nodes > NODE_BUDGET:
-            return _FALLBACK
-        if not stack:
-            root = value
-            continue
-        top = stack[-1]
-        if not top[2]:
-            top[0].append(value)
-        elif top[1] is _FALLBACK:
-            if isinstance(value, (dict, list)):
-                return _FALLBACK  # a complex key: the constructor's to judge
-            top[1] = value
-        else:
-            key, top[1] = top[1], _FALLBACK
-            if key in top[0]:
-                return _FALLBACK  # a duplicate key: the constructor names it
-            top[0][key] = value
-    if type(get()) is not StreamEndEvent:
-        return _FALLBACK  # a second document: the constructor refuses it
-    return root
 
 
 def load_yaml(text: str, path: str | Path | None = None) -> Any:

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifecycle import ParseError, load_yaml
-from lifecycle._yaml import _FALLBACK, _CSafeLoader, _from_events, emit_block_yaml
+from lifecycle._yaml import MAX_DEPTH, NODE_BUDGET, _CSafeLoader, emit_block_yaml
+from lifecycle._yaml_events import FALLBACK, from_events
 
 pytestmark = pytest.mark.skipif(_CSafeLoader is None, reason="needs ruamel.yaml.clib")
 
@@ -32,7 +33,7 @@ def constructed(text: str) -> Any:
 def fast(text: str) -> Any:
     loader = _CSafeLoader(text)
     try:
-        return _from_events(loader)
+        return from_events(loader, NODE_BUDGET, MAX_DEPTH)
     finally:
         loader.dispose()
 
@@ -43,11 +44,11 @@ def same(text: str) -> None:
     except Exception as exc:
         with pytest.raises(type(exc)):
             got = fast(text)
-            if got is _FALLBACK:
+            if got is FALLBACK:
                 constructed(text)
         return
     got = fast(text)
-    if got is not _FALLBACK:
+    if got is not FALLBACK:
         assert repr(got) == repr(want), text
         assert type(got) is type(want)
 
@@ -62,7 +63,7 @@ def test_every_kind_of_scalar_reads_as_the_constructor_reads_it(scalar: str) -> 
 def test_documents_the_reader_leaves_to_the_constructor() -> None:
     for text in ["a: &x 1\nb: *x\n", "a: 1\na: 2\n", "base: &b {x: 1}\nd:\n  <<: *b\n", "? [a]\n: 1\n",
                  "--- 1\n--- 2\n", "a: !!set {x, y}\n", "1: a\ntrue: b\n", "k: 2026-01-01\n"]:
-        assert fast(text) is _FALLBACK, text
+        assert fast(text) is FALLBACK, text
         same(text)
 
 
