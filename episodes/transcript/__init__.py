@@ -12,14 +12,7 @@ from ._chunks import (
     notes_problem,
 )
 from ._config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
-from ._ledger import (
-    FAILED_PLACEHOLDER,
-    PENDING_PLACEHOLDER,
-    Staged,
-    TranscriptLedger,
-    Turn,
-    load_image_bytes,
-)
+from ._ledger import TranscriptLedger, load_image_bytes
 from ._lens import LensOutput, OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text, to_genai
 from ._neutral import BANNED_WORDS, banned_words_in, check_summary, degenerate_reason
@@ -35,6 +28,7 @@ from ._perception import (
 from ._recall import RECALL_HISTORY_TOOL, RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryEvidence, SummaryRecord
 from ._service import ServiceStats, StepMemoryService
+from ._turns import FAILED_PLACEHOLDER, PENDING_PLACEHOLDER, Staged, Turn
 
 __all__ = [
     "BANNED_WORDS",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,10 +47,20 @@ from ._config import TranscriptConfig
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
-from ._perception import TokenMeter, envelope, estimate_image_tokens, estimate_text_tokens, label_action, ui_diff
+from ._perception import TokenMeter, envelope, estimate_text_tokens, label_action, ui_diff
 from ._recall import RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryRecord
 from ._service import StepMemoryService
+from ._turns import (
+    Staged,
+    Turn,
+    frozen_key,
+    frozen_messages,
+    message_tokens,
+    scrub_decision,
+    stable_prefix_len,
+    turn_messages,
+)
 
 log = logging.getLogger("memory_plane")
 CAPSULE_RETRY_ROUNDS = 3
@@ -60,37 +69,6 @@ GUARD_MIN_TOKENS = 500  # outputs below this are kept as they are: an envelope w
 STEPS_FILE = "steps.jsonl"
 USAGE_FILE = "usage.jsonl"
 SYSTEM_FILE = "system.md"
-PENDING_PLACEHOLDER = "[visual summary pending; evidence at step {step}]"
-FAILED_PLACEHOLDER = "[visual summary unavailable; evidence at step {step}]"
-
-
-@dataclass
-class Staged:
-    """This turn's tail: what the model sees now and has not acted on yet."""
-
-    screenshot: str | None = None
-    width: int | None = None
-    height: int | None = None
-    elements: list[dict[str, Any]] = field(default_factory=list)
-    ui_text: list[str] = field(default_factory=list)
-    plan: str | None = None
-    user_instructions: list[str] = field(default_factory=list)
-    package: str | None = None
-    activity: str | None = None
-    dhash: str | None = None
-
-
-@dataclass
-class Turn:
-    """One committed step as it appears in the transcript."""
-
-    record: StepRecord
-    image_size: tuple[int | None, int | None] = (None, None)
-    decision: str | None = None  # None: image still shown; else the text that replaced it
-    decided_at: int | None = None
-    _cache: dict[tuple[bool, bool], tuple[Message, ...]] = field(default_factory=dict)
-
-
 class TranscriptLedger:
     """The transcript of one episode, kept in ``<episode>/transcript/``."""
 
@@ -254,7 +232,7 @@ class TranscriptLedger:
             self._append({**rec.model_dump(mode="json", exclude_none=True), "width": st.width, "height": st.height})
             turn = Turn(rec, (st.width, st.height))
             self.turns.append(turn)
-            self.meter.add(sum(self._tokens(m) for m in self._turn_messages(turn, 1)))
+            self.meter.add(sum(self._tokens(m) for m in turn_messages(turn, 1, self.config.transcript)))
             self.staged = Staged()
             cfg = self.config.transcript
             if cfg.visual_summaries and rec.pre_image:
@@ -505,7 +483,7 @@ class TranscriptLedger:
             return  # no back-to-back compactions below the soft threshold: each one costs a re-prefill
         before = self.estimated_tokens()
         folded = sum(self._tokens(m) for t in self.turns[self.folded_until: until]
-                     for m in self._turn_messages(t, n - t.record.step + 1))
+                     for m in turn_messages(t, n - t.record.step + 1, self.config.transcript))
         added = sum(estimate_text_tokens(c.render()) for c in ready)
         if before <= 0 or (folded - added) / before < 0.10:
             return  # a compaction that does not shrink the prompt by a tenth is not worth a re-prefill
@@ -610,62 +588,15 @@ class TranscriptLedger:
         if not cfg.scrub_edge:
             return
         total = len(self.turns)
-        k, grace = cfg.image_scrub_depth, cfg.pending_grace_steps
         for turn in self.turns:
-            depth = total - turn.record.step + 1
-            if turn.decision is not None or not turn.record.pre_image or depth < k:
+            decided = scrub_decision(turn, total, self.summaries.get(turn.record.step), cfg)
+            if decided is None:
                 continue
-            s = self.summaries.get(turn.record.step)
-            if s is not None and s.status == "ready" and s.text:
-                decided = f"[Visual summary of step {turn.record.step}] {s.text}"
-            elif s is not None and s.status in ("failed", "stale"):
-                decided = FAILED_PLACEHOLDER.format(step=turn.record.step)
-            elif depth >= k + grace or not cfg.visual_summaries:
-                decided = PENDING_PLACEHOLDER.format(step=turn.record.step)
-            else:
-                continue  # lossless while pending: keep the image a little longer
             turn.decision, turn.decided_at = decided, total
             turn._cache.clear()
             self._append({"kind": "scrub", "step": turn.record.step, "text": decided, "at": total})
 
     # -- rendering -------------------------------------------------------------------------
-
-    def _turn_messages(self, turn: Turn, depth: int) -> tuple[Message, ...]:
-        cfg = self.config.transcript
-        strip = cfg.scrub_edge and depth >= cfg.xml_scrub_depth
-        show_image = turn.decision is None
-        key = (strip, show_image)
-        cached = turn._cache.get(key)
-        if cached is not None:
-            return cached
-        r = turn.record
-        head = f"Step {r.step} ({r.t}) screen: {'/'.join(x for x in (r.package, r.activity) if x) or 'unknown'}"
-        user_parts: list[Part] = [text(head)]
-        for instr in r.user_instructions:
-            user_parts.append(text(f"User @ Step {r.step}: {instr}"))  # never stripped, never evicted
-        if not strip:
-            if r.ui_text:
-                user_parts.append(text("--- UI Element List ---\n" + "\n".join(r.ui_text)))
-            if r.plan:
-                user_parts.append(text("--- Plan ---\n" + r.plan))
-        if r.pre_image:
-            user_parts.append(image(r.pre_image) if show_image else text(turn.decision or ""))
-        model_parts: list[Part] = []
-        if r.thought:
-            model_parts.append(text(r.thought))
-        model_parts.append(Part("call", name=str(r.action.get("name")), args=dict(r.action.get("args") or {}),
-                                call_id=r.step_id, signature=r.thought_signature))
-        response: dict[str, Any] = {"result": r.result}
-        if r.validator is not None:
-            response["validator"] = r.validator
-        if r.failure_recovery:
-            response["recovery"] = r.failure_recovery
-        msgs = (Message("user", tuple(user_parts), r.step, "A"), Message("model", tuple(model_parts), r.step, "A"),
-                # The response sits right after its call: a pair is never split by any scrub or cut.
-                Message("tool", (Part("result", name=str(r.action.get("name")), args=response, call_id=r.step_id),),
-                        r.step, "A"))
-        turn._cache[key] = msgs
-        return msgs
 
     def render(self) -> list[Message]:
         """The transcript to send now: S + F + A + T."""
@@ -677,7 +608,7 @@ class TranscriptLedger:
             out.extend(self._frozen_messages())
             total = len(self.turns)
             for turn in self.turns[self.folded_until:]:
-                out.extend(self._turn_messages(turn, total - turn.record.step + 1))
+                out.extend(turn_messages(turn, total - turn.record.step + 1, self.config.transcript))
             st = self.staged
             tail: list[Part] = [text(f"Now ({elapsed_label(self.start, self.clock())}): "
                                      f"{'/'.join(x for x in (st.package, st.activity) if x) or 'screen'}")]
@@ -696,40 +627,14 @@ class TranscriptLedger:
             return out
 
     def _frozen_messages(self) -> list[Message]:
-        if self._frozen_cache is not None and self._frozen_cache[0] == self._frozen_key():
-            return self._frozen_cache[1]
-        msgs: list[Message] = []
-        if self.snapshot:
-            msgs.append(Message("user", (text(self.snapshot),), None, "F"))
-        for e in self.eras:
-            msgs.append(Message("user", (text(e.render()),), None, "F"))
-        for c in self.chunks:
-            msgs.append(Message("user", (text(c.render()),), None, "F"))
-        self._frozen_cache = (self._frozen_key(), msgs)
-        return msgs
-
-    def _frozen_key(self) -> tuple[Any, ...]:
-        return (self.snapshot, tuple((e.start, e.end, e.paragraph) for e in self.eras),
-                tuple(c.chunk_id for c in self.chunks))
+        key = frozen_key(self.snapshot, self.eras, self.chunks)
+        if self._frozen_cache is None or self._frozen_cache[0] != key:
+            self._frozen_cache = (key, frozen_messages(self.snapshot, self.eras, self.chunks))
+        return self._frozen_cache[1]
 
     def stable_prefix_len(self, messages: list[Message]) -> int:
         """How many leading messages can no longer change (S, F and decided turns past the edge)."""
-        cfg = self.config.transcript
-        total = len(self.turns)
-        n = 0
-        for m in messages:
-            if m.zone in ("S", "F"):
-                n += 1
-                continue
-            if m.zone != "A" or m.step is None:
-                break
-            depth = total - m.step + 1
-            turn = self.turns[m.step - 1]
-            settled = (turn.decision is not None or not turn.record.pre_image) and depth > cfg.xml_scrub_depth
-            if not settled:
-                break
-            n += 1
-        return n
+        return stable_prefix_len(messages, self.turns, self.config.transcript)
 
     def raw_images_in(self, messages: list[Message]) -> int:
         """Screenshots sent as images (not summaries)."""
@@ -745,17 +650,8 @@ class TranscriptLedger:
         return self.meter.estimate(fallback=self.estimated_tokens())
 
     def _tokens(self, m: Message) -> int:
-        total = 0
-        for p in m.parts:
-            if p.kind == "image":
-                turn = self._turn(m.step) if m.step else None
-                w, h = turn.image_size if turn else (self.staged.width, self.staged.height)
-                total += estimate_image_tokens(w, h)
-            elif p.kind == "text":
-                total += estimate_text_tokens(p.text)
-            else:
-                total += estimate_text_tokens(dumps_compact(p.args or {})) + 4
-        return total
+        turn = self._turn(m.step) if m.step else None
+        return message_tokens(m, turn.image_size if turn else (self.staged.width, self.staged.height))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for background summaries (default: the configured runtime.flush_timeout_s)."""
