@@ -58,6 +58,7 @@ from ._turns import (
     frozen_messages,
     message_tokens,
     scrub_decision,
+    similar_step,
     stable_prefix_len,
     turn_messages,
 )
@@ -551,34 +552,13 @@ class TranscriptLedger:
     def similarity_hint(self) -> str | None:
         """One line naming the older step whose screen is closest to the current one (within
         ``similarity_max_distance`` dHash bits); silent when one of the last 3 steps already matches."""
-        from .._artifacts import hamming
-
-        d = self.staged.dhash
         cfg = self.config.transcript
-        if not d or not cfg.similarity_hints:
+        if not self.staged.dhash or not cfg.similarity_hints:
             return None
-
-        def distance(t: Turn) -> int | None:
-            other = t.record.dhash
-            if not other or len(other) != len(d):
-                return None
-            try:
-                return hamming(other, d)
-            except ValueError:
-                return None
-
-        limit = cfg.similarity_max_distance
-        recent = [x for t in self.turns[-3:] if (x := distance(t)) is not None]
-        if any(x <= limit for x in recent):
-            return None  # the screen is one the model has just seen: nothing to point at
-        best: tuple[int, int] | None = None  # (distance, -step): the closest, the later one on a tie
-        for t in self.turns[:-3]:
-            x = distance(t)
-            if x is not None and x <= limit and (best is None or (x, -t.record.step) < best):
-                best = (x, -t.record.step)
-        if best is None:
+        step = similar_step(self.turns, self.staged.dhash, cfg.similarity_max_distance)
+        if step is None:
             return None
-        return (f"The current screen closely resembles the screen of Step {-best[1]}. "
+        return (f"The current screen closely resembles the screen of Step {step}. "
                 "Use recall_history only if its details are needed.")
 
     # -- the scrub edge -------------------------------------------------------------------

@@ -150,3 +150,27 @@ def message_tokens(m: Message, image_size: tuple[int | None, int | None]) -> int
         else:
             total += estimate_text_tokens(dumps_compact(p.args or {})) + 4
     return total
+
+
+def similar_step(turns: Sequence[Turn], dhash: str, max_distance: int) -> int | None:
+    """The older step whose screenshot's dHash is within ``max_distance`` bits of this one (the closest, the
+    later on a tie); None when none is, or when one of the last 3 steps already is (just seen)."""
+    from .._artifacts import hamming
+
+    def distance(t: Turn) -> int | None:
+        other = t.record.dhash
+        if not other or len(other) != len(dhash):
+            return None
+        try:
+            return hamming(other, dhash)
+        except ValueError:
+            return None
+
+    if any(x is not None and x <= max_distance for x in map(distance, turns[-3:])):
+        return None  # the screen is one the model has just seen: nothing to point at
+    best: tuple[int, int] | None = None  # (distance, -step)
+    for t in turns[:-3]:
+        x = distance(t)
+        if x is not None and x <= max_distance and (best is None or (x, -t.record.step) < best):
+            best = (x, -t.record.step)
+    return None if best is None else -best[1]
