@@ -67,6 +67,7 @@ def token_set(text: str) -> frozenset[str]:
     return frozenset(_iter_tokens(text))
 
 
+@functools.lru_cache(maxsize=1)
 def tokenizer_fingerprint() -> str:
     """A digest of everything that decides a text's tokens (pattern, stop words, the code that splits and
     stems, the interpreter); persisted postings made by another tokenizer are not reused."""
