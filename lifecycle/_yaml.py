@@ -273,13 +273,23 @@ _TOP_KEY = re.compile(r"^([^\s#:-][^:]*):", re.MULTILINE)
 
 
 def _hand_edited(existing_text: str, data: Mapping[str, Any]) -> bool:
-    # Comments, or top-level keys in an order we would not write, mean a person shaped the file.
-    if "#" in existing_text:
+    # Comments, or top-level keys in an order we would not write, mean a person shaped the file. A "#" in
+    # a value ("Call #3") is not a comment: a file that is exactly what the emitter writes for its own
+    # content was not touched by hand, and needs no comment-keeping (slow, pure-Python) rewrite.
+    if "#" in existing_text and not _emitted_by_us(existing_text):
         return True
     keys = [k.strip().strip("'\"") for k in _TOP_KEY.findall(existing_text)]
     ours = [k for k in data if k in keys]
     theirs = [k for k in keys if k in data]
     return ours != theirs
+
+
+def _emitted_by_us(text: str) -> bool:
+    try:
+        content = load_yaml(text)
+    except ParseError:
+        return False
+    return isinstance(content, Mapping) and emit_block_yaml(content) == text
 
 
 def dump_yaml(data: Mapping[str, Any], existing_text: str | None = None) -> str:

@@ -55,6 +55,23 @@ def test_untouched_files_use_fast_path_and_edited_ones_keep_comments() -> None:
     assert "# mine" in out and out.index("type") < out.index("id:")
 
 
+def test_a_hash_in_a_value_is_not_a_comment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # "Call #3" in a file the emitter wrote: rewritten by the emitter, not by the comment-keeping path.
+    import lifecycle._yaml as y
+
+    def no_round_trip():  # type: ignore[no-untyped-def]
+        raise AssertionError("the comment-keeping rewrite was used")
+
+    old = emit_block_yaml({"id": "x", "title": "Call #3", "tags": ["#work"], "count": 0})
+    new = {"id": "x", "title": "Call #3", "tags": ["#work"], "count": 1}
+    monkeypatch.setattr(y, "_rt", no_round_trip)
+    assert dump_yaml(new, old) == emit_block_yaml(new)
+    monkeypatch.undo()
+    commented = old.replace("count: 0", "count: 0  # counted by hand")
+    assert commented != old
+    assert "# counted by hand" in dump_yaml(new, commented)
+
+
 def test_noncharacters_are_escaped() -> None:
     from lifecycle import format_entry, parse_index
 
