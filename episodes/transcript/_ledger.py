@@ -33,16 +33,13 @@ from lifecycle import (
 )
 
 from ._chunks import (
-    Capsule,
     CapsuleLens,
     Chunk,
     Era,
     OfflineCapsuleLens,
     Segment,
-    check_capsule,
-    ledger_rows,
-    snapshot_text,
 )
+from ._compaction import LayeredCompaction
 from ._config import TranscriptConfig
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
@@ -64,13 +61,12 @@ from ._turns import (
 )
 
 log = logging.getLogger("memory_plane")
-CAPSULE_RETRY_ROUNDS = 3
 GUARD_MIN_TOKENS = 500  # outputs below this are kept as they are: an envelope would not be smaller
 
 STEPS_FILE = "steps.jsonl"
 USAGE_FILE = "usage.jsonl"
 SYSTEM_FILE = "system.md"
-class TranscriptLedger:
+class TranscriptLedger(LayeredCompaction):
     """The transcript of one episode, kept in ``<episode>/transcript/``."""
 
     def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
@@ -302,231 +298,6 @@ class TranscriptLedger:
         append_line(self.dir / USAGE_FILE, dumps_compact(line), fsync=False)
         if source == "agent":
             self.meter.observe_usage(prompt_tokens)
-
-    # -- layered compaction --------------------------------------------------------------
-
-    def plan_event(self, subgoal_hash: str) -> None:
-        """A plan write announced a new subgoal: only a hint until an executed step carries it."""
-        self.plan_hint = subgoal_hash
-
-    def _close(self, end: int, reason: str) -> None:
-        if end < self.seg_start:
-            return
-        seg = Segment(self.seg_start, end, reason)
-        self.closed.append(seg)
-        self.seg_start = end + 1
-        self._append({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
-        self._dispatch_capsule(seg)
-
-    def _dispatch_capsule(self, seg: Segment) -> None:
-        def job() -> None:
-            self._make_chunk(seg)
-
-        if not self.service.submit_call(job):
-            seg.failed = True
-            seg.failed_at = len(self.turns)
-
-    def _make_chunk(self, seg: Segment) -> None:
-        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
-        summaries = {s: sr.text for s in range(seg.start, seg.end + 1)
-                     if (sr := self.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
-        problem = "no attempt"
-        for _ in range(self.config.transcript.summary_retries + 1):
-            seg.attempts += 1
-            try:
-                capsule = self.capsule_lens.capsule(records, summaries)
-            except Exception as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-                continue
-            problem = check_capsule(capsule, records) or ""
-            if not problem:
-                # Validator facts outrank any summary: whatever the lens wrote, they stay in ①.
-                for r in records:
-                    for fact in (r.validator or {}).get("facts", []) or []:
-                        if str(fact) not in capsule.verified_facts:
-                            capsule.verified_facts.append(str(fact))
-                    if (r.validator or {}).get("executed") is False:
-                        path = f"{r.action_line()} on {r.activity or r.package or '?'}"
-                        if path not in capsule.failed_paths:
-                            capsule.failed_paths.append(path)
-                chunk = self._chunk_of(seg, records, capsule)
-                atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
-                with self._lock:
-                    seg.chunk = chunk
-                return
-        seg.failed = True  # raw turns stay until a retry succeeds; only the hard threshold may fold it as ③ only
-        seg.failed_at = len(self.turns)
-        log.warning("transcript: capsule of steps %d-%d rejected: %s", seg.start, seg.end, problem)
-
-    def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None) -> Chunk:
-        milestone = next((r.subgoal_hash for r in reversed(records) if r.subgoal_hash), None)
-        return Chunk(seg.start, seg.end, records[0].t, records[-1].t, seg.reason, capsule, ledger_rows(records),
-                     [f'User @ Step {r.step}: "{u}"' for r in records for u in r.user_instructions],
-                     lens=getattr(self.capsule_lens, "name", "lens"), status="ready" if capsule else "pending",
-                     milestone=milestone)
-
-    def annotate_from_checkpoint(self, checkpoint_id: str, verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Add a checkpoint's post-hoc verdicts to band ① of every chunk they judge; return the chunk ids.
-
-        Each verdict names a ``subgoal`` (a subgoal hash) or ``steps`` ([first, last]) and says ``verdict``
-        (and optionally ``note``). A chunk hit gets one line and a new version (its file is written again);
-        the F zone shows it at the next compaction event, so the prompt prefix does not change before."""
-        hit: list[str] = []
-        with self._lock:
-            chunks = [*self.chunks, *(c for e in self.eras for c in e.chunks),
-                      *(seg.chunk for seg in self.closed if seg.chunk is not None)]
-            for v in verdicts:
-                if not isinstance(v, Mapping):
-                    continue
-                text = " ".join(str(x) for x in (v.get("verdict"), v.get("note")) if x)[:300]
-                if not text:
-                    continue
-                steps = v.get("steps")
-                subgoal = v.get("subgoal")
-                for c in chunks:
-                    by_range = isinstance(steps, (list, tuple)) and len(steps) == 2 and all(
-                        isinstance(x, int) for x in steps) and steps[0] <= c.end and steps[1] >= c.start
-                    by_goal = subgoal is not None and (subgoal == c.milestone or any(
-                        t.record.subgoal_hash == subgoal for t in self.turns[c.start - 1: c.end]))
-                    if not (by_range or by_goal):
-                        continue
-                    c.annotations.append(f"{checkpoint_id}: {text}")
-                    c.version += 1
-                    atomic_write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown())
-                    if c.chunk_id not in hit:
-                        hit.append(c.chunk_id)
-            if hit:
-                self._append({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
-        return hit
-
-    def _read_chunk(self, chunk_id: str) -> Chunk:
-        files = sorted((self.dir / "chunks").glob(f"{chunk_id}.v*.md"))
-        if not files:
-            raise FileNotFoundError(chunk_id)
-        return Chunk.from_markdown(files[-1].read_text("utf-8"), files[-1])
-
-    def _apply_fold(self, chunks: list[Chunk], until: int) -> None:
-        self.chunks.extend(chunks)
-        self.folded_until = max(self.folded_until, until)
-        self.closed = [seg for seg in self.closed if seg.end > self.folded_until]
-
-    def _apply_era(self, count: int, paragraph: bool) -> None:
-        if count:
-            self.eras.append(Era(self.chunks[:count]))
-            self.chunks = self.chunks[count:]
-        if paragraph:
-            next(e for e in self.eras if not e.paragraph).paragraph = True
-
-    def _retry_failed(self, n: int) -> None:
-        """Segments whose capsule failed get new rounds, spaced 2, 4, 8 steps apart (at most 3), so their raw
-        turns do not stay until the emergency snapshot because of one bad answer."""
-        for seg in self.closed:
-            if seg.failed and seg.chunk is None and seg.rounds < CAPSULE_RETRY_ROUNDS and \
-                    n - seg.failed_at >= 2 ** (seg.rounds + 1):
-                seg.failed = False
-                seg.rounds += 1
-                self._append({"kind": "capsule_retry", "start": seg.start, "end": seg.end, "round": seg.rounds})
-                self._dispatch_capsule(seg)
-
-    def _compact(self, rec: StepRecord, boundary: str | None) -> None:
-        cc = self.config.chunking
-        n = rec.step
-        self._retry_failed(n)
-        prev = self.turns[n - 2].record if n >= 2 else None
-        # Triggers that close the open segment before this step.
-        if prev is not None and n - 1 >= self.seg_start:
-            reason = None
-            if rec.subgoal_hash and prev.subgoal_hash and rec.subgoal_hash != prev.subgoal_hash:
-                reason = "milestone"  # the stamped step confirms it; a plan hint alone never does
-            elif rec.package and prev.package and rec.package != prev.package:
-                reason = "package_change"
-            elif (cc.activity_boundaries and rec.activity and prev.activity and rec.activity != prev.activity
-                  and n - self.seg_start >= cc.min_segment_steps):
-                reason = "activity_change"  # a new screen of the same app (a segment of a few steps at least)
-            elif prev.failure_recovery:
-                reason = "recovery_boundary"
-            elif boundary == "goal_change":
-                reason = "goal_change"
-            if reason:
-                self._close(n - 1, reason)
-        if rec.subgoal_hash and rec.subgoal_hash == self.plan_hint:
-            self.plan_hint = None
-        if boundary == "irreversible":
-            self._close(n, "irreversible")
-        open_steps = [t.record for t in self.turns[self.seg_start - 1: n]]
-        if open_steps:
-            source_tokens = sum(estimate_text_tokens(r.action_line() + (r.result or "") + (r.thought or ""))
-                                for r in open_steps)
-            if len(open_steps) >= cc.max_steps or source_tokens >= cc.target_source_tokens:
-                self._close(n, "size")
-        budget = cc.context_budget_tokens
-        tokens = self.prompt_tokens()
-        if tokens >= cc.segment_close_ratio * budget:
-            self._close(n - cc.min_active_steps, "soft_threshold")
-        self._swap(n, tokens)
-        if self.prompt_tokens() >= cc.hard_ratio * budget:
-            self._emergency(n)
-
-    def _swap(self, n: int, tokens: int) -> None:
-        cc = self.config.chunking
-        limit = n - cc.min_active_steps
-        ready: list[Chunk] = []
-        until = self.folded_until
-        with self._lock:
-            for seg in sorted(self.closed, key=lambda s: s.start):
-                if seg.start != until + 1 or seg.end > limit or seg.chunk is None:
-                    break  # in order, whole segments, never into the raw minimum, only when ①② are ready
-                ready.append(seg.chunk)
-                until = seg.end
-        if not ready:
-            return
-        if self.events and n - self.events[-1]["at"] < 3 and tokens < cc.soft_ratio * cc.context_budget_tokens:
-            return  # no back-to-back compactions below the soft threshold: each one costs a re-prefill
-        before = self.estimated_tokens()
-        folded = sum(self._tokens(m) for t in self.turns[self.folded_until: until]
-                     for m in turn_messages(t, n - t.record.step + 1, self.config.transcript))
-        added = sum(estimate_text_tokens(c.render()) for c in ready)
-        if before <= 0 or (folded - added) / before < 0.10:
-            return  # a compaction that does not shrink the prompt by a tenth is not worth a re-prefill
-        self._apply_fold(ready, until)
-        self._append({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
-        if len(self.chunks) > cc.max_chunks:
-            count = len(self.chunks) - cc.max_chunks // 2
-            paragraph = len([e for e in self.eras if not e.paragraph]) + 1 > (cc.max_eras or cc.max_chunks)
-            self._apply_era(count, paragraph)
-            self._append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
-        self.meter = TokenMeter()  # the last measurement described the prompt before the swap
-        after = self.estimated_tokens()
-        self.events.append({"at": n, "kind": "fold", "before": before, "after": after})
-
-    def _emergency(self, n: int) -> None:
-        cc = self.config.chunking
-        before = self.estimated_tokens()
-        end = n - cc.min_active_steps
-        if end <= self.folded_until:
-            return
-        if end >= self.seg_start:
-            self._close(end, "hard_threshold")
-        for seg in list(self.closed):
-            if seg.start <= end < seg.end:
-                # A segment across the snapshot's edge: its tail becomes a segment of its own.
-                self.closed.remove(seg)
-                tail = Segment(end + 1, seg.end, seg.reason)
-                self.closed.append(tail)
-                self._append({"kind": "segment", "start": tail.start, "end": tail.end, "reason": tail.reason})
-                self._dispatch_capsule(tail)
-        records = [t.record for t in self.turns[:end]]
-        all_chunks = [c for e in self.eras for c in e.chunks] + self.chunks + [
-            seg.chunk for seg in self.closed if seg.chunk is not None]
-        last = self.turns[end - 1].record
-        self.snapshot = snapshot_text(self.goal, last.plan, all_chunks, records,
-                                      "/".join(x for x in (last.package, last.activity) if x))
-        self.folded_until = end
-        self.chunks, self.eras = [], []
-        self.closed = [seg for seg in self.closed if seg.end > end]
-        self._append({"kind": "snapshot", "text": self.snapshot, "until": end, "at": n})
-        self.meter = TokenMeter()
-        self.events.append({"at": n, "kind": "snapshot", "before": before, "after": self.estimated_tokens()})
 
     def recall_history(self, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
                        include_details: bool = False, include_images: bool = False,
