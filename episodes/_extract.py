@@ -30,7 +30,7 @@ from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_ha
 from ._causes import classify
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode
-from ._steps import TEXT_TOOLS, Step, pair_steps
+from ._steps import TEXT_TOOLS, Step, coords_close, effective_path, pair_steps, step_action, step_note
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
@@ -286,9 +286,9 @@ class LessonExtractor:
         page = first.page_before if first else None
         pattern = goal_pattern(ctx.ep)
         pid = f"proc_{content_hash(ctx.device_id, app_id, page, pattern)}"
-        psteps = [ProcedureStep(tool=s.tool, action=_action(s), description=s.content, coords=s.coords, text=s.text,
+        psteps = [ProcedureStep(tool=s.tool, action=step_action(s), description=s.content, coords=s.coords, text=s.text,
                                 app_name=s.app_before, page_name=s.page_before, target_label=s.target_label,
-                                outcome_note=_note(s)) for s in steps]
+                                outcome_note=step_note(s)) for s in steps]
         psteps = cap_list(psteps, "steps")
         pages = list(dict.fromkeys(p for s in steps for p in (s.page_before, s.page_after) if p))
         app_name = ctx.display(app_id)
@@ -471,7 +471,7 @@ class LessonExtractor:
             n = self.device.collection("navigation").get(e["id"])
             if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
                 continue
-            same_action = _close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
+            same_action = coords_close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
             if same_action and (n.to_app, n.to_page) != (s.app_after, s.page_after):
                 out.append(n)
         return out
@@ -569,34 +569,6 @@ class LessonExtractor:
             self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid))
 
 
-def effective_path(steps: list[Step]) -> list[Step]:
-    """The path without detours: a loop back to an earlier screen is cut, a tap that changed nothing is
-    dropped (unless it is the last step, which may be the action the goal is about, e.g. a toggle)."""
-    path: list[Step] = []
-    seen: dict[tuple[str | None, str | None], int] = {}
-    for i, s in enumerate(steps):
-        before = (s.app_before, s.page_before)
-        if before[1] is not None and before not in seen:
-            seen[before] = len(path)
-        after = (s.app_after, s.page_after)
-        typing = s.tool in TEXT_TOOLS or s.text is not None
-        # Same page and, when the observation is known, nothing on it changed either (a toggle or an
-        # "add to cart" changes the screen without changing the page, and is kept).
-        unchanged = s.changed_screen is False or (s.changed_screen is None and after == before)
-        noop = s.has_result and after == before and not typing and after[1] is not None and unchanged
-        if noop and i != len(steps) - 1:
-            continue
-        if after[1] is not None and after != before and after in seen:
-            # Back where we were: everything since that screen was a detour.
-            cut = seen[after]
-            del path[cut:]
-            seen = {k: v for k, v in seen.items() if v < cut}
-            seen[after] = len(path)
-            continue
-        path.append(s)
-    return path
-
-
 def _setter_of(fields: dict[str, Any]) -> Any:
     """A change function for YamlCollection.update that sets fields on an existing item."""
 
@@ -606,37 +578,6 @@ def _setter_of(fields: dict[str, Any]) -> Any:
     return change
 
 
-def _xy(coords: str | None) -> tuple[float, float] | None:
-    if not coords or "->" in coords:
-        return None
-    try:
-        xs, ys = coords.split(",")
-        return float(xs.split("=")[1]), float(ys.split("=")[1])
-    except (ValueError, IndexError):
-        return None
-
-
-def _close(a: str | None, b: str | None, tolerance: float = 48.0) -> bool:
-    pa, pb = _xy(a), _xy(b)
-    return pa is not None and pb is not None and abs(pa[0] - pb[0]) <= tolerance and abs(pa[1] - pb[1]) <= tolerance
-
-
 def _on_path(trigger: dict[str, Any], proc: Procedure) -> bool:
     tool, page = trigger.get("tool"), trigger.get("page")
     return any(st.tool == tool and (page is None or page == st.page_name) for st in proc.steps) if tool else False
-
-
-def _action(s: Step) -> str | None:
-    for key in ("type", "button", "direction", "app", "app_name", "action", "key"):
-        v = s.tool_input.get(key)
-        if isinstance(v, str) and v:
-            return v[:40]
-    return None
-
-
-def _note(s: Step) -> str | None:
-    if s.is_error:
-        return f"error: {s.error or 'tool error'}"[:120]
-    if s.app_after or s.page_after:
-        return f"page={s.app_after or '?'}/{s.page_after or '?'}"
-    return None

@@ -140,3 +140,66 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             app, page, _ = _obs_app(ev.get("observed_state"))
             last_app, last_page = app or last_app, page or last_page
     return steps
+
+
+def effective_path(steps: list[Step]) -> list[Step]:
+    """The path without detours: a loop back to an earlier screen is cut, a tap that changed nothing is
+    dropped (unless it is the last step, which may be the action the goal is about, e.g. a toggle)."""
+    path: list[Step] = []
+    seen: dict[tuple[str | None, str | None], int] = {}
+    for i, s in enumerate(steps):
+        before = (s.app_before, s.page_before)
+        if before[1] is not None and before not in seen:
+            seen[before] = len(path)
+        after = (s.app_after, s.page_after)
+        typing = s.tool in TEXT_TOOLS or s.text is not None
+        # Same page and, when the observation is known, nothing on it changed either (a toggle or an
+        # "add to cart" changes the screen without changing the page, and is kept).
+        unchanged = s.changed_screen is False or (s.changed_screen is None and after == before)
+        noop = s.has_result and after == before and not typing and after[1] is not None and unchanged
+        if noop and i != len(steps) - 1:
+            continue
+        if after[1] is not None and after != before and after in seen:
+            # Back where we were: everything since that screen was a detour.
+            cut = seen[after]
+            del path[cut:]
+            seen = {k: v for k, v in seen.items() if v < cut}
+            seen[after] = len(path)
+            continue
+        path.append(s)
+    return path
+
+
+def _xy(coords: str | None) -> tuple[float, float] | None:
+    # "x=12, y=34" as recorded by the recorder; a swipe ("->") has no single point.
+    if not coords or "->" in coords:
+        return None
+    try:
+        xs, ys = coords.split(",")
+        return float(xs.split("=")[1]), float(ys.split("=")[1])
+    except (ValueError, IndexError):
+        return None
+
+
+def coords_close(a: str | None, b: str | None, tolerance: float = 48.0) -> bool:
+    """Whether two recorded tap positions are within ``tolerance`` pixels on both axes."""
+    pa, pb = _xy(a), _xy(b)
+    return pa is not None and pb is not None and abs(pa[0] - pb[0]) <= tolerance and abs(pa[1] - pb[1]) <= tolerance
+
+
+def step_action(s: Step) -> str | None:
+    """The short action word of a step (a button, direction, app or key), if its input names one."""
+    for key in ("type", "button", "direction", "app", "app_name", "action", "key"):
+        v = s.tool_input.get(key)
+        if isinstance(v, str) and v:
+            return v[:40]
+    return None
+
+
+def step_note(s: Step) -> str | None:
+    """What a step led to: its error, or the app/page it reached."""
+    if s.is_error:
+        return f"error: {s.error or 'tool error'}"[:120]
+    if s.app_after or s.page_after:
+        return f"page={s.app_after or '?'}/{s.page_after or '?'}"
+    return None
