@@ -82,8 +82,6 @@ class _Cand(NamedTuple):
     bonus: float
 
 
-_APP_ONLY = frozenset(["navigation", "ui_anchor", "app_profile"])  # relevant only for the goal's app(s)
-
 def _rank_key(c: _Cand) -> tuple[float, str]:
     """Best score first; ties by id, so equal scores always come out in the same order."""
     return (-c.score, c.src.entries[c.i]["id"])
@@ -330,12 +328,9 @@ class Retriever:
     def _device_hit(self, src: Source, i: int, item_type: str, sim: float, ctx: Query,
                     picked: dict[str, list[_Cand]], drop: Drop) -> None:
         f = src.feat(i)
+        e = src.entries[i]
         q = ctx.q
         status = f.status
-        if status != "conflicted" and item_type in _APP_ONLY and not (
-                f.app is not None and (f.app == q.app or (item_type == "app_profile" and f.app in q.apps))):
-            return  # what _relevant says of these types for any similarity, before the work below
-        e = src.entries[i]
         stale = e.get("stale")
         if status == "conflicted" and stale in ENV_KEYS:
             # Demoted only because the device's environment changed; the request's own hints are
