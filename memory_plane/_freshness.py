@@ -48,11 +48,9 @@ def file_state(base: Path, rel: str, index_mtime_ns: int) -> tuple[FileState, st
     return FileState.CHANGED, path, "changed after its index line"
 
 
-def index_mtime(path: Path, memo: dict[Path, int]) -> int:
-    """An index file's mtime in ns (0 when it cannot be read), looked up once per memo."""
-    if path not in memo:
-        try:
-            memo[path] = os.stat(path).st_mtime_ns
-        except OSError:
-            memo[path] = 0
-    return memo[path]
+def mtime_ns(path: Path) -> int:
+    """A file's mtime in ns (0 when it cannot be read)."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0

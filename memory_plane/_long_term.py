@@ -46,7 +46,7 @@ from lifecycle import (
     validate_record,
 )
 
-from ._freshness import FileState, file_state, index_mtime
+from ._freshness import FileState, file_state, mtime_ns
 from ._polarity import contradicts, meaning_length
 from ._text import InvertedIndex, token_set
 from ._types import MemoryHit
@@ -394,7 +394,7 @@ class LongTermStore:
         q = token_set(query)
         now = now or self.clock()
         hits: list[MemoryHit] = []
-        stamp = index_mtime(self.index.path, {})
+        stamp = mtime_ns(self.index.path)
         for i, score in inv.search(q, limit=max(limit * 4, 20)):
             e = entries[i]
             # Entries are read field by field: a hand-edited line of the wrong shape is not a crash.

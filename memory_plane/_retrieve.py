@@ -28,7 +28,7 @@ from lifecycle import (
 )
 
 from ._context import MemoryContext
-from ._freshness import FileState, file_state, index_mtime
+from ._freshness import FileState, file_state, mtime_ns
 from ._long_term import PROFILE_TYPES, LongTermStore
 from ._query import ParsedQuery, parse_query
 from ._render import render_context
@@ -240,8 +240,9 @@ class Retriever:
         record as the file holds it now (changed since the index was written), or None (dropped, counted)."""
         kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
         base, default, idx, load = self._store_of(c)
-        state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default,
-                                      index_mtime(idx, index_mtimes))
+        if idx not in index_mtimes:
+            index_mtimes[idx] = mtime_ns(idx)  # once per index and retrieve
+        state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default, index_mtimes[idx])
         if state is FileState.INDEXED:
             return True  # what the index says is what the file says
         if state is FileState.CHANGED:

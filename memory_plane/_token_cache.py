@@ -54,12 +54,10 @@ class TokenCache:
         self.root = Path(root)
         self.path = self.root / CACHE_DIR / f"{name}.json.gz"
         self.disabled = False  # set after a write failed (read-only tree, full disk): not retried
-        self.min_entries = MIN_ENTRIES
-        self.refresh_after = REFRESH_AFTER
 
     def load(self, texts: Sequence[str]) -> InvertedIndex | None:
         """An index of the longest cached prefix of ``texts``; None when there is no usable cache."""
-        if len(texts) < self.min_entries or has_symlink(self.root, self.path.parent):
+        if len(texts) < MIN_ENTRIES or has_symlink(self.root, self.path.parent):
             return None
         try:
             raw = read_bytes_nofollow(self.path, MAX_BYTES + 1)
@@ -112,7 +110,7 @@ class TokenCache:
 
     def due(self, indexed: int, persisted: int) -> bool:
         """Whether a source with this many documents, of which the file holds ``persisted``, should write it."""
-        return not self.disabled and indexed >= self.min_entries and indexed - persisted >= self.refresh_after
+        return not self.disabled and indexed >= MIN_ENTRIES and indexed - persisted >= REFRESH_AFTER
 
     def save(self, inv: InvertedIndex, texts: Sequence[str]) -> None:
         """Write the postings of the first ``len(texts)`` documents of ``inv`` (atomic; raises OSError)."""
