@@ -42,7 +42,7 @@ from ._errors import (
     YamlBombError,
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
-from ._gc import GcReport, remove_path, stale_temp_files, tree_size, walk_files
+from ._gc import GcReport, remove_path, stale_temp_files, tree_size
 from ._index import (
     INDEX_HEADER,
     INDEX_NAME,
@@ -198,5 +198,4 @@ __all__ = [
     "tree_size",
     "validate_record",
     "verify_collections",
-    "walk_files",
 ]

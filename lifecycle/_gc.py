@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -115,17 +114,6 @@ def remove_path(root: Path, path: Path) -> list[Path]:
     except OSError:
         pass
     return kept
-
-
-def walk_files(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
-    """Every regular file and symlink under root with its lstat (symlinked folders not entered)."""
-    for dirpath, dirnames, files in os.walk(root, followlinks=False):
-        for name in files + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            p = Path(dirpath) / name
-            try:
-                yield p, os.lstat(p)
-            except OSError:
-                continue
 
 
 def stale_temp_files(root: Path, older_than: timedelta, now: datetime) -> list[Path]:
