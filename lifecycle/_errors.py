@@ -81,8 +81,8 @@ class LockTimeout(MemoryPlaneError, TimeoutError):
         return f"could not acquire lock {self.lock_path} within {self.timeout:g}s"
 
 
-class StorageError(MemoryPlaneError, OSError):
-    """An I/O failure while writing a memory file."""
+class _AtPath(MemoryPlaneError):
+    """An error about one path, told as ``path: message``."""
 
     def __init__(self, path: str | Path, message: str) -> None:
         super().__init__(str(path), message)
@@ -93,13 +93,14 @@ class StorageError(MemoryPlaneError, OSError):
         return f"{self.path}: {self.message}"
 
 
-class NoRootError(MemoryPlaneError, FileNotFoundError):
+class StorageError(_AtPath, OSError):
+    """An I/O failure while writing a memory file."""
+
+
+class NoRootError(_AtPath, FileNotFoundError):
     """The memory root is missing or not a folder (an unmounted path, a typo): nothing is created there."""
 
-    def __init__(self, path: str | Path, reason: str) -> None:
-        super().__init__(str(path), reason)
-        self.path = str(path)
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
+    @property
+    def reason(self) -> str:
+        """Why the path is not a memory root."""
+        return self.message
