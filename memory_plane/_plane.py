@@ -364,7 +364,7 @@ class MemoryPlane:
         self.flush(30)
         report = gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
                          now=self.clock())
-        if not dry_run and report.removed:
+        if not dry_run and report.removed and self.retriever.config.persist_postings:
             # The indexes were rewritten: the next agent start finds the persisted postings current.
             self.retriever.prepare()
         return report
