@@ -172,6 +172,7 @@ class ProcedureStep(BaseModel):
     page_name: str | None = None
     target_label: str | None = None
     outcome_note: str | None = None
+    narration: str | None = None  # what the runtime said it was doing (not what the screen showed)
 
     def render(self) -> str:
         """``tool(@x=..,y=.., text="…", desc="…") → page=App/Page``."""
@@ -184,8 +185,10 @@ class ProcedureStep(BaseModel):
             args.append(f'text="{self.text[:40]}"')
         if self.target_label:
             args.append(f"label={self.target_label[:30]!r}")
-        if self.description:
+        if self.description and self.description != self.target_label:
             args.append(f'desc="{self.description[:60]}"')
+        elif not self.description and not self.target_label and self.narration:
+            args.append(f'said="{self.narration[:60]}"')  # nothing from the screen: the runtime's words, marked
         out = f"{self.tool}({', '.join(args)})"
         if self.outcome_note:
             out += f" → {self.outcome_note}"

@@ -27,15 +27,28 @@ from device_memory import (
 )
 from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
+from ._blame import restore_if_earned
 from ._causes import classify
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode
-from ._steps import TEXT_TOOLS, Step, coords_close, effective_path, pair_steps, step_action, step_note
+from ._outcomes import apply_contradiction
+from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
+from ._steps import (
+    TEXT_TOOLS,
+    Step,
+    coords_close,
+    device_steps,
+    effective_path,
+    pair_steps,
+    screen_label,
+    step_action,
+    step_note,
+)
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
 
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2
 NON_ASCII_MODE = "keyboard_text_cannot_input_non_ascii"
 NON_ASCII_LESSON = ("keyboard_text cannot type non-ASCII text on this device: type pinyin or an English alias, "
                     "then select the candidate or search result.")
@@ -102,12 +115,22 @@ class LessonExtractor:
     def extract(self, ep: TaskEpisode, events: list[dict[str, Any]]) -> ExtractionResult:
         """Write every lesson this episode teaches; returns counts."""
         res = ExtractionResult()
-        steps = pair_steps(events)
+        # Only the phone teaches device lessons: the model's memory tools are not steps on the device.
+        steps = device_steps(pair_steps(events))
         res.steps = len(steps)
         ctx = LessonContext(ep, steps, self.device)
-        writers: list[tuple[str, Any]] = [("device_profile", lambda: self._device_profile(ctx, res))]
-        if steps:  # nothing done, nothing learned about apps or paths
+        phase = ep.outcome.failure_phase
+        if phase == "exception" and not ep.outcome.success:
+            # The runtime raised: the episode records it, but nothing the phone did is known to have
+            # caused it, so it teaches no failure; the app facts its paired calls showed still hold.
+            ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, _phase_cause(ctx)]))
+        writers: list[tuple[str, Any]] = []
+        if any(s.has_result for s in steps):  # nothing done, nothing learned about the device or apps
+            writers.append(("device_profile", lambda: self._device_profile(ctx, res)))
             writers += [(f"app_profile:{a}", lambda a=a: self._app_profile(ctx, a, res)) for a in ctx.apps]
+        if steps and phase != "interrupted":
+            # A crashed episode (the recorder stopped before finish) teaches only its app facts, at low
+            # confidence: its path and its end are not known.
             if ep.outcome.success:
                 writers.append(("procedure", lambda: self._procedure(ctx, res)))
             writers += [("navigation", lambda: self._navigation(ctx, res)),
@@ -129,22 +152,23 @@ class LessonExtractor:
         return res
 
     def _upsert(self, ctx: LessonContext, res: ExtractionResult, item_type: str, item_id: str, create: Any,
-                merge: Any, lesson_key: str) -> Any:
+                merge: Any, lesson_key: str, evidence: list[Step] | None = None) -> Any:
         state: dict[str, str | None] = {"kind": None}
+        ref = ctx.evidence_of(evidence) if evidence is not None else ctx.evidence()
 
         def change(cur: Any) -> Any:
             now = self.device.clock()
             if cur is None:
                 item = create()
                 item.lesson_key = lesson_key
-                item.add_evidence(ctx.evidence())
+                item.add_evidence(ref)
                 item.renew(now)
                 state["kind"] = "created"
                 return item
             if any(r.id == ctx.ep.id and r.type == "episode" for r in cur.evidence_refs):
                 return None  # this episode was already applied (a retried job): apply once
             merge(cur)
-            cur.add_evidence(ctx.evidence())
+            cur.add_evidence(ref)
             cur.updated_at = now
             if cur.status in ("active", "expired"):
                 cur.status = "active"
@@ -200,7 +224,8 @@ class LessonExtractor:
             if cur is not None:
                 p.confidence = min(0.95, p.confidence + 0.02)
             p.applicability = {"device_id": dev}
-            p.add_evidence(ctx.evidence())
+            shown = [s for s in ctx.steps if s.screen or (s.extra.get("observed") or {}).get("input_method")]
+            p.add_evidence(ctx.evidence_of(shown[:2] or [s for s in ctx.steps if s.has_result][:1]))
             p.renew(now)
             res.bump("updated" if cur is not None else "created", "device_profile")
             return p
@@ -226,6 +251,9 @@ class LessonExtractor:
         success = ctx.ep.outcome.success
 
         facts = ctx.app_facts(app_id)
+        in_app = [s for s in ctx.steps if app_id in (ctx.canon(s.app_before), ctx.canon(s.app_after))]
+        crashed = ctx.ep.outcome.failure_phase == "interrupted"
+        raised = ctx.ep.outcome.failure_phase == "exception"
 
         def merge(p: AppProfile) -> None:
             p.display_names = merge_unique(p.display_names, names, "display_names")
@@ -251,14 +279,15 @@ class LessonExtractor:
                 om.failure_count += 0 if ok else 1
             # A profile the agent was shown is credited by the outcome update: each episode counts once.
             counted = p.id in ctx.ep.retrieved_memory_refs
-            if goal_app:
+            if goal_app and not crashed and not raised:
                 if success and not counted:
                     p.success_count += 1
                     p.confidence = min(0.95, p.confidence + 0.05)
                 elif not success:
+                    # A failed task does not make what the phone showed of the app wrong: it is counted,
+                    # and its reason kept as a known issue, but the profile's confidence stays.
                     if not counted:
                         p.failure_count += 1
-                        p.confidence = max(0.05, p.confidence - 0.05)
                     reason = ctx.failure_text()
                     if reason:
                         p.known_issues = merge_unique(p.known_issues, [reason], "known_issues")
@@ -268,13 +297,13 @@ class LessonExtractor:
             display = names[0] if names else (self.device.catalog.get(app_id).display  # type: ignore[union-attr]
                                               if self.device.catalog.get(app_id) else app_id)
             p = self.device.new_item(AppProfile, f"app_{app_id}"[:80], app_id=app_id, app_name=display,
-                                     device_id=ctx.device_id, title=f"App profile: {display}", confidence=0.6,
-                                     applicability={"device_id": ctx.device_id})
+                                     device_id=ctx.device_id, title=f"App profile: {display}",
+                                     confidence=0.3 if crashed else 0.6, applicability={"device_id": ctx.device_id})
             merge(p)
             return p
 
         self._upsert(ctx, res, "app_profile", f"app_{app_id}"[:80], create, merge,
-                     content_hash("app_profile", ctx.device_id, app_id))
+                     content_hash("app_profile", ctx.device_id, app_id), evidence=in_app or ctx.steps[:1])
 
     def _procedure(self, ctx: LessonContext, res: ExtractionResult) -> None:
         steps = effective_path([s for s in ctx.steps if not s.is_error])
@@ -285,10 +314,15 @@ class LessonExtractor:
         app_id = ctx.goal_app or (ctx.canon(first.app_before) if first else None) or ctx.first_app
         page = first.page_before if first else None
         pattern = goal_pattern(ctx.ep)
-        pid = f"proc_{content_hash(ctx.device_id, app_id, page, pattern)}"
-        psteps = [ProcedureStep(tool=s.tool, action=step_action(s), description=s.content, coords=s.coords, text=s.text,
-                                app_name=s.app_before, page_name=s.page_before, target_label=s.target_label,
-                                outcome_note=step_note(s)) for s in steps]
+        path = [of_step(s, target) for s in steps]
+        # One procedure, one path: an existing procedure of this goal is renewed only when its steps are
+        # this episode's path; a different path for the same kind of goal is a procedure of its own.
+        pid = self._same_path(ctx, app_id, pattern, path) or \
+            f"proc_{content_hash(ctx.device_id, app_id, page, pattern, path_key(path))}"
+        psteps = [ProcedureStep(tool=s.tool, action=step_action(s), description=screen_label(s), coords=s.coords,
+                                text=s.text, app_name=s.app_before, page_name=s.page_before,
+                                target_label=screen_label(s), outcome_note=step_note(s), narration=s.content)
+                  for s in steps]
         psteps = cap_list(psteps, "steps")
         pages = list(dict.fromkeys(p for s in steps for p in (s.page_before, s.page_after) if p))
         app_name = ctx.display(app_id)
@@ -299,9 +333,6 @@ class LessonExtractor:
                 p.confidence = min(0.95, p.confidence + 0.05)
             p.goal_examples = merge_unique(p.goal_examples, [ctx.ep.user_goal[:200]], "goal_examples")
             p.targets = merge_unique(p.targets, [target] if target else [], "targets")
-            if not p.steps or len(psteps) < len(p.steps):
-                p.steps = psteps  # a shorter verified path is the better lesson
-                p.steps_target = target
             p.entities = merge_unique(p.entities, [*pages, *ctx.ep.entities], "entities")
             ctx.resolve(p, app_id)
             p.summary = p.body()
@@ -322,9 +353,24 @@ class LessonExtractor:
             p.summary = p.body()
             return p
 
-        proc = self._upsert(ctx, res, "procedure", pid, create, merge, content_hash("procedure", pid))
+        proc = self._upsert(ctx, res, "procedure", pid, create, merge, content_hash("procedure", pid), evidence=steps)
         if isinstance(proc, Procedure):
             self._negation(ctx, app_id, pattern)
+
+    def _same_path(self, ctx: LessonContext, app_id: str | None, pattern: str, path: list[Any]) -> str | None:
+        """The id of a procedure for this goal whose steps are this path (taps within the closeness rule)."""
+        coll = self.device.collection("procedure")
+        for e in self.device.entries("procedure", app_id):
+            if e.get("goal") != pattern or e.get("status") not in ("active", "expired", "conflicted"):
+                continue
+            try:
+                p = coll.get(str(e["id"]))
+            except (FileProblemError, UnsafePathError, KeyError):
+                continue
+            if isinstance(p, Procedure) and p.device_id in (None, ctx.device_id) and paths_agree(
+                    [of_procedure_step(st, p.steps_target) for st in p.steps], path):
+                return p.id
+        return None
 
     def _navigation(self, ctx: LessonContext, res: ExtractionResult) -> None:
         seen: set[str] = set()
@@ -349,7 +395,7 @@ class LessonExtractor:
                 n = self.device.new_item(
                     Navigation, nid, app_id=fa, app_name=s.app_before, page_name=s.page_before,
                     device_id=ctx.device_id, from_app=s.app_before, from_page=s.page_before, to_app=s.app_after,
-                    to_page=s.page_after, tool=s.tool, coords=s.coords, text=s.text, description=s.content,
+                    to_page=s.page_after, tool=s.tool, coords=s.coords, text=s.text, description=screen_label(s),
                     title=f"{s.app_before}/{s.page_before} → {s.app_after}/{s.page_after}", confidence=0.7,
                     priority=65, applicability=ctx.applicability(fa), entities=[s.page_before, s.page_after],
                 )
@@ -358,7 +404,8 @@ class LessonExtractor:
                 return n
 
             contradicted = self._contradicted_navigation(ctx, s, fa, nid)
-            new = self._upsert(ctx, res, "navigation", nid, create, merge, content_hash("navigation", nid))
+            new = self._upsert(ctx, res, "navigation", nid, create, merge, content_hash("navigation", nid),
+                               evidence=[s])
             if isinstance(new, Navigation) and contradicted:
                 self._settle_navigation(ctx, new, contradicted)
 
@@ -368,20 +415,37 @@ class LessonExtractor:
                  for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 120]
         seen = ctx.observed_screen  # a screenshot's real size, not the runtime's hint
+        scale: str | None = None
+        if seen is not None and not normalized:
+            # Taps and screenshots share a space only when the taps fall on the screenshot; taps outside
+            # it (720x1280 taps on a 72x128 screenshot) are in another space, known only when the runtime
+            # said the screen's size and the taps fall on that.
+            pts = [p for p in (s.point() for s in ctx.steps) if p is not None]
+            if any(not (0 <= x <= seen[0] and 0 <= y <= seen[1]) for x, y in pts):
+                hint = ctx.screen if ctx.screen != seen else None
+                if hint and all(0 <= x <= hint[0] and 0 <= y <= hint[1] for x, y in pts):
+                    scale = f"{hint[0]}x{hint[1]}"
+                else:
+                    seen = None  # the space of the taps is not known: no pixel lesson
         if seen is None and not normalized and not waits:
             return  # calibration without evidence is not a lesson
         w, h = seen or (None, None)
-        space = "normalized" if normalized else ("pixels" if seen else None)
+        space = "normalized" if normalized else (f"device pixels {scale}" if scale else "pixels" if seen else None)
         cid = ("cal_normalized_coordinates" if normalized and not seen
                else f"cal_{slug_id(ctx.device_id)}_{w}x{h}" if seen else f"cal_{slug_id(ctx.device_id)}_waits")
-        verified = any(s.changed_page and s.point() for s in ctx.steps)
+        shown = [s for s in ctx.steps if s.changed_page and s.point()]
+        verified = bool(shown) and space is not None
 
         def merge(c: Calibration) -> None:
             if waits:
                 c.waits["wait_step"] = round(statistics.median([*waits, c.waits.get("wait_step", waits[0])]), 2)
+            if scale and c.coord_space != space:
+                c.coord_space = space
             if verified:
                 c.success_count += 1
                 c.confidence = min(0.95, c.confidence + 0.03)
+                if restore_if_earned(c):
+                    ctx.decide([c.id], "restored_by_success", "active", f"{c.success_count} successes")
             c.summary = c.body()
 
         def create() -> Calibration:
@@ -393,21 +457,28 @@ class LessonExtractor:
                                                  "screen": f"{w}x{h}" if w else None}.items() if v},
             )
             if verified:
-                c.notes = [f"a tap at screenshot pixels changed the page ({ctx.ep.id})"]
+                where = f"device pixels ({scale}; screenshots are {w}x{h})" if scale else "screenshot pixels"
+                c.notes = [f"a tap at {where} changed the page ({ctx.ep.id})"]
             merge(c)
             return c
 
-        self._upsert(ctx, res, "calibration", cid[:80], create, merge, content_hash("calibration", cid))
+        wait_steps = [s for s in ctx.steps if "wait" in s.tool.lower()]
+        self._upsert(ctx, res, "calibration", cid[:80], create, merge, content_hash("calibration", cid),
+                     evidence=(shown or [s for s in ctx.steps if s.screen][:1]) + wait_steps[:3])
 
     def _failures(self, ctx: LessonContext, res: ExtractionResult) -> None:
         ep = ctx.ep
+        raised = ep.outcome.failure_phase == "exception"
         for s in ctx.steps:
+            # A runtime exception says nothing about the keyboard: only the tool's own error does then.
             if s.tool in TEXT_TOOLS and s.text and not s.text.isascii() and (
-                    s.is_error or (not ep.outcome.success and not s.changed_page)):
-                self._failure(ctx, res, NON_ASCII_MODE, {"tool": s.tool, "input_contains_non_ascii": True},
+                    s.is_error or (not ep.outcome.success and not raised and not s.changed_page)):
+                trig = {"tool": s.tool, "input_contains_non_ascii": True, "input_method": ctx.input_method}
+                self._failure(ctx, res, NON_ASCII_MODE, {k: v for k, v in trig.items() if v is not None},
                               NON_ASCII_LESSON, s, scope_app=False)
                 break
-        if ep.outcome.success:
+        self._contradictions(ctx)
+        if ep.outcome.success or raised:
             return
         # What the events show (the screen did not change, a dialog was open, typed text did not arrive,
         # taps without effect): each a typed failure memory, and the episode's failure_causes.
@@ -419,12 +490,43 @@ class LessonExtractor:
         last = ctx.steps[-1]
         phase = ep.outcome.failure_phase or "unknown"
         reason = ctx.failure_text() or phase
-        mode = f"{phase}: {' '.join(reason.split())[:80]}"
+        mode = _phase_cause(ctx)
+        # The phase and reason the runtime gave are a cause too (a tool error names no screen change).
+        ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, mode]))
         trigger = {k: v for k, v in {"tool": last.tool, "app": ctx.display(ctx.goal_app or ctx.canon(last.app_after)),
                                      "page": last.page_before or last.page_after}.items() if v}
         lesson = (f"Goal {ep.user_goal[:80]!r} failed at {phase}: {reason[:160]}. "
                   "Check the current observation before repeating this path; completion needs fresh evidence.")
         self._failure(ctx, res, mode, trigger, lesson, last, scope_app=True)
+
+    def _contradictions(self, ctx: LessonContext) -> None:
+        """Failures retire: a failure memory about an action (the keyboard cannot type non-ASCII) is
+        contradicted by a step that did that action under its conditions and worked, shown or not."""
+        if not ctx.ep.outcome.success:
+            return
+        fid = f"fail_{content_hash(ctx.device_id, None, None, NON_ASCII_MODE)}"
+        if fid in ctx.ep.retrieved_memory_refs:
+            return  # the outcome update weighs a failure memory the episode was shown
+        rule: dict[str, str] = {}
+
+        def change(cur: Any) -> Any:
+            if not isinstance(cur, Failure):
+                return None
+            counted, decision = apply_contradiction(cur, ctx.ep, ctx.steps, self.device.clock())
+            if decision:
+                rule["decision"] = decision
+            return cur if counted else None
+
+        try:
+            if self.device.collection("failure").get(fid) is None:
+                return
+            self.device.collection("failure").update(fid, change)
+        except (FileProblemError, UnsafePathError, KeyError) as exc:
+            log.error("memory: failure %s not weighed against %s: %s", fid, ctx.ep.id, exc)
+            return
+        if rule:
+            ctx.decide([fid], "success_contradicts_failure" if rule["decision"] == "conflicted" else "failure_retired",
+                       rule["decision"], "the same action worked under the same conditions")
 
     def _failure(self, ctx: LessonContext, res: ExtractionResult, mode: str, trigger: dict[str, Any], lesson: str,
                  step: Step, *, scope_app: bool, event_ids: list[str] | None = None) -> None:
@@ -534,7 +636,7 @@ class LessonExtractor:
         # Only taps on the effective path: a detour's taps say where things are, not what matters.
         for s in effective_path([s for s in ctx.steps if not s.is_error]):
             pt = s.point()
-            label = s.target_label or (s.content if s.content and len(s.content) <= 40 else None)
+            label = screen_label(s)  # what the phone showed there, never the runtime's narration
             if pt is None or not label or s.is_error or not (s.changed_page or ctx.ep.outcome.success):
                 continue
             if not s.app_before or not s.page_before:
@@ -566,7 +668,8 @@ class LessonExtractor:
                 merge(a)
                 return a
 
-            self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid))
+            self._upsert(ctx, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid),
+                         evidence=[s])
 
 
 def _setter_of(fields: dict[str, Any]) -> Any:
@@ -581,3 +684,10 @@ def _setter_of(fields: dict[str, Any]) -> Any:
 def _on_path(trigger: dict[str, Any], proc: Procedure) -> bool:
     tool, page = trigger.get("tool"), trigger.get("page")
     return any(st.tool == tool and (page is None or page == st.page_name) for st in proc.steps) if tool else False
+
+
+def _phase_cause(ctx: LessonContext) -> str:
+    """``phase: reason``: the failure as the runtime named it."""
+    phase = ctx.ep.outcome.failure_phase or "unknown"
+    reason = ctx.failure_text() or phase
+    return f"{phase}: {' '.join(reason.split())[:80]}"

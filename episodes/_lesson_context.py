@@ -116,6 +116,11 @@ class LessonContext:
             return self.extra_evidence.model_copy(deep=True)
         return EvidenceRef(type="episode", id=self.ep.id)
 
+    def evidence_of(self, steps: list[Step]) -> EvidenceRef:
+        """The evidence ref of this episode naming the calls and results of ``steps`` (at most 40 ids)."""
+        ids = list(dict.fromkeys(i for s in steps for i in s.event_ids))
+        return EvidenceRef(type="episode", id=self.ep.id, event_ids=ids[:40])
+
     def failure_text(self) -> str | None:
         """Why the episode failed, in one line."""
         o = self.ep.outcome
@@ -150,6 +155,12 @@ class LessonContext:
                 dialogs.append(text)
         goal_app = self.ep.normalized_goal.app
         goal_names = [goal_app] if goal_app and self.canon(goal_app) == app_id else []
+        # The goal's own name for the app: what the episode typed or launched to enter this app, when the
+        # goal says it too (团团 for a shop app): the phone showed which app that name opens.
+        opened = self.open_method(app_id)
+        query = opened[1].strip() if opened and opened[1] and opened[2] else None
+        if query and 1 < len(query) <= 40 and query.lower() in self.ep.user_goal.lower() and query not in goal_names:
+            goal_names.append(query)
         return {"entries": entries, "dialogs": dialogs, "login_state": login, "goal_names": goal_names}
 
     def open_method(self, app_id: str) -> tuple[str, str | None, bool] | None:

@@ -1,4 +1,5 @@
-"""Outcome updates: the memories an episode used gain or lose trust from how it ended."""
+"""Outcome updates: the memories an episode used gain trust from a success, and the ones that led it
+into a failure lose it; a memory that was merely shown is left alone (see ``_blame``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from device_memory import DeviceItem, DeviceMemory, Failure, type_of_id
 from lifecycle import EvidenceRef
 
+from ._blame import RETIRE_AFTER, contradicting_steps, led_to_failure, note_demotion, restore_if_earned, used_steps
 from ._model import TaskEpisode
 from ._steps import Step, pair_steps
 from ._store import TaskEpisodeStore
@@ -18,6 +20,8 @@ log = logging.getLogger("memory_plane")
 SUCCESS_BOOST = 0.05
 FAILURE_DROP = 0.15
 CONTRADICTION_DROP = 0.25
+DEMOTE_AFTER = 2
+"""Failures a memory led into (and more than its successes) before it is demoted to ``conflicted``."""
 
 
 def trigger_passed(trigger: dict[str, Any], steps: list[Step]) -> bool:
@@ -44,7 +48,37 @@ class OutcomeResult:
 
     updated: list[str] = field(default_factory=list)
     conflicted: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    decisions: list[tuple[str, str, str]] = field(default_factory=list)  # (id, rule, decision)
+
+
+def apply_contradiction(cur: Failure, ep: TaskEpisode, steps: list[Step], now: Any) -> tuple[bool, str | None]:
+    """Count one success that contradicts a failure memory (once per episode); return whether it counted
+    and the decision made (``conflicted`` on the first, ``replaced`` once ``RETIRE_AFTER`` successes
+    retired it)."""
+    if cur.status not in ("active", "conflicted"):
+        return False, None
+    if any(r.type == "contradiction" and r.id == ep.id for r in cur.evidence_refs):
+        return False, None  # this episode was counted already
+    shown = contradicting_steps(cur, steps, ep.device_scope.input_method)
+    if not shown:
+        return False, None
+    cur.success_count += 1  # counts only the successes that contradict it
+    cur.confidence = max(0.0, cur.confidence - CONTRADICTION_DROP)
+    cur.updated_at = now
+    cur.add_evidence(EvidenceRef(type="contradiction", id=ep.id, event_ids=[i for s in shown for i in s.event_ids]))
+    if cur.success_count >= RETIRE_AFTER:
+        cur.status = "replaced"
+        cur.summary = cur.body()
+        return True, "replaced"
+    decided = None
+    if cur.status == "active":
+        cur.status = "conflicted"
+        decided = "conflicted"
+    cur.summary = cur.body()
+    return True, decided
 
 
 class OutcomeUpdater:
@@ -56,13 +90,23 @@ class OutcomeUpdater:
         self.__name__ = "update_outcomes"
 
     def __call__(self, ep: TaskEpisode) -> OutcomeResult:
-        """Apply the outcome of a committed episode (events read from disk)."""
-        return self.apply(ep, self.episodes.events(ep.id).records)
+        """Apply the outcome of a committed episode (events read from disk); the episode lists the
+        conflicts it decided."""
+        res = self.apply(ep, self.episodes.events(ep.id).records)
+        ids = [i for i, _, _ in res.decisions]
+        if ids and any(i not in ep.conflicts for i in ids):
+            ep.conflicts = list(dict.fromkeys([*ep.conflicts, *ids]))[:50]
+            self.episodes.write(ep)
+        return res
 
     def apply(self, ep: TaskEpisode, events: list[dict[str, Any]]) -> OutcomeResult:
         """Update each referenced device memory once, by its type-qualified id."""
         res = OutcomeResult()
         steps = pair_steps(events)
+        if ep.outcome.failure_phase == "exception":
+            # The runtime raised: nothing the phone did is known to have caused it.
+            res.skipped.extend(dict.fromkeys(ep.retrieved_memory_refs))
+            return res
         for ref in dict.fromkeys(ep.retrieved_memory_refs):
             item_type = type_of_id(ref)
             if item_type is None or item_type == "device_profile":
@@ -76,6 +120,8 @@ class OutcomeUpdater:
 
     def _one(self, ep: TaskEpisode, steps: list[Step], item_type: str, ref: str, res: OutcomeResult) -> None:
         success = ep.outcome.success
+        target = ep.normalized_goal.target
+        canon = self.device.catalog.app_id_for
         decision: dict[str, Any] = {}
 
         def change(cur: DeviceItem | None) -> DeviceItem | None:
@@ -85,34 +131,46 @@ class OutcomeUpdater:
                 return None  # applied already (a retried job)
             now = self.device.clock()
             if isinstance(cur, Failure):
-                passed = trigger_passed(cur.trigger, steps)
-                if success and passed:
-                    # The episode did exactly what the caution warns against, and it worked.
-                    cur.failure_count += 1
-                    cur.confidence = max(0.0, cur.confidence - CONTRADICTION_DROP)
-                    if cur.status == "active":
-                        cur.status = "conflicted"
-                        decision.update(rule="success_contradicts_failure", decision="conflicted")
-                elif success:
-                    cur.success_count += 1  # heeded and the task worked; renewal needs the failure itself
-                elif passed:
-                    cur.occurrences += 1  # confirmed again
-                    cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)
-                    cur.renew(now)
-            elif success:
+                if success:
+                    counted, d = apply_contradiction(cur, ep, steps, now)
+                    if d:
+                        decision.update(rule="success_contradicts_failure" if d == "conflicted" else "failure_retired",
+                                        decision=d)
+                    return cur if counted else None
+                if not trigger_passed(cur.trigger, steps):
+                    return None  # shown, not what went wrong here
+                cur.occurrences += 1  # confirmed again
+                cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)
+                cur.renew(now)
+                cur.add_evidence(EvidenceRef(type="outcome", id=ep.id,
+                                             event_ids=[i for s in steps if s.tool == cur.trigger.get("tool")
+                                                        for i in s.event_ids][:20]))
+                cur.summary = cur.body()
+                return cur
+            if success:
+                shown = used_steps(cur, steps, target, canon)
+                if not shown:
+                    return None  # merely shown: a success it had no part in is not its evidence
                 cur.success_count += 1
                 cur.confidence = min(0.95, cur.confidence + SUCCESS_BOOST)
                 if cur.status == "expired":
                     cur.status = "active"
+                if restore_if_earned(cur):
+                    decision.update(rule="restored_by_success", decision="active")
                 cur.renew(now)
             else:
+                shown = led_to_failure(cur, steps, target)
+                if not shown:
+                    return None  # shown but not followed into the failure: no blame
                 cur.failure_count += 1
                 cur.confidence = max(0.0, cur.confidence - FAILURE_DROP)
                 cur.updated_at = now
-                if cur.status == "active" and cur.failure_count >= 2 and cur.failure_count > cur.success_count:
+                if (cur.status == "active" and cur.failure_count >= DEMOTE_AFTER
+                        and cur.failure_count > cur.success_count):
                     cur.status = "conflicted"
+                    note_demotion(cur, "repeated_failures", ep.id, [i for s in shown for i in s.event_ids], now)
                     decision.update(rule="repeated_failures", decision="conflicted")
-            cur.add_evidence(EvidenceRef(type="outcome", id=ep.id))
+            cur.add_evidence(EvidenceRef(type="outcome", id=ep.id, event_ids=[i for s in shown for i in s.event_ids]))
             cur.summary = cur.body()
             return cur
 
@@ -122,6 +180,8 @@ class OutcomeUpdater:
             return
         res.updated.append(ref)
         if decision:
-            res.conflicted.append(ref)
-            self.device.conflicts.add([ref], rule=decision["rule"], decision=decision["decision"],
+            d = decision["decision"]
+            (res.conflicted if d == "conflicted" else res.restored if d == "active" else res.retired).append(ref)
+            res.decisions.append((ref, decision["rule"], d))
+            self.device.conflicts.add([ref], rule=decision["rule"], decision=d,
                                       evidence={"episode": ep.id, "success": success})

@@ -192,8 +192,11 @@ class EpisodeRecorder:
     # -- events --------------------------------------------------------------
 
     def tool_call(self, tool_name: str, tool_input: Any = None, *, content: str | None = None,
-                  call_id: str | None = None) -> str:
-        """Record that the agent called a tool; return the event id."""
+                  call_id: str | None = None, target_label: str | None = None) -> str:
+        """Record that the agent called a tool; return the event id.
+
+        ``content`` is the runtime's narration of the step; ``target_label`` is the label of the element the
+        action targets as the screen shows it (what procedures and UI anchors name)."""
         try:
             with self._lock:
                 self._tool_steps += 1
@@ -215,6 +218,7 @@ class EpisodeRecorder:
                     "tool_input": clean, "content": sanitize(content, limit=500) if content else None,
                     "call_id": call_id, "app": obs.get("app"), "page": obs.get("page"),
                     "sensitive": True if sensitive else None,
+                    "target_label": sanitize(str(target_label), limit=200) if target_label and not sensitive else None,
                 })
         except Exception as exc:
             self._fail("tool_call", exc)

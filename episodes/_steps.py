@@ -11,6 +11,9 @@ from ._summary import parse_tool_input, tool_coords, tool_text
 
 TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text", "enter_text")
 """Tools that type text (what lessons about input read)."""
+MEMORY_TOOLS = frozenset({"save_memory", "recall_memory", "forget_memory", "recall_device_memory", "inspect_episode",
+                          "recall_session_chunks", "recall_history"})
+"""The model's own memory tools: calls to them act on memory, not on the phone, and teach no device lesson."""
 
 
 @dataclass
@@ -89,6 +92,7 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
     last_app = last_page = None
     last_sig: str | None = None
     last_dhash: str | None = None
+    last_obs: Mapping[str, Any] | None = None
     for ev in events:
         etype = ev.get("type")
         if etype == "tool_call":
@@ -106,6 +110,8 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             )
             if last_dhash is not None:
                 step.extra["dhash_before"] = last_dhash
+            if last_obs is not None:
+                step.extra["observed_before"] = last_obs
             steps.append(step)
             pending.append(step)
         elif etype == "tool_result":
@@ -131,6 +137,7 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             obs = ev.get("observed_state")
             if isinstance(obs, Mapping):
                 match.extra["observed"] = obs  # dialogs, visible text, input method: what failure causes read
+                last_obs = obs
             if isinstance(ev.get("dhash"), str):
                 match.extra["dhash"] = last_dhash = ev["dhash"]
             w, h = ev.get("width"), ev.get("height")
@@ -140,6 +147,40 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             app, page, _ = _obs_app(ev.get("observed_state"))
             last_app, last_page = app or last_app, page or last_page
     return steps
+
+
+def device_steps(steps: list[Step]) -> list[Step]:
+    """The steps that acted on the phone (the model's memory tools left out)."""
+    return [s for s in steps if s.tool not in MEMORY_TOOLS]
+
+
+def screen_label(s: Step) -> str | None:
+    """What the phone showed at a step's target: the label the runtime read off the screen (the call's
+    ``target_label``/``label``), else the element whose bounds contain the tap, if the result listed
+    elements. Never the runtime's narration (``content``)."""
+    if s.target_label:
+        return s.target_label
+    pt = s.point()
+    obs = s.extra.get("observed_before") or {}
+    elements = obs.get("elements") if isinstance(obs, Mapping) else None
+    if pt is None or not isinstance(elements, list):
+        return None
+    best: tuple[float, str] | None = None
+    for e in elements:
+        if not isinstance(e, Mapping):
+            continue
+        b, label = e.get("bounds"), e.get("label") or e.get("text")
+        if not isinstance(b, (list, tuple)) or len(b) != 4 or not isinstance(label, str) or not label.strip():
+            continue
+        try:
+            x0, y0, x1, y1 = (float(v) for v in b)
+        except (TypeError, ValueError):
+            continue
+        if x0 <= pt[0] <= x1 and y0 <= pt[1] <= y1:
+            area = (x1 - x0) * (y1 - y0)
+            if best is None or area < best[0]:
+                best = (area, label.strip()[:80])
+    return best[1] if best else None
 
 
 def effective_path(steps: list[Step]) -> list[Step]:

@@ -106,6 +106,7 @@ class Record(BaseModel):
     success_count: int = 0
     failure_count: int = 0
     evidence_refs: list[EvidenceRef] = Field(default_factory=list)
+    evidence_count: int = 0  # every evidence ref ever added (the list keeps the first and the newest)
     conflicts_with: StrList = Field(default_factory=list)
     supersedes: str | None = None
     superseded_by: str | None = None
@@ -133,7 +134,7 @@ class Record(BaseModel):
             return 0.5
         return min(1.0, max(0.0, float(v)))
 
-    @field_validator("success_count", "failure_count", mode="before")
+    @field_validator("success_count", "failure_count", "evidence_count", mode="before")
     @classmethod
     def _count(cls, v: Any) -> Any:
         return 0 if v is None else max(0, int(v))
@@ -175,14 +176,16 @@ class Record(BaseModel):
         self.expires_at = now + delta if delta is not None else None
 
     def add_evidence(self, ref: EvidenceRef, cap: int = 20) -> None:
-        """Add an evidence ref (merging event ids of the same ref); keep the newest ``cap``."""
+        """Add an evidence ref (merging event ids of the same ref); past ``cap`` refs keep the first one
+        (what taught the memory) and the newest, and ``evidence_count`` counts every ref ever added."""
         for old in self.evidence_refs:
             if old.type == ref.type and old.id == ref.id:
-                old.event_ids = list(dict.fromkeys([*old.event_ids, *ref.event_ids]))[-cap:]
+                old.event_ids = list(dict.fromkeys([*old.event_ids, *ref.event_ids]))[:40]
                 return
+        self.evidence_count = max(self.evidence_count, len(self.evidence_refs)) + 1
         self.evidence_refs.append(ref)
         if len(self.evidence_refs) > cap:
-            self.evidence_refs = self.evidence_refs[-cap:]
+            self.evidence_refs = [self.evidence_refs[0], *self.evidence_refs[-(cap - 1):]]
 
     # -- serialisation -------------------------------------------------------
 
@@ -205,4 +208,6 @@ class Record(BaseModel):
 
 def _empty(value: Any, key: str) -> bool:
     # Keep files short: drop empty lists/maps, but never counts or required keys.
+    if key == "evidence_count":
+        return not value  # only worth a line once the list has been capped or grown
     return isinstance(value, (list, dict)) and not value and key not in ("id", "type")

@@ -26,7 +26,7 @@ class World:
         rec = EpisodeRecorder(self.store, goal, device_id=device_id, language=language, screen=screen,
                               normalized_goal={"app": app, "intent": intent, "target": target}, retrieved_refs=refs)
         for tool, tool_input, content, obs_after, *rest in steps:
-            rec.tool_call(tool, tool_input, content=content)
+            rec.tool_call(tool, tool_input, content=content, target_label=content)
             err = rest[0] if rest else None
             rec.tool_result(tool, is_error=bool(err), error=err, observed_state=obs_after)
         ep = rec.finish(success=success, **finish)
@@ -53,7 +53,7 @@ def test_procedure_keeps_steps_coords_pages(world: World) -> None:
     assert len(procs) == 1 and res.created["procedure"] == 1
     proc = world.device.get(procs[0]["id"])
     assert isinstance(proc, Procedure)
-    assert proc.steps[1].coords == "x=500,y=850" and proc.steps[1].description == "tap the cart tab"
+    assert proc.steps[1].coords == "x=500,y=850" and proc.steps[1].narration == "tap the cart tab"
     assert proc.steps[1].page_name == "Home" and proc.steps[1].outcome_note == "page=Meituan/Cart"
     assert "Cart" in proc.entities and "Home" in proc.entities
     assert proc.app_id == "meituan" and proc.evidence_refs[0].id == ep.id

@@ -324,7 +324,7 @@ def _meituan(plane: MemoryPlane, goal: str) -> str:
                                                            "screen_height": 2400})
     rec = plane.new_episode_recorder(req, plane.retrieve(req))
     for tool, args, content, obs in MEITUAN:
-        rec.tool_call(tool, args, content=content)
+        rec.tool_call(tool, args, content=content, target_label=content)
         rec.tool_result(tool, observed_state=obs)
     ep = rec.finish(success=True)
     assert plane.commit_episode(ep)
@@ -477,7 +477,7 @@ def test_verify_gc_and_a_repeated_task_leave_a_tree_under_git_unchanged(tmp_path
         # Only counts, scores and times move; no quoting flips, no reordered lists, no float noise.
         keys = {line.split(":")[0].strip().lstrip("- ") for line in removed}
         assert keys <= {"success_count", "confidence", "expires_at", "updated_at", "last_validated_at",
-                        "summary", "count", "nx", "ny", "failure_count"}, (p.name, removed)
+                        "summary", "count", "nx", "ny", "failure_count", "evidence_count"}, (p.name, removed)
         assert "0000000" not in new
 
 

@@ -35,7 +35,7 @@ def run(plane: MemoryPlane, goal: str, steps, *, success=True, hints=ZH, refs=No
     if refs is not None:
         rec.episode.retrieved_memory_refs = list(refs)
     for tool, ti, content, obs, *err in steps:
-        rec.tool_call(tool, ti, content=content)
+        rec.tool_call(tool, ti, content=content, target_label=content)
         shot = screenshot(str((obs or {}).get("page", "none")), (640, 1200)) if obs else None
         rec.tool_result(tool, is_error=bool(err), error=err[0] if err else None, observed_state=obs, screenshot=shot)
     ep = rec.finish(success=success, **finish)

@@ -36,7 +36,7 @@ def run(plane: MemoryPlane, goal: str, steps, *, hints=ZH, success=True, ctx=Non
     ctx = ctx if ctx is not None else plane.retrieve(r)
     rec = plane.new_episode_recorder(r, ctx)
     for tool, ti, content, obs, *err in steps:
-        rec.tool_call(tool, ti, content=content)
+        rec.tool_call(tool, ti, content=content, target_label=content)
         rec.tool_result(tool, is_error=bool(err), error=err[0] if err else None, observed_state=obs)
     ep = rec.finish(success=success, **finish)
     assert plane.commit_episode(ep)

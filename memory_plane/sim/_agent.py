@@ -185,13 +185,14 @@ class ScriptedAgent:
 
     # -- acting ---------------------------------------------------------------------
 
-    def act(self, tool: str, args: dict[str, Any], label: str | None = None) -> Result:
-        """One tool call, recorded as the runtime would."""
+    def act(self, tool: str, args: dict[str, Any], label: str | None = None, *, narration: str | None = None) -> Result:
+        """One tool call, recorded as the runtime would: what it said it does, and the label it targets."""
         if self._run.steps >= self.step_limit:
             raise _StepLimit
         self._run.steps += 1
         if self._rec is not None:
-            self._rec.tool_call(tool, args, content=label)
+            self._rec.tool_call(tool, args, content=narration or (f"tap {label!r}" if label else None),
+                                target_label=label)
         res = self.phone.call(tool, args)
         if self._rec is not None:
             self._rec.tool_result(tool, is_error=not res.ok, output=res.output, error=res.error,
@@ -253,19 +254,19 @@ class ScriptedAgent:
 
     def _open_app(self, task: Task) -> None:
         pkg = self._know.package
-        if pkg and self.act("launch_app", {"app": pkg}, self.phone.app_name(task.app)).ok:
+        if pkg and self.act("launch_app", {"app": pkg}, narration=f"launch {self.phone.app_name(task.app)}").ok:
             self._handle_dialog()
             return
         name = self.phone.app_name(task.app)
-        self.act("touch_gesture", {"type": "home"}, "home")
+        self.act("touch_gesture", {"type": "home"}, narration="home")
         for _ in range(2):
             icon = self.find(name)
             if icon is not None:
                 self.tap(icon)
                 self._handle_dialog()
                 return
-            self.act("swipe", {"direction": "left"}, "next launcher page")
-        self.act("touch_gesture", {"type": "home"}, "home")
+            self.act("swipe", {"direction": "left"}, narration="next launcher page")
+        self.act("touch_gesture", {"type": "home"}, narration="home")
         self.type_text(PINYIN.get(APPS[task.app][0], APPS[task.app][1].lower()))
         icon = self.find(name)
         if icon is not None:
@@ -316,14 +317,15 @@ class ScriptedAgent:
                     return
             elif st.tool == "swipe":
                 if not (task.target and self.find(task.target)):  # scroll only when the item is not in view
-                    self.act("swipe", {"direction": st.action or "up"}, st.description)
+                    self.act("swipe", {"direction": st.action or "up"}, narration=st.narration or st.description)
             elif st.tool in ("mouse_click", "touch_gesture", "tap"):
-                label = task.target if st.description in typed_old and task.target else subst(st.description)
+                shown = st.target_label or st.description
+                label = task.target if shown in typed_old and task.target else subst(shown)
                 el = self.find(label)
                 tries = 0
                 while el is None and self.phone.page == "wx_contacts" and tries < 6:
                     # The item may sit further down, or above if an earlier scroll went past it.
-                    self.act("swipe", {"direction": "up" if tries < 3 else "down"}, "scroll the list")
+                    self.act("swipe", {"direction": "up" if tries < 3 else "down"}, narration="scroll the list")
                     el = self.find(label)
                     tries += 1
                 if el is None:
@@ -359,7 +361,7 @@ class ScriptedAgent:
             for _ in range(4):
                 if self.find(task.target) is not None:
                     break
-                self.act("swipe", {"direction": "up"}, "scroll the list")
+                self.act("swipe", {"direction": "up"}, narration="scroll the list")
         search = [e for e in self.phone.elements() if e.kind == "input" and e.key in ("search", "search_box")]
         if search and task.target and self.phone.typed == "":
             res = self.type_text(task.target)
@@ -380,7 +382,7 @@ class ScriptedAgent:
                 if self._explore(task, visited, depth + 1):
                     return True
                 if str(self.obs.get("page")) != before:
-                    self.act("back", {}, "back")
+                    self.act("back", {}, narration="back")
         return False
 
 

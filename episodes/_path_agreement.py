@@ -1,0 +1,119 @@
+"""When two paths are the same path: an episode's steps against a procedure's, step by step.
+
+A procedure holds one path, the effective path of the episodes that are its evidence. Two episodes renew
+the same procedure only when their paths agree: the same tools in the same order, the same typed text and
+labels once each episode's own target is masked (any contact, any shop), taps within the closeness rule.
+The same comparison tells whether a failed episode followed a procedure into its failure, and whether a
+later success used it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lifecycle import content_hash
+
+from ._steps import Step, coords_close, step_action
+
+TARGET_MASK = "{target}"
+
+
+@dataclass(frozen=True)
+class PathStep:
+    """The comparable part of one step: tool, action word, tap position, typed text and label (masked)."""
+
+    tool: str
+    action: str | None = None
+    coords: str | None = None
+    text: str | None = None
+    label: str | None = None
+
+
+def _mask(value: str | None, target: str | None) -> str | None:
+    if value is None:
+        return None
+    value = " ".join(value.split())
+    if target and target.strip() and target.strip() in value:
+        return value.replace(target.strip(), TARGET_MASK)
+    return value
+
+
+def of_step(s: Step, target: str | None) -> PathStep:
+    """The comparable view of an episode step, its target masked."""
+    return PathStep(tool=s.tool, action=step_action(s), coords=s.coords, text=_mask(s.text, target),
+                    label=_mask(s.target_label, target))
+
+
+def of_procedure_step(s: Any, target: str | None) -> PathStep:
+    """The comparable view of a stored procedure step, masked with the target its steps were recorded for."""
+    return PathStep(tool=str(s.tool), action=s.action, coords=s.coords, text=_mask(s.text, target),
+                    label=_mask(s.target_label, target))
+
+
+def steps_agree(a: PathStep, b: PathStep) -> bool:
+    """Whether two steps are the same action: same tool and, where both say, the same action word, text,
+    label and tap position (within the closeness rule)."""
+    if a.tool != b.tool:
+        return False
+    if a.action and b.action and a.action.lower() != b.action.lower():
+        return False
+    if (a.text is None) != (b.text is None) or (a.text is not None and a.text != b.text):
+        return False
+    if a.label and b.label and a.label != b.label:
+        return False
+    if a.coords and b.coords:
+        if ("->" in a.coords) != ("->" in b.coords):
+            return False
+        if "->" in a.coords:
+            return _swipes_close(a.coords, b.coords)
+        return coords_close(a.coords, b.coords)
+    return (a.coords is None) == (b.coords is None) or bool(a.label and b.label)
+
+
+def _swipes_close(a: str, b: str) -> bool:
+    a0, _, a1 = a.partition("->")
+    b0, _, b1 = b.partition("->")
+    return coords_close(a0.strip(), b0.strip(), 96.0) and coords_close(a1.strip(), b1.strip(), 96.0)
+
+
+def paths_agree(a: Sequence[PathStep], b: Sequence[PathStep]) -> bool:
+    """Whether two paths are the same path: equally long, every step the same action."""
+    return len(a) == len(b) and all(steps_agree(x, y) for x, y in zip(a, b))
+
+
+def path_key(path: Sequence[PathStep]) -> str:
+    """A short content key of a path (tools, actions, texts and labels; taps to a coarse grid)."""
+    parts = []
+    for p in path:
+        coords: tuple[int, int] | str | None = None
+        if p.coords and "->" not in p.coords:
+            try:
+                xs, ys = p.coords.split(",")
+                # A coarse grid: a tap a few pixels off gives the same key more often than not; the
+                # closeness rule (paths_agree) decides the rest.
+                coords = (round(float(xs.split("=")[1]) / 96), round(float(ys.split("=")[1]) / 96))
+            except (ValueError, IndexError):
+                coords = None
+        elif p.coords:
+            coords = "swipe"
+        parts.append([p.tool, (p.action or "").lower(), p.text, p.label, coords])
+    return content_hash(json.dumps(parts, ensure_ascii=False))
+
+
+def followed_prefix(proc_path: Sequence[PathStep], steps: Sequence[Step], target: str | None) -> list[int]:
+    """Indexes (into ``steps``) of the episode steps that executed the procedure's steps in order, from
+    its first step on; stops at the first procedure step the episode did not execute."""
+    out: list[int] = []
+    j = 0
+    for i, s in enumerate(steps):
+        if j >= len(proc_path):
+            break
+        if s.is_error and not steps_agree(of_step(s, target), proc_path[j]):
+            continue
+        if steps_agree(of_step(s, target), proc_path[j]):
+            out.append(i)
+            j += 1
+    return out
