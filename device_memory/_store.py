@@ -67,6 +67,9 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "tools": item.required_tools() or None,
         "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
         "traceability": (item.model_extra or {}).get("traceability"),
+        # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
+        "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
+        if isinstance(item, AppProfile) else None,
         "path": f"{item.id}.yaml",
     }
     return {k: v for k, v in entry.items() if v is not None}
@@ -209,7 +212,9 @@ class DeviceMemory:
                     cat.add(info)
             for entry in self.collections["app_profile"].entries():
                 if entry.get("app") and entry.get("app_name"):
-                    cat.learn(str(entry["app"]), [str(entry["app_name"])])
+                    names = entry.get("names")
+                    extra = [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
+                    cat.learn(str(entry["app"]), [str(entry["app_name"]), *extra])
             self._catalog, self._catalog_key = cat, key
         return self._catalog
 

@@ -1,6 +1,7 @@
 """Task episodes: the recorder used during a task, the store and the writer used after it."""
 
 from ._artifacts import ImageInfo, dhash, hamming
+from ._blame import RESTORE_AFTER, RETIRE_AFTER
 from ._extract import EXTRACTOR_VERSION, ExtractionResult, LessonExtractor, goal_pattern
 from ._model import (
     FAILURE_PHASES,
@@ -13,21 +14,25 @@ from ._model import (
     episode_year,
     new_episode_id,
 )
-from ._outcomes import OutcomeResult, OutcomeUpdater, trigger_passed
+from ._outcomes import DEMOTE_AFTER, OutcomeResult, OutcomeUpdater, trigger_passed
 from ._recorder import EpisodeRecorder
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
-from ._steps import Step, pair_steps
+from ._steps import MEMORY_TOOLS, Step, is_system_screen, pair_steps
 from ._store import EPISODE_FILE, EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary, parse_tool_input, step_label, tool_coords, tool_path, tool_text
 from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats, job_name
 
 __all__ = [
+    "DEMOTE_AFTER",
     "EPISODE_FILE",
     "EVENTS_FILE",
     "EXTRACTOR_VERSION",
     "FAILED_PREFIX",
     "FAILURE_PHASES",
+    "MEMORY_TOOLS",
     "REDACTED",
+    "RESTORE_AFTER",
+    "RETIRE_AFTER",
     "DeviceScope",
     "EpisodeJob",
     "EpisodeRecorder",
@@ -51,6 +56,7 @@ __all__ = [
     "excerpt",
     "goal_pattern",
     "hamming",
+    "is_system_screen",
     "job_name",
     "new_episode_id",
     "pair_steps",

@@ -9,7 +9,7 @@ used. Per type:
 - navigation: used when the episode took its action on its page and arrived where the rule says; led
   elsewhere when it took the action and arrived somewhere else;
 - calibration: used when a tap on a screenshot of its size changed the page; led into the failure when
-  the failing step is such a tap that changed nothing;
+  the failing tap lies off such a screenshot, or every tap (two or more) on one changed nothing;
 - UI anchor: used when a tap near its point on its page had an effect; led into the failure when the
   failing step is such a tap that changed nothing;
 - app profile: used when the episode worked in its app; never blamed (its facts are what the phone showed).
@@ -77,7 +77,15 @@ def led_to_failure(item: DeviceItem, steps: list[Step], target: str | None) -> l
                 and (s.app_after, s.page_after) != (item.to_app, item.to_page)]
     s = steps[fail]
     if isinstance(item, Calibration):
-        return [s] if _on_screen(item, s) and s.point() is not None and _unchanged(s) else []
+        # One tap without effect says the target was elsewhere; a calibration is wrong when taps on its
+        # screen miss systematically: the failing tap lies off the screenshot, or every tap (two or more)
+        # on that screen changed nothing.
+        taps = [t for t in steps if _on_screen(item, t) and t.point() is not None]
+        pt = s.point()
+        off = pt is not None and s.screen is not None and not (0 <= pt[0] <= s.screen[0] and 0 <= pt[1] <= s.screen[1])
+        if _on_screen(item, s) and off:
+            return [s]
+        return taps if len(taps) >= 2 and all(_unchanged(t) for t in taps) else []
     if isinstance(item, UiAnchor):
         return [s] if _near_anchor(item, s) and (_unchanged(s) or s.is_error) else []
     return []

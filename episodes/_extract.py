@@ -27,7 +27,7 @@ from device_memory import (
 )
 from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
-from ._blame import restore_if_earned
+from ._blame import note_demotion, restore_if_earned
 from ._causes import classify
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode
@@ -624,8 +624,17 @@ class LessonExtractor:
                     losers, decision = [proc.id, fail.id], "undecided"
                 for lid in losers:
                     kind = "procedure" if lid.startswith("proc_") else "failure"
-                    self.device.collection(kind).update(
-                        lid, lambda cur: cur and cur.model_copy(update={"status": "conflicted"}))
+                    ev = [i for st in ctx.steps for i in st.event_ids][-20:]
+
+                    def demote(cur: Any, rule: str = decision, ev: list[str] = ev) -> Any:
+                        if cur is None:
+                            return None
+                        if cur.status != "conflicted":
+                            note_demotion(cur, rule, ctx.ep.id, ev, self.device.clock())
+                        cur.status = "conflicted"
+                        return cur
+
+                    self.device.collection(kind).update(lid, demote)
                 ctx.decide([proc.id, fail.id], "success_failure_negate", decision,
                            f"{ok} successes vs {bad} failures on the same path")
 

@@ -167,9 +167,11 @@ class LessonContext:
         """How the app was entered in this episode: (method, query, worked)."""
         typed: str | None = None
         for s in self.steps:
-            if s.tool in TEXT_TOOLS and s.text:
-                typed = s.text
             entered = self.canon(s.app_after) == app_id and self.canon(s.app_before) != app_id
+            if s.tool in TEXT_TOOLS and s.text:
+                if entered:
+                    return ("typed_into", None, not s.is_error)  # the typing happened in the app itself
+                typed = s.text
             launch = any(k in s.tool.lower() for k in ("launch", "open_app", "start_app")) or \
                 s.tool_input.get("action") == "open"
             if launch and (self.canon(s.text or str(s.tool_input.get("app") or s.tool_input.get("app_name") or ""))

@@ -17,6 +17,7 @@ from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
 from ._model import FAILURE_PHASES, DeviceScope, InitialState, NormalizedGoal, Outcome, TaskEpisode, new_episode_id
 from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
+from ._steps import is_system_screen
 from ._store import EVENTS_FILE, RECORDING_LOCK, TaskEpisodeStore
 from ._summary import episode_summary
 
@@ -259,7 +260,8 @@ class EpisodeRecorder:
                 if obs is not None:
                     self._last_obs = obs
                     seen = obs.get("app")
-                    if isinstance(seen, str) and seen.strip():
+                    if isinstance(seen, str) and seen.strip() and not is_system_screen(seen, obs.get("package")):
+                        # The launcher or the status bar is where a task passes through, not what it is about.
                         self._apps_seen[seen] = self._apps_seen.get(seen, 0) + 1
                     ime = obs.get("input_method")
                     if isinstance(ime, str) and ime.strip():
@@ -367,7 +369,11 @@ class EpisodeRecorder:
             if self._apps_seen:
                 # The app the task worked in is the one the phone showed most often (the first on a tie),
                 # not an app name the goal's words happen to contain.
-                ep.observed_app = max(self._apps_seen.items(), key=lambda kv: kv[1])[0]
+                goal_app = (ep.normalized_goal.app or "").strip().lower()
+                top = max(self._apps_seen.values())
+                tied = [a for a, n in self._apps_seen.items() if n == top]
+                # A tie goes to the app the goal names, else to the first seen.
+                ep.observed_app = next((a for a in tied if goal_app and a.strip().lower() == goal_app), tied[0])
             ep.tags = list(dict.fromkeys([*ep.tags, *tags]))
             ep.entities = list(dict.fromkeys([*ep.entities, *entities]))
             ep.metrics.tool_steps = self._tool_steps

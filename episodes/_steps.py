@@ -149,6 +149,16 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
     return steps
 
 
+SYSTEM_SCREEN_WORDS = ("launcher", "systemui", "system ui", "home screen", "桌面", "主屏幕")
+"""Words that mark a system screen (a launcher, the status bar) in an app name or package."""
+
+
+def is_system_screen(app: Any, package: Any = None) -> bool:
+    """Whether an observed app is a system screen a task passes through rather than the app it is in."""
+    text = " ".join(str(v).lower() for v in (app, package) if isinstance(v, str))
+    return any(w in text for w in SYSTEM_SCREEN_WORDS)
+
+
 def device_steps(steps: list[Step]) -> list[Step]:
     """The steps that acted on the phone (the model's memory tools left out)."""
     return [s for s in steps if s.tool not in MEMORY_TOOLS]

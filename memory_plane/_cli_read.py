@@ -14,7 +14,7 @@ from ._types import CATEGORY_ORDER
 
 _FACTORS = (("goal_similarity", "sim"), ("entity_or_app_match", "app"), ("applicability", "appl"),
             ("confidence", "conf"), ("recency", "rec"), ("validation", "valid"),
-            ("conflict_or_stale_penalty", "pen"))
+            ("conflict_or_stale_penalty", "pen"), ("no_evidence", "noev"))
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:

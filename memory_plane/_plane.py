@@ -36,6 +36,7 @@ from lifecycle import (
 from ._context import MemoryContext
 from ._long_term import LongTermStore
 from ._maintenance import gc_tree
+from ._query import parse_query
 from ._restore import restore_from_quarantine
 from ._retrieve import RetrieveConfig, Retriever
 from ._session import SessionStore
@@ -145,6 +146,12 @@ class MemoryPlane:
         hints = req.current_hints
         refs = ctx.refs() if ctx is not None and hasattr(ctx, "refs") else []
         query = getattr(ctx, "query", None)
+        if query is None:
+            # Recorded without a retrieve: the goal is still parsed, so its lessons know intent and target.
+            try:
+                query = parse_query(req.input, self.device.catalog)
+            except Exception as exc:  # a recorder never fails a task
+                log.error("memory: goal not parsed for the recorder: %s", exc)
         normalized = None
         if query is not None:
             normalized = {"intent": query.intent, "app": query.app, "target": query.target}

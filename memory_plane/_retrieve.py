@@ -275,6 +275,8 @@ class Retriever:
                    "conflict_or_stale_penalty": f.penalty}
         if c.bonus:
             factors["user_rule_bonus"] = c.bonus
+        if not f.has_evidence:
+            factors["no_evidence"] = 1.0  # part of the penalty: nothing on disk shows this memory
         kind = c.src.kind
         rel = field_str(e.get("path"))
         if kind == "episode":

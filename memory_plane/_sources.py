@@ -74,8 +74,10 @@ def features(e: dict[str, Any], kind: str) -> Feat:
         return Feat(status, None, parse_when(e.get("started_at")), appl_key(e),
                      field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
     penalty = 0.0
-    evidence = bool(e.get("evidence")) or kind == "long_term"
-    if (kind in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
+    # The device source holds every device type: what is app-bound is the entry's own type.
+    item_type = (field_str(e.get("type")) or kind) if kind == "device" else kind
+    evidence = bool(field_num(e.get("evidence"), 0)) or kind == "long_term"
+    if (item_type in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
         penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
     if f > s or e.get("conflicts_with"):
         penalty = max(penalty, 0.5)

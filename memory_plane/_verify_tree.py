@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from device_memory import DeviceMemory
-from episodes import EVENTS_FILE, TaskEpisodeStore
+from episodes import EVENTS_FILE, LessonExtractor, TaskEpisodeStore
 from lifecycle import (
     Collection,
     ConfigError,
@@ -74,9 +74,19 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         # index rebuild that follows sees the rewritten file (its stat changed) and indexes it.
         dead = ep.status == "recording" and not episodes.is_recording_live(ep.id)
         try:
-            if dead and episodes.mark_interrupted(ep, now) is not None:
+            closed = episodes.mark_interrupted(ep, now) if dead else None
+            if closed is not None:
                 interrupted.append(ep.id)
                 report.fixed.append(f"marked {ep.id} interrupted")
+                # A crash loses the path and the end, not what the paired calls showed of the apps:
+                # those facts are learned at low confidence (and nothing else).
+                try:
+                    learned = LessonExtractor(device, episodes)(closed)
+                except Exception as exc:  # a lesson is never worth a failed verify
+                    log.error("verify: lessons of interrupted %s not extracted: %s", ep.id, exc)
+                else:
+                    if learned.ids:
+                        report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {ep.id}")
         except OSError as exc:
             report.add("io", episodes.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
         if ep.traceability in ("summary_only", "excerpt_only"):
