@@ -34,6 +34,7 @@ from typing import Any
 from device_memory import CAPS, ITEM_TYPES, Procedure, ProcedureStep, type_of_id
 from episodes import Step, pair_steps, tool_coords, tool_text
 from episodes._steps import coords_close, effective_path, step_action
+from lifecycle import MemoryPlaneError
 
 from ._quality import _fts_match
 from ._util import data_dir, r, temp_root
@@ -250,9 +251,12 @@ def audit_procedures(plane: Any, examples: int = EXAMPLES) -> dict[str, Any]:
 
     def path_of(eid: str) -> tuple[list[Step], str | None]:
         if eid not in paths:
-            ep = plane.episodes.get(eid)
-            target = ep.normalized_goal.target if ep is not None else None
-            paths[eid] = (episode_path(plane.episodes.events(eid).records), target)
+            try:
+                ep = plane.episodes.get(eid)
+                target = ep.normalized_goal.target if ep is not None else None
+                paths[eid] = (episode_path(plane.episodes.events(eid).records), target)
+            except (MemoryPlaneError, OSError):
+                paths[eid] = ([], None)  # a hand-edited evidence id that names no episode: no path to agree with
         return paths[eid]
 
     def agrees(proc: Procedure, eid: str) -> bool:
