@@ -162,12 +162,17 @@ def test_demotions_read_status_confidence_and_conflict_lines() -> None:
     assert demotions(before, after, lines) == {"a", "b", "d"}
 
 
+PLACES = {"click alarm tab": [100, 300], "click add": [900, 2000], "click reports": [300, 2200],
+          "click week": [200, 500], "click month": [500, 500], "click today": [800, 500]}
+
+
 def _split_rows() -> list[dict[str, Any]]:
     """Six source episodes: two goals asked, four recorded (by the hash), all naming their app."""
     def row(goal: str, app: str, taps: list[str]) -> dict[str, Any]:
         steps = [{"action_content": {"action": "open", "app_name": app}, "step_instruction": f"open {app}"}]
-        steps += [{"action_content": {"action": "click", "coordinate": [100 * i, 100]}, "step_instruction": t}
-                  for i, t in enumerate(taps, start=1)]
+        # Each target sits at its own place on the screen (another target is another tap).
+        steps += [{"action_content": {"action": "click", "coordinate": PLACES[t]}, "step_instruction": t}
+                  for t in taps]
         return {"goal": goal, "is_successful": True, "steps": steps}
 
     rows = []

@@ -221,9 +221,16 @@ def lcs_closeness(a: Sequence[Token], b: Sequence[Token]) -> float | None:
     return prev[-1] / max(len(a), len(b))
 
 
+def step_words_source(s: ProcedureStep) -> str | None:
+    """The text that names a procedure step's target: the recorded narration when the step keeps it apart
+    (the same kind of text as the person's instruction), else its description, else the screen's label."""
+    narration = getattr(s, "narration", None)
+    return (narration if isinstance(narration, str) and narration else None) or s.description or s.target_label
+
+
 def procedure_tokens(proc: Procedure) -> list[Token]:
     """A procedure's steps as tokens."""
-    return [token(s.tool, s.action, s.text, s.description, s.coords) for s in proc.steps]
+    return [token(s.tool, s.action, s.text, step_words_source(s), s.coords) for s in proc.steps]
 
 
 def action_tokens(actions: list[dict[str, Any]]) -> list[Token]:
@@ -464,11 +471,13 @@ def headline(out: dict[str, Any]) -> dict[str, Any]:
     }
     bars: dict[str, bool | None] = {
         "no_cross_task": ac["cross_task"] == 0 if "cross_task" in ac else None,
-        "all_traced": (ac["traced"]["all_traced"] and blame["traced"]["all_traced"]) if "traced" in ac else None,
-        "no_collateral_demotions": blame.get("collateral_demotions") == 0,
+        "all_traced": all(part["traced"]["all_traced"] for part in (ac, blame) if "traced" in part)
+        if "traced" in ac or "traced" in blame else None,
+        "no_collateral_demotions": (blame["collateral_demotions"] == 0
+                                    if blame.get("collateral_demotions") is not None else None),
         "closeness_at_least_fts5": (ours["path_closeness"] >= base["path_closeness"] - 1e-9
-                                    if ours.get("path_closeness") is not None and base.get("path_closeness")
-                                    is not None else None),
+                                    if ours.get("path_closeness") is not None
+                                    and base.get("path_closeness") is not None else None),
     }
     head["bars"] = bars
     return head
