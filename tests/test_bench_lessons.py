@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from device_memory import Calibration, Procedure, ProcedureStep
-from episodes import EpisodeRecorder
+from device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor
+from episodes import EpisodeRecorder, pair_steps
 from lifecycle import EvidenceRef
 from memory_plane import MemoryPlane
-from memory_plane.bench._blame import demotions, run_scenario
+from memory_plane.bench._blame import culprits, demotions, run_scenario
 from memory_plane.bench._lessons import (
     DATA_FILE,
     Token,
@@ -160,6 +160,40 @@ def test_demotions_read_status_confidence_and_conflict_lines() -> None:
              "e": ("failure", "active", 0.6), "new": ("failure", "active", 0.8)}
     lines = [{"ids": ["d", "new"], "decision": "conflicted"}, {"ids": ["c"], "decision": "active"}]
     assert demotions(before, after, lines) == {"a", "b", "d"}
+
+
+def test_culprits_follow_the_designs_rule_on_the_episodes_own_steps(root: Path) -> None:
+    def call(n: int, tool: str, ti: dict[str, Any], page: str, visible: list[str]) -> list[dict[str, Any]]:
+        return [{"type": "tool_call", "event_id": f"c{n}", "tool_name": tool, "tool_input": ti},
+                {"type": "tool_result", "event_id": f"r{n}", "tool_name": tool,
+                 "observed_state": {"app": "A", "page": page, "visible_text": visible}}]
+
+    events = [*call(1, "launch_app", {"app": "A"}, "P1", ["Go", "Menu"]),
+              *call(2, "mouse_click", {"x": 12, "y": 10}, "P3", ["Back"]),  # said P2, went to P3
+              *call(3, "mouse_click", {"x": 500, "y": 500}, "P4", ["Done"])]  # went where the rule says
+    steps = pair_steps(events)
+    with MemoryPlane.open(root) as plane:
+        dev = plane.device
+        for item in (
+            dev.new_item(Navigation, "nav_wrong", from_app="A", from_page="P1", to_app="A", to_page="P2",
+                         tool="mouse_click", coords="x=10,y=10"),
+            dev.new_item(Navigation, "nav_right", from_app="A", from_page="P3", to_app="A", to_page="P4",
+                         tool="mouse_click", coords="x=500,y=500"),
+            dev.new_item(Navigation, "nav_untaken", from_app="A", from_page="P9", to_app="A", to_page="P2",
+                         tool="mouse_click", coords="x=10,y=10"),
+            dev.new_item(UiAnchor, "ui_missing", app_name="A", page_name="P3", label="Settings"),
+            dev.new_item(UiAnchor, "ui_there", app_name="A", page_name="P3", label="Back"),
+            dev.new_item(Calibration, "cal_x", coord_space="pixels"),
+            dev.new_item(Procedure, "proc_followed", steps=[ProcedureStep(tool="mouse_click", page_name="P1")]),
+            dev.new_item(Procedure, "proc_shown", steps=[ProcedureStep(tool="mouse_click", page_name="P1")]),
+        ):
+            dev.collection(item.TYPE).save(item)
+        existing = {"nav_wrong", "nav_right", "nav_untaken", "ui_missing", "ui_there", "cal_x", "proc_followed",
+                    "proc_shown"}
+        led, undecided = culprits(plane, steps, "proc_followed", existing, missed_taps=0)
+        assert led == {"proc_followed", "nav_wrong"} and undecided == {"ui_missing"}
+        led, _ = culprits(plane, steps, None, existing, missed_taps=1)  # a tap hit nothing: coordinates
+        assert led == {"nav_wrong", "cal_x"}
 
 
 PLACES = {"click alarm tab": [100, 300], "click add": [900, 2000], "click reports": [300, 2200],
