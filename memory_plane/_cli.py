@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = command("bench", "run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...)")
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
-                   "compaction, crash, concurrency, or all")
+                   "compaction, crash, concurrency, lessons, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("--entries", type=positive_int, default=10_000, help="index: entries in the index")
     s.add_argument("--episodes", type=positive_int, default=10_000, help="stored episodes")
@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=positive_int, default=150, help="compaction: steps of the long task")
     s.add_argument("--kills", type=positive_int, default=300, help="crash: SIGKILLs")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
+    s.add_argument("--limit", type=positive_int, default=None,
+                   help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")
     s.add_argument("--data", default=None, help="path of ../shared/data (default: beside the checkout)")
     s.add_argument("--seed", type=int, default=0, help="random seed")
     s.add_argument("--set", default=None,
