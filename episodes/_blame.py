@@ -4,8 +4,11 @@ Being shown is not being used: a failed episode demotes a memory only when the e
 memory led into the failure (design 004, conflict source 4), and a success credits only the memories it
 used. Per type:
 
-- procedure: used when the episode executed all of its steps in order; led into the failure when the
-  episode executed its steps from the first up to the failing step (the first error, else the last step);
+- procedure: used when the episode executed its last step and at least half of its steps, in order (steps
+  of screens that did not appear may be skipped); led into the failure when the episode executed its steps
+  in order up to the failing step (the first error, else the last step): the failing step was one of them,
+  all were executed and the task still failed, or the episode left it on the page of its next step (that
+  step could not be taken there) and failed without coming back to it;
 - navigation: used when the episode took its action on its page and arrived where the rule says; led
   elsewhere when it took the action and arrived somewhere else;
 - calibration: used when a tap on a screenshot of its size changed the page; led into the failure when
@@ -28,7 +31,7 @@ from typing import Any
 from device_memory import AppProfile, Calibration, DeviceItem, Failure, Navigation, Procedure, UiAnchor
 
 from ._causes import NEAR_PX, _unchanged, _visible
-from ._path_agreement import followed_prefix, of_procedure_step
+from ._path_agreement import followed, mask, of_procedure_step
 from ._steps import TEXT_TOOLS, Step, coords_close
 
 RESTORE_AFTER = 2
@@ -49,8 +52,16 @@ def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: A
     """The steps that show the episode used this memory (empty: it was at most shown)."""
     if isinstance(item, Procedure):
         path = [of_procedure_step(s, item.steps_target) for s in item.steps]
-        idx = followed_prefix(path, steps, target)
-        return [steps[i] for i in idx] if path and len(idx) == len(path) else []
+        pairs = followed(path, steps, target)
+        # Used: it executed the procedure's last step and at least half of its steps, in order; a demoted
+        # procedure is also used by a success that executed every step from where it failed to the end.
+        dem = (item.model_extra or {}).get("demotion")
+        at = dem.get("at_step") if isinstance(dem, dict) else None
+        done = {k for _, k in pairs}
+        ok = bool(path and pairs and pairs[-1][1] == len(path) - 1 and 2 * len(pairs) >= len(path))
+        if not ok and isinstance(at, int) and not isinstance(at, bool) and 0 <= at < len(path):
+            ok = all(k in done for k in range(at, len(path)))
+        return [steps[i] for i, _ in pairs] if ok else []
     if isinstance(item, Navigation):
         return [s for s in steps if _took(item, s) and (s.app_after, s.page_after) == (item.to_app, item.to_page)]
     if isinstance(item, Calibration):
@@ -62,16 +73,59 @@ def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: A
     return []
 
 
+def procedure_failure_point(item: Procedure, steps: list[Step], target: str | None) -> tuple[list[Step], int] | None:
+    """Where a failed episode that followed this procedure failed: the steps that executed it and the
+    index of the procedure step it failed at; None when it did not follow it into the failure."""
+    fail = failing_step(steps)
+    if fail is None or not item.steps:
+        return None
+    path = [of_procedure_step(s, item.steps_target) for s in item.steps]
+    pairs = [(i, k) for i, k in followed(path, steps, target) if i <= fail]
+    if not pairs:
+        return None
+    shown = [steps[i] for i, _ in pairs]
+    last_i, last_k = pairs[-1]
+    if last_i == fail or last_k == len(path) - 1:
+        return shown, last_k  # the failing step was its step, or it was followed to the end and still failed
+    # It was followed up to a step that could not be taken: the episode left it on the page where the
+    # procedure's next step was to be done, and never came back to it before the failure.
+    nxt = item.steps[last_k + 1]
+    where = steps[last_i + 1].page_before if last_i + 1 <= fail else None
+    same = nxt.page_name and where and mask(where, target) == mask(nxt.page_name, item.steps_target)
+    return (shown, last_k + 1) if same else None
+
+
+def declared_memories(events: list[dict[str, Any]]) -> list[str]:
+    """Ids the agent said it followed (``EpisodeRecorder.memory_used``), in order."""
+    return list(dict.fromkeys(str(e["memory_id"]) for e in events
+                              if e.get("type") == "memory_used" and isinstance(e.get("memory_id"), str)))
+
+
+def blamed_procedure(procs: list[Procedure], steps: list[Step], target: str | None,
+                     declared: list[str] | None = None) -> str | None:
+    """The one active procedure a failed episode followed into its failure: of those its events fit, the
+    one they fit best (most steps executed), on a tie the first the episode was shown (``procs`` order); when
+    the agent said which memories it followed, only those are candidates.
+    A procedure shown only as a conflict was a caution, not guidance, and is never blamed."""
+    best: tuple[int, str] | None = None
+    said = [p for p in procs if declared and p.id in declared]
+    for p in said or procs:  # what the agent said it followed, when it said so (and only that)
+        if p.status != "active":
+            continue
+        hit = procedure_failure_point(p, steps, target)
+        if hit is not None and (best is None or len(hit[0]) > best[0]):
+            best = (len(hit[0]), p.id)
+    return best[1] if best else None
+
+
 def led_to_failure(item: DeviceItem, steps: list[Step], target: str | None) -> list[Step]:
     """The steps that show this memory led the episode into its failure (empty: it did not)."""
     fail = failing_step(steps)
-    if fail is None:
-        return []
+    if fail is None or item.status not in ("active", "expired"):
+        return []  # a memory shown as a conflict was a caution, not guidance
     if isinstance(item, Procedure):
-        path = [of_procedure_step(s, item.steps_target) for s in item.steps]
-        idx = followed_prefix(path, steps, target)
-        # Followed from its first step up to the step that failed (or all of it, and still failed).
-        return [steps[i] for i in idx] if idx and (fail in idx or (len(idx) == len(path) and idx[-1] <= fail)) else []
+        hit = procedure_failure_point(item, steps, target)
+        return hit[0] if hit else []
     if isinstance(item, Navigation):
         return [s for s in steps if _took(item, s) and s.has_result and s.page_after
                 and (s.app_after, s.page_after) != (item.to_app, item.to_page)]
@@ -122,11 +176,15 @@ def contradicting_steps(fail: Failure, steps: list[Step], input_method: str | No
     return out
 
 
-def note_demotion(item: DeviceItem, rule: str, episode_id: str, event_ids: list[str], now: datetime) -> None:
+def note_demotion(item: DeviceItem, rule: str, episode_id: str, event_ids: list[str], now: datetime,
+                  at_step: int | None = None) -> None:
     """Record on the item what demoted it, so the demotion can be traced and later undone."""
     extra = item.model_extra if item.model_extra is not None else {}
-    extra["demotion"] = {"rule": rule, "episode": episode_id, "event_ids": event_ids[:20],
-                         "at": now.isoformat().replace("+00:00", "Z"), "success_count": item.success_count}
+    dem: dict[str, Any] = {"rule": rule, "episode": episode_id, "event_ids": event_ids[:20],
+                           "at": now.isoformat().replace("+00:00", "Z"), "success_count": item.success_count}
+    if at_step is not None:
+        dem["at_step"] = at_step  # the procedure step it failed at (a success past it counts for restoring)
+    extra["demotion"] = dem
 
 
 def restore_if_earned(item: DeviceItem) -> bool:

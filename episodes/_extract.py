@@ -27,11 +27,11 @@ from device_memory import (
 )
 from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
 
-from ._blame import note_demotion, restore_if_earned
+from ._blame import blamed_procedure, declared_memories, note_demotion, procedure_failure_point, restore_if_earned
 from ._causes import classify
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode
-from ._outcomes import apply_contradiction
+from ._outcomes import apply_contradiction, clear_blame
 from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
 from ._steps import (
     TEXT_TOOLS,
@@ -119,6 +119,7 @@ class LessonExtractor:
         steps = device_steps(pair_steps(events))
         res.steps = len(steps)
         ctx = LessonContext(ep, steps, self.device)
+        ctx.declared = declared_memories(events)
         phase = ep.outcome.failure_phase
         if phase == "exception" and not ep.outcome.success:
             # The runtime raised: the episode records it, but nothing the phone did is known to have
@@ -145,9 +146,11 @@ class LessonExtractor:
                 # lesson only, never the others; verify names the file.
                 res.errors.append(f"{name}: {exc}")
                 log.error("memory: lesson %s of %s not written: %s", name, ep.id, exc)
-        for ids, rule, decision, detail in ctx.decisions:
-            self.device.conflicts.add(ids, rule=rule, decision=decision, evidence={"episode": ctx.ep.id},
-                                      detail=detail)
+        for ids, rule, decision, detail, against in ctx.decisions:
+            evidence: dict[str, Any] = {"episode": ctx.ep.id}
+            if against:
+                evidence["against"] = against
+            self.device.conflicts.add(ids, rule=rule, decision=decision, evidence=evidence, detail=detail)
             ep.conflicts = list(dict.fromkeys([*ep.conflicts, *(i for i in ids if i)]))[:50]
         return res
 
@@ -355,6 +358,7 @@ class LessonExtractor:
 
         proc = self._upsert(ctx, res, "procedure", pid, create, merge, content_hash("procedure", pid), evidence=steps)
         if isinstance(proc, Procedure):
+            clear_blame(self.device, proc)  # its whole path just worked
             self._negation(ctx, app_id, pattern)
 
     def _same_path(self, ctx: LessonContext, app_id: str | None, pattern: str, path: list[Any]) -> str | None:
@@ -388,6 +392,11 @@ class LessonExtractor:
                     n.success_count += 1
                     n.confidence = min(0.95, n.confidence + 0.05)
                 n.coords, n.text, n.tool = s.coords or n.coords, s.text or n.text, s.tool
+                if n.status == "replaced" and ctx.ep.outcome.success and not s.is_error:
+                    # The transition it names happened again: the rule that replaced it is now the one
+                    # contradicted (settled below), and this one holds again.
+                    n.status, n.superseded_by = "active", None
+                    ctx.decide([n.id], "reinstated_by_new_evidence", "active", f"{n.from_page} → {n.to_page} again")
                 ctx.resolve(n, fa)
                 n.summary = n.body()
 
@@ -533,8 +542,18 @@ class LessonExtractor:
         app_id = (ctx.goal_app or ctx.canon(step.app_after) or ctx.canon(step.app_before)) if scope_app else None
         pattern = goal_pattern(ctx.ep) if scope_app else None
         fid = f"fail_{content_hash(ctx.device_id, app_id, pattern, mode)}"
+        # The procedures this episode followed into the failure: only they are weighed against it.
+        led = self._followed_into_failure(ctx, app_id, pattern) if scope_app else []
+
+        def note_led(f: Failure) -> None:
+            extra = f.model_extra if f.model_extra is not None else {}
+            prev = extra.get("led_by")
+            old: list[str] = [str(x) for x in prev] if isinstance(prev, list) else []
+            if led or old:
+                extra["led_by"] = list(dict.fromkeys([*old, *led]))[-10:]
 
         def merge(f: Failure) -> None:
+            note_led(f)
             f.occurrences += 1
             f.confidence = min(0.98, f.confidence + 0.05)
             if f.status == "conflicted":
@@ -550,6 +569,7 @@ class LessonExtractor:
                 priority=80, occurrences=1,
                 applicability={k: v for k, v in {"device_id": ctx.device_id, "app": app_id}.items() if v},
             )
+            note_led(f)
             f.summary = f.body()
             return f
 
@@ -591,16 +611,40 @@ class LessonExtractor:
 
                 coll.update(old.id, replace)
                 coll.update(new.id, _setter_of({"supersedes": old.id}))
-                ctx.decide([old.id, new.id], "navigation_contradicted", "superseded",
-                           f"{old.from_page} now leads to {new.to_page}, not {old.to_page}")
+                ctx.decide([old.id], "navigation_contradicted", "superseded",
+                           f"{old.from_page} now leads to {new.to_page}, not {old.to_page}", against=[new.id])
             else:
                 for nid in (old.id, new.id):
                     coll.update(nid, lambda cur: cur and cur.model_copy(update={"status": "conflicted"}))
                 ctx.decide([old.id, new.id], "navigation_contradicted", "conflicted",
                            f"{old.from_page}: {old.to_page} ({old.success_count}x) vs {new.to_page} (new)")
 
+    def _followed_into_failure(self, ctx: LessonContext, app_id: str | None, pattern: str | None) -> list[str]:
+        """Ids of this goal's procedures that the failed episode followed into its failure."""
+        if not app_id or not pattern:
+            return []
+        key = f"{app_id}\n{pattern}"
+        if key in ctx.blamed:
+            return ctx.blamed[key]  # decided once, before this episode's own lessons changed any status
+        procs: list[Procedure] = []
+        for e in self.device.entries("procedure", app_id):
+            if e.get("goal") != pattern:
+                continue
+            try:
+                p = self.device.collection("procedure").get(str(e["id"]))
+            except (FileProblemError, UnsafePathError, KeyError):
+                continue
+            if isinstance(p, Procedure):
+                procs.append(p)
+        refs = ctx.ep.retrieved_memory_refs
+        procs.sort(key=lambda p: refs.index(p.id) if p.id in refs else len(refs))  # shown first wins a tie
+        blamed = blamed_procedure(procs, ctx.steps, ctx.ep.normalized_goal.target, ctx.declared)
+        ctx.blamed[key] = [blamed] if blamed else []
+        return ctx.blamed[key]
+
     def _negation(self, ctx: LessonContext, app_id: str | None, pattern: str | None) -> None:
-        """Conflict source 2: a verified path and a failure mode for the same app and goal on that path."""
+        """Conflict source 2: a verified path and a failure mode of the same app and goal that an episode
+        met by following that path (the failure names the procedures it was followed from, ``led_by``)."""
         if not app_id or not pattern:
             return
         procs = [e for e in self.device.entries("procedure", app_id)
@@ -613,7 +657,10 @@ class LessonExtractor:
                 continue
             for fe in fails:
                 fail = self.device.collection("failure").get(fe["id"])
-                if not isinstance(fail, Failure) or not _on_path(fail.trigger, proc):
+                if not isinstance(fail, Failure):
+                    continue
+                led_by = (fail.model_extra or {}).get("led_by")
+                if not isinstance(led_by, list) or proc.id not in led_by:
                     continue
                 ok, bad = proc.success_count, max(1, fail.occurrences)
                 if ok >= 2 * bad and ok >= 2:
@@ -622,6 +669,9 @@ class LessonExtractor:
                     losers, decision = [proc.id], "procedure_outvoted"
                 else:
                     losers, decision = [proc.id, fail.id], "undecided"
+                if not ctx.ep.outcome.success:
+                    # The failure just happened again: it is not what is in doubt, the path is.
+                    losers = [lid for lid in losers if lid != fail.id]
                 for lid in losers:
                     kind = "procedure" if lid.startswith("proc_") else "failure"
                     ev = [i for st in ctx.steps for i in st.event_ids][-20:]
@@ -630,13 +680,17 @@ class LessonExtractor:
                         if cur is None:
                             return None
                         if cur.status != "conflicted":
-                            note_demotion(cur, rule, ctx.ep.id, ev, self.device.clock())
+                            hit = (procedure_failure_point(cur, ctx.steps, ctx.ep.normalized_goal.target)
+                                   if isinstance(cur, Procedure) and not ctx.ep.outcome.success else None)
+                            note_demotion(cur, rule, ctx.ep.id, ev, self.device.clock(), hit[1] if hit else None)
                         cur.status = "conflicted"
                         return cur
 
                     self.device.collection(kind).update(lid, demote)
-                ctx.decide([proc.id, fail.id], "success_failure_negate", decision,
-                           f"{ok} successes vs {bad} failures on the same path")
+                # The line names what was demoted; the other side of the conflict is named beside it.
+                others = [i for i in (proc.id, fail.id) if i not in losers]
+                ctx.decide(losers, "success_failure_negate", decision,
+                           f"{ok} successes vs {bad} failures on the same path", against=others)
 
     def _ui_anchors(self, ctx: LessonContext, res: ExtractionResult) -> None:
         if ctx.screen is None:
@@ -689,10 +743,6 @@ def _setter_of(fields: dict[str, Any]) -> Any:
 
     return change
 
-
-def _on_path(trigger: dict[str, Any], proc: Procedure) -> bool:
-    tool, page = trigger.get("tool"), trigger.get("page")
-    return any(st.tool == tool and (page is None or page == st.page_name) for st in proc.steps) if tool else False
 
 
 def _phase_cause(ctx: LessonContext) -> str:

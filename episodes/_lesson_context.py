@@ -25,7 +25,9 @@ class LessonContext:
         self.language = ep.device_scope.language
         self.input_method = ep.device_scope.input_method
         self.extra_evidence: EvidenceRef | None = None
-        self.decisions: list[tuple[list[str], str, str, str | None]] = []
+        self.declared: list[str] = []  # memories the agent said it followed
+        self.blamed: dict[str, list[str]] = {}  # app and goal pattern -> the procedure followed into the failure
+        self.decisions: list[tuple[list[str], str, str, str | None, list[str]]] = []
         screen = None
         if ep.device_scope.screen and "x" in ep.device_scope.screen:
             try:
@@ -71,9 +73,11 @@ class LessonContext:
             self.apps.insert(0, self.goal_app)
         self.first_app = self.apps[0] if self.apps else None
 
-    def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None) -> None:
-        """Queue a line for lifecycle/conflicts.jsonl (written after the item locks are released)."""
-        self.decisions.append((ids, rule, decision, detail))
+    def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None,
+               against: list[str] | None = None) -> None:
+        """Queue a line for lifecycle/conflicts.jsonl (written after the item locks are released): ``ids``
+        are the memories the decision applies to, ``against`` the ones they conflict with."""
+        self.decisions.append((ids, rule, decision, detail, list(against or [])))
 
     def resolve(self, item: Any, app_id: str | None) -> None:
         """New success evidence for a conflicted path: re-scope it to now and reactivate it when it outweighs."""
@@ -88,6 +92,9 @@ class LessonContext:
             extra.pop("stale_reason", None)
         if item.success_count > item.failure_count:
             item.status = "active"
+            dem = extra.pop("demotion", None)
+            if isinstance(dem, dict):
+                extra["restored"] = {"by_episode": self.ep.id, "demoted_by": dem.get("episode")}
             self.decide([item.id], "resolved_by_new_evidence", "active",
                         f"{item.success_count} successes vs {item.failure_count} failures")
 

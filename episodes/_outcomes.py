@@ -7,10 +7,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from device_memory import DeviceItem, DeviceMemory, Failure, type_of_id
-from lifecycle import EvidenceRef
+from device_memory import DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
+from lifecycle import EvidenceRef, FileProblemError
 
-from ._blame import RETIRE_AFTER, contradicting_steps, led_to_failure, note_demotion, restore_if_earned, used_steps
+from ._blame import (
+    RETIRE_AFTER,
+    blamed_procedure,
+    contradicting_steps,
+    declared_memories,
+    led_to_failure,
+    note_demotion,
+    procedure_failure_point,
+    restore_if_earned,
+    used_steps,
+)
 from ._model import TaskEpisode
 from ._steps import Step, pair_steps
 from ._store import TaskEpisodeStore
@@ -81,6 +91,28 @@ def apply_contradiction(cur: Failure, ep: TaskEpisode, steps: list[Step], now: A
     return True, decided
 
 
+def clear_blame(device: DeviceMemory, proc: Procedure) -> None:
+    """A success followed this procedure to its end: the failure memories that named it as the path they
+    were met on (``led_by``) no longer hold that against it."""
+    coll = device.collection("failure")
+    for e in device.entries("failure", proc.app_id):
+        if e.get("goal") != proc.goal_pattern:
+            continue
+
+        def drop(cur: Any) -> Any:
+            extra = (cur.model_extra or {}) if cur is not None else {}
+            led = extra.get("led_by")
+            if not isinstance(led, list) or proc.id not in led:
+                return None
+            extra["led_by"] = [x for x in led if x != proc.id]
+            return cur
+
+        try:
+            coll.update(str(e["id"]), drop)
+        except (FileProblemError, KeyError) as exc:
+            log.error("memory: %s not cleared of %s: %s", e.get("id"), proc.id, exc)
+
+
 class OutcomeUpdater:
     """The writer's background job that applies an episode's outcome to the memories it used."""
 
@@ -107,10 +139,26 @@ class OutcomeUpdater:
             # The runtime raised: nothing the phone did is known to have caused it.
             res.skipped.extend(dict.fromkeys(ep.retrieved_memory_refs))
             return res
+        blamed: str | None = None
+        if not ep.outcome.success:
+            # Of the procedures shown, the one the events show was followed into the failure (one at most).
+            procs = []
+            for ref in dict.fromkeys(ep.retrieved_memory_refs):
+                if type_of_id(ref) == "procedure":
+                    try:
+                        p = self.device.get(ref)
+                    except (KeyError, FileProblemError):
+                        continue
+                    if isinstance(p, Procedure):
+                        procs.append(p)
+            blamed = blamed_procedure(procs, steps, ep.normalized_goal.target, declared_memories(events))
         for ref in dict.fromkeys(ep.retrieved_memory_refs):
             item_type = type_of_id(ref)
             if item_type is None or item_type == "device_profile":
                 res.skipped.append(ref)
+                continue
+            if item_type == "procedure" and not ep.outcome.success and ref != blamed:
+                res.skipped.append(ref)  # shown, not the path the episode followed into its failure
                 continue
             try:
                 self._one(ep, steps, item_type, ref, res)
@@ -157,6 +205,7 @@ class OutcomeUpdater:
                     cur.status = "active"
                 if restore_if_earned(cur):
                     decision.update(rule="restored_by_success", decision="active")
+                    restored.append(cur)
                 cur.renew(now)
             else:
                 shown = led_to_failure(cur, steps, target)
@@ -168,13 +217,19 @@ class OutcomeUpdater:
                 if (cur.status == "active" and cur.failure_count >= DEMOTE_AFTER
                         and cur.failure_count > cur.success_count):
                     cur.status = "conflicted"
-                    note_demotion(cur, "repeated_failures", ep.id, [i for s in shown for i in s.event_ids], now)
+                    hit = procedure_failure_point(cur, steps, target) if isinstance(cur, Procedure) else None
+                    note_demotion(cur, "repeated_failures", ep.id, [i for s in shown for i in s.event_ids], now,
+                                  hit[1] if hit else None)
                     decision.update(rule="repeated_failures", decision="conflicted")
             cur.add_evidence(EvidenceRef(type="outcome", id=ep.id, event_ids=[i for s in shown for i in s.event_ids]))
             cur.summary = cur.body()
             return cur
 
+        restored: list[DeviceItem] = []
         out = self.device.upsert(item_type, ref, change)
+        for item in restored:
+            if isinstance(item, Procedure):
+                clear_blame(self.device, item)
         if out is None:
             res.skipped.append(ref)
             return

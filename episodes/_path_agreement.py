@@ -32,7 +32,8 @@ class PathStep:
     label: str | None = None
 
 
-def _mask(value: str | None, target: str | None) -> str | None:
+def mask(value: str | None, target: str | None) -> str | None:
+    """A text with the episode's own target replaced by a placeholder (one path over any contact)."""
     if value is None:
         return None
     value = " ".join(value.split())
@@ -43,14 +44,14 @@ def _mask(value: str | None, target: str | None) -> str | None:
 
 def of_step(s: Step, target: str | None) -> PathStep:
     """The comparable view of an episode step, its target masked."""
-    return PathStep(tool=s.tool, action=step_action(s), coords=s.coords, text=_mask(s.text, target),
-                    label=_mask(s.target_label, target))
+    return PathStep(tool=s.tool, action=step_action(s), coords=s.coords, text=mask(s.text, target),
+                    label=mask(s.target_label, target))
 
 
 def of_procedure_step(s: Any, target: str | None) -> PathStep:
     """The comparable view of a stored procedure step, masked with the target its steps were recorded for."""
-    return PathStep(tool=str(s.tool), action=s.action, coords=s.coords, text=_mask(s.text, target),
-                    label=_mask(s.target_label, target))
+    return PathStep(tool=str(s.tool), action=s.action, coords=s.coords, text=mask(s.text, target),
+                    label=mask(s.target_label, target))
 
 
 def steps_agree(a: PathStep, b: PathStep) -> bool:
@@ -64,6 +65,8 @@ def steps_agree(a: PathStep, b: PathStep) -> bool:
         return False
     if a.label and b.label and a.label != b.label:
         return False
+    if a.label == b.label == TARGET_MASK:
+        return True  # the target itself: its place in a list moves with the target, its label does not
     if a.coords and b.coords:
         if ("->" in a.coords) != ("->" in b.coords):
             return False
@@ -103,17 +106,16 @@ def path_key(path: Sequence[PathStep]) -> str:
     return content_hash(json.dumps(parts, ensure_ascii=False))
 
 
-def followed_prefix(proc_path: Sequence[PathStep], steps: Sequence[Step], target: str | None) -> list[int]:
-    """Indexes (into ``steps``) of the episode steps that executed the procedure's steps in order, from
-    its first step on; stops at the first procedure step the episode did not execute."""
-    out: list[int] = []
+def followed(proc_path: Sequence[PathStep], steps: Sequence[Step], target: str | None) -> list[tuple[int, int]]:
+    """The procedure steps the episode executed, in order: (episode step index, procedure step index)
+    pairs. Procedure steps may be skipped (a screen that did not appear this time, an app opened another
+    way), never reordered."""
+    out: list[tuple[int, int]] = []
     j = 0
     for i, s in enumerate(steps):
-        if j >= len(proc_path):
-            break
-        if s.is_error and not steps_agree(of_step(s, target), proc_path[j]):
-            continue
-        if steps_agree(of_step(s, target), proc_path[j]):
-            out.append(i)
-            j += 1
+        view = of_step(s, target)
+        k = next((k for k in range(j, len(proc_path)) if steps_agree(view, proc_path[k])), None)
+        if k is not None:
+            out.append((i, k))
+            j = k + 1
     return out

@@ -301,6 +301,11 @@ class EpisodeRecorder:
                           needs_replan=bool(needs_replan), reason=reason,
                           observed_state=normalize_observation(observed_state))
 
+    def memory_used(self, memory_id: str, *, note: str | None = None) -> str:
+        """Record that the agent is following a memory (a procedure it replays, a rule it applies): when the
+        task fails, blame goes to what the agent said it followed and the events fit, not to what it was shown."""
+        return self.event("memory_used", role="agent", memory_id=str(memory_id), content=note)
+
     def note(self, text: str, **fields: Any) -> str:
         """Record a free-form note."""
         return self.event("note", role="agent", content=text, **fields)

@@ -276,6 +276,8 @@ class ScriptedAgent:
     # -- replaying a procedure ---------------------------------------------------------------
 
     def _replay(self, task: Task, proc: Procedure) -> None:
+        if self._rec is not None:
+            self._rec.memory_used(proc.id, note="replaying its steps")  # as a runtime says what it follows
         old = proc.steps_target or (proc.targets[-1] if proc.targets else None)
         typed_old: list[str] = []
 
