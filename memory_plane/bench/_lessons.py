@@ -51,7 +51,6 @@ _FUNCTION_TEXT = ("a an the on in at to of for and or with from into onto by it 
                   "swipe scroll long button")
 FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
 WORD_MATCH = 0.5  # two target-word sets name the same target at this Jaccard similarity or more
-TAP_TOOLS = frozenset({"tap", "mouse_click", "touch_gesture", "click"})
 KINDS = {"mouse_click": "tap", "touch_gesture": "tap", "click": "tap", "keyboard_text": "type", "input_text": "type",
          "type_text": "type", "enter_text": "type", "launch_app": "open", "system_button": "button", "back": "button",
          "home": "button"}
@@ -243,7 +242,7 @@ def action_tokens(actions: list[dict[str, Any]]) -> list[Token]:
     return out
 
 
-# -- (a) (b) (c): the full import ------------------------------------------------------------
+# -- (a) (b) (c): a store after an import ------------------------------------------------------
 
 
 def audit_procedures(plane: Any, examples: int = EXAMPLES) -> dict[str, Any]:
