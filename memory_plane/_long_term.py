@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
@@ -83,6 +83,12 @@ class LongTermMemory(Record):
     lesson_key: str | None = None
     source: str | None = None  # user | model (None: written before sources were recorded; counts as the user's)
     content: str = Field(default="", exclude=True)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, v: Any) -> Any:
+        # A hand-typed "Model " is the model; anything else a person wrote counts as the user's (see is_users).
+        return v.strip().lower() or None if isinstance(v, str) else v
 
     def to_frontmatter(self) -> dict[str, Any]:
         """The frontmatter mapping (content lives in the body)."""

@@ -334,6 +334,8 @@ class MemoryTools:
              else self.plane.long_term.save_memory(type=kind, content=a.content, **kw))
         if r.status == "conflicted":
             return self._user_word_stands(r, kind)
+        if r.status == "saved" and r.reason:  # e.g. kept beside the user's own memory, which it does not replace
+            return ToolResult(f"saved as {r.id} ({r.reason})", refs=[r.id])
         if r.status == "superseded":
             text = f"saved as {r.id}; it replaces {', '.join(r.superseded or [])}"
         elif r.status == "ignored":

@@ -157,6 +157,25 @@ def test_a_users_save_supersedes_the_models_and_the_line_names_both(root: Path) 
     assert line and line[-1]["ids"] == [user_id, model_id] and line[-1]["evidence"]["conflicts_with"] == [model_id]
 
 
+def test_a_model_save_narrowing_the_users_rule_is_kept_beside_it(root: Path) -> None:
+    user_id = _cli_save(root, USER_RULE)
+    with MemoryPlane.open(root) as plane:
+        res = plane.tools.call("save_memory", {"type": "rule", "content": USER_RULE + " over 100 yuan"})
+        assert res.text.startswith("saved as mem_") and user_id in res.text and "it replaces" not in res.text
+        assert plane.long_term.get(user_id).status == "active"  # type: ignore[union-attr]
+        assert len(plane.long_term.list_memories(["rule"])) == 2
+
+
+def test_a_hand_typed_source_is_read_loosely(root: Path) -> None:
+    with MemoryPlane.open(root) as plane:
+        mid = plane.tools.call("save_memory", {"type": "rule", "content": MODEL_RULE}).refs[0]
+        path = root / "long_term" / "memories" / f"{mid}.md"
+        path.write_text(path.read_text().replace("source: model", "source: ' Model '"))
+        assert plane.long_term.get(mid).source == "model"  # type: ignore[union-attr]
+        # Still the model's: the user's save replaces it.
+        assert plane.long_term.save_memory(type="rule", content=USER_RULE).status == "superseded"
+
+
 def test_model_saves_still_supersede_model_saves(root: Path) -> None:
     with MemoryPlane.open(root) as plane:
         first = plane.tools.call("save_memory", {"type": "rule", "content": "Always ask before paying in Alipay"})
