@@ -159,7 +159,7 @@ class Retriever:
                 if rec is not None:
                     hits.append(self._hit(c, cat, now, None if rec is True else rec))
             setattr(common, cat, hits)
-        user_hits = self._user_hits(users, ctx.q, now, drop, index_mtimes)
+        user_hits = self._user_hits(users, ctx.q, now, drop, index_mtimes, common)
         common.long_term = [*user_hits, *common.long_term]
         self._device_profile(req.device_id or "default", common, now)
         self._expand_steps(common)
@@ -462,19 +462,36 @@ class Retriever:
             picked["conflicts" if f.status == "conflicted" else "long_term"].append(cand)
 
     def _user_hits(self, users: list[_Cand], q: ParsedQuery, now: datetime, drop: Drop,
-                   index_mtimes: dict[Path, int]) -> list[MemoryHit]:
-        """The rules and preferences that apply: the user's own first, then those naming the goal's app, rules
-        before preferences, then by score."""
+                   index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
+        """The rules and preferences that apply, as many as fit their share of the block: the user's own first,
+        then those naming the goal's app, rules before preferences, then by score. The rest are counted in
+        ``common.user_rules_left_out`` (and named in --explain), never read."""
         def order(c: _Cand) -> tuple[bool, bool, float, float, str]:
             e = c.src.entries[c.i]
             return (field_str(e.get("source")) == "model", not self.rule_scope.names_goal_app(e, q),
                     -field_num(e.get("priority"), 0), -c.score, e["id"])
 
+        share = int(self.config.budget_chars * RULE_SHARE)
         hits: list[MemoryHit] = []
-        for c in sorted(users, key=order):
+        used = 0
+        ranked = sorted(users, key=order)
+        for n, c in enumerate(ranked):
             rec = self._current(c, drop, index_mtimes)
-            if rec is not None:
-                hits.append(self._hit(c, "long_term", now, None if rec is True else rec))
+            if rec is None:
+                continue
+            hit = self._hit(c, "long_term", now, None if rec is True else rec)
+            cost = len(hit_line(hit)) + 1
+            if hits and used + cost > share:
+                # Beyond the share: counted and named, not checked one by one (there may be hundreds).
+                left = ranked[n:]
+                common.user_rules_left_out = len(left)
+                for x in left:
+                    drop("budget", x.src.entries[x.i]["id"], f"a rule or preference beyond their {share}-character "
+                                                             "share of the block (the block says how many are left "
+                                                             "out and how to list them)")
+                break
+            used += cost
+            hits.append(hit)
         return hits
 
     # -- profile, steps, budget ----------------------------------------------------------
@@ -522,16 +539,15 @@ class Retriever:
             hit.steps = [s.render() for s in getattr(proc, "steps", [])]
 
     def _fit_budget(self, common: RoleMemoryContext, users: int = 0, drop: Drop | None = None) -> None:
-        # The user's rules and preferences that apply (the first ``users`` long-term hits) are budgeted
-        # first, up to their share; then the weakest other hits are dropped until the block fits, cautions last.
+        # The user's rules and preferences that apply (the first ``users`` long-term hits, already within
+        # their share) stay; the weakest other hits are dropped until the block fits, cautions last.
         budget = self.config.budget_chars
-        kept = self._fit_users(common, users, drop) if users else 0
         order = ["similar_episodes", "navigation", "calibration_notes", "long_term", "procedures", "app_profiles",
                  "conflicts", "failure_modes"]
         memo: dict[tuple[int, bool], str] = {}  # the hits do not change while the weakest are dropped
         while len(render_context(common, memo)) > budget:
             victims = [(getattr(common, c)[-1].score, c) for c in order
-                       if len(getattr(common, c)) > (kept if c == "long_term" else 0)]
+                       if len(getattr(common, c)) > (users if c == "long_term" else 0)]
             if not victims:
                 return
             non_caution = [v for v in victims if v[1] not in ("conflicts", "failure_modes")]
@@ -539,23 +555,3 @@ class Retriever:
             gone = getattr(common, cat).pop()
             if drop is not None:
                 drop("budget", gone.id, f"left out of the {budget}-character block ({cat}; weakest there)")
-
-    def _fit_users(self, common: RoleMemoryContext, users: int, drop: Drop | None) -> int:
-        """Keep the user's rules and preferences that fit their share of the block; count the rest."""
-        share = int(self.config.budget_chars * RULE_SHARE)
-        used = kept = 0
-        for h in common.long_term[:users]:
-            cost = len(hit_line(h)) + 1
-            if kept and used + cost > share:
-                break  # the first always fits: one line is far below the share
-            used += cost
-            kept += 1
-        left = common.long_term[kept:users]
-        if left:
-            common.long_term = [*common.long_term[:kept], *common.long_term[users:]]
-            common.user_rules_left_out = len(left)
-            for h in left:
-                if drop is not None:
-                    drop("budget", h.id, f"a rule or preference beyond their {share}-character share of the block "
-                                         "(the block says how many and how to list them)")
-        return kept

@@ -27,23 +27,27 @@ class RuleScope:
 
     def __init__(self, catalog: AppCatalog) -> None:
         self.catalog = catalog
-        self._memo: dict[tuple[str, str], frozenset[str]] = {}
+        self._memo: dict[tuple[Any, ...], frozenset[str]] = {}
 
     def apps(self, e: dict[str, Any]) -> frozenset[str]:
         """Canonical apps a memory's index line names: its applicability app, its entities, its words."""
-        text = " ".join(x for x in (field_text(e.get("title")), field_text(e.get("summary"))) if x)
         raw = e.get("applicability")
-        appl: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        app = field_str(appl.get("app")) or field_str(appl.get("app_id")) or field_str(appl.get("app_name"))
-        ents = field_words(e.get("entities"))
-        key = (str(e.get("id")), "\x1f".join([text, app or "", *ents]))
-        hit = self._memo.get(key)
+        ents = e.get("entities")
+        key = (e.get("id"), e.get("title"), e.get("summary"), repr(raw) if raw else None,
+               tuple(ents) if isinstance(ents, list) else ents)
+        try:
+            hit = self._memo.get(key)  # type: ignore[arg-type]
+        except TypeError:  # a hand-edited field of an odd shape: not memoised
+            key, hit = None, None  # type: ignore[assignment]
         if hit is not None:
             return hit
+        text = " ".join(x for x in (field_text(e.get("title")), field_text(e.get("summary"))) if x)
+        appl: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        app = field_str(appl.get("app")) or field_str(appl.get("app_id")) or field_str(appl.get("app_name"))
         found: set[str] = set()
         if app:
             found.add(self.catalog.app_id_for(app))
-        for name in ents:
+        for name in field_words(ents):
             canon = self.catalog.canonical(name)
             if canon and name.lower() not in GENERIC_NAMES:
                 found.add(canon)
@@ -57,9 +61,10 @@ class RuleScope:
                 continue
             found.add(a)
         out = frozenset(found)
-        if len(self._memo) > 2048:
-            self._memo.clear()
-        self._memo[key] = out
+        if key is not None:
+            if len(self._memo) > 2048:
+                self._memo.clear()
+            self._memo[key] = out
         return out
 
     def applies(self, e: dict[str, Any], q: ParsedQuery) -> bool:
