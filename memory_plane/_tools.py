@@ -349,7 +349,10 @@ class MemoryTools:
         held = list(r.conflicts_with or [])
         quoted = []
         for mid in held:
-            mem = self.plane.long_term.get(mid)
+            try:
+                mem = self.plane.long_term.get(mid)
+            except Exception:  # a broken file: the answer still names it (verify reports the file)
+                mem = None
             quoted.append(f"{mid} {quote_data(mem.content, 160)}" if mem is not None else mid)
         text = (f"conflicted: not saved as a {kind} to follow. It contradicts the user's own {kind} "
                 f"{'; '.join(quoted)}, which stays active: follow it. Your text is kept as {r.id}, a conflict that "
