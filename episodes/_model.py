@@ -20,11 +20,30 @@ FAILURE_PHASES: tuple[str, ...] = (
     "verification_timeout",
     "max_iterations",
     "model_parse_error",
+    "login",
+    "input",
+    "navigation",
     "interrupted",
     "exception",
     "unknown",
 )
-"""Failure phases of the design, plus ``interrupted`` (crash), ``exception`` and ``unknown``."""
+"""Failure phases of the design, the task's own stages a runtime reports (``login``: a sign-in or
+verification wall; ``input``: text that could not be entered; ``navigation``: the page or app not
+reached), plus ``interrupted`` (crash), ``exception`` and ``unknown``. Any other phase is kept as
+given, normalised to a short ``lower_snake`` word."""
+
+MAX_PHASE = 40
+_PHASE_JUNK = re.compile(r"\W+")  # letters of any script, digits and _ stay
+
+
+def normalize_phase(value: str | None) -> str | None:
+    """A failure phase as stored: lowercase, words joined by ``_``, other marks dropped, at most 40 characters
+    (None if nothing is left)."""
+    if value is None:
+        return None
+    phase = _PHASE_JUNK.sub("_", "_".join(str(value).strip().lower().replace("-", " ").split())).strip("_")
+    return phase[:MAX_PHASE].rstrip("_") or None
+
 
 _EP_ID = re.compile(r"^ep_(\d{4})\d{4}_[a-z0-9]+$")
 
@@ -77,9 +96,14 @@ class Outcome(_Open):
     final_state: Text = None
     final_answer: Text = None
     completion_reason: Text = None
-    failure_phase: Text = None
+    failure_phase: Text = None  # one of FAILURE_PHASES, or a runtime's own phase kept as given (normalised)
     failure_reason: Text = None
     error: Text = None
+
+    @field_validator("failure_phase")
+    @classmethod
+    def _phase(cls, v: str | None) -> str | None:
+        return normalize_phase(v)
 
 
 class Metrics(_Open):

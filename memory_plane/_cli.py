@@ -94,22 +94,38 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_device)
 
     s = command("memory", "save, recall or forget a long-term memory")
-    s.add_argument("action", choices=["save", "recall", "forget"], help="save TEXT, recall QUERY, forget ID")
-    s.add_argument("text", help="content (save), query (recall) or id (forget)")
-    s.add_argument("--type", default="fact", choices=["profile", "rule", "preference", "procedure", "fact"],
-                   help="save: what kind of memory (rules and preferences always reach the prompt)")
-    s.add_argument("--title", help="save: a short title")
-    s.add_argument("--tag", action="append", default=[], help="save: a tag (repeatable)")
-    s.add_argument("--entity", action="append", default=[],
-                   help="save: a person, app or thing it is about (repeatable)")
-    s.add_argument("--limit", type=positive_int, default=5, help="recall: at most N memories (default 5)")
-    s.add_argument("--reason", default="forgotten on request", help="forget: the reason kept in the tombstone")
-    s.add_argument("--force", action="store_true",
-                   help="save: save even a text that was forgotten on purpose before (its tombstone blocks it)")
-    s.add_argument("--overrides", action="append", default=[], metavar="ID",
-                   help="save (rule): an automatic memory this rule overrides (it becomes a caution)")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_memory)
+    # One parser per action, so that `memory recall --type rule` needs no query while `memory save --type rule
+    # TEXT` still takes its text after the options.
+    acts = s.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        a = acts.add_parser(name, help=help, description=help)
+        _global_options(a, top=False)
+        a.add_argument("--json", action="store_true", help="machine-readable output")
+        return a
+
+    kinds = ["profile", "rule", "preference", "procedure", "fact"]
+    a = action("save", "save TEXT as the user's memory")
+    a.add_argument("text", help="what to remember")
+    a.add_argument("--type", default="fact", choices=kinds,
+                   help="what kind of memory (default fact; rules and preferences that apply to a goal reach its "
+                        "prompt first, and a model's save never replaces them)")
+    a.add_argument("--title", help="a short title")
+    a.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    a.add_argument("--entity", action="append", default=[], help="a person, app or thing it is about (repeatable)")
+    a.add_argument("--force", action="store_true",
+                   help="save even a text that was forgotten on purpose before (its tombstone blocks it)")
+    a.add_argument("--overrides", action="append", default=[], metavar="ID",
+                   help="(rule) an automatic memory this rule overrides (it becomes a caution)")
+    a = action("recall", "recall memories matching QUERY, or list every memory of a --type")
+    a.add_argument("text", nargs="?", metavar="QUERY", help="words of what you need (optional with --type)")
+    a.add_argument("--type", choices=kinds, help="only this kind (without a query: all active ones, by priority)")
+    a.add_argument("--limit", type=positive_int,
+                   help="at most N memories (default 5; 50 when listing a --type without a query)")
+    a = action("forget", "forget memory ID everywhere (a tombstone without its text is kept)")
+    a.add_argument("text", metavar="ID", help="the memory id (mem_...)")
+    a.add_argument("--reason", default="forgotten on request", help="the reason kept in the tombstone")
 
     s = command("lifecycle", "verify the tree, collect garbage (run from cron), or restore from quarantine")
     s.add_argument("action", choices=["verify", "gc", "quarantine"], help="verify, gc, or quarantine")

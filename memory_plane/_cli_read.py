@@ -54,7 +54,9 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     items = data.get("dropped_items") or []
     out.append("")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())) or "none"
-    out.append(f"dropped by the hard filters: {counts}")
+    # "budget": a memory that passed every filter but did not fit the block's size (the weakest go first).
+    out.append(f"dropped by the hard filters: {counts}" + (" (budget: did not fit the block)" if "budget" in dropped
+                                                            else ""))
     for d in items:
         out.append(f"  {cell(d.get('id'), 30)} {cell(d.get('reason'), 22)} {d.get('detail') or ''}")
     return out
@@ -167,6 +169,8 @@ def cmd_device(args: argparse.Namespace) -> int:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     """`memplane memory save|recall|forget`: long-term memory."""
+    if args.action == "recall" and not args.text and not args.type:
+        raise UsageError("memory recall needs a QUERY, a --type, or both")
     with open_plane(args) as plane:
         if args.action == "save":
             if args.overrides and args.type != "rule":
@@ -181,11 +185,15 @@ def cmd_memory(args: argparse.Namespace) -> int:
             print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({r.reason})" if r.reason else ""))
             return EXIT_OK
         if args.action == "recall":
-            hits = plane.long_term.recall_memory(args.text, limit=args.limit)
+            types = [args.type] if args.type else None
+            if args.text:
+                hits = plane.long_term.recall_memory(args.text, limit=args.limit or 5, types=types)
+            else:
+                hits = plane.long_term.list_memories(types or [], limit=args.limit or 50)
             if args.json:
                 print_json([h.model_dump() for h in hits])
             elif not hits:
-                print(f"no memory matches {args.text!r}")
+                print(f"no memory matches {args.text!r}" if args.text else f"no active {args.type} memory")
             else:
                 for h in hits:
                     print(f"[{h.id} type={h.type} score={h.score:.2f}] {h.text}")

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
     Clock,
+    ConflictLog,
     FileProblemError,
     IndexFile,
     ItemRead,
@@ -57,6 +58,16 @@ PROFILE_TYPES: tuple[str, ...] = ("profile", "rule", "preference")
 PRIORITY = {"rule": 90, "preference": 80, "profile": 70, "procedure": 60, "fact": 50}
 GENERIC_ENTITIES = frozenset({"user", "me", "my", "you", "i", "我", "用户"})
 MAX_CONTENT = 4000
+SOURCES: tuple[str, ...] = ("user", "model")
+"""Who saved a memory: ``user`` (the CLI, the API by default) or ``model`` (the model's save_memory tool)."""
+USER_WORD_TYPES: tuple[str, ...] = ("rule", "preference")
+"""Types where the user's word stands: the model's save_memory never supersedes the user's."""
+
+
+def is_users(mem: LongTermMemory) -> bool:
+    """Whether a memory counts as the user's own word (a file without ``source``, written before the field
+    existed, counts as the user's: letting the model retire a user's rule is the worse mistake)."""
+    return mem.source != "model"
 
 
 class LongTermMemory(Record):
@@ -70,7 +81,14 @@ class LongTermMemory(Record):
     entities: StrList = Field(default_factory=list)
     source_refs: StrList = Field(default_factory=list)
     lesson_key: str | None = None
+    source: str | None = None  # user | model (None: written before sources were recorded; counts as the user's)
     content: str = Field(default="", exclude=True)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, v: Any) -> Any:
+        # A hand-typed "Model " is the model; anything else a person wrote counts as the user's (see is_users).
+        return v.strip().lower() or None if isinstance(v, str) else v
 
     def to_frontmatter(self) -> dict[str, Any]:
         """The frontmatter mapping (content lives in the body)."""
@@ -79,12 +97,14 @@ class LongTermMemory(Record):
 
 @dataclass
 class SaveResult:
-    """Answer of save_memory: the id and saved | ignored | superseded."""
+    """Answer of save_memory: the id and saved | ignored | superseded | conflicted."""
 
     id: str
     status: str
     reason: str | None = None
     superseded: list[str] | None = None
+    # conflicted: the user's own memories this model save contradicts (they stay active, it does not).
+    conflicts_with: list[str] | None = None
 
 
 def _norm(text: str) -> str:
@@ -121,6 +141,7 @@ class LongTermStore:
         self.clock = clock
         self.lock_timeout = lock_timeout
         self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
+        self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._search_cache: tuple[Any, list[dict[str, Any]], InvertedIndex] | None = None
 
     def lock(self):  # type: ignore[no-untyped-def]
@@ -187,11 +208,13 @@ class LongTermStore:
     def entry_for(self, mem: LongTermMemory) -> dict[str, Any]:
         """The index line of a memory."""
         e = {
-            "id": mem.id, "type": mem.type, "status": mem.status, "title": mem.title, "priority": mem.priority,
+            "id": mem.id, "type": mem.type, "status": mem.status, "title": mem.title, "source": mem.source,
+            "priority": mem.priority,
             "confidence": round(mem.confidence, 3), "tags": mem.tags[:8] or None, "entities": mem.entities[:8] or None,
             "expires_at": mem.expires_at if isinstance(mem.expires_at, str) or mem.expires_at is None
             else format_ts(mem.expires_at),
-            "superseded_by": mem.superseded_by, "applicability": mem.applicability or None,
+            "superseded_by": mem.superseded_by, "conflicts_with": mem.conflicts_with or None,
+            "applicability": mem.applicability or None,
             "traceability": mem.traceability if mem.traceability != "full" else None,
             "summary": " ".join(mem.content.split())[:240], "path": f"memories/{mem.id}.md",
         }
@@ -310,10 +333,16 @@ class LongTermStore:
     def save_memory(self, *, type: str = "fact", content: str, title: str | None = None, tags: Iterable[str] = (),
                     entities: Iterable[str] = (), source_refs: Iterable[str] = (), priority: int | None = None,
                     ttl: str | None = None, applicability: dict[str, Any] | None = None,
-                    force: bool = False) -> SaveResult:
-        """Save a memory; status ``saved``, ``ignored`` (duplicate or forgotten) or ``superseded``."""
+                    force: bool = False, source: str = "user") -> SaveResult:
+        """Save a memory; status ``saved``, ``ignored`` (duplicate or forgotten), ``superseded``, or ``conflicted``
+        (a model save contradicting the user's own rule or preference: kept, not followed; the user's stands).
+
+        ``source`` is who asked: ``user`` (the default: the CLI and a runtime acting for the user) or
+        ``model`` (the model's save_memory tool passes it)."""
         if type not in LONG_TERM_TYPES:
             raise UsageError(f"type must be one of {', '.join(LONG_TERM_TYPES)}, not {type!r}")
+        if source not in SOURCES:
+            raise UsageError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
         text = (content or "").strip()
         if not text:
             raise UsageError("content must not be empty")
@@ -324,33 +353,57 @@ class LongTermStore:
         ents_l = list(dict.fromkeys(e.strip() for e in entities if e and e.strip()))
         if ttl is not None:
             parse_duration(ttl)  # a bad TTL is a usage error now, not a surprise later
+        by_model = source == "model"
+        # The user's word stands: a model save never replaces the user's rule or preference.
+        guarded = by_model and type in USER_WORD_TYPES
         with self.lock():
             if not force and (key in self.tombstones.blocked_hashes() or mem_id in self.tombstones.blocked_ids()):
                 return SaveResult(mem_id, "ignored", "forgotten on purpose (force=True saves it again)")
             actives = [m for m in (i.record for i in self.iter_items()) if m is not None and m.status == "active"
                        and m.type == type]
             norm = _norm(text)
+            if guarded:
+                held = self._held_conflict(mem_id, actives)
+                if held:  # the same contradicting save again: one conflict, logged once
+                    return SaveResult(mem_id, "conflicted", _stands(type, held), conflicts_with=held)
             # "Long enough to mean something" is measured the same way for CJK and Latin text.
             for m in actives:
                 old = _norm(m.content)
-                if old == norm or (meaning_length(norm) >= 8 and norm in old):
+                if old == norm and not by_model and not is_users(m):
+                    # The user says what the model had saved: from now on it is the user's own word.
+                    m.source, m.updated_at = "user", self.clock()
+                    self._write(m)
+                    self._write_profile()
+                    return SaveResult(m.id, "saved", "the model had saved the same; it is now the user's own")
+                if old == norm or (meaning_length(norm) >= 8 and norm in old and (by_model or is_users(m))):
                     return SaveResult(m.id, "ignored", "the same or a broader memory exists")
             replaced: list[LongTermMemory] = []
+            blocked: list[LongTermMemory] = []  # the user's memories a model save contradicts
+            beside: list[str] = []  # the user's memories a model save would have replaced, left as they are
             reason = None
+            contradicted: list[str] = []
             for m in actives:
                 old = _norm(m.content)
                 topic = bool(set(map(str.lower, m.entities)) & set(map(str.lower, ents_l)) - GENERIC_ENTITIES
                              or set(map(str.lower, m.tags)) & set(map(str.lower, tags_l)))
+                opposite = type in USER_WORD_TYPES and contradicts(old, norm, same_topic=topic)
+                if guarded and is_users(m):
+                    if opposite:
+                        blocked.append(m)
+                    elif (meaning_length(old) >= 8 and old in norm) or _same_subject(m, ents_l, tags_l, old, norm):
+                        beside.append(m.id)
+                    continue
                 if meaning_length(old) >= 8 and old in norm:
                     replaced.append(m)  # the new memory says the same, more specifically
-                elif type in ("rule", "preference") and contradicts(old, norm, same_topic=topic):
-                    # Two rules that cannot both be followed: the user's newer word wins.
+                elif opposite:
+                    # Two rules that cannot both be followed: the newer word wins (the user's over the model's).
                     replaced.append(m)
+                    contradicted.append(m.id)
                     reason = f"contradicts {m.id}, which it replaces"
-                elif (set(map(str.lower, m.entities)) & set(map(str.lower, ents_l)) - GENERIC_ENTITIES
-                      and set(map(str.lower, m.tags)) & set(map(str.lower, tags_l))
-                      and _similar(old, norm) >= 0.5):
+                elif _same_subject(m, ents_l, tags_l, old, norm):
                     replaced.append(m)  # same subject, same kind, mostly the same words
+            if blocked:
+                replaced, contradicted = [], []  # a memory that is not followed replaces nothing
             now = self.clock()
             ttl_kind = "long_term_procedure" if type == "procedure" else type
             mem = LongTermMemory(
@@ -358,10 +411,13 @@ class LongTermStore:
                 priority=priority if priority is not None else PRIORITY[type], confidence=0.9 if type == "rule"
                 else 0.8, tags=tags_l, entities=ents_l, source_refs=list(source_refs), created_at=now,
                 updated_at=now, ttl=ttl or self.retention.ttl_text(ttl_kind), applicability=applicability or {},
-                lesson_key=key,
+                lesson_key=key, source=source,
             )
             mem.renew(now)
             mem.supersedes = replaced[0].id if replaced else None
+            if blocked:
+                mem.status = "conflicted"
+                mem.conflicts_with = [m.id for m in blocked]
             self._write(mem)
             for old_mem in replaced:
                 # New file first, then the old one marked replaced: a crash between leaves two actives,
@@ -371,9 +427,34 @@ class LongTermStore:
                 old_mem.updated_at = now
                 self._write(old_mem)
             self._write_profile()
-            if replaced:
-                return SaveResult(mem.id, "superseded", reason, [m.id for m in replaced])
-            return SaveResult(mem.id, "saved")
+        # The conflict log names both sides (outside the collection's lock: the log has its own).
+        if blocked:
+            held = [m.id for m in blocked]
+            self.conflicts.add([mem.id, *held], rule="user_memory_stands", decision="conflicted",
+                               evidence={"memory": mem.id, "source": source, "conflicts_with": held,
+                                         "kept_active": held})
+            return SaveResult(mem.id, "conflicted", _stands(type, held), conflicts_with=held)
+        for old_id in contradicted:
+            self.conflicts.add([mem.id, old_id], rule="contradiction", decision="superseded",
+                               evidence={"memory": mem.id, "source": source, "conflicts_with": [old_id],
+                                         "superseded": old_id})
+        if replaced:
+            return SaveResult(mem.id, "superseded", reason, [m.id for m in replaced])
+        if beside:
+            return SaveResult(mem.id, "saved", f"kept beside the user's own {', '.join(beside)}, which a model save "
+                                               "does not replace")
+        return SaveResult(mem.id, "saved")
+
+    def _held_conflict(self, mem_id: str, actives: list[LongTermMemory]) -> list[str]:
+        """The user's active memories an already conflicted model memory of this id contradicts ([] if none)."""
+        try:
+            cur = self.get(mem_id)
+        except (OSError, FileProblemError):
+            return []
+        if cur is None or cur.status != "conflicted":
+            return []
+        live = {m.id for m in actives if is_users(m)}
+        return [x for x in cur.conflicts_with if x in live]
 
     def forget_memory(self, mem_id: str, *, reason: str = "forgotten") -> bool:
         """Delete a memory everywhere and write a tombstone without its content; True if it existed."""
@@ -388,17 +469,21 @@ class LongTermStore:
             self.tombstones.add("memory", mem_id, reason=reason, content_hashes=[key])
             return True
 
-    def recall_memory(self, query: str, limit: int = 5, *, now: Any = None) -> list[MemoryHit]:
-        """Active, unexpired memories matching a query, best first."""
+    def recall_memory(self, query: str, limit: int = 5, *, now: Any = None,
+                      types: Iterable[str] | None = None) -> list[MemoryHit]:
+        """Active, unexpired memories matching a query (of these types, if given), best first."""
         entries, inv = self._searchable()
         q = token_set(query)
         now = now or self.clock()
         hits: list[MemoryHit] = []
         stamp = mtime_ns(self.index.path)
-        for i, score in inv.search(q, limit=max(limit * 4, 20)):
+        wanted = {t.lower() for t in types} if types else None
+        for i, score in inv.search(q, limit=max(limit * (12 if wanted else 4), 20)):
             e = entries[i]
             # Entries are read field by field: a hand-edited line of the wrong shape is not a crash.
             if (field_str(e.get("status")) or "active").strip().lower() != "active" or _expired(e, now):
+                continue
+            if wanted is not None and (field_str(e.get("type")) or "fact") not in wanted:
                 continue
             current = self._current_text(e, stamp)
             if current is None:
@@ -413,6 +498,27 @@ class LongTermStore:
                                   path=f"long_term/{field_str(e.get('path')) or ''}"))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
+
+    def list_memories(self, types: Iterable[str], limit: int = 50, *, now: Any = None) -> list[MemoryHit]:
+        """Every active, unexpired memory of these types, by priority (``memory recall --type rule``)."""
+        wanted = {t.lower() for t in types}
+        now = now or self.clock()
+        stamp = mtime_ns(self.index.path)
+        hits: list[MemoryHit] = []
+        for e in self.entries():  # the index is kept by priority, then id
+            kind = field_str(e.get("type")) or "fact"
+            if kind not in wanted or (field_str(e.get("status")) or "active").strip().lower() != "active" \
+                    or _expired(e, now):
+                continue
+            current = self._current_text(e, stamp)
+            if current is None:
+                continue
+            hits.append(MemoryHit(id=e["id"], type=kind, score=1.0, confidence=field_num(e.get("confidence", 0.5), 0.5),
+                                  text=current or field_text(e.get("summary")), title=field_str(e.get("title")),
+                                  path=f"long_term/{field_str(e.get('path')) or ''}"))
+            if len(hits) >= limit:
+                break
+        return hits
 
     def _current_text(self, entry: dict[str, Any], index_mtime_ns: int) -> str | None:
         """The memory's text as its file holds it now ('' when the index line is current), or None when
@@ -439,6 +545,18 @@ class LongTermStore:
                                *field_words(e.get("entities"))]) for e in entries]
             self._search_cache = (key, entries, InvertedIndex.build(texts))
         return self._search_cache[1], self._search_cache[2]
+
+
+def _stands(kind: str, held: list[str]) -> str:
+    return (f"it contradicts the user's own {kind} {', '.join(held)}, which stands: kept as a conflict naming both, "
+            "not followed")
+
+
+def _same_subject(m: LongTermMemory, ents: list[str], tags: list[str], old: str, new: str) -> bool:
+    """Same subject (a shared entity and tag) and mostly the same words."""
+    return bool(set(map(str.lower, m.entities)) & set(map(str.lower, ents)) - GENERIC_ENTITIES
+                and set(map(str.lower, m.tags)) & set(map(str.lower, tags))
+                and _similar(old, new) >= 0.5)
 
 
 def _similar(a: str, b: str) -> float:

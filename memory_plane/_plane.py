@@ -236,8 +236,8 @@ class MemoryPlane:
         """Save a user rule; automatic memories it names in ``overrides`` become conflicted (cautions only),
         because user rules win over automatic experience. Returns the SaveResult."""
         result = self.long_term.save_memory(type="rule", content=content, **kwargs)
-        if result.status == "ignored":
-            return result
+        if result.status in ("ignored", "conflicted"):
+            return result  # a rule that is not followed overrides nothing
         for mid in dict.fromkeys(overrides):
             item_type = type_of_id(mid)
             if item_type is None or item_type == "device_profile":

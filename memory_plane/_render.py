@@ -51,6 +51,13 @@ def hit_line(hit: MemoryHit, *, conflict: bool = False) -> str:
     return line
 
 
+def left_out_line(n: int) -> str:
+    """The line saying how many of the user's rules and preferences did not fit, and how to list them."""
+    what = "rule or preference" if n == 1 else "rules and preferences"
+    return (f"- ({n} more of the user's {what} for this goal did not fit here: list them with recall_memory "
+            '{"query": "<app or topic>", "types": ["rule", "preference"]} or `memplane memory recall --type rule`)')
+
+
 def _section(title: str, hits: list[MemoryHit], memo: dict[tuple[int, bool], str] | None,
              conflict: bool = False) -> list[str]:
     if not hits:
@@ -74,9 +81,14 @@ def render_context(ctx: RoleMemoryContext, memo: dict[tuple[int, bool], str] | N
     lines = ["# Retrieved Device Experience", "", ROLE_CONSTRAINTS, ""]
     session = ["## Session so far", *(f"- {quote_data(line, 200)}" for line in ctx.session_so_far), ""] if (
         ctx.session_so_far) else []
+    context = _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles], memo)
+    if ctx.user_rules_left_out:
+        at = 1 + len(ctx.device_profile) + len(ctx.long_term)  # right after the rules that are shown
+        context = context or ["## Device/App Context", ""]
+        context.insert(min(at, len(context) - 1), left_out_line(ctx.user_rules_left_out))
     body = (
         session
-        + _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles], memo)
+        + context
         + _section("Applicable Procedures", [*ctx.procedures, *ctx.navigation], memo)
         + _section("Similar Successful Episodes", ctx.similar_episodes, memo)
         + _section("Calibration Notes", ctx.calibration_notes, memo)

@@ -21,6 +21,7 @@ from episodes import TaskEpisodeStore, episode_year
 from lifecycle import (
     STATUSES,
     FileProblemError,
+    field_num,
     field_str,
     field_text,
     field_words,
@@ -29,9 +30,9 @@ from lifecycle import (
 
 from ._context import MemoryContext
 from ._freshness import FileState, file_state, mtime_ns
-from ._long_term import PROFILE_TYPES, LongTermStore
+from ._long_term import PROFILE_TYPES, USER_WORD_TYPES, LongTermStore
 from ._query import ParsedQuery, parse_query
-from ._render import render_context
+from ._render import hit_line, render_context
 from ._scoring import Drop, Query, Scorer, app_match_of, intent_sim, mismatch, tools_available
 from ._sources import (
     BAD_TIME,
@@ -44,6 +45,7 @@ from ._sources import (
 )
 from ._token_cache import PostingsWriter, TokenCache
 from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
+from ._user_rules import RULE_SHARE, RuleScope
 
 log = logging.getLogger("memory_plane")
 
@@ -119,6 +121,7 @@ class Retriever:
         self._writer = PostingsWriter()
         self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
         self.scorer = Scorer(self.config)
+        self.rule_scope = RuleScope(device.catalog)
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self.explain = False  # record each dropped candidate with its reason (`retrieve --explain`)
 
@@ -139,7 +142,8 @@ class Retriever:
 
         self._device_candidates(ctx, picked, drop)
         self._episode_candidates(ctx, picked, drop)
-        self._long_term_candidates(ctx, picked, drop)
+        users: list[_Cand] = []  # the user's rules and preferences that apply: outside the caps, budgeted first
+        self._long_term_candidates(ctx, picked, drop, users)
 
         common = RoleMemoryContext()
         index_mtimes: dict[Path, int] = {}
@@ -155,9 +159,11 @@ class Retriever:
                 if rec is not None:
                     hits.append(self._hit(c, cat, now, None if rec is True else rec))
             setattr(common, cat, hits)
+        user_hits = self._user_hits(users, ctx.q, now, drop, index_mtimes, common)
+        common.long_term = [*user_hits, *common.long_term]
         self._device_profile(req.device_id or "default", common, now)
         self._expand_steps(common)
-        self._fit_budget(common)
+        self._fit_budget(common, len(user_hits), drop)
         out = MemoryContext(common, ctx.q, dropped=dropped)
         out.dropped_items = dropped_items
         self._persist_due()
@@ -432,7 +438,7 @@ class Retriever:
     # -- long-term -------------------------------------------------------------------
 
     def _long_term_candidates(self, ctx: Query, picked: dict[str, list[_Cand]],
-                              drop: Drop) -> None:
+                              drop: Drop, users: list[_Cand] | None = None) -> None:
         src = self._lt_source
         if not self._sync(src, self.long_term.entries, "long-term index"):
             return
@@ -451,7 +457,44 @@ class Retriever:
             bonus = 0.2 if user_rule else 0.0
             score = self.scorer.score(f, sim, app_match, appl, ctx.now) + bonus
             cand = _Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
+            if (users is not None and f.status != "conflicted" and field_str(e.get("type")) in USER_WORD_TYPES
+                    and self.rule_scope.applies(e, q)):
+                users.append(cand)  # the user's word for this goal: always in the block (see _user_rules)
+                continue
             picked["conflicts" if f.status == "conflicted" else "long_term"].append(cand)
+
+    def _user_hits(self, users: list[_Cand], q: ParsedQuery, now: datetime, drop: Drop,
+                   index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
+        """The rules and preferences that apply, as many as fit their share of the block: the user's own first,
+        then those naming the goal's app, rules before preferences, then by score. The rest are counted in
+        ``common.user_rules_left_out`` (and named in --explain), never read."""
+        def order(c: _Cand) -> tuple[bool, bool, float, float, str]:
+            e = c.src.entries[c.i]
+            return (field_str(e.get("source")) == "model", not self.rule_scope.names_goal_app(e, q),
+                    -field_num(e.get("priority"), 0), -c.score, e["id"])
+
+        share = int(self.config.budget_chars * RULE_SHARE)
+        hits: list[MemoryHit] = []
+        used = 0
+        ranked = sorted(users, key=order)
+        for n, c in enumerate(ranked):
+            rec = self._current(c, drop, index_mtimes)
+            if rec is None:
+                continue
+            hit = self._hit(c, "long_term", now, None if rec is True else rec)
+            cost = len(hit_line(hit)) + 1
+            if hits and used + cost > share:
+                # Beyond the share: counted and named, not checked one by one (there may be hundreds).
+                left = ranked[n:]
+                common.user_rules_left_out = len(left)
+                for x in left:
+                    drop("budget", x.src.entries[x.i]["id"], f"a rule or preference beyond their {share}-character "
+                                                             "share of the block (the block says how many are left "
+                                                             "out and how to list them)")
+                break
+            used += cost
+            hits.append(hit)
+        return hits
 
     # -- profile, steps, budget ----------------------------------------------------------
 
@@ -497,15 +540,20 @@ class Retriever:
                 continue
             hit.steps = [s.render() for s in getattr(proc, "steps", [])]
 
-    def _fit_budget(self, common: RoleMemoryContext) -> None:
-        # Drop the weakest non-caution hits until the block fits; cautions go last.
+    def _fit_budget(self, common: RoleMemoryContext, users: int = 0, drop: Drop | None = None) -> None:
+        # The user's rules and preferences that apply (the first ``users`` long-term hits, already within
+        # their share) stay; the weakest other hits are dropped until the block fits, cautions last.
+        budget = self.config.budget_chars
         order = ["similar_episodes", "navigation", "calibration_notes", "long_term", "procedures", "app_profiles",
                  "conflicts", "failure_modes"]
         memo: dict[tuple[int, bool], str] = {}  # the hits do not change while the weakest are dropped
-        while len(render_context(common, memo)) > self.config.budget_chars:
-            victims = [(getattr(common, c)[-1].score, c) for c in order if getattr(common, c)]
+        while len(render_context(common, memo)) > budget:
+            victims = [(getattr(common, c)[-1].score, c) for c in order
+                       if len(getattr(common, c)) > (users if c == "long_term" else 0)]
             if not victims:
                 return
             non_caution = [v for v in victims if v[1] not in ("conflicts", "failure_modes")]
             _, cat = min(non_caution or victims)
-            getattr(common, cat).pop()
+            gone = getattr(common, cat).pop()
+            if drop is not None:
+                drop("budget", gone.id, f"left out of the {budget}-character block ({cat}; weakest there)")

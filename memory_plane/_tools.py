@@ -329,9 +329,13 @@ class MemoryTools:
         if kind not in ("fact", "preference", "rule", "profile", "procedure"):
             return ToolResult(f"save_memory: type must be fact, preference, rule, profile or procedure, not {kind!r}",
                               is_error=True)
-        kw = {"title": a.title, "tags": a.tags, "entities": a.entities}
+        kw = {"title": a.title, "tags": a.tags, "entities": a.entities, "source": "model"}
         r = (self.plane.save_rule(a.content, **kw) if kind == "rule"
              else self.plane.long_term.save_memory(type=kind, content=a.content, **kw))
+        if r.status == "conflicted":
+            return self._user_word_stands(r, kind)
+        if r.status == "saved" and r.reason:  # e.g. kept beside the user's own memory, which it does not replace
+            return ToolResult(f"saved as {r.id} ({r.reason})", refs=[r.id])
         if r.status == "superseded":
             text = f"saved as {r.id}; it replaces {', '.join(r.superseded or [])}"
         elif r.status == "ignored":
@@ -339,6 +343,22 @@ class MemoryTools:
         else:
             text = f"saved as {r.id}" if r.status == "saved" else f"{r.status}: {r.id}"
         return ToolResult(text, refs=[r.id] if r.id else [])
+
+    def _user_word_stands(self, r: Any, kind: str) -> ToolResult:
+        """The answer to a save that contradicts the user's own memory: said plainly, with both ids."""
+        held = list(r.conflicts_with or [])
+        quoted = []
+        for mid in held:
+            try:
+                mem = self.plane.long_term.get(mid)
+            except Exception:  # a broken file: the answer still names it (verify reports the file)
+                mem = None
+            quoted.append(f"{mid} {quote_data(mem.content, 160)}" if mem is not None else mid)
+        text = (f"conflicted: not saved as a {kind} to follow. It contradicts the user's own {kind} "
+                f"{'; '.join(quoted)}, which stays active: follow it. Your text is kept as {r.id}, a conflict that "
+                "names both, and is not followed. If the user has changed their mind, confirm it with them: only "
+                f"the user can change their own {kind}.")
+        return ToolResult(text, refs=[r.id, *held])
 
     def _forget_memory(self, a: ForgetMemoryArgs) -> ToolResult:
         if not a.reason.strip():

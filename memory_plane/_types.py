@@ -76,6 +76,8 @@ class RoleMemoryContext(BaseModel):
     conflicts: list[MemoryHit] = Field(default_factory=list)
     long_term: list[MemoryHit] = Field(default_factory=list)
     session_so_far: list[str] = Field(default_factory=list)  # the compressed session's summary lines
+    # The user's rules and preferences that apply but did not fit their share of the block (it says so).
+    user_rules_left_out: int = 0
 
     def all_hits(self) -> list[MemoryHit]:
         """Every hit in render order."""

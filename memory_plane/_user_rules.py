@@ -1,0 +1,80 @@
+"""The user's rules and preferences in the prompt block: which apply to a goal, and their share of the block.
+
+A rule or preference applies to a goal when it names no app (global) or names the goal's app (by its
+``applicability``, its entities, or a name in its text: a CJK name, or a Latin one written as a proper
+noun); when the goal names no app at all, an app's rule applies too (the task may well end up in that
+app, and a payment rule left out costs more than one line of the block). Those that apply are placed
+before any automatic experience and are never trimmed for it; only when they alone would fill more
+than ``RULE_SHARE`` of the block are the last of them left out, and the block says how many and how to
+list them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from device_memory import GENERIC_NAMES, AppCatalog
+from lifecycle import field_str, field_text, field_words
+
+from ._query import ParsedQuery
+
+RULE_SHARE = 0.5
+"""At most this share of the block's characters goes to the user's rules and preferences."""
+
+
+class RuleScope:
+    """The apps each long-term memory names (memoised by id and text: a few rules, every retrieve)."""
+
+    def __init__(self, catalog: AppCatalog) -> None:
+        self.catalog = catalog
+        self._memo: dict[tuple[Any, ...], frozenset[str]] = {}
+
+    def apps(self, e: dict[str, Any]) -> frozenset[str]:
+        """Canonical apps a memory's index line names: its applicability app, its entities, its words."""
+        raw = e.get("applicability")
+        ents = e.get("entities")
+        key = (e.get("id"), e.get("title"), e.get("summary"), repr(raw) if raw else None,
+               tuple(ents) if isinstance(ents, list) else ents)
+        try:
+            hit = self._memo.get(key)  # type: ignore[arg-type]
+        except TypeError:  # a hand-edited field of an odd shape: not memoised
+            key, hit = None, None  # type: ignore[assignment]
+        if hit is not None:
+            return hit
+        text = " ".join(x for x in (field_text(e.get("title")), field_text(e.get("summary"))) if x)
+        appl: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        app = field_str(appl.get("app")) or field_str(appl.get("app_id")) or field_str(appl.get("app_name"))
+        found: set[str] = set()
+        if app:
+            found.add(self.catalog.app_id_for(app))
+        for name in field_words(ents):
+            canon = self.catalog.canonical(name)
+            if canon and name.lower() not in GENERIC_NAMES:
+                found.add(canon)
+        for a, pos, name in self.catalog.find_in_text(text):
+            # A generic word ("settings", "信息") may name an app or not: it does not narrow a rule to one app;
+            # nor does a Latin name written in lower case ("red packets" is not the app RED): in English an
+            # app's name is a proper noun. A rule left unnarrowed applies everywhere: the safe side.
+            if name.lower() in GENERIC_NAMES:
+                continue
+            if name.isascii() and not text[pos:pos + 1].isupper():
+                continue
+            found.add(a)
+        out = frozenset(found)
+        if key is not None:
+            if len(self._memo) > 2048:
+                self._memo.clear()
+            self._memo[key] = out
+        return out
+
+    def applies(self, e: dict[str, Any], q: ParsedQuery) -> bool:
+        """Whether a rule or preference applies to the goal: global, the goal's app, or a goal of no app."""
+        apps = self.apps(e)
+        if not apps:
+            return True
+        goal_apps = {a for a in (q.app, *q.apps) if a}
+        return not goal_apps or bool(apps & goal_apps)
+
+    def names_goal_app(self, e: dict[str, Any], q: ParsedQuery) -> bool:
+        """Whether a memory names the goal's own app (such a rule is about this very task: it goes first)."""
+        return bool(self.apps(e) & {a for a in (q.app, *q.apps) if a})
