@@ -15,7 +15,16 @@ from typing import Any
 from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
-from ._model import FAILURE_PHASES, DeviceScope, InitialState, NormalizedGoal, Outcome, TaskEpisode, new_episode_id
+from ._model import (
+    FAILURE_PHASES,
+    DeviceScope,
+    InitialState,
+    NormalizedGoal,
+    Outcome,
+    TaskEpisode,
+    new_episode_id,
+    normalize_phase,
+)
 from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
 from ._steps import is_system_screen
 from ._store import EVENTS_FILE, RECORDING_LOCK, TaskEpisodeStore
@@ -360,9 +369,11 @@ class EpisodeRecorder:
                 success = False
             if not success and failure_phase is None:
                 failure_phase = "tool_error" if err_text else "unknown"
-            if failure_phase is not None and failure_phase not in FAILURE_PHASES:
-                log.warning("episode %s: unknown failure_phase %r stored as 'unknown'", ep.id, failure_phase)
-                failure_phase = "unknown"
+            if failure_phase is not None:
+                # Kept as given (normalised to a word); a phase outside the documented ones is still named.
+                given, failure_phase = failure_phase, normalize_phase(str(failure_phase)) or "unknown"
+                if failure_phase not in FAILURE_PHASES:
+                    log.info("episode %s: failure_phase %r is not one of the documented phases", ep.id, given)
             now = self._clock()
             ep.ended_at = now
             ep.outcome = Outcome(

@@ -335,3 +335,12 @@ def test_ui_anchor_labels_come_from_the_screen_not_the_narration(tmp_path: Path)
         assert nav.description == "通讯录"
         (p,) = procedures(plane)
         assert all("mouse_click {" not in (s.description or "") for s in p.steps)
+
+
+def test_a_failure_phase_is_kept_as_given(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        for phase, stored in (("login", "login"), ("Payment Declined", "payment_declined")):
+            ep = run(plane, "打开微信", [("launch_app", {"app": "微信"}, None, HOME)], success=False,
+                     failure_phase=phase, failure_reason="no")
+            got = plane.episodes.get(ep.id)
+            assert got is not None and got.outcome.failure_phase == stored
