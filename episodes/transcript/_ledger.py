@@ -92,6 +92,9 @@ class TranscriptLedger(LayeredCompaction):
         self.chunks: list[Chunk] = []
         self.eras: list[Era] = []
         self.snapshot: str | None = None
+        self.snapshot_state: dict[str, Any] | None = None  # the snapshot's structured fields (the next one merges them)
+        self.era_count = 0
+        self.chunk_count = 0
         self.folded_until = 0
         self.seg_start = 1
         self.closed: list[Segment] = []
@@ -149,11 +152,19 @@ class TranscriptLedger(LayeredCompaction):
                 self.closed.append(Segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
                 self.seg_start = max(self.seg_start, int(r["end"]) + 1)
             elif kind == "fold":
-                self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
+                loaded = [self._read_chunk(c) for c in r.get("chunks", [])]
+                self.chunk_count = max([self.chunk_count, *(c.number or 0 for c in loaded)])
+                self._apply_fold(loaded, int(r["until"]))
             elif kind == "era":
                 self._apply_era(int(r["count"]), bool(r.get("paragraph")))
+            elif kind == "era_narrow":
+                self.eras[int(r["index"])].narrative = False
+            elif kind == "period_merge":
+                self._apply_period_merge(int(r["index"]))
             elif kind == "snapshot":
                 self.snapshot = str(r["text"])
+                self.snapshot_state = r.get("state") if isinstance(r.get("state"), dict) else None
+                self.events.append({"at": int(r.get("at", 0)), "kind": "snapshot", "before": 0, "after": 0})
                 self.folded_until = max(self.folded_until, int(r["until"]))
                 self.chunks, self.eras = [], []
                 # A segment across the snapshot's edge was re-recorded as its tail: keep only segments after it.
@@ -382,6 +393,10 @@ class TranscriptLedger(LayeredCompaction):
         if self._frozen_cache is None or self._frozen_cache[0] != key:
             self._frozen_cache = (key, frozen_messages(self.snapshot, self.eras, self.chunks))
         return self._frozen_cache[1]
+
+    def frozen_tokens(self) -> int:
+        """Heuristic size of the frozen zone F (snapshot, periods, eras, chunks)."""
+        return sum(estimate_text_tokens(m.text()) for m in self._frozen_messages())
 
     def stable_prefix_len(self, messages: list[Message]) -> int:
         """How many leading messages can no longer change (S, F and decided turns past the edge)."""
