@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lifecycle import atomic_write, format_ts
+from lifecycle import Clock, atomic_write, format_ts
 
 from ._chunks import (
     Capsule,
@@ -59,12 +59,12 @@ class LayeredCompaction:
         plan_hint: str | None
         goal: str | None
         session_id: str
+        clock: Clock
         snapshot_state: dict[str, Any] | None
         era_count: int
         chunk_count: int
         _lock: threading.RLock
 
-        def clock(self) -> Any: ...
         def frozen_tokens(self) -> int:
             """Size of the frozen zone F (the ledger's)."""
 

@@ -214,10 +214,9 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
             previous = keys[: led.stable_prefix_len(msgs)]
             max_images = max(max_images, led.raw_images_in(msgs))
             ratio = led.estimated_tokens(msgs) / budget
-            if recovering_since is not None:
-                if ratio < cc.soft_ratio:
-                    recover_steps.append(n - 1 - recovering_since)
-                    recovering_since = None
+            if recovering_since is not None and ratio < cc.soft_ratio:
+                recover_steps.append(n - 1 - recovering_since)
+                recovering_since = None
             if recovering_since is None and (long or not led.snapshot):
                 ratios.append(ratio)  # outside emergencies (the 150-step run: never after a snapshot)
             orphans += _orphans(msgs)
@@ -276,7 +275,7 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
         rows_f = sum(1 for c in [c for e in led.eras for c in e.chunks] + led.chunks for row in c.rows
                      if row.startswith("- Step "))
         raw = len(led.turns) - led.folded_until
-        out = {
+        out: dict[str, Any] = {
             "steps": steps, "budget": budget, "image_scrub_depth": k,
             "render_p50_ms": r(statistics.median(render_ms), 3),
             "render_p95_ms": r(sorted(render_ms)[int(0.95 * (len(render_ms) - 1))], 3),
@@ -290,8 +289,8 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
             if events else None,
             "consecutive_compactions": sum(1 for a, b in itertools.pairwise(events) if b["at"] - a["at"] <= 1),
             "orphan_tool_pairs": orphans,
-            "ledger_lines_equal_steps": rows_f + raw == steps if not led.snapshot and not any(e.paragraph for e in led.eras)
-            else None,
+            "ledger_lines_equal_steps": rows_f + raw == steps
+            if not led.snapshot and not any(e.paragraph for e in led.eras) else None,
             "facts_planted": len(facts), "facts_retained_in_context": r(in_context / len(facts), 3),
             "facts_retained_with_recall": r(with_recall / len(facts), 3),
             "facts_found_by_recall_alone": r(len(by_recall) / len(facts), 3),
@@ -306,7 +305,8 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
             out.update({
                 "forced_emergencies_at": sorted(forced),
                 "steps_back_under_soft_ratio_after_emergency": recover_steps,
-                "snapshots_on_consecutive_steps": sum(1 for a, b in itertools.pairwise(snaps) if b["at"] - a["at"] <= 1),
+                "snapshots_on_consecutive_steps": sum(1 for a, b in itertools.pairwise(snaps)
+                                                      if b["at"] - a["at"] <= 1),
                 "recall_answers_checked": recall_checks, "recall_answers_with_wrong_steps": recall_wrong,
                 "frozen_zone_tokens_at_end": led.frozen_tokens(),
                 "periods": len([e for e in led.eras if e.paragraph]),
