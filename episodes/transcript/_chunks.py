@@ -33,6 +33,7 @@ class Capsule(BaseModel):
     entry_state: str | None = None
     exit_state: str | None = None
     intervals: list[str] = Field(default_factory=list)  # "Steps a–b: …" rows
+    model: str | None = Field(default=None, exclude=True)  # the model that wrote it (kept in the chunk's file)
 
 
 def ledger_rows(records: Iterable[StepRecord], width: str = "full") -> list[str]:

@@ -28,6 +28,7 @@ from ._chunks import (
     ledger_rows,
 )
 from ._config import TranscriptConfig
+from ._lens import RequestBudget, current_budget
 from ._messages import Message
 from ._perception import TokenMeter, estimate_text_tokens
 from ._records import StepRecord, SummaryBook
@@ -101,6 +102,13 @@ class LayeredCompaction:
         records = [t.record for t in self.turns[seg.start - 1: seg.end]]
         summaries = {s: sr.text for s in range(seg.start, seg.end + 1)
                      if (sr := self.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
+        token = current_budget.set(RequestBudget())  # one request budget for every attempt of this capsule
+        try:
+            self._capsule_attempts(seg, records, summaries)
+        finally:
+            current_budget.reset(token)
+
+    def _capsule_attempts(self, seg: Segment, records: list[StepRecord], summaries: dict[int, str]) -> None:
         problem = "no attempt"
         for _ in range(self.config.transcript.summary_retries + 1):
             seg.attempts += 1

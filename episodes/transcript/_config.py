@@ -40,6 +40,8 @@ class TranscriptSection(_Section):
     summary_timeout_s: float = 30.0
     summary_retries: int = Field(default=3, ge=0)  # the design's runtime.retry_limit
     summary_queue: int = Field(default=256, ge=1)
+    # Seconds before the service's next round after every model was unavailable, doubling each round.
+    summary_backoff_s: float = Field(default=0.5, ge=0)
     flush_timeout_s: float = Field(default=30.0, ge=0)
     # A single tool output above 16K tokens goes into the same-turn envelope (the design's threshold); a
     # smaller one too when it would carry the prompt past chunking.hard_ratio (the same-turn guard).

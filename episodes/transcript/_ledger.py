@@ -106,7 +106,8 @@ class TranscriptLedger(LayeredCompaction):
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
-                                         max_queued=cfg.summary_queue, clock_text=lambda: format_ts(self.clock()))
+                                         max_queued=cfg.summary_queue, clock_text=lambda: format_ts(self.clock()),
+                                         backoff_s=cfg.summary_backoff_s)
         if _load:
             self._load()
         else:
