@@ -31,6 +31,7 @@ from episodes.transcript import (
     StepRecord,
     VisualJob,
     VisualLens,
+    capsule_input,
     check_summary,
     current_budget,
 )
@@ -59,6 +60,7 @@ class GeminiSettings(BaseModel):
     # A capsule's answer is a JSON object with a row per step group, written after the model thinks: thinking
     # and the answer share this cap, so it is larger than a step summary's (a 12-step capsule runs ~700 tokens).
     capsule_max_output_tokens: int = 4096
+    capsule_input_tokens: int = 6000  # a segment's steps as the capsule lens gets them, at most (002 §5 inputs)
     # Thinking shares max_output_tokens with the answer: a short summary thinks little (low), so that it is
     # not cut off. One of minimal, low, medium, high; None leaves the model's default.
     thinking_level: str | None = "low"
@@ -389,9 +391,7 @@ class StepCapsuleLens:
         from google.genai import types
 
         notes = sorted({n for r in records for n in r.notes_written})
-        steps = "\n".join(f"- Step {r.step} ({r.t}): {r.action_line()} -> "
-                          f"{'executed' if (r.validator or {}).get('executed', True) else 'not executed'}"
-                          f"{'; ' + summaries[r.step] if r.step in summaries else ''}" for r in records)
+        steps = capsule_input(records, summaries, self.client.settings.capsule_input_tokens)
         textv = self.prompt.render(start=records[0].step, end=records[-1].step, notes=notes or "none",
                                    banned_words=", ".join(BANNED_WORDS), steps=steps)
         chain = [self.client.settings.capsule_model, *self.client.settings.capsule_fallbacks]

@@ -206,3 +206,59 @@ def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, t
         assert plane.config() == {}
         led.close()
         plane.commit_episode(rec.finish(success=True))
+
+
+def test_capsules_get_what_they_summarise_within_a_budget_and_their_own_output_cap(fake: FakeGemini) -> None:
+    from episodes.transcript import StepRecord, estimate_text_tokens
+    from memory_plane._lenses import StepCapsuleLens
+
+    cap = {"doing": "paying", "did": "typed the code", "effect": "notes/pay.md written",
+           "intervals": ["Steps 1–2: typed the code"]}
+    fake.script("gemini-3.8-flash", (200, json.dumps(cap), 0))
+    recs = [StepRecord(step_id="step_0001", step=1, ts="2026-11-29T00:00:00Z", t="T+00:01",
+                       action={"name": "type", "args": {"text": "482913"}}, thought="the SMS said the OTP is 482913",
+                       validator={"executed": True, "facts": ["OTP 482913"]}, user_instructions=["pay by card"],
+                       failure_recovery=[{"action": "dismissed the rating dialog"}], plan="[Loop:continuous] pay",
+                       package="com.pay", activity="Checkout"),
+            StepRecord(step_id="step_0002", step=2, ts="2026-11-29T00:00:05Z", t="T+00:05",
+                       action={"name": "save_note", "args": {"key": "notes/pay.md"}}, notes_written=["notes/pay.md"],
+                       result="saved: card ending 4431 used", thought="x" * 200_000)]
+    lens = StepCapsuleLens(GeminiClient(GeminiSettings(base_url=fake.url, api_key="k")))
+    out = lens.capsule(recs, {1: "The checkout screen shows a code field."})
+    body = fake.requests[0]["body"]
+    sent = " ".join(p.get("text", "") for c in body["contents"] for p in c["parts"])
+    for expected in ("the SMS said the OTP is 482913", "validator facts: OTP 482913", 'User @ Step 1: "pay by card"',
+                     "recovery: dismissed the rating dialog", "note written: notes/pay.md", "card ending 4431",
+                     "screen: com.pay/Checkout", "The checkout screen shows a code field.", "[Loop]"):
+        assert expected in sent, expected
+    assert estimate_text_tokens(sent) < 6000 + 1000  # the 200,000-character reasoning was cut to the budget
+    assert body["generationConfig"]["maxOutputTokens"] == lens.client.settings.capsule_max_output_tokens > 600
+    assert out.doing == "paying" and out.model == "gemini-3.8-flash"
+
+
+def test_a_capsule_that_keeps_failing_gets_the_offline_capsule_so_later_segments_swap(tmp_path: Path) -> None:
+    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens, TranscriptConfig
+
+    class FailsOnFirst:
+        name = "flaky"
+
+        def capsule(self, records, summaries):  # type: ignore[no-untyped-def]
+            if records[0].step == 1:
+                raise RuntimeError("model unavailable")
+            return OfflineCapsuleLens().capsule(records, summaries)
+
+    cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 4, "target_source_tokens": 10**6,
+                                                      "context_budget_tokens": 3000},
+                                         "transcript": {"visual_summaries": False}})
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=cfg, system_prompt="sys",
+                           capsule_lens=FailsOnFirst(), goal="g")
+    for n in range(1, 41):
+        led.stage(package="com.a", activity="P", ui_text=[f"item {n}"])
+        led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n} " * 30, thought="t " * 60,
+                   validator={"executed": True, "facts": ["OTP 482913"] if n == 2 else []})
+        led.flush(10)
+    assert led.folded_until >= 20  # the first segment did not hold back every later one
+    first = next(c for c in [*led.chunks, *(c for e in led.eras for c in e.chunks)] if c.start == 1)
+    assert first.lens == "offline-fallback" and "OTP 482913" in first.capsule.verified_facts  # type: ignore[union-attr]

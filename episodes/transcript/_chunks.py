@@ -100,6 +100,57 @@ def check_capsule(capsule: Capsule, records: list[StepRecord]) -> str | None:
     return notes_problem(capsule, [n for r in records for n in r.notes_written])
 
 
+CAPSULE_INPUT_TOKENS = 6000  # what a capsule lens is given for one segment, at most
+
+
+def capsule_input(records: list[StepRecord], summaries: dict[int, str],
+                  max_tokens: int = CAPSULE_INPUT_TOKENS) -> str:
+    """What a capsule lens summarises, per step (002 §5): time, exact action and the validator's verdict, the
+    screen, the visual summary, the agent's reasoning, the validator's facts, recovery attempts, notes written
+    (with the tool's result) and user instructions verbatim; within ``max_tokens``: reasoning, results and
+    summaries are cut first (shorter and shorter), facts, notes and instructions never."""
+    from ._perception import estimate_text_tokens
+
+    def render(cut: int) -> str:
+        lines: list[str] = []
+        plans = list(dict.fromkeys(r.plan.strip().splitlines()[0] for r in records if r.plan and r.plan.strip()))
+        if plans:
+            lines.append("Plan: " + " | ".join(p[:200] for p in plans[:3]))
+        for r in records:
+            v = r.validator or {}
+            verdict = "executed" if v.get("executed", True) else "not executed"
+            result = (r.result or "").replace("\n", " ")
+            lines.append(f"- Step {r.step} ({r.t}): {r.action_line()} -> {verdict}"
+                         + (f"; {_cut(result, cut)}" if result and cut else ""))
+            where = "/".join(x for x in (r.package, r.activity) if x)
+            if where:
+                lines.append(f"  screen: {where}")
+            if cut and summaries.get(r.step):
+                lines.append(f"  visual summary: {_cut(summaries[r.step], 2 * cut)}")
+            if cut and r.thought:
+                lines.append(f"  reasoning: {_cut(r.thought.replace(chr(10), ' '), 2 * cut)}")
+            facts = [str(f) for f in v.get("facts", []) or []]
+            if facts:
+                lines.append("  validator facts: " + "; ".join(facts))
+            for rec in r.failure_recovery:
+                lines.append(f"  recovery: {_cut(str(rec.get('action') or rec), max(cut, 80))}")
+            for k in r.notes_written:
+                lines.append(f"  note written: {k}" + (f" (tool result: {_cut(result, cut)})" if result and cut else ""))
+            for u in r.user_instructions:
+                lines.append(f'  User @ Step {r.step}: "{u}"')
+        return "\n".join(lines)
+
+    for cut in (400, 200, 100, 50, 0):
+        text = render(cut)
+        if estimate_text_tokens(text) <= max_tokens:
+            return text
+    return text  # only the parts that are never cut are left: a segment is at most max_steps steps
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: max(0, n - 1)] + "…"
+
+
 @runtime_checkable
 class CapsuleLens(Protocol):
     """Writes bands ① and ② of a segment. Must be neutral; may raise to signal a transient failure."""

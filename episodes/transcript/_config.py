@@ -81,9 +81,6 @@ class ChunkingSection(_Section):
     # The emergency snapshot's step index: rows for the newest steps within this share of the budget, ranges
     # for older ones (at most 12), so a snapshot at step 1,200 is no larger than one at step 200.
     snapshot_rows_ratio: float = Field(default=0.08, gt=0, le=1)
-    # What a capsule lens is given for one segment (actions, reasoning, facts, notes, instructions,
-    # recovery): at most this many tokens, each step's reasoning and results cut first.
-    capsule_input_tokens: int = Field(default=6000, ge=500)
     model: str | None = None  # the capsule model (the `lenses` section's capsule_model when unset)
 
     @model_validator(mode="after")
