@@ -164,3 +164,43 @@ def test_recall_tool_description_says_when_to_recall() -> None:
     d = RECALL_HISTORY_TOOL["description"]
     assert "exact value" in d and "ordinary steps" in d
 
+
+
+# -- 6. records as designed ------------------------------------------------------------------------------------
+
+def test_chunk_files_and_headers_carry_the_designed_fields(tmp_path: Path) -> None:
+    from lifecycle import parse_frontmatter
+
+    led = ledger(tmp_path, max_steps=4, target_source_tokens=10**6)
+    for n in range(1, 10):
+        step(led, n)
+    led.flush(5)
+    files = sorted((led.dir / "chunks").glob("chunk_0001_0004.v*.md"))
+    assert files
+    meta, body = parse_frontmatter(files[-1].read_text("utf-8"), files[-1])
+    assert meta["session_id"] == led.session_id and meta["chunk_number"] == 1
+    assert meta["source_step_ids"] == ["step_0001", "step_0002", "step_0003", "step_0004"]
+    assert meta["created_at"] and "model" in meta and meta["milestone_title"] == "subgoal 0"
+    assert "[Chunk 1 | Steps 1–4 |" in body and "milestone subgoal 0" in body and "milestone sg0" not in body
+
+
+def test_step_records_keep_refs_point_labels_and_revision_labels(tmp_path: Path) -> None:
+    led = ledger(tmp_path)
+    led.stage(package="com.a", elements=[{"label": "Photo 1", "bounds": [0, 0, 100, 100]},
+                                         {"label": "Trash", "bounds": [0, 900, 100, 1000]}])
+    rec = led.commit(action="swipe", args={"start": [50, 50], "end": [50, 950]}, plan_revision="rev-1",
+                     native_thinking_ref="transcript/thinking/step_0001.json", post_ui_ref="artifacts/ui_0001.xml")
+    assert rec.plan_revision == "rev-1"
+    assert rec.native_thinking_ref == "transcript/thinking/step_0001.json"
+    assert rec.post_ui_ref == "artifacts/ui_0001.xml"
+    assert rec.point_labels == ["Photo 1", "Trash"] and "'Photo 1'→'Trash'" in rec.action_line()
+    again = TranscriptLedger.open(led.dir, lens=OfflineVisualLens(), config=led.config)
+    assert again.turns[0].record.plan_revision == "rev-1" and again.turns[0].record.point_labels == ["Photo 1", "Trash"]
+
+
+def test_soft_ratio_moves_where_segments_close() -> None:
+    moved = TranscriptConfig.from_mapping({"transcript": {"soft_ratio": 0.8}}).chunking
+    assert moved.close_ratio() == 0.8 - 0.1
+    assert TranscriptConfig().chunking.close_ratio() == 0.7 - 0.1  # the measured default, unchanged
+    pinned = TranscriptConfig.from_mapping({"chunking": {"soft_ratio": 0.8, "segment_close_ratio": 0.5}}).chunking
+    assert pinned.close_ratio() == 0.5

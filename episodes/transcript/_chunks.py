@@ -135,7 +135,8 @@ def capsule_input(records: list[StepRecord], summaries: dict[int, str],
             for rec in r.failure_recovery:
                 lines.append(f"  recovery: {_cut(str(rec.get('action') or rec), max(cut, 80))}")
             for k in r.notes_written:
-                lines.append(f"  note written: {k}" + (f" (tool result: {_cut(result, cut)})" if result and cut else ""))
+                tail = f" (tool result: {_cut(result, cut)})" if result and cut else ""
+                lines.append(f"  note written: {k}{tail}")
             for u in r.user_instructions:
                 lines.append(f'  User @ Step {r.step}: "{u}"')
         return "\n".join(lines)

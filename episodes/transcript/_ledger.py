@@ -46,7 +46,7 @@ from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
 from ._perception import TokenMeter, envelope, estimate_text_tokens, label_action, ui_diff
 from ._recall import RecallResult, recall
-from ._records import StepRecord, SummaryBook, SummaryRecord
+from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
 from ._service import StepMemoryService
 from ._turns import (
     Staged,
@@ -203,8 +203,9 @@ class TranscriptLedger(LayeredCompaction):
                post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
                notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
                boundary: str | None = None, thought_signature: str | bytes | None = None,
-               plan_revision: int | None = None, thinking_ref: str | None = None,
-               ui_dump_ref: str | None = None) -> StepRecord:
+               plan_revision: int | str | None = None, thinking_ref: str | None = None,
+               ui_dump_ref: str | None = None, native_thinking_ref: str | None = None,
+               post_ui_ref: str | None = None) -> StepRecord:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
@@ -218,13 +219,17 @@ class TranscriptLedger(LayeredCompaction):
         notes_written = c.texts("notes_written", notes_written)
         envelope_patterns = c.texts("envelope_patterns", envelope_patterns)
         signature = c.signature(thought_signature)
-        revision = c.size("plan_revision", plan_revision) if plan_revision not in (None, 0) else plan_revision
+        revision = c.revision(plan_revision)
         thinking_ref, ui_dump_ref = c.text("thinking_ref", thinking_ref, 300), c.text("ui_dump_ref", ui_dump_ref, 300)
+        native_thinking_ref = c.text("native_thinking_ref", native_thinking_ref, 300)
+        post_ui_ref = c.text("post_ui_ref", post_ui_ref, 300)
         with self._lock:
             st, now = self.staged, self.clock()
             n = len(self.turns) + 1
             a = dict(args or {})
             label, source = label_action(a, st.elements)
+            pts = action_points(a)
+            point_labels = [label_action({"x": x, "y": y}, st.elements)[0] for x, y in pts] if len(pts) >= 2 else None
             res_text, env_ref = self._maybe_envelope(n, result, envelope_patterns)
             rec = StepRecord(
                 step_id=f"step_{n:04d}", step=n, ts=format_ts(now), t=elapsed_label(self.start, now),
@@ -235,8 +240,10 @@ class TranscriptLedger(LayeredCompaction):
                 ui_diff=ui_diff(st.ui_text, post_ui_text), package=st.package, activity=st.activity,
                 subgoal_hash=subgoal_hash, plan=st.plan, user_instructions=st.user_instructions,
                 notes_written=list(notes_written), envelope_ref=env_ref, dhash=st.dhash,
-                session_id=self.session_id, plan_revision=revision if isinstance(revision, int) else None,
+                session_id=self.session_id, plan_revision=revision,
                 thought_signature=signature, thinking_ref=thinking_ref, ui_dump_ref=ui_dump_ref,
+                native_thinking_ref=native_thinking_ref, post_ui_ref=post_ui_ref,
+                point_labels=point_labels if point_labels and any(point_labels) else None,
             )
             self._append({**rec.model_dump(mode="json", exclude_none=True), "width": st.width, "height": st.height})
             turn = Turn(rec, (st.width, st.height))
