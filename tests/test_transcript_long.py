@@ -204,3 +204,19 @@ def test_soft_ratio_moves_where_segments_close() -> None:
     assert TranscriptConfig().chunking.close_ratio() == 0.7 - 0.1  # the measured default, unchanged
     pinned = TranscriptConfig.from_mapping({"chunking": {"soft_ratio": 0.8, "segment_close_ratio": 0.5}}).chunking
     assert pinned.close_ratio() == 0.5
+
+
+# -- 7. the long-task benchmark, shortened -----------------------------------------------------------------------
+
+def test_bench_compaction_long_task_short_version() -> None:
+    import argparse
+
+    from memory_plane.bench import run_bench
+
+    res = run_bench("compaction", argparse.Namespace(steps=240, budget=12000, lens="offline"))
+    assert res["emergency_snapshots"] == 2 and res["snapshots_on_consecutive_steps"] == 0
+    assert res["max_prompt_tokens_ratio"] <= 0.70
+    assert all(s <= 3 for s in res["steps_back_under_soft_ratio_after_emergency"])
+    assert res["prefix_breaks_outside_events"] == 0 and res["orphan_tool_pairs"] == 0
+    assert res["recall_answers_checked"] > 0 and res["recall_answers_with_wrong_steps"] == 0
+    assert res["facts_retained_in_context"] >= 0.95 and res["facts_retained_with_recall"] == 1.0

@@ -41,7 +41,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             from .._lenses import GeminiSettings, Usage, select_lenses
 
             metered: list[Usage] = []
-            visual, capsule = select_lenses(GeminiSettings(base_url=fake.url, api_key="bench", timeout_s=5),
+            # Under the rate limit a lens call may wait at most 1.5 s: a retryDelay past that is met by the
+            # service's next round (the case where retries used to hammer the server).
+            visual, capsule = select_lenses(GeminiSettings(base_url=fake.url, api_key="bench",
+                                                           timeout_s=1.5 if rate else 5),
                                             on_usage=lambda u, _purpose: metered.append(u))
             # On a phone a step is the agent's own model call plus the action (seconds); the summaries of
             # earlier steps are computed meanwhile. The run waits for them at most this long per step (it
@@ -65,23 +68,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class _RateLimit:
-    """The fake server under a rate limit: every third request to a model is answered 429 with a retryDelay
-    of 0.3 s, and a request sent before the delay the server asked for is answered 429 again (and counted)."""
+    """The fake server under a per-model quota: at most LIMIT answered requests per model in any WINDOW
+    seconds; past it a 429 with a retryDelay (the time until the quota frees, at least 0.2 s). A request sent
+    before the delay the server last asked for is counted (and answered 429 again)."""
 
-    DELAY = 0.3
+    LIMIT = 4
+    WINDOW = 2.0
 
     def __init__(self) -> None:
         import threading
 
         self.lock = threading.Lock()
         self.not_before: dict[str, float] = {}
-        self.count: dict[str, int] = {}
+        self.answered: dict[str, list[float]] = {}
         self.early = 0
         self.limited = 0
         self.per_job: dict[tuple[str, str], int] = {}
 
     def answer(self, model: str, body: dict[str, Any]) -> tuple[int, Any, float]:
-        """429 with a retryDelay on every third request of a model (and on any request sent too early)."""
+        """A 429 with a retryDelay past the model's quota (or before the delay it asked for), else an answer."""
         now = time.monotonic()
         key = (model, _job_key(body))
         with self.lock:
@@ -89,16 +94,19 @@ class _RateLimit:
             if now < self.not_before.get(model, 0.0) - 0.02:  # 20 ms of clock slack between threads
                 self.early += 1
                 self.limited += 1
-                return (429, self.DELAY, 0.0)
-            self.count[model] = self.count.get(model, 0) + 1
-            if self.count[model] % 3 == 0:
-                self.not_before[model] = now + self.DELAY
+                return (429, round(self.not_before[model] - now + 0.05, 2), 0.0)
+            recent = [t for t in self.answered.get(model, []) if now - t < self.WINDOW]
+            if len(recent) >= self.LIMIT:
+                delay = max(0.2, round(self.WINDOW - (now - recent[0]), 2))
+                self.not_before[model] = now + delay
+                self.answered[model] = recent
                 self.limited += 1
-                return (429, self.DELAY, 0.0)
+                return (429, delay, 0.0)
+            self.answered[model] = [*recent, now]
         return _fake_answer(model, body)
 
     def figures(self, requests: list[dict[str, Any]]) -> dict[str, Any]:
-        """Requests per step and model, requests sent before the server's delay, 429s answered."""
+        """429s answered, requests sent before the server's delay, the most requests one step sent a model."""
         return {"rate_limited_answers": self.limited, "requests_before_retry_delay": self.early,
                 "max_requests_per_step_per_model": max(self.per_job.values(), default=0)}
 
@@ -196,6 +204,7 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
         recall_checks = recall_wrong = 0
         recover_steps: list[int] = []
         recovering_since: int | None = None
+        worst_at = 0
         previous: list[str] = []
         obs = phone.call("touch_gesture", {"type": "home"}).observation
         for n in range(1, steps + 1):
@@ -219,6 +228,8 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
                 recovering_since = None
             if recovering_since is None and (long or not led.snapshot):
                 ratios.append(ratio)  # outside emergencies (the 150-step run: never after a snapshot)
+                if ratio >= max(ratios):
+                    worst_at = n
             orphans += _orphans(msgs)
             # Later in the task the script is tempted to try an earlier route again: it does so only
             # if the context no longer shows that the route did not work.
@@ -263,7 +274,7 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
                 led.flush(10)  # let capsules land, as they would between turns on a device
         led.flush(30)
         final = led.render()
-        context = "\n".join(m.text() for m in final)
+        context = _context_text(final)
         facts = list(fact_steps.values())
         in_context = sum(1 for f in facts if f in context)
         # The query an agent would type: the most specific word of the fact.
@@ -304,6 +315,7 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
         if long:
             out.update({
                 "forced_emergencies_at": sorted(forced),
+                "max_prompt_ratio_at_step": worst_at,
                 "steps_back_under_soft_ratio_after_emergency": recover_steps,
                 "snapshots_on_consecutive_steps": sum(1 for a, b in itertools.pairwise(snaps)
                                                       if b["at"] - a["at"] <= 1),
@@ -324,10 +336,25 @@ def _check_recall(led: Any, n: int) -> tuple[int, int]:
     for item in res.results:
         s = item["step"]
         head = re.match(r"- Step (\d+) ", item["text"])
-        thought = (item.get("details") or {}).get("thought") or ""
-        if head is None or int(head.group(1)) != s or (thought and not thought.startswith(f"step {s}:")):
+        # A thought cut to the budget ends in "…": what is left must still be the head of this step's own.
+        thought = ((item.get("details") or {}).get("thought") or "").removesuffix("…")
+        own = f"step {s}:"
+        if head is None or int(head.group(1)) != s or (thought and not (thought.startswith(own)
+                                                                          or own.startswith(thought))):
             wrong += 1
     return len(res.results), wrong
+
+
+def _context_text(msgs: list[Any]) -> str:
+    """What the model reads: every text part, and the tool results of raw turns (a fact planted in a step that
+    is still raw is in its validator result, not in a text part)."""
+    import json
+
+    out = []
+    for m in msgs:
+        out.append(m.text())
+        out.extend(json.dumps(p.args, ensure_ascii=False) for p in m.parts if p.kind == "result" and p.args)
+    return "\n".join(out)
 
 
 def _orphans(msgs: list[Any]) -> int:
