@@ -213,7 +213,7 @@ def test_bench_compaction_long_task_short_version() -> None:
 
     from memory_plane.bench import run_bench
 
-    res = run_bench("compaction", argparse.Namespace(steps=240, budget=12000, lens="offline"))
+    res = run_bench("compaction", argparse.Namespace(steps=180, budget=12000, lens="offline"))
     assert res["emergency_snapshots"] == 2 and res["snapshots_on_consecutive_steps"] == 0
     assert res["max_prompt_tokens_ratio"] <= 0.70
     assert all(s <= 3 for s in res["steps_back_under_soft_ratio_after_emergency"])
