@@ -37,6 +37,8 @@ class TranscriptSection(_Section):
     pending_grace_steps: int = Field(default=3, ge=0)
     xml_scrub_depth: int = Field(default=1, ge=1)
     summary_concurrency: int = Field(default=2, ge=1)
+    # An answer slower than this is counted (ServiceStats.slow) and still used: the lens keeps its own deadline
+    # (lenses.timeout_s) and an answer that arrived within it was paid for.
     summary_timeout_s: float = 30.0
     summary_retries: int = Field(default=3, ge=0)  # the design's runtime.retry_limit
     summary_queue: int = Field(default=256, ge=1)
