@@ -84,11 +84,16 @@ class LayeredCompaction:
     def _close(self, end: int, reason: str) -> None:
         if end < self.seg_start:
             return
-        seg = Segment(self.seg_start, end, reason)
+        seg = self._segment(self.seg_start, end, reason)
         self.closed.append(seg)
         self.seg_start = end + 1
         self._append({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
         self._dispatch_capsule(seg)
+
+    def _segment(self, start: int, end: int, reason: str) -> Segment:
+        """A closed segment with its ordinal (the number its chunk shows), in the order segments close."""
+        self.chunk_count += 1
+        return Segment(start, end, reason, extra={"number": self.chunk_count})
 
     def _dispatch_capsule(self, seg: Segment) -> None:
         def job() -> None:
@@ -158,9 +163,7 @@ class LayeredCompaction:
         title = None
         if last is not None:
             title = (last.plan or "").strip().splitlines()[0][:120] if (last.plan or "").strip() else None
-        with self._lock:
-            self.chunk_count += 1
-            number = self.chunk_count
+        number = seg.extra.get("number")
         return Chunk(seg.start, seg.end, records[0].t, records[-1].t, seg.reason, capsule, ledger_rows(records),
                      [f'User @ Step {r.step}: "{u}"' for r in records for u in r.user_instructions],
                      lens=lens, status="ready" if capsule else "pending",
@@ -371,7 +374,7 @@ class LayeredCompaction:
             if seg.start <= end < seg.end:
                 # A segment across the snapshot's edge: its tail becomes a segment of its own.
                 self.closed.remove(seg)
-                tail = Segment(end + 1, seg.end, seg.reason)
+                tail = self._segment(end + 1, seg.end, seg.reason)
                 self.closed.append(tail)
                 self._append({"kind": "segment", "start": tail.start, "end": tail.end, "reason": tail.reason})
                 self._dispatch_capsule(tail)

@@ -150,12 +150,10 @@ class TranscriptLedger(LayeredCompaction):
                 if turn is not None and turn.decision is None:
                     turn.decision, turn.decided_at = str(r["text"]), r.get("at")
             elif kind == "segment":
-                self.closed.append(Segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
+                self.closed.append(self._segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
                 self.seg_start = max(self.seg_start, int(r["end"]) + 1)
             elif kind == "fold":
-                loaded = [self._read_chunk(c) for c in r.get("chunks", [])]
-                self.chunk_count = max([self.chunk_count, *(c.number or 0 for c in loaded)])
-                self._apply_fold(loaded, int(r["until"]))
+                self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
             elif kind == "era":
                 self._apply_era(int(r["count"]), bool(r.get("paragraph")))
             elif kind == "era_narrow":
