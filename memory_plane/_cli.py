@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab)")
     s.add_argument("--lens", choices=["offline", "gemini-fake"], default="offline",
                    help="compaction: the lenses to run (gemini-fake: the real SDK against a local fake server)")
+    s.add_argument("--budget", type=positive_int, default=12_000, help="compaction: the context budget in tokens")
+    s.add_argument("--rate-limit", action="store_true",
+                   help="compaction --lens gemini-fake: the fake server answers 429 with a retryDelay")
     s.add_argument("--turn-seconds", type=float, default=1.0,
                    help="compaction --lens gemini-fake: the agent's own turn between steps, during which "
                         "background summaries may land (0: steps back to back)")

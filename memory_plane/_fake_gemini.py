@@ -34,7 +34,7 @@ class FakeGemini:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 model = self.path.split("/models/", 1)[-1].split(":", 1)[0]
                 with fake._lock:
-                    fake.requests.append({"path": self.path, "model": model, "body": body})
+                    fake.requests.append({"path": self.path, "model": model, "body": body, "at": time.monotonic()})
                     queue = fake.scripts.get(model)
                     reply = queue.popleft() if queue else fake.default(model, body)
                 status, payload, delay = reply

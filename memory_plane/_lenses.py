@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 import prompts
 from episodes.transcript import (
     BANNED_WORDS,
+    MAX_REQUESTS_PER_MODEL,
     Capsule,
     CapsuleLens,
     LensOutput,
@@ -30,7 +31,9 @@ from episodes.transcript import (
     StepRecord,
     VisualJob,
     VisualLens,
+    capsule_input,
     check_summary,
+    current_budget,
 )
 from lifecycle import UsageError
 
@@ -54,6 +57,10 @@ class GeminiSettings(BaseModel):
     api_key: str | None = None
     temperature: float = 0.2
     max_output_tokens: int = 600
+    # A capsule's answer is a JSON object with a row per step group, written after the model thinks: thinking
+    # and the answer share this cap, so it is larger than a step summary's (a 12-step capsule runs ~700 tokens).
+    capsule_max_output_tokens: int = 4096
+    capsule_input_tokens: int = 6000  # a segment's steps as the capsule lens gets them, at most (002 §5 inputs)
     # Thinking shares max_output_tokens with the answer: a short summary thinks little (low), so that it is
     # not cut off. One of minimal, low, medium, high; None leaves the model's default.
     thinking_level: str | None = "low"
@@ -75,6 +82,12 @@ class ModelUnavailable(Exception):
     """Every model of the chain was overloaded, unavailable or too slow."""
 
 
+class RequestsSpent(ModelUnavailable):
+    """The step's requests to every model of the chain are spent: another round cannot send any."""
+
+    retryable = False
+
+
 class BadRequest(Exception):
     """The request itself was refused (400, 401, 403): no fallback and no retry can fix it."""
 
@@ -83,20 +96,42 @@ class BadRequest(Exception):
 
 # 404 (a retired model) and 408 fall back like overload and server errors; 400/401/403 never do.
 FALLBACK_CODES = frozenset({404, 408, 429, 500, 502, 503, 504})
-MAX_429_RETRIES = 2  # per model, within the call's deadline, honouring the server's retry delay
+MAX_429_RETRIES = MAX_REQUESTS_PER_MODEL - 1  # per model and step, within the deadline, after the server's delay
+
+# The server's retryDelay is a floor for the next request to that model from anywhere in the process:
+# (endpoint, model) -> monotonic time before which no request is sent.
+_not_before: dict[tuple[str, str], float] = {}
+_floor_lock = threading.Lock()
+
+
+def _floor(key: tuple[str, str]) -> float:
+    with _floor_lock:
+        return _not_before.get(key, 0.0)
+
+
+def _raise_floor(key: tuple[str, str], until: float) -> None:
+    with _floor_lock:
+        _not_before[key] = max(_not_before.get(key, 0.0), until)
 
 
 def _retry_delay(exc: Any, attempt: int) -> float:
     """Seconds to wait before asking the same model again: the server's RetryInfo, else jittered backoff."""
     import random
+
+    server = _server_delay(exc)
+    if server is not None:
+        return server
+    return (0.5 * 2 ** attempt) * (0.5 + random.random())
+
+
+def _server_delay(exc: Any) -> float | None:
+    """The retryDelay the server sent with a 429, if any."""
     import re
 
     details = getattr(exc, "details", None)
     text = json.dumps(details, default=str) if details is not None else str(exc)
     m = re.search(r'"retryDelay"\s*:\s*"([0-9.]+)s"', text)
-    if m:
-        return float(m.group(1))
-    return (0.5 * 2 ** attempt) * (0.5 + random.random())
+    return float(m.group(1)) if m else None
 
 
 @dataclass
@@ -107,9 +142,10 @@ class Usage:
     prompt_tokens: int | None
     cached_tokens: int | None
     output_tokens: int | None
-    requests: int = 1  # including the ones that failed (429 retries, fallbacks)
+    requests: int = 1  # requests this line meters (an answered one; every failed one has a line of its own)
     thoughts_tokens: int | None = None
     model_version: str | None = None  # the model that really answered (an alias may be routed)
+    status: int | None = None  # the HTTP status of a failed request (429, 503, ...; 0: transport); None: answered
 
 
 @dataclass
@@ -119,34 +155,59 @@ class GeminiClient:
     settings: GeminiSettings
     on_usage: Callable[[Usage, str], None] | None = None
     _client: Any = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def client(self) -> Any:
-        """The SDK client (created lazily: importing google-genai costs 0.4 s)."""
-        if self._client is None:
-            from google import genai
-            from google.genai import types
+        """The SDK client, created once whichever worker asks first (lazily: importing google-genai costs 0.4 s)."""
+        if self._client is not None:
+            return self._client
+        with self._lock:  # two summaries starting at once must not build (and drop) two clients
+            if self._client is None:
+                from google import genai
+                from google.genai import types
 
-            opts = types.HttpOptions(timeout=int(self.settings.timeout_s * 1000))
-            if self.settings.base_url:
-                opts = types.HttpOptions(base_url=self.settings.base_url, timeout=int(self.settings.timeout_s * 1000))
-            # The Gemini Developer API, always: GOOGLE_GENAI_USE_VERTEXAI in the environment must not send
-            # the calls to another endpoint. Our key order (GEMINI_API_KEY first) is passed explicitly.
-            self._client = genai.Client(vertexai=False, api_key=self.settings.key() or "unset", http_options=opts)
+                opts = types.HttpOptions(timeout=int(self.settings.timeout_s * 1000))
+                if self.settings.base_url:
+                    opts = types.HttpOptions(base_url=self.settings.base_url,
+                                             timeout=int(self.settings.timeout_s * 1000))
+                # The Gemini Developer API, always: GOOGLE_GENAI_USE_VERTEXAI in the environment must not send
+                # the calls to another endpoint. Our key order (GEMINI_API_KEY first) is passed explicitly.
+                self._client = genai.Client(vertexai=False, api_key=self.settings.key() or "unset",
+                                            http_options=opts)
         return self._client
+
+    def _meter_failure(self, model: str, status: int, purpose: str) -> None:
+        if self.on_usage is not None:
+            self.on_usage(Usage(model, None, None, None, 1, status=status), purpose)
 
     def generate(self, chain: list[str], contents: list[Any], *, system: str | None, purpose: str,
                  json_output: bool = False, json_schema: dict[str, Any] | None = None) -> tuple[str, str]:
         """(text, model) from the first model of the chain that answers within one deadline for the whole
-        call; BadRequest on 400/401/403 (no fallback fixes those)."""
+        call; BadRequest on 400/401/403 (no fallback fixes those). Each model gets at most its share of the
+        step's request budget, and never a request before the retryDelay it last asked for; every request
+        is metered, failed ones included."""
         import time
 
         from google.genai import errors, types
 
         deadline = time.monotonic() + self.settings.timeout_s
+        budget = current_budget.get()
+        endpoint = self.settings.base_url or "gemini"
         last: Exception | None = None
-        requests = 0
         for i, model in enumerate(chain):
+            key = (endpoint, model)
             for attempt in range(MAX_429_RETRIES + 1):
+                if budget is not None and not budget.available(model):
+                    last = last or ModelUnavailable(f"{model}: the step's requests to it are spent")
+                    break
+                wait = _floor(key) - time.monotonic()
+                if wait > 0:
+                    if time.monotonic() + wait >= deadline - 0.2:
+                        log.info("lens %s: %s asked to wait %.1fs, past the deadline; next model", purpose, model,
+                                 wait)
+                        last = last or ModelUnavailable(f"{model}: rate limited for {wait:.1f}s")
+                        break
+                    time.sleep(wait)
                 left = deadline - time.monotonic()
                 if left < 0.2:
                     # No time left for an answer that would still be used: it is never requested.
@@ -158,26 +219,29 @@ class GeminiClient:
                             if self.settings.thinking_level else None)
                 config = types.GenerateContentConfig(
                     system_instruction=system, temperature=self.settings.temperature,
-                    max_output_tokens=self.settings.max_output_tokens, thinking_config=thinking,
+                    max_output_tokens=self._output_cap(purpose), thinking_config=thinking,
                     response_mime_type="application/json" if json_output or json_schema else None,
                     response_json_schema=json_schema,
                     http_options=types.HttpOptions(timeout=max(100, int(share * 1000))))
-                requests += 1
+                if budget is not None and not budget.take(model):
+                    break
                 try:
                     resp = self.client().models.generate_content(model=model, contents=contents, config=config)
                 except errors.APIError as exc:
+                    self._meter_failure(model, int(exc.code or 0), purpose)
                     if exc.code not in FALLBACK_CODES:
                         raise BadRequest(f"{model}: {exc.code} {exc.message or exc}") from exc
                     last = exc
-                    if exc.code == 429 and attempt < MAX_429_RETRIES:
+                    if exc.code == 429:
                         wait = _retry_delay(exc, attempt)
-                        if time.monotonic() + wait < deadline - 0.2:
+                        _raise_floor(key, time.monotonic() + wait)  # for every caller of this model
+                        if attempt < MAX_429_RETRIES and time.monotonic() + wait < deadline - 0.2:
                             log.info("lens %s: %s answered 429, retrying in %.1fs", purpose, model, wait)
-                            time.sleep(wait)
-                            continue
+                            continue  # the floor makes the next round wait
                     log.info("lens %s: %s answered %s, trying the next model", purpose, model, exc.code)
                     break
                 except Exception as exc:  # timeouts, dropped connections, any transport error: fall back
+                    self._meter_failure(model, 0, purpose)
                     log.info("lens %s: %s failed in transport (%s), trying the next model", purpose, model,
                              type(exc).__name__)
                     last = exc
@@ -186,7 +250,7 @@ class GeminiClient:
                 if self.on_usage is not None:
                     self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
                                         getattr(meta, "cached_content_token_count", None),
-                                        getattr(meta, "candidates_token_count", None), requests,
+                                        getattr(meta, "candidates_token_count", None), 1,
                                         getattr(meta, "thoughts_token_count", None),
                                         getattr(resp, "model_version", None)), purpose)
                 # Only a finished answer is used: one cut off by MAX_TOKENS (or blocked, or thought-only) is
@@ -199,7 +263,15 @@ class GeminiClient:
                 if not text.strip():
                     raise ValueError(f"{model} answered no text (a reply with only thoughts)")
                 return text, model
+        if budget is not None and not any(budget.available(m) for m in chain):
+            raise RequestsSpent(f"{purpose}: the step's requests to {chain} are spent ({last})")
         raise ModelUnavailable(f"{purpose}: no model of {chain} answered ({last})")
+
+    def _output_cap(self, purpose: str) -> int:
+        """max_output_tokens of a call: a capsule is a longer JSON answer and thinks first, so it gets its own."""
+        if purpose == "step_capsule":
+            return self.settings.capsule_max_output_tokens
+        return self.settings.max_output_tokens
 
 
 def frame_bytes(image_bytes: bytes, max_side: int = 768) -> tuple[bytes, str]:
@@ -319,21 +391,21 @@ class StepCapsuleLens:
         from google.genai import types
 
         notes = sorted({n for r in records for n in r.notes_written})
-        steps = "\n".join(f"- Step {r.step} ({r.t}): {r.action_line()} -> "
-                          f"{'executed' if (r.validator or {}).get('executed', True) else 'not executed'}"
-                          f"{'; ' + summaries[r.step] if r.step in summaries else ''}" for r in records)
+        steps = capsule_input(records, summaries, self.client.settings.capsule_input_tokens)
         textv = self.prompt.render(start=records[0].step, end=records[-1].step, notes=notes or "none",
                                    banned_words=", ".join(BANNED_WORDS), steps=steps)
         chain = [self.client.settings.capsule_model, *self.client.settings.capsule_fallbacks]
-        out, _ = self.client.generate(chain, [types.Content(role="user", parts=[types.Part.from_text(text=textv)])],
-                                      system=DATA_RULE, purpose="step_capsule", json_schema=CAPSULE_SCHEMA)
+        out, model = self.client.generate(chain, [types.Content(role="user",
+                                                                parts=[types.Part.from_text(text=textv)])],
+                                          system=DATA_RULE, purpose="step_capsule", json_schema=CAPSULE_SCHEMA)
         try:
             data = json.loads(out)
         except ValueError as exc:
             raise ValueError(f"capsule is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ValueError("capsule is not a JSON object")
-        cap = Capsule.model_validate({k: v for k, v in data.items() if k in Capsule.model_fields})
+        cap = Capsule.model_validate({k: v for k, v in data.items() if k in Capsule.model_fields and k != "model"})
+        cap.model = model
         joined = " ".join([cap.doing, cap.did, cap.effect, *cap.intervals])
         bad = check_summary(joined if len(joined) >= 15 else joined + " " * 15)
         if bad and "outcome words" in bad:
@@ -356,6 +428,7 @@ def select_lenses(settings: GeminiSettings | None = None,
     return VisualTransitionLens(client), StepCapsuleLens(client)
 
 
-__all__ = ["BadRequest", "GeminiClient", "GeminiSettings", "ModelUnavailable", "StepCapsuleLens", "Usage",
+__all__ = ["BadRequest", "GeminiClient", "GeminiSettings", "ModelUnavailable", "RequestsSpent", "StepCapsuleLens",
+           "Usage",
            "VisualTransitionLens", "draw_action_marker", "frame_bytes", "select_lenses"]
 

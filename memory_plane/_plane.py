@@ -191,7 +191,8 @@ class MemoryPlane:
             if led is not None:
                 led.observe_usage(usage.prompt_tokens, usage.cached_tokens, usage.output_tokens,
                                   source=f"lens:{purpose}:{usage.model}", thoughts_tokens=usage.thoughts_tokens,
-                                  requests=usage.requests, model_version=usage.model_version)
+                                  requests=usage.requests, model_version=usage.model_version,
+                                  status=getattr(usage, "status", None))
 
         tcfg = TranscriptConfig.from_mapping(cfg)
         lenses = dict(cfg.get("lenses") or {}) if isinstance(cfg.get("lenses"), dict) else {}

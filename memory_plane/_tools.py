@@ -445,8 +445,13 @@ class MemoryTools:
         rng = a.step_range[:2] if a.step_range and len(a.step_range) >= 2 else None
         res = self.ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
                                          include_images=a.include_images, max_results=a.max_results)
-        text = json.dumps(res.to_dict(), ensure_ascii=False)
-        return ToolResult(bounded([text], self.budget_tokens) if estimate_tokens(text) > self.budget_tokens else text)
+        data = res.to_dict()
+        text = json.dumps(data, ensure_ascii=False)
+        while estimate_tokens(text) > self.budget_tokens and data["results"]:
+            data["results"].pop()  # the answer fits by dropping its last rows, never by replacing all of it
+            data["truncated"] = True
+            text = json.dumps(data, ensure_ascii=False)
+        return ToolResult(text)
 
     def _shown(self, lines: list[str], refs: list[str], head: str) -> ToolResult:
         text = bounded(lines, self.budget_tokens, head)

@@ -60,7 +60,8 @@ def test_429_backs_off_with_the_servers_delay_within_one_deadline(fake: FakeGemi
     took = time.monotonic() - t0
     assert out.model == "gemini-3.5-flash-lite" and len(fake.requests) == 3
     assert took >= 0.55  # it waited the server's 0.3 s twice instead of hammering
-    assert seen[-1].requests == 3  # the retries are counted in the usage line
+    # Every request is metered: the two 429s have lines of their own, the answer its usage line.
+    assert [u.status for u in seen] == [429, 429, None] and sum(u.requests for u in seen) == 3
 
 
 def test_both_models_429_ends_within_the_deadline_without_hammering(fake: FakeGemini, tmp_path: Path) -> None:
@@ -255,3 +256,81 @@ def test_verify_lists_transcripts_closed_with_pending_summaries(tmp_path: Path) 
         plane.commit_episode(rec.finish(success=True))
         plane.flush()
         assert plane.verify().stats["transcripts_pending"] == [rec.id]
+
+
+# -- issue 28: one retry budget per step, the server's delay as a floor, every request metered ---------------------
+
+def _ledger_with(fake: FakeGemini, tmp_path: Path, **settings):  # type: ignore[no-untyped-def]
+    from episodes.transcript import TranscriptLedger
+
+    from helpers import screenshot
+
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True)
+    (ep / "artifacts" / "s.jpg").write_bytes(screenshot("a", (320, 600)))
+    led = TranscriptLedger(ep / "transcript", lens=lens(fake, **settings))
+    led.stage(screenshot="artifacts/s.jpg", width=320, height=600)
+    return led
+
+
+def test_service_retries_wait_for_the_servers_delay_and_share_the_steps_budget(fake: FakeGemini,
+                                                                              tmp_path: Path) -> None:
+    fake.default = lambda model, body: (429, 0.5, 0.0)  # every model is rate limited, asking for 0.5 s
+    led = _ledger_with(fake, tmp_path, timeout_s=0.4)  # a lens deadline shorter than the server's delay
+    led.service.retries, led.service.backoff_s = 3, 0.05
+    led.commit(action="tap", args={"x": 1, "y": 1})
+    assert led.flush(20)
+    assert led.summaries.get(1).status == "failed"  # type: ignore[union-attr]
+    for model in ("gemini-3.5-flash-lite", "gemini-3.8-flash"):
+        at = [r["at"] for r in fake.requests if r["model"] == model]
+        assert 1 <= len(at) <= 3, (model, len(at))  # one budget per step: never 3 per call x 4 service rounds
+        assert all(b - a >= 0.45 for a, b in itertools.pairwise(at)), at  # never before the 0.5 s it asked for
+    led.close()
+
+
+def test_an_answer_later_than_the_services_timeout_but_inside_the_lens_deadline_is_used(fake: FakeGemini,
+                                                                                      tmp_path: Path) -> None:
+    fake.script("gemini-3.5-flash-lite", (200, NEUTRAL, 0.8))
+    led = _ledger_with(fake, tmp_path, timeout_s=5.0)
+    led.service.timeout_s = 0.3
+    led.commit(action="tap", args={"x": 1, "y": 1})
+    assert led.flush(20)
+    s = led.summaries.get(1)
+    assert s is not None and s.status == "ready" and s.text == NEUTRAL
+    assert len(fake.requests) == 1 and led.service.stats.discarded == 0  # the paid answer was not thrown away
+    led.close()
+
+
+def test_every_request_is_metered_even_when_all_were_answered_429(fake: FakeGemini, tmp_path: Path) -> None:
+    fake.default = lambda model, body: (429, 0.05, 0.0)
+    seen: list = []
+    client = GeminiClient(GeminiSettings(base_url=fake.url, api_key="k", timeout_s=2.0),
+                          on_usage=lambda u, p: seen.append(u))
+    with pytest.raises(ModelUnavailable):
+        VisualTransitionLens(client).summarize(job(tmp_path))
+    assert len(fake.requests) >= 2 and sum(u.requests for u in seen) == len(fake.requests)
+    assert {u.status for u in seen} == {429}
+
+
+def test_the_sdk_client_is_created_once_when_two_workers_ask_at_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    from google import genai
+
+    made: list[int] = []
+    real = genai.Client
+
+    def slow_client(*a, **kw):  # type: ignore[no-untyped-def]
+        made.append(1)
+        time.sleep(0.2)  # building the client takes a while: the window where two workers race
+        return real(*a, **kw)
+
+    monkeypatch.setattr(genai, "Client", slow_client)
+    client = GeminiClient(GeminiSettings(base_url="http://127.0.0.1:9", api_key="k"))
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(client.client())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and got[0] is got[1]

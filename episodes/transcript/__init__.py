@@ -6,6 +6,7 @@ from ._chunks import (
     Chunk,
     Era,
     OfflineCapsuleLens,
+    capsule_input,
     check_capsule,
     coverage_problem,
     ledger_rows,
@@ -13,7 +14,15 @@ from ._chunks import (
 )
 from ._config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
 from ._ledger import TranscriptLedger, load_image_bytes
-from ._lens import LensOutput, OfflineVisualLens, VisualJob, VisualLens
+from ._lens import (
+    MAX_REQUESTS_PER_MODEL,
+    LensOutput,
+    OfflineVisualLens,
+    RequestBudget,
+    VisualJob,
+    VisualLens,
+    current_budget,
+)
 from ._messages import Message, Part, image, text, to_genai
 from ._neutral import BANNED_WORDS, banned_words_in, check_summary, degenerate_reason
 from ._perception import (
@@ -33,6 +42,7 @@ from ._turns import FAILED_PLACEHOLDER, PENDING_PLACEHOLDER, Staged, Turn
 __all__ = [
     "BANNED_WORDS",
     "FAILED_PLACEHOLDER",
+    "MAX_REQUESTS_PER_MODEL",
     "PENDING_PLACEHOLDER",
     "RECALL_HISTORY_TOOL",
     "Capsule",
@@ -47,6 +57,7 @@ __all__ = [
     "Part",
     "RecallResult",
     "RecallSection",
+    "RequestBudget",
     "ServiceStats",
     "Staged",
     "StepMemoryService",
@@ -62,9 +73,11 @@ __all__ = [
     "VisualJob",
     "VisualLens",
     "banned_words_in",
+    "capsule_input",
     "check_capsule",
     "check_summary",
     "coverage_problem",
+    "current_budget",
     "degenerate_reason",
     "envelope",
     "estimate_image_tokens",

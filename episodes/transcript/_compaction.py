@@ -14,10 +14,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lifecycle import atomic_write
+from lifecycle import Clock, atomic_write, format_ts
 
-from ._chunks import Capsule, CapsuleLens, Chunk, Era, Segment, check_capsule, ledger_rows, snapshot_text
+from ._chunks import (
+    Capsule,
+    CapsuleLens,
+    Chunk,
+    Era,
+    OfflineCapsuleLens,
+    Segment,
+    check_capsule,
+    compose_snapshot,
+    ledger_rows,
+)
 from ._config import TranscriptConfig
+from ._lens import RequestBudget, current_budget
 from ._messages import Message
 from ._perception import TokenMeter, estimate_text_tokens
 from ._records import StepRecord, SummaryBook
@@ -48,7 +59,15 @@ class LayeredCompaction:
         folded_until: int
         plan_hint: str | None
         goal: str | None
+        session_id: str
+        clock: Clock
+        snapshot_state: dict[str, Any] | None
+        era_count: int
+        chunk_count: int
         _lock: threading.RLock
+
+        def frozen_tokens(self) -> int:
+            """Size of the frozen zone F (the ledger's)."""
 
         def _append(self, record: Mapping[str, Any]) -> None: ...
         def _tokens(self, m: Message) -> int: ...
@@ -65,11 +84,16 @@ class LayeredCompaction:
     def _close(self, end: int, reason: str) -> None:
         if end < self.seg_start:
             return
-        seg = Segment(self.seg_start, end, reason)
+        seg = self._segment(self.seg_start, end, reason)
         self.closed.append(seg)
         self.seg_start = end + 1
         self._append({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
         self._dispatch_capsule(seg)
+
+    def _segment(self, start: int, end: int, reason: str) -> Segment:
+        """A closed segment with its ordinal (the number its chunk shows), in the order segments close."""
+        self.chunk_count += 1
+        return Segment(start, end, reason, extra={"number": self.chunk_count})
 
     def _dispatch_capsule(self, seg: Segment) -> None:
         def job() -> None:
@@ -83,6 +107,13 @@ class LayeredCompaction:
         records = [t.record for t in self.turns[seg.start - 1: seg.end]]
         summaries = {s: sr.text for s in range(seg.start, seg.end + 1)
                      if (sr := self.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
+        token = current_budget.set(RequestBudget())  # one request budget for every attempt of this capsule
+        try:
+            self._capsule_attempts(seg, records, summaries)
+        finally:
+            current_budget.reset(token)
+
+    def _capsule_attempts(self, seg: Segment, records: list[StepRecord], summaries: dict[int, str]) -> None:
         problem = "no attempt"
         for _ in range(self.config.transcript.summary_retries + 1):
             seg.attempts += 1
@@ -90,33 +121,57 @@ class LayeredCompaction:
                 capsule = self.capsule_lens.capsule(records, summaries)
             except Exception as exc:
                 problem = f"{type(exc).__name__}: {exc}"
+                if getattr(exc, "retryable", True) is False:
+                    break  # a refused request is not sent again
                 continue
             problem = check_capsule(capsule, records) or ""
             if not problem:
-                # Validator facts outrank any summary: whatever the lens wrote, they stay in ①.
-                for r in records:
-                    for fact in (r.validator or {}).get("facts", []) or []:
-                        if str(fact) not in capsule.verified_facts:
-                            capsule.verified_facts.append(str(fact))
-                    if (r.validator or {}).get("executed") is False:
-                        path = f"{r.action_line()} on {r.activity or r.package or '?'}"
-                        if path not in capsule.failed_paths:
-                            capsule.failed_paths.append(path)
-                chunk = self._chunk_of(seg, records, capsule)
-                atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
-                with self._lock:
-                    seg.chunk = chunk
+                self._store_chunk(seg, records, capsule, getattr(self.capsule_lens, "name", "lens"),
+                                  getattr(capsule, "model", None))
                 return
-        seg.failed = True  # raw turns stay until a retry succeeds; only the hard threshold may fold it as ③ only
+        seg.failed = True  # raw turns stay until a retry succeeds (or the offline capsule replaces it)
         seg.failed_at = len(self.turns)
         log.warning("transcript: capsule of steps %d-%d rejected: %s", seg.start, seg.end, problem)
 
-    def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None) -> Chunk:
-        milestone = next((r.subgoal_hash for r in reversed(records) if r.subgoal_hash), None)
+    def _store_chunk(self, seg: Segment, records: list[StepRecord], capsule: Capsule, lens: str,
+                     model: str | None) -> None:
+        # Validator facts outrank any summary: whatever the lens wrote, they stay in ①.
+        for r in records:
+            for fact in (r.validator or {}).get("facts", []) or []:
+                if str(fact) not in capsule.verified_facts:
+                    capsule.verified_facts.append(str(fact))
+            if (r.validator or {}).get("executed") is False:
+                path = f"{r.action_line()} on {r.activity or r.package or '?'}"
+                if path not in capsule.failed_paths:
+                    capsule.failed_paths.append(path)
+        chunk = self._chunk_of(seg, records, capsule, lens, model)
+        atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
+        with self._lock:
+            seg.chunk = chunk
+            seg.failed = False
+
+    def _offline_fallback(self, seg: Segment) -> None:
+        """A segment whose capsule lens kept failing gets the mechanical capsule, so later segments can swap."""
+        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
+        capsule = OfflineCapsuleLens().capsule(records, {})
+        self._append({"kind": "capsule_fallback", "start": seg.start, "end": seg.end, "rounds": seg.rounds})
+        self._store_chunk(seg, records, capsule, "offline-fallback", None)
+
+    def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None, lens: str = "lens",
+                  model: str | None = None) -> Chunk:
+        last = next((r for r in reversed(records) if r.subgoal_hash), None)
+        title = None
+        if last is not None:
+            title = (last.plan or "").strip().splitlines()[0][:120] if (last.plan or "").strip() else None
+        number = seg.extra.get("number")
         return Chunk(seg.start, seg.end, records[0].t, records[-1].t, seg.reason, capsule, ledger_rows(records),
                      [f'User @ Step {r.step}: "{u}"' for r in records for u in r.user_instructions],
-                     lens=getattr(self.capsule_lens, "name", "lens"), status="ready" if capsule else "pending",
-                     milestone=milestone)
+                     lens=lens, status="ready" if capsule else "pending",
+                     milestone=last.subgoal_hash if last else None, number=number,
+                     milestone_title=title or (last.subgoal_hash if last else None), session_id=self.session_id,
+                     source_step_ids=[r.step_id for r in records], model=model,
+                     created_at=format_ts(self.clock()),
+                     notes=list(dict.fromkeys(k for r in records for k in r.notes_written)))
 
     def annotate_from_checkpoint(self, checkpoint_id: str, verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
         """Add a checkpoint's post-hoc verdicts to band ① of every chunk they judge; return the chunk ids.
@@ -165,17 +220,73 @@ class LayeredCompaction:
 
     def _apply_era(self, count: int, paragraph: bool) -> None:
         if count:
-            self.eras.append(Era(self.chunks[:count]))
+            self.era_count += 1
+            self.eras.append(Era(self.chunks[:count], number=self.era_count,
+                                 max_facts=self.config.chunking.period_max_facts))
             self.chunks = self.chunks[count:]
         if paragraph:
             next(e for e in self.eras if not e.paragraph).paragraph = True
 
-    def _retry_failed(self, n: int) -> None:
+    def _apply_period_merge(self, index: int) -> None:
+        a, b = self.eras[index], self.eras[index + 1]
+        self.eras[index: index + 2] = [Era(a.chunks + b.chunks, paragraph=True, number=a.number,
+                                           last_number=b.last_number or b.number, max_facts=a.max_facts)]
+
+    def _era_op(self, n: int, count: int = 0, paragraph: bool = False, merge: int | None = None) -> None:
+        if merge is not None:
+            self._apply_period_merge(merge)
+            self._append({"kind": "period_merge", "index": merge, "at": n})
+        else:
+            self._apply_era(count, paragraph)
+            self._append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
+
+    def _bound_frozen(self, n: int) -> None:
+        """Keep every layer of F bounded: chunks past max_chunks merge into an era, eras past max_eras become
+        period paragraphs, paragraphs past max_periods merge into wider periods (the adjacent pair spanning the
+        fewest steps, so older periods are wider); and while F is over ``frozen_ratio`` of the budget the
+        oldest layer steps down the same ladder. Only at a compaction event (the prefix changes anyway)."""
+        cc = self.config.chunking
+        if len(self.chunks) > cc.max_chunks:
+            self._era_op(n, count=len(self.chunks) - cc.max_chunks // 2)
+        while len([e for e in self.eras if not e.paragraph]) > (cc.max_eras or cc.max_chunks):
+            self._era_op(n, paragraph=True)
+        self._merge_periods(n, cc.max_periods)
+        limit = cc.frozen_ratio * cc.context_budget_tokens
+        while self.frozen_tokens() > limit:
+            wide = next((i for i, e in enumerate(self.eras) if not e.paragraph and e.narrative), None)
+            if wide is not None:
+                self.eras[wide].narrative = False  # ② goes first: ① merged and ③ keep every step
+                self._append({"kind": "era_narrow", "index": wide, "at": n})
+            elif any(not e.paragraph for e in self.eras):
+                self._era_op(n, paragraph=True)
+                self._merge_periods(n, cc.max_periods)
+            elif len(self.chunks) > 1:
+                self._era_op(n, count=max(1, len(self.chunks) // 2))
+            elif len([e for e in self.eras if e.paragraph]) > 1:
+                self._merge_periods(n, len([e for e in self.eras if e.paragraph]) - 1)
+            else:
+                break
+
+    def _merge_periods(self, n: int, cap: int) -> None:
+        while True:
+            idx = [i for i, e in enumerate(self.eras) if e.paragraph]
+            if len(idx) <= max(1, cap):
+                return
+            pairs = [i for i in idx[:-1] if i + 1 in idx]
+            if not pairs:
+                return
+            self._era_op(n, merge=min(pairs, key=lambda i: (self.eras[i + 1].end - self.eras[i].start, i)))
+
+    def _retry_failed(self, n: int, pressure: bool = False) -> None:
         """Segments whose capsule failed get new rounds, spaced 2, 4, 8 steps apart (at most 3), so their raw
-        turns do not stay until the emergency snapshot because of one bad answer."""
-        for seg in self.closed:
-            if seg.failed and seg.chunk is None and seg.rounds < CAPSULE_RETRY_ROUNDS and \
-                    n - seg.failed_at >= 2 ** (seg.rounds + 1):
+        turns do not stay until the emergency snapshot because of one bad answer; after the last round (or
+        at once when the prompt is past the segment-close ratio) they get the offline capsule instead."""
+        for seg in list(self.closed):
+            if not seg.failed or seg.chunk is not None:
+                continue
+            if seg.rounds >= CAPSULE_RETRY_ROUNDS or pressure:
+                self._offline_fallback(seg)
+            elif n - seg.failed_at >= 2 ** (seg.rounds + 1):
                 seg.failed = False
                 seg.rounds += 1
                 self._append({"kind": "capsule_retry", "start": seg.start, "end": seg.end, "round": seg.rounds})
@@ -184,7 +295,8 @@ class LayeredCompaction:
     def _compact(self, rec: StepRecord, boundary: str | None) -> None:
         cc = self.config.chunking
         n = rec.step
-        self._retry_failed(n)
+        budget = cc.context_budget_tokens
+        self._retry_failed(n, self.prompt_tokens() >= cc.close_ratio() * budget)
         prev = self.turns[n - 2].record if n >= 2 else None
         # Triggers that close the open segment before this step.
         if prev is not None and n - 1 >= self.seg_start:
@@ -212,9 +324,8 @@ class LayeredCompaction:
                                 for r in open_steps)
             if len(open_steps) >= cc.max_steps or source_tokens >= cc.target_source_tokens:
                 self._close(n, "size")
-        budget = cc.context_budget_tokens
         tokens = self.prompt_tokens()
-        if tokens >= cc.segment_close_ratio * budget:
+        if tokens >= cc.close_ratio() * budget:
             self._close(n - cc.min_active_steps, "soft_threshold")
         self._swap(n, tokens)
         if self.prompt_tokens() >= cc.hard_ratio * budget:
@@ -243,11 +354,7 @@ class LayeredCompaction:
             return  # a compaction that does not shrink the prompt by a tenth is not worth a re-prefill
         self._apply_fold(ready, until)
         self._append({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
-        if len(self.chunks) > cc.max_chunks:
-            count = len(self.chunks) - cc.max_chunks // 2
-            paragraph = len([e for e in self.eras if not e.paragraph]) + 1 > (cc.max_eras or cc.max_chunks)
-            self._apply_era(count, paragraph)
-            self._append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
+        self._bound_frozen(n)
         self.meter = TokenMeter()  # the last measurement described the prompt before the swap
         after = self.estimated_tokens()
         self.events.append({"at": n, "kind": "fold", "before": before, "after": after})
@@ -258,25 +365,32 @@ class LayeredCompaction:
         end = n - cc.min_active_steps
         if end <= self.folded_until:
             return
+        last_snap = next((e for e in reversed(self.events) if e["kind"] == "snapshot"), None)
+        if last_snap is not None and n - last_snap["at"] < cc.min_active_steps:
+            return  # a snapshot was just built: another one now would only rewrite F again (the raw minimum is full)
         if end >= self.seg_start:
             self._close(end, "hard_threshold")
         for seg in list(self.closed):
             if seg.start <= end < seg.end:
                 # A segment across the snapshot's edge: its tail becomes a segment of its own.
                 self.closed.remove(seg)
-                tail = Segment(end + 1, seg.end, seg.reason)
+                tail = self._segment(end + 1, seg.end, seg.reason)
                 self.closed.append(tail)
                 self._append({"kind": "segment", "start": tail.start, "end": tail.end, "reason": tail.reason})
                 self._dispatch_capsule(tail)
         records = [t.record for t in self.turns[:end]]
-        all_chunks = [c for e in self.eras for c in e.chunks] + self.chunks + [
-            seg.chunk for seg in self.closed if seg.chunk is not None]
+        chunks = self.chunks + [seg.chunk for seg in self.closed if seg.chunk is not None and seg.end <= end]
         last = self.turns[end - 1].record
-        self.snapshot = snapshot_text(self.goal, last.plan, all_chunks, records,
-                                      "/".join(x for x in (last.package, last.activity) if x))
+        # Composed from everything F held, the previous snapshot included: a second emergency never forgets
+        # what the first one kept (002 §2.7.3: old summaries fold into the new one).
+        self.snapshot, self.snapshot_state = compose_snapshot(
+            self.snapshot_state, self.goal, last.plan, self.eras, chunks, records,
+            "/".join(x for x in (last.package, last.activity) if x),
+            int(cc.snapshot_rows_ratio * cc.context_budget_tokens))
         self.folded_until = end
         self.chunks, self.eras = [], []
         self.closed = [seg for seg in self.closed if seg.end > end]
-        self._append({"kind": "snapshot", "text": self.snapshot, "until": end, "at": n})
+        self._append({"kind": "snapshot", "text": self.snapshot, "state": self.snapshot_state, "until": end,
+                      "at": n})
         self.meter = TokenMeter()
         self.events.append({"at": n, "kind": "snapshot", "before": before, "after": self.estimated_tokens()})

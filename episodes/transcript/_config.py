@@ -37,9 +37,13 @@ class TranscriptSection(_Section):
     pending_grace_steps: int = Field(default=3, ge=0)
     xml_scrub_depth: int = Field(default=1, ge=1)
     summary_concurrency: int = Field(default=2, ge=1)
+    # An answer slower than this is counted (ServiceStats.slow) and still used: the lens keeps its own deadline
+    # (lenses.timeout_s) and an answer that arrived within it was paid for.
     summary_timeout_s: float = 30.0
     summary_retries: int = Field(default=3, ge=0)  # the design's runtime.retry_limit
     summary_queue: int = Field(default=256, ge=1)
+    # Seconds before the service's next round after every model was unavailable, doubling each round.
+    summary_backoff_s: float = Field(default=0.5, ge=0)
     flush_timeout_s: float = Field(default=30.0, ge=0)
     # A single tool output above 16K tokens goes into the same-turn envelope (the design's threshold); a
     # smaller one too when it would carry the prompt past chunking.hard_ratio (the same-turn guard).
@@ -56,8 +60,9 @@ class ChunkingSection(_Section):
     soft_ratio: float = 0.7
     hard_ratio: float = 0.9
     # Segments close a little below the soft ratio so that the prompt never crosses it while a chunk is
-    # being made (bench compaction: max prompt / budget 0.687 with 0.6; the design's 0.7 would let it pass).
-    segment_close_ratio: float = Field(default=0.6, gt=0, le=1)
+    # being made: None means soft_ratio - 0.1, so moving soft_ratio moves the close point with it (bench
+    # compaction: max prompt / budget 0.687 with 0.6 = 0.7 - 0.1; closing at 0.7 itself let it pass 0.7).
+    segment_close_ratio: float | None = Field(default=None, gt=0, le=1)
     min_active_steps: int = Field(default=5, ge=1)
     # An activity change closes a segment (the design's trigger) once it holds min_segment_steps, so a
     # screen change of a long task does not make one-step chunks (bench compaction: 19 compactions instead
@@ -68,6 +73,16 @@ class ChunkingSection(_Section):
     target_source_tokens: int = 2000
     max_chunks: int = 8
     max_eras: int | None = None  # None follows max_chunks (the design's default)
+    # The layers past the eras, each bounded (002 decision 5): at most max_periods period paragraphs (the
+    # adjacent pair spanning the fewest steps merges into a wider period), each showing at most
+    # period_max_facts verified facts; and F as a whole at most frozen_ratio of the budget (the oldest layer
+    # steps down first), so a task of any length stays under the soft ratio without an emergency.
+    max_periods: int = Field(default=4, ge=1)
+    period_max_facts: int = Field(default=16, ge=0)
+    frozen_ratio: float = Field(default=0.35, gt=0, le=1)
+    # The emergency snapshot's step index: rows for the newest steps within this share of the budget, ranges
+    # for older ones (at most 12), so a snapshot at step 1,200 is no larger than one at step 200.
+    snapshot_rows_ratio: float = Field(default=0.08, gt=0, le=1)
     model: str | None = None  # the capsule model (the `lenses` section's capsule_model when unset)
 
     @model_validator(mode="after")
@@ -75,6 +90,12 @@ class ChunkingSection(_Section):
         if self.max_eras is None:
             self.max_eras = self.max_chunks
         return self
+
+    def close_ratio(self) -> float:
+        """Where the soft threshold closes the open segment: segment_close_ratio, else soft_ratio - 0.1."""
+        if self.segment_close_ratio is not None:
+            return self.segment_close_ratio
+        return max(0.05, self.soft_ratio - 0.1)
 
 
 class RecallSection(_Section):

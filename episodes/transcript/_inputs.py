@@ -108,6 +108,24 @@ class InputCleaner:
             return None
         return n
 
+    def revision(self, value: Any) -> int | str | None:
+        """A plan revision: a non-negative integer, or a short label such as "rev-1"; else None."""
+        if value is None or isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            if 0 <= value <= 10**9:
+                return value
+            self.note("plan_revision", value)
+            return None
+        if isinstance(value, str):
+            v = value.strip()
+            if v.isdigit() and len(v) <= 9:
+                return int(v)
+            if v and len(v) <= 64 and re.fullmatch(r"[\w.:#/-]+", v):
+                return v
+        self.note("plan_revision", value)
+        return None
+
     def signature(self, value: Any) -> str | None:
         """A thought signature as base64 text (bytes are encoded; anything else is dropped)."""
         import base64

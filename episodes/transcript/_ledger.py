@@ -46,7 +46,7 @@ from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
 from ._perception import TokenMeter, envelope, estimate_text_tokens, label_action, ui_diff
 from ._recall import RecallResult, recall
-from ._records import StepRecord, SummaryBook, SummaryRecord
+from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
 from ._service import StepMemoryService
 from ._turns import (
     Staged,
@@ -92,6 +92,9 @@ class TranscriptLedger(LayeredCompaction):
         self.chunks: list[Chunk] = []
         self.eras: list[Era] = []
         self.snapshot: str | None = None
+        self.snapshot_state: dict[str, Any] | None = None  # the snapshot's structured fields (the next one merges them)
+        self.era_count = 0
+        self.chunk_count = 0
         self.folded_until = 0
         self.seg_start = 1
         self.closed: list[Segment] = []
@@ -103,7 +106,8 @@ class TranscriptLedger(LayeredCompaction):
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
-                                         max_queued=cfg.summary_queue, clock_text=lambda: format_ts(self.clock()))
+                                         max_queued=cfg.summary_queue, clock_text=lambda: format_ts(self.clock()),
+                                         backoff_s=cfg.summary_backoff_s)
         if _load:
             self._load()
         else:
@@ -146,14 +150,20 @@ class TranscriptLedger(LayeredCompaction):
                 if turn is not None and turn.decision is None:
                     turn.decision, turn.decided_at = str(r["text"]), r.get("at")
             elif kind == "segment":
-                self.closed.append(Segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
+                self.closed.append(self._segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
                 self.seg_start = max(self.seg_start, int(r["end"]) + 1)
             elif kind == "fold":
                 self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
             elif kind == "era":
                 self._apply_era(int(r["count"]), bool(r.get("paragraph")))
+            elif kind == "era_narrow":
+                self.eras[int(r["index"])].narrative = False
+            elif kind == "period_merge":
+                self._apply_period_merge(int(r["index"]))
             elif kind == "snapshot":
                 self.snapshot = str(r["text"])
+                self.snapshot_state = r.get("state") if isinstance(r.get("state"), dict) else None
+                self.events.append({"at": int(r.get("at", 0)), "kind": "snapshot", "before": 0, "after": 0})
                 self.folded_until = max(self.folded_until, int(r["until"]))
                 self.chunks, self.eras = [], []
                 # A segment across the snapshot's edge was re-recorded as its tail: keep only segments after it.
@@ -191,8 +201,9 @@ class TranscriptLedger(LayeredCompaction):
                post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
                notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
                boundary: str | None = None, thought_signature: str | bytes | None = None,
-               plan_revision: int | None = None, thinking_ref: str | None = None,
-               ui_dump_ref: str | None = None) -> StepRecord:
+               plan_revision: int | str | None = None, thinking_ref: str | None = None,
+               ui_dump_ref: str | None = None, native_thinking_ref: str | None = None,
+               post_ui_ref: str | None = None) -> StepRecord:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
@@ -206,13 +217,17 @@ class TranscriptLedger(LayeredCompaction):
         notes_written = c.texts("notes_written", notes_written)
         envelope_patterns = c.texts("envelope_patterns", envelope_patterns)
         signature = c.signature(thought_signature)
-        revision = c.size("plan_revision", plan_revision) if plan_revision not in (None, 0) else plan_revision
+        revision = c.revision(plan_revision)
         thinking_ref, ui_dump_ref = c.text("thinking_ref", thinking_ref, 300), c.text("ui_dump_ref", ui_dump_ref, 300)
+        native_thinking_ref = c.text("native_thinking_ref", native_thinking_ref, 300)
+        post_ui_ref = c.text("post_ui_ref", post_ui_ref, 300)
         with self._lock:
             st, now = self.staged, self.clock()
             n = len(self.turns) + 1
             a = dict(args or {})
             label, source = label_action(a, st.elements)
+            pts = action_points(a)
+            point_labels = [label_action({"x": x, "y": y}, st.elements)[0] for x, y in pts] if len(pts) >= 2 else None
             res_text, env_ref = self._maybe_envelope(n, result, envelope_patterns)
             rec = StepRecord(
                 step_id=f"step_{n:04d}", step=n, ts=format_ts(now), t=elapsed_label(self.start, now),
@@ -223,8 +238,10 @@ class TranscriptLedger(LayeredCompaction):
                 ui_diff=ui_diff(st.ui_text, post_ui_text), package=st.package, activity=st.activity,
                 subgoal_hash=subgoal_hash, plan=st.plan, user_instructions=st.user_instructions,
                 notes_written=list(notes_written), envelope_ref=env_ref, dhash=st.dhash,
-                session_id=self.session_id, plan_revision=revision if isinstance(revision, int) else None,
+                session_id=self.session_id, plan_revision=revision,
                 thought_signature=signature, thinking_ref=thinking_ref, ui_dump_ref=ui_dump_ref,
+                native_thinking_ref=native_thinking_ref, post_ui_ref=post_ui_ref,
+                point_labels=point_labels if point_labels and any(point_labels) else None,
             )
             self._append({**rec.model_dump(mode="json", exclude_none=True), "width": st.width, "height": st.height})
             turn = Turn(rec, (st.width, st.height))
@@ -382,6 +399,10 @@ class TranscriptLedger(LayeredCompaction):
         if self._frozen_cache is None or self._frozen_cache[0] != key:
             self._frozen_cache = (key, frozen_messages(self.snapshot, self.eras, self.chunks))
         return self._frozen_cache[1]
+
+    def frozen_tokens(self) -> int:
+        """Heuristic size of the frozen zone F (snapshot, periods, eras, chunks)."""
+        return sum(estimate_text_tokens(m.text()) for m in self._frozen_messages())
 
     def stable_prefix_len(self, messages: list[Message]) -> int:
         """How many leading messages can no longer change (S, F and decided turns past the edge)."""

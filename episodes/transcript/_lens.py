@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -71,6 +73,36 @@ class OfflineVisualLens:
             parts.append("There is no independent post-action evidence for this step.")
         parts.append("(Offline summary: built from recorded actions and UI text, not from the pixels.)")
         return LensOutput(" ".join(parts), model="offline", prompt_version=self.version)
+
+
+MAX_REQUESTS_PER_MODEL = 3  # one request and at most 2 retries per model for one step (or one capsule)
+
+
+class RequestBudget:
+    """The requests one step (or one capsule) may send to each model, shared by the lens call and the
+    service's retries, so that retries at both levels do not multiply."""
+
+    def __init__(self, per_model: int = MAX_REQUESTS_PER_MODEL) -> None:
+        self.per_model = per_model
+        self.used: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def available(self, model: str) -> bool:
+        """Whether another request to ``model`` is allowed."""
+        with self._lock:
+            return self.used.get(model, 0) < self.per_model
+
+    def take(self, model: str) -> bool:
+        """Count a request about to be sent; False (and nothing counted) when the model's share is spent."""
+        with self._lock:
+            if self.used.get(model, 0) >= self.per_model:
+                return False
+            self.used[model] = self.used.get(model, 0) + 1
+            return True
+
+
+# The budget of the job running in this thread (set by the service, read by the model lenses).
+current_budget: ContextVar[RequestBudget | None] = ContextVar("memplane_request_budget", default=None)
 
 
 def describe(lens: Any) -> str:

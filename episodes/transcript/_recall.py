@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,24 +11,30 @@ from rapidfuzz import fuzz
 
 from lifecycle import UsageError, safe_join
 
-from ._chunks import ledger_rows
+from ._chunks import step_rows
 from ._perception import estimate_text_tokens
 from ._records import StepRecord
 
 RECALL_HISTORY_TOOL: dict[str, Any] = {
     "name": "recall_history",
-    "description": ("Bring back details of earlier steps of this task that were compacted: exact actions, "
-                    "results, summaries, UI text, notes, optionally one step's screenshot. Give a query, a step "
-                    "range, or both."),
+    "description": ("Bring back exact details of earlier steps of this task that were compacted: actions, "
+                    "results, summaries, UI text, screens, recovery attempts, notes and user instructions, "
+                    "optionally one step's screenshot. Worth its cost when an old exact value is needed (a code, "
+                    "a name, a number), the screen resembles an earlier one, two steps made no progress, the "
+                    "same action is about to be tried a third time, a summary conflicts with what you see, or "
+                    "the user asks to go back to an earlier state. Do not call it on ordinary steps: the "
+                    "history above already holds the facts. Give a query, a step range (every step in it, "
+                    "up to the token budget), or both (the steps of the range that match)."),
     "parameters": {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "words to look for (a name, a code, a screen, an error)"},
             "step_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
-                           "description": "[first, last] step numbers to return in full"},
+                           "description": "[first, last]: every step of the range, up to the token budget"},
             "include_details": {"type": "boolean", "description": "thought, full result and UI text"},
             "include_images": {"type": "boolean", "description": "the screenshot of at most one step"},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 5},
+            "max_results": {"type": "integer", "minimum": 1, "maximum": 5,
+                            "description": "hits of a query without a step range"},
         },
     },
 }
@@ -50,32 +57,47 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
            episode_dir: Path, *, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
            include_details: bool = False, include_images: bool = False, max_results: int = 5,
            max_tokens: int = 2000, extra: list[tuple[int, str, str]] = ()) -> RecallResult:  # type: ignore[assignment]
-    """Search the task's history (steps, summaries, chunks, notes, events, UI text) within bounds."""
+    """Search the task's history (steps, summaries, chunks, notes, events, UI text) within bounds.
+
+    A step range returns every step in it (its row, with its recovery and user-instruction lines) up to the
+    token budget, only the matching ones when a query is given too; a query alone returns at most
+    ``max_results`` hits. Everything returned (labels and keys included) counts against ``max_tokens``."""
     q = (query or "").strip()
     if not q and not step_range:
         raise UsageError("recall_history needs a query or a step_range")
     max_results = max(1, min(5, int(max_results)))
     out = RecallResult()
-    budget = max_tokens
+    budget = max_tokens - _cost({"results": [], "images": [], "truncated": True})
     by_step = {r.step: r for r in records}
+    low = q.lower()
     if step_range:
         a, b = int(step_range[0]), int(step_range[1])
         if a > b:
             a, b = b, a
-        rows = ledger_rows([by_step[s] for s in range(a, b + 1) if s in by_step])
-        for row, s in zip(rows, [s for s in range(a, b + 1) if s in by_step]):
-            if len(out.results) >= max_results:
-                out.truncated = True
-                break
-            item: dict[str, Any] = {"step": s, "kind": "ledger", "text": row}
+        chosen = [by_step[s] for s in range(a, b + 1) if s in by_step]
+        if q:
+            extra_by_step: dict[int, list[str]] = {}
+            for s, _kind, textv in extra:
+                extra_by_step.setdefault(s, []).append(textv)
+            chosen = [r for r in chosen if max((_score(low, t) for t in [
+                *(t for _k, t in _fields(r, summaries)), *extra_by_step.get(r.step, [])] if t), default=0.0) >= 60]
+        for r in chosen:
+            item: dict[str, Any] = {"step": r.step, "kind": "ledger", "text": "\n".join(step_rows(r))}
             if include_details:
-                r = by_step[s]
                 # Details count against the same budget as the row (a result can be long): each part is
-                # cut to what is left rather than dropped whole.
-                room = max(0, budget - estimate_text_tokens(row))
-                item["details"] = _bounded_details(
-                    {"thought": r.thought, "result": r.result, "ui_text": " | ".join(r.ui_text[:40]),
-                     "summary": summaries.get(s)}, room)
+                # cut to what is left rather than dropped whole (JSON escaping and keys measured, then cut again).
+                parts = {"thought": r.thought, "result": r.result, "ui_text": " | ".join(r.ui_text[:40]),
+                         "screen": "/".join(x for x in (r.package, r.activity) if x) or None,
+                         "summary": summaries.get(r.step)}
+                room = budget - _cost(item) - 12
+                for _ in range(4):
+                    item["details"] = _bounded_details(parts, max(0, room))
+                    over = _cost(item) - budget
+                    if over <= 0:
+                        break
+                    room -= over + 4
+                else:
+                    item.pop("details", None)
             cost = _cost(item)
             if cost > budget:
                 out.truncated = True
@@ -83,16 +105,12 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
             budget -= cost
             out.results.append(item)
         if include_images:
-            _attach_image(out, [by_step[s] for s in range(a, b + 1) if s in by_step], episode_dir)
+            shown = [r for r in chosen if any(x["step"] == r.step for x in out.results)]
+            _attach_image(out, shown or chosen, episode_dir)
         return out
     candidates: list[tuple[float, int, str, str]] = []
-    low = q.lower()
     for r in records:
-        fields = [("step", f"{r.action_line()} -> {r.result or ''}"), ("ui", " | ".join(r.ui_text)),
-                  ("thought", r.thought or ""), ("facts", "; ".join(map(str, (r.validator or {}).get("facts", []))))]
-        if summaries.get(r.step):
-            fields.append(("summary", summaries[r.step]))
-        for kind, textv in fields:
+        for kind, textv in _fields(r, summaries):
             if textv:
                 candidates.append((_score(low, textv), r.step, kind, textv))
     for start, _end, textv in chunk_texts:
@@ -103,26 +121,28 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
     candidates.sort(key=lambda c: (-c[0], -c[1]))
     seen: set[tuple[int, str]] = set()
     for score, step, kind, textv in candidates:
-        if score < 60 or len(out.results) >= max_results:
+        if score < 60:
             break
         if (step, kind) in seen:
             continue
+        if len(out.results) >= max_results:
+            out.truncated = True
+            break
         seen.add((step, kind))
         excerpt = textv if len(textv) <= 600 else textv[:600] + "…"
-        cost = estimate_text_tokens(excerpt)
+        item = {"step": step, "kind": kind, "text": excerpt, "score": round(score, 1)}
+        cost = _cost(item)
         if cost > budget:
             out.truncated = True
             break
         budget -= cost
-        item = {"step": step, "kind": kind, "text": excerpt, "score": round(score, 1)}
         if include_details and step in by_step:
             r = by_step[step]
-            item["details"] = _bounded_details({"action": r.action_line(), "t": r.t, "result": (r.result or "")[:400]},
-                                               max(0, budget))
-            extra_cost = _cost(item) - cost
-            if extra_cost > budget:
-                del item["details"]
-            else:
+            details = _bounded_details({"action": r.action_line(), "t": r.t, "result": (r.result or "")[:400]},
+                                       max(0, budget - 12))
+            extra_cost = _cost({**item, "details": details}) - cost
+            if details and extra_cost <= budget:
+                item["details"] = details
                 budget -= extra_cost
         out.results.append(item)
     if include_images and out.results:
@@ -131,11 +151,22 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
     return out
 
 
+def _fields(r: StepRecord, summaries: dict[int, str]) -> list[tuple[str, str]]:
+    """The searchable texts of one step: action and result, UI, reasoning, facts, screen, recovery, summary."""
+    fields = [("step", f"{r.action_line()} -> {r.result or ''}"), ("ui", " | ".join(r.ui_text)),
+              ("thought", r.thought or ""), ("facts", "; ".join(map(str, (r.validator or {}).get("facts", [])))),
+              ("screen", " ".join(x for x in (r.package, r.activity) if x))]
+    if r.failure_recovery:
+        fields.append(("recovery", "; ".join(json.dumps(x, ensure_ascii=False, default=str)
+                                             for x in r.failure_recovery)))
+    if summaries.get(r.step):
+        fields.append(("summary", summaries[r.step]))
+    return fields
+
+
 def _cost(item: dict[str, Any]) -> int:
-    """Tokens of one result as the model receives it (the text and any details)."""
-    details = item.get("details") or {}
-    return estimate_text_tokens(str(item.get("text", ""))) + sum(
-        estimate_text_tokens(str(v)) for v in details.values() if v)
+    """Tokens of a result as the model receives it: the JSON, labels and keys included."""
+    return estimate_text_tokens(json.dumps(item, ensure_ascii=False))
 
 
 def _bounded_details(details: dict[str, Any], room: int) -> dict[str, Any]:
@@ -150,7 +181,7 @@ def _bounded_details(details: dict[str, Any], room: int) -> dict[str, Any]:
         if not text:
             break
         out[k] = text if text == str(v) else text + "…"
-        room -= estimate_text_tokens(out[k])
+        room -= estimate_text_tokens(out[k]) + estimate_text_tokens(k) + 2
     return out
 
 

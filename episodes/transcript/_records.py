@@ -45,10 +45,13 @@ class StepRecord(BaseModel):
     envelope_ref: str | None = None
     dhash: str | None = None
     session_id: str | None = None  # the agent session the step belongs to
-    plan_revision: int | None = None  # which revision of the plan it worked from
+    plan_revision: int | str | None = None  # which revision of the plan it worked from (3, or "rev-3")
     thought_signature: str | None = None  # the model's opaque signature of its thinking (base64), sent back as is
     thinking_ref: str | None = None  # a file of the episode holding the model's full thinking
     ui_dump_ref: str | None = None  # a file of the episode holding the full UI dump
+    native_thinking_ref: str | None = None  # the model's native thinking as the API returned it (a file)
+    post_ui_ref: str | None = None  # the UI dump after the action (a file)
+    point_labels: list[str | None] | None = None  # a swipe's or gesture's points, each labelled (002 M5 C3)
 
     def action_line(self) -> str:
         """``tap(632,1180)['确认']``: the exact action with its element label; coordinates always kept."""
@@ -66,7 +69,14 @@ class StepRecord(BaseModel):
         else:
             inner = ", ".join(f"{k}={str(v)[:30]}" for k, v in list(args.items())[:3])
         label = f"[{self.target_label!r}]" if self.target_label else ""
+        if not label and self.point_labels and any(self.point_labels):
+            label = "[" + "→".join(repr(x) if x else "?" for x in self.point_labels) + "]"
         return f"{name}({inner}){label}"
+
+
+def action_points(args: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The points of a swipe or a multi-point gesture (empty for a tap or a key)."""
+    return _points(args)
 
 
 def _points(args: dict[str, Any]) -> list[tuple[Any, Any]]:

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ._lens import LensOutput, VisualJob, VisualLens, describe
+from ._lens import LensOutput, RequestBudget, VisualJob, VisualLens, current_budget, describe
 from ._neutral import check_summary
 from ._records import SummaryEvidence, SummaryRecord
 
@@ -27,7 +27,8 @@ class ServiceStats:
     retried: int = 0
     rejected_outputs: int = 0
     dropped: int = 0
-    slow: int = 0
+    slow: int = 0  # answers that took longer than the service's timeout (used all the same: they were paid for)
+    discarded: int = 0  # answers thrown away for any reason but their content: must stay 0
     caller_waits: int = 0  # submits that had to block the caller: must stay 0
 
 
@@ -36,8 +37,10 @@ class StepMemoryService:
 
     def __init__(self, lens: VisualLens, publish: Callable[[SummaryRecord], None], *, concurrency: int = 2,
                  retries: int = 2, timeout_s: float = 30.0, max_queued: int = 256,
-                 clock_text: Callable[[], str] | None = None, markers: tuple[str, ...] = ()) -> None:
+                 clock_text: Callable[[], str] | None = None, markers: tuple[str, ...] = (),
+                 backoff_s: float = 0.5) -> None:
         self.lens = lens
+        self.backoff_s = backoff_s
         self.publish = publish
         self.retries = retries
         self.timeout_s = timeout_s
@@ -75,21 +78,24 @@ class StepMemoryService:
         return True
 
     def _run(self, job: VisualJob, version: int, evidence: SummaryEvidence) -> None:
+        token = current_budget.set(RequestBudget())  # one budget for every attempt of this step
         try:
             reason = "no attempt"
+            backoffs = 0
             for attempt in range(self.retries + 1):
                 start = time.monotonic()
+                unavailable = False
                 try:
-                    out: LensOutput = self.lens.summarize(job)
+                    out: LensOutput | None = self.lens.summarize(job)
                 except Exception as exc:  # a lens failure is data, never the agent's problem
                     reason = f"{type(exc).__name__}: {exc}"
-                    out = None  # type: ignore[assignment]
+                    out = None
                     if not getattr(exc, "retryable", True):
-                        break  # a refused request (400/401/403) is not sent again
+                        break  # a refused request (400/401/403), or the step's requests are spent
+                    unavailable = True
                 if time.monotonic() - start > self.timeout_s:
+                    # Counted, not thrown away: the lens kept its own deadline and the answer was paid for.
                     self.stats.slow += 1
-                    reason = f"took longer than {self.timeout_s:g}s"
-                    out = None  # type: ignore[assignment]
                 if out is not None:
                     bad = check_summary(out.text, self.markers)
                     if bad is None:
@@ -102,10 +108,16 @@ class StepMemoryService:
                     reason = f"rejected: {bad}"
                 if attempt < self.retries:
                     self.stats.retried += 1
+                    if unavailable and self.backoff_s > 0:
+                        # The models were unavailable: wait longer before each new round (the lens also keeps
+                        # every model's own retryDelay as a floor).
+                        time.sleep(self.backoff_s * 2 ** backoffs)
+                        backoffs += 1
             self.stats.failed += 1
             self.publish(SummaryRecord(step=job.record.step, version=version, status="failed", evidence=evidence,
                                        reason=reason[:300], ts=self.clock_text()))
         finally:
+            current_budget.reset(token)
             with self._cond:
                 self._pending -= 1
                 self._cond.notify_all()

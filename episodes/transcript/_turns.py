@@ -105,7 +105,8 @@ def turn_messages(turn: Turn, depth: int, cfg: TranscriptSection) -> tuple[Messa
 
 def frozen_key(snapshot: str | None, eras: Sequence[Era], chunks: Sequence[Chunk]) -> tuple[Any, ...]:
     """What the frozen zone depends on (it is rebuilt only when this changes)."""
-    return (snapshot, tuple((e.start, e.end, e.paragraph) for e in eras), tuple(c.chunk_id for c in chunks))
+    return (snapshot, tuple((e.start, e.end, e.paragraph, e.narrative) for e in eras),
+            tuple(c.chunk_id for c in chunks))
 
 
 def frozen_messages(snapshot: str | None, eras: Sequence[Era], chunks: Sequence[Chunk]) -> list[Message]:

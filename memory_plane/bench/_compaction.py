@@ -1,5 +1,9 @@
 """`bench compaction`: a scripted 150-step session with a screenshot every step, through the ledger:
-the scrub edge, layered compaction, era merge, planted facts and failed routes, recall."""
+the scrub edge, layered compaction, era merge, planted facts and failed routes, recall.
+
+Longer than 150 steps (``--steps 1200``) it is the long-task run: a verified fact planted every 50 steps,
+recovery rows, user instructions in the middle and two forced emergencies (the runtime reports a prompt at
+0.95 of the budget, as after a burst of large tool outputs), with the figures of issue 28."""
 
 from __future__ import annotations
 
@@ -27,29 +31,93 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     steps = int(getattr(args, "steps", 150) or 150)
     if getattr(args, "short", False):
         steps = min(steps, 150)
+    budget = int(getattr(args, "budget", None) or 12_000)
     if getattr(args, "lens", "offline") == "gemini-fake":
         from .._fake_gemini import FakeGemini
 
-        with FakeGemini(default=_fake_answer) as fake:
-            from .._lenses import GeminiSettings, select_lenses
+        rate = bool(getattr(args, "rate_limit", False))
+        limiter = _RateLimit() if rate else None
+        with FakeGemini(default=limiter.answer if limiter else _fake_answer) as fake:
+            from .._lenses import GeminiSettings, Usage, select_lenses
 
-            visual, capsule = select_lenses(GeminiSettings(base_url=fake.url, api_key="bench", timeout_s=5))
+            metered: list[Usage] = []
+            # Under the rate limit a lens call may wait at most 1.5 s: a retryDelay past that is met by the
+            # service's next round (the case where retries used to hammer the server).
+            visual, capsule = select_lenses(GeminiSettings(base_url=fake.url, api_key="bench",
+                                                           timeout_s=1.5 if rate else 5),
+                                            on_usage=lambda u, _purpose: metered.append(u))
             # On a phone a step is the agent's own model call plus the action (seconds); the summaries of
             # earlier steps are computed meanwhile. The run waits for them at most this long per step (it
             # goes on as soon as they are in), so a 150-step run takes seconds, not minutes.
             turn_s = max(0.0, float(getattr(args, "turn_seconds", 1.0) or 0.0))
-            out = _run(steps, visual, capsule, turn_s)
+            out = _run(steps, visual, capsule, turn_s, budget)
             out["agent_turn_s"] = turn_s
             out["lens"] = "gemini (google-genai SDK against a fake server on 127.0.0.1)"
             out["model_requests"] = len(fake.requests)
             out["model_requests_per_step"] = round(len(fake.requests) / steps, 2)
+            out["requests_metered"] = sum(u.requests for u in metered)
             out.update(_image_figures(fake.requests))
+            if limiter is not None:
+                out.update(limiter.figures(fake.requests))
             return out
     from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
 
-    out = _run(steps, OfflineVisualLens(), OfflineCapsuleLens())
+    out = _run(steps, OfflineVisualLens(), OfflineCapsuleLens(), 0.0, budget)
     out["lens"] = "offline"
     return out
+
+
+class _RateLimit:
+    """The fake server under a per-model quota: at most LIMIT answered requests per model in any WINDOW
+    seconds; past it a 429 with a retryDelay (the time until the quota frees, at least 0.2 s). A request sent
+    before the delay the server last asked for is counted (and answered 429 again)."""
+
+    LIMIT = 4
+    WINDOW = 2.0
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.not_before: dict[str, float] = {}
+        self.answered: dict[str, list[float]] = {}
+        self.early = 0
+        self.limited = 0
+        self.per_job: dict[tuple[str, str], int] = {}
+
+    def answer(self, model: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        """A 429 with a retryDelay past the model's quota (or before the delay it asked for), else an answer."""
+        now = time.monotonic()
+        key = (model, _job_key(body))
+        with self.lock:
+            self.per_job[key] = self.per_job.get(key, 0) + 1
+            if now < self.not_before.get(model, 0.0) - 0.02:  # 20 ms of clock slack between threads
+                self.early += 1
+                self.limited += 1
+                return (429, round(self.not_before[model] - now + 0.05, 2), 0.0)
+            recent = [t for t in self.answered.get(model, []) if now - t < self.WINDOW]
+            if len(recent) >= self.LIMIT:
+                delay = max(0.2, round(self.WINDOW - (now - recent[0]), 2))
+                self.not_before[model] = now + delay
+                self.answered[model] = recent
+                self.limited += 1
+                return (429, delay, 0.0)
+            self.answered[model] = [*recent, now]
+        return _fake_answer(model, body)
+
+    def figures(self, requests: list[dict[str, Any]]) -> dict[str, Any]:
+        """429s answered, requests sent before the server's delay, the most requests one step sent a model."""
+        return {"rate_limited_answers": self.limited, "requests_before_retry_delay": self.early,
+                "max_requests_per_step_per_model": max(self.per_job.values(), default=0)}
+
+
+def _job_key(body: dict[str, Any]) -> str:
+    """Which step or segment a request is about (the prompt names it)."""
+    import re
+
+    textv = " ".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
+    m = re.search(r"steps (\d+) to (\d+)", textv) or re.search(r"Step (\d+)", textv)
+    return m.group(0) if m else textv[:80]
 
 
 def _image_figures(requests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -95,10 +163,16 @@ def _fake_answer(model: str, body: dict[str, Any]) -> tuple[int, Any, float]:
     return (200, "I look at the screen with a list of items and tap one of them near the top.", 0.05)
 
 
-def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str, Any]:
+def _long_fact(i: int) -> tuple[str, str]:
+    """The i-th fact of the long-task run and the word an agent would recall it by."""
+    code = f"LT{i:03d}Q{(i * 7919) % 1000:03d}"
+    return f"{FACTS[i % len(FACTS)]} (ref {code})", code
+
+
+def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int = 12_000) -> dict[str, Any]:
     from episodes.transcript import TranscriptConfig, TranscriptLedger
 
-    budget = 12_000
+    long = steps > 150
     # The shipped config.yaml (the design's file, in its layout) as is, with the budget scaled to a 150-step
     # run: at the design's 80K tokens such a run never reaches the soft ratio.
     from lifecycle import load_yaml, template_files
@@ -106,10 +180,18 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str
     shipped = load_yaml(dict(template_files())["config.yaml"].decode("utf-8")) or {}
     shipped.setdefault("transcript", {})["context_budget_tokens"] = budget
     cfg = TranscriptConfig.from_mapping(shipped)
+    cc = cfg.chunking
     from ..sim import SimPhone
 
     phone = SimPhone()
-    fact_steps = {5 + 4 * i: f for i, f in enumerate(FACTS)}  # planted in steps 5..81
+    if long:
+        planted = {50 * i: _long_fact(i) for i in range(1, steps // 50 + 1)}  # a fact every 50 steps
+    else:
+        planted = {5 + 4 * i: (f, max(f.split(), key=len)) for i, f in enumerate(FACTS)}  # steps 5..81
+    fact_steps = {n: f for n, (f, _q) in planted.items()}
+    forced = {steps // 3, 2 * steps // 3} if long else set()  # two forced emergencies
+    users = {n: f"use the work account for part {n // 113}" for n in range(113, steps + 1, 113)} if long else {}
+    recovery_at = set(range(37, steps + 1, 37)) if long else set()
     with temp_root() as root:
         ep = root / "episodes" / "2026" / "ep_20260101_bench"
         (ep / "artifacts").mkdir(parents=True)
@@ -119,6 +201,10 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str
         render_ms: list[float] = []
         ratios: list[float] = []
         max_images = breaks = orphans = retried = avoided = 0
+        recall_checks = recall_wrong = 0
+        recover_steps: list[int] = []
+        recovering_since: int | None = None
+        worst_at = 0
         previous: list[str] = []
         obs = phone.call("touch_gesture", {"type": "home"}).observation
         for n in range(1, steps + 1):
@@ -126,7 +212,8 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str
             (ep / ref).write_bytes(phone.screenshot())
             els = [{"label": e.label, "bounds": list(e.box)} for e in phone.elements()]
             led.stage(screenshot=ref, width=phone.screen[0], height=phone.screen[1], elements=els,
-                      package=obs.get("package"), activity=str(obs.get("page")), plan=f"subgoal {n // 25}")
+                      package=obs.get("package"), activity=str(obs.get("page")), plan=f"subgoal {n // 25}",
+                      user_instructions=[users[n]] if n in users else ())
             t0 = time.perf_counter()
             msgs = led.render()
             render_ms.append((time.perf_counter() - t0) * 1000)
@@ -135,8 +222,14 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str
                 breaks += 1
             previous = keys[: led.stable_prefix_len(msgs)]
             max_images = max(max_images, led.raw_images_in(msgs))
-            if not led.snapshot:
-                ratios.append(led.estimated_tokens(msgs) / budget)
+            ratio = led.estimated_tokens(msgs) / budget
+            if recovering_since is not None and ratio < cc.soft_ratio:
+                recover_steps.append(n - 1 - recovering_since)
+                recovering_since = None
+            if recovering_since is None and (long or not led.snapshot):
+                ratios.append(ratio)  # outside emergencies (the 150-step run: never after a snapshot)
+                if ratio >= max(ratios):
+                    worst_at = n
             orphans += _orphans(msgs)
             # Later in the task the script is tempted to try an earlier route again: it does so only
             # if the context no longer shows that the route did not work.
@@ -162,51 +255,106 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0) -> dict[str
             validator: dict[str, Any] = {"executed": res_ok}
             if n in fact_steps:
                 validator["facts"] = [fact_steps[n]]
+            if n in forced:
+                led.observe_usage(int(0.95 * budget))  # the runtime measured a prompt past the hard ratio
+            before = len([e for e in led.events if e["kind"] == "snapshot"])
             led.commit(action=tool, args=a, thought=f"step {n}: working on subgoal {n // 25}", result=output,
-                       validator=validator, post_ui_text=obs.get("visible_text"), subgoal_hash=f"sg{n // 25}")
+                       validator=validator, post_ui_text=obs.get("visible_text"), subgoal_hash=f"sg{n // 25}",
+                       failure_recovery=[{"action": f"back() after step {n}", "reason": "dialog"}]
+                       if n in recovery_at else ())
+            if len([e for e in led.events if e["kind"] == "snapshot"]) > before:
+                recovering_since = n
+            if long and n % 25 == 0:
+                checks, wrong = _check_recall(led, n)
+                recall_checks += checks
+                recall_wrong += wrong
             if turn_s:
                 led.flush(turn_s)  # the agent's next model call: background work lands meanwhile
             elif n % 10 == 0:
                 led.flush(10)  # let capsules land, as they would between turns on a device
         led.flush(30)
         final = led.render()
-        context = "\n".join(m.text() for m in final)
-        in_context = sum(1 for f in FACTS if f in context)
-        # The query an agent would type: the most specific word of the fact (its longest).
-        by_recall = [f for f in FACTS if any(f in res["text"] for res in led.recall_history(
-            query=max(f.split(), key=len)).results)]
-        with_recall = sum(1 for f in FACTS if f in context or f in by_recall)
+        context = _context_text(final)
+        facts = list(fact_steps.values())
+        in_context = sum(1 for f in facts if f in context)
+        # The query an agent would type: the most specific word of the fact.
+        by_recall = [f for n, (f, q) in planted.items() if any(f in res["text"] for res in led.recall_history(
+            query=q).results)]
+        with_recall = sum(1 for f in facts if f in context or f in by_recall)
         events = led.events
+        snaps = [e for e in events if e["kind"] == "snapshot"]
         rows_f = sum(1 for c in [c for e in led.eras for c in e.chunks] + led.chunks for row in c.rows
                      if row.startswith("- Step "))
         raw = len(led.turns) - led.folded_until
-        out = {
+        out: dict[str, Any] = {
             "steps": steps, "budget": budget, "image_scrub_depth": k,
             "render_p50_ms": r(statistics.median(render_ms), 3),
             "render_p95_ms": r(sorted(render_ms)[int(0.95 * (len(render_ms) - 1))], 3),
             "max_raw_screenshots_in_prompt": max_images, "goal_max_raw_screenshots": k + 1,
             "prefix_breaks_outside_events": breaks, "operator_waits": led.service.stats.caller_waits,
             "compactions": len([e for e in events if e["kind"] == "fold"]),
-            "emergency_snapshots": len([e for e in events if e["kind"] == "snapshot"]),
+            "emergency_snapshots": len(snaps),
             "era_merges": len(led.eras),
             "max_prompt_tokens_ratio": r(max(ratios), 3),
             "compaction_min_reduction": r(min(((e["before"] - e["after"]) / e["before"]) for e in events), 3)
             if events else None,
             "consecutive_compactions": sum(1 for a, b in itertools.pairwise(events) if b["at"] - a["at"] <= 1),
             "orphan_tool_pairs": orphans,
-            "ledger_lines_equal_steps": rows_f + raw == steps if not led.snapshot else None,
-            "facts_planted": len(FACTS), "facts_retained_in_context": r(in_context / len(FACTS), 3),
-            "facts_retained_with_recall": r(with_recall / len(FACTS), 3),
-            "facts_found_by_recall_alone": r(len(by_recall) / len(FACTS), 3),
-            "facts_missed_by_recall": [f for f in FACTS if f not in by_recall],
+            "ledger_lines_equal_steps": rows_f + raw == steps
+            if not led.snapshot and not any(e.paragraph for e in led.eras) else None,
+            "facts_planted": len(facts), "facts_retained_in_context": r(in_context / len(facts), 3),
+            "facts_retained_with_recall": r(with_recall / len(facts), 3),
+            "facts_found_by_recall_alone": r(len(by_recall) / len(facts), 3),
+            "facts_missed_by_recall": [f for f in facts if f not in by_recall],
             "failed_paths_retried": retried, "failed_paths_avoided": avoided,
             "summaries_ready": led.service.stats.ready,
             "lens_retries": led.service.stats.retried,
             # Answers that came back and were thrown away (rejected, or later than the service waits).
             "wasted_answers": led.service.stats.rejected_outputs + led.service.stats.slow,
         }
+        if long:
+            out.update({
+                "forced_emergencies_at": sorted(forced),
+                "max_prompt_ratio_at_step": worst_at,
+                "steps_back_under_soft_ratio_after_emergency": recover_steps,
+                "snapshots_on_consecutive_steps": sum(1 for a, b in itertools.pairwise(snaps)
+                                                      if b["at"] - a["at"] <= 1),
+                "recall_answers_checked": recall_checks, "recall_answers_with_wrong_steps": recall_wrong,
+                "frozen_zone_tokens_at_end": led.frozen_tokens(),
+                "periods": len([e for e in led.eras if e.paragraph]),
+            })
         led.close()
     return out
+
+
+def _check_recall(led: Any, n: int) -> tuple[int, int]:
+    """Step-range recall over the last 25 steps: every result and its details belong to the step it names."""
+    import re
+
+    res = led.recall_history(step_range=[max(1, n - 24), n], include_details=True)
+    wrong = 0
+    for item in res.results:
+        s = item["step"]
+        head = re.match(r"- Step (\d+) ", item["text"])
+        # A thought cut to the budget ends in "…": what is left must still be the head of this step's own.
+        thought = ((item.get("details") or {}).get("thought") or "").removesuffix("…")
+        own = f"step {s}:"
+        if head is None or int(head.group(1)) != s or (thought and not (thought.startswith(own)
+                                                                          or own.startswith(thought))):
+            wrong += 1
+    return len(res.results), wrong
+
+
+def _context_text(msgs: list[Any]) -> str:
+    """What the model reads: every text part, and the tool results of raw turns (a fact planted in a step that
+    is still raw is in its validator result, not in a text part)."""
+    import json
+
+    out = []
+    for m in msgs:
+        out.append(m.text())
+        out.extend(json.dumps(p.args, ensure_ascii=False) for p in m.parts if p.kind == "result" and p.args)
+    return "\n".join(out)
 
 
 def _orphans(msgs: list[Any]) -> int:
