@@ -331,9 +331,11 @@ def bounded(lines: list[str], budget: int, head: str = "", more: Callable[[int],
     first line not shown) says how to get them, else "N more, narrow the query"."""
     out = [head] if head else []
     used = estimate_tokens(head)
+    # Room for the note is kept while lines may follow, so the note itself never overruns the budget.
+    room = budget - (60 if more else 0)
     for i, line in enumerate(lines):
         cost = estimate_tokens(line) + 1
-        if used + cost > budget:
+        if used + cost > (budget if i == len(lines) - 1 else room):
             out.append(more(i) if more else f"… {len(lines) - i} more, narrow the query")
             break
         out.append(line)
@@ -411,7 +413,8 @@ class MemoryTools:
             res = self._call(str(name)[:100], args)
             if estimate_tokens(res.text) > self.budget_tokens:  # whatever the tool echoed, the answer is bounded
                 cut = res.text[: self.budget_tokens * 2]
-                while estimate_tokens(cut) > self.budget_tokens - 60:
+                target = max(1, self.budget_tokens - 60 if self.budget_tokens > 120 else self.budget_tokens // 2)
+                while cut and estimate_tokens(cut) > target:  # the note below takes the rest of the budget
                     cut = cut[: int(len(cut) * 0.8)]
                 left = len(res.text) - len(cut)
                 res.text = (cut + f" … [cut to the answer budget: {left} more characters not shown; ask for less at a "
@@ -737,7 +740,7 @@ class MemoryTools:
             how = f"{tool} offset={skip} reads on, or narrow the query" if tool else "ask for fewer ids at a time"
             return f"… {left} not shown (answer budget): {how}"
 
-        text = bounded(lines, self.budget_tokens, head, resume)
+        text = bounded(lines, self.budget_tokens - (40 if more_exists or note else 0), head, resume)
         if more_exists and tool and "not shown (answer budget)" not in text:
             text += f"\n(more match: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
         if note:
