@@ -327,9 +327,13 @@ class SessionStore:
         if not chunks:
             return []
         inv = InvertedIndex.build(str(c.get("summary", "")) for c in chunks)
-        out = []
-        for i, score in inv.search(token_set(query), limit):
+        out: list[MemoryHit] = []
+        for i, score in inv.search(token_set(query), len(chunks)):  # all, best first: inactive ones drop out
             c = chunks[i]
+            if field_str(c.get("status")) not in (None, "active"):
+                continue  # e.g. "missing": its file is gone (verify --fix says so)
+            if len(out) >= limit:
+                break
             out.append(MemoryHit(id=c["id"], type="session_chunk", score=round(score, 4), confidence=1.0,
                                  text=str(c.get("summary", "")), path=f"session/chunks/{c.get('file', '')}"))
         return out

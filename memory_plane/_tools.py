@@ -8,23 +8,33 @@ as an error sentence the model can act on. Stored text is quoted as data, as in 
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 import pydantic
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator
 
 from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
-from lifecycle import as_text, field_num, field_str, field_text, is_safe_id
+from lifecycle import field_num, field_str, field_text, is_safe_id
 
 from ._render import quote_cut, quote_data
 from ._text import token_set
+from ._tool_args import (
+    OptText,
+    QueryArg,
+    TextArg,
+    ToolArgs,
+    Words,
+    _Bounds,
+    _clamped,
+    _int_pair,
+    _query_text,
+    clamp_notes,
+    problem_text,
+)
 
 log = logging.getLogger("memory_plane")
 
@@ -46,105 +56,8 @@ class ToolResult:
         return {"result": self.text, "is_error": self.is_error, "memory_ids": self.refs}
 
 
-class _Bounds:
-    """Marks a count argument's range, so an answer can say when a value was brought into it."""
-
-    def __init__(self, lo: int, hi: int) -> None:
-        self.lo, self.hi = lo, hi
-
-
-def _clamped(lo: int, hi: int, default: int) -> Any:
-    """A whole number in [lo, hi]: numbers and numeric strings are read, out-of-range values are brought into
-    the range (the answer says so); anything else ("many", 2.5, true) is an error naming the argument."""
-
-    def check(v: Any) -> int:
-        if v is None or (isinstance(v, str) and not v.strip()):
-            return default
-        want = f"a whole number {lo}-{hi} (default {default})"
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-            raise ValueError(f"expects {want}, not {repr(v)[:40]}")
-        try:
-            x = float(v.strip()) if isinstance(v, str) else float(v)
-        except ValueError:
-            raise ValueError(f"expects {want}, not {str(v).strip()[:40]!r}") from None
-        if not math.isfinite(x) or x != int(x):
-            raise ValueError(f"expects {want}, not {v!r}")
-        return max(lo, min(hi, int(x)))
-
-    return BeforeValidator(check)
-
-
-_ARRAYISH = re.compile(r"""^\[\s*(?:$|\]|["'\[{\d-])""")
-
-
-def _unwrap_array(v: Any) -> Any:
-    """A list sent as the text of a JSON array (``"[\\"a\\"]"``, ``"[]"``, also twice encoded) as the list."""
-    for _ in range(3):
-        if not isinstance(v, str) or not _ARRAYISH.match(v.strip()):
-            return v
-        s = v.strip()
-        try:
-            v = json.loads(s)
-            continue
-        except ValueError:
-            pass
-        try:  # a Python-style list with single quotes, as some models write it
-            v = ast.literal_eval(s) if len(s) < 20_000 else None
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            v = None
-        if not isinstance(v, list):
-            raise ValueError(f"expects a list of words; {s[:60]!r} looks like a JSON array but is not one")
-    return v
-
-
-def _words(v: Any) -> list[str]:
-    """A list of words: a list, one word for a one-item list, or a JSON array sent as a string."""
-    v = _unwrap_array(v)
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return [v.strip()] if v.strip() else []
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return [str(v)]
-    if not isinstance(v, (list, tuple)):
-        raise ValueError(f"expects a list of words, not {type(v).__name__}")
-    out = []
-    for x in v:
-        if x is None:
-            continue
-        if isinstance(x, bool) or not isinstance(x, (str, int, float)):
-            raise ValueError(f"expects a list of words, not a list holding {repr(x)[:40]}")
-        if str(x).strip():
-            out.append(str(x).strip())
-    return out
-
-
-def _query_text(v: Any) -> Any:
-    """Query text; a list of words (or a JSON array sent as text) is joined, never cut to its first word."""
-    v = _unwrap_array(v) if isinstance(v, str) else v
-    if isinstance(v, (list, tuple)):
-        return " ".join(_words(list(v)))
-    return as_text(v) if v is not None else ""
-
-
-def _int_pair(v: Any) -> Any:
-    return _unwrap_array(v)
-
-
-Words = Annotated[list[str], BeforeValidator(_words)]
-TextArg = Annotated[str, BeforeValidator(lambda v: as_text(v) if v is not None else "")]
-QueryArg = Annotated[str, BeforeValidator(_query_text)]
-OptText = Annotated[str | None, BeforeValidator(as_text)]
-
-
-class _Args(BaseModel):
-    # Unknown keys are kept aside (and named in the answer), never a reason to refuse the call.
-    model_config = ConfigDict(extra="allow")
-
-    # The Go tools' argument names read as ours (alias -> field); documented in each declaration.
-    ALIASES: ClassVar[dict[str, str]] = {}
-    # The argument a bare string stands for (Go's inspect_episode takes ``"ep_…"`` alone).
-    PRIMARY: ClassVar[str | None] = None
+class _Args(ToolArgs, BaseModel):
+    """The memory tools' arguments (BaseModel named again so linters see pydantic fields, not class data)."""
 
 
 class RecallMemoryArgs(_Args):
@@ -343,16 +256,6 @@ def bounded(lines: list[str], budget: int, head: str = "", more: Callable[[int],
     return "\n".join(out)
 
 
-def _problem(e: Any, aliases: dict[str, str]) -> str:
-    """One validation error as "argument: what it expects"."""
-    where = ".".join(map(str, e["loc"])) or "arguments"
-    msg = str(e["msg"]).removeprefix("Value error, ")
-    if e.get("type") == "missing":
-        also = [a for a, f in aliases.items() if f == where]
-        msg = "required" + (f" (also read from {', '.join(also)})" if also else "")
-    return f"{where}: {msg}"
-
-
 class MemoryTools:
     """Memory tools for the model: ``declarations()``, ``genai_tools()``, ``call(name, args)``."""
 
@@ -462,12 +365,12 @@ class MemoryTools:
         try:
             parsed = model.model_validate(args)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(_problem(e, model.ALIASES) for e in exc.errors())
+            problems = "; ".join(problem_text(e, model.ALIASES) for e in exc.errors())
             schema = next(d["parameters"] for d in self.declarations() if d["name"] == name)
             return ToolResult(f"{name}: bad arguments ({problems}). Expected: {json.dumps(schema['properties'])}",
                               is_error=True)
         result = run(parsed)
-        notes = _clamp_notes(model, args, parsed)
+        notes = clamp_notes(model, args, parsed)
         extra = sorted((parsed.model_extra or {}).keys())
         if extra:
             notes.append(f"ignored unknown arguments: {', '.join(extra)}")
@@ -747,21 +650,3 @@ class MemoryTools:
             text += f"\n({note})"
         shown = [r for r in refs if r in text]  # only the ids that made it into the answer
         return ToolResult(text, refs=shown)
-
-
-def _clamp_notes(model: type[_Args], args: dict[str, Any], parsed: _Args) -> list[str]:
-    """Say so when a count was brought into its range (500 -> 30): a value is never changed silently."""
-    notes = []
-    for fname, info in model.model_fields.items():
-        bounds = next((m for m in info.metadata if isinstance(m, _Bounds)), None)
-        raw = args.get(fname)
-        if bounds is None or raw is None or isinstance(raw, bool):
-            continue
-        try:
-            asked = float(raw)
-        except (TypeError, ValueError):
-            continue
-        got = getattr(parsed, fname)
-        if math.isfinite(asked) and asked != got:
-            notes.append(f"{fname} {raw} is outside {bounds.lo}-{bounds.hi}: {got} used")
-    return notes
