@@ -146,6 +146,22 @@ def test_recall_memory_with_no_query_lists_memories_by_type(plane: MemoryPlane) 
     assert not r.is_error and r.refs == [rule.id]
 
 
+def test_phone_tool_inputs_with_mangled_points_are_read(plane: MemoryPlane) -> None:
+    # The Go extractor reads coordinates from numbers or numeric strings; a point may also arrive as the
+    # text of a JSON array, and a "nan" must not break the episode's summary line.
+    req = MemoryRetrieveRequest(input="向上滑动设置页")
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    rec.tool_call("swipe", {"start": "[100, 200]", "end": "[300, 400]"})
+    rec.tool_result("swipe", observed_state={"app": "Settings", "page": "Main"})
+    rec.tool_call("tap", {"x": "nan", "y": "5"})
+    rec.tool_result("tap", observed_state={"app": "Settings", "page": "Main"})
+    ep = rec.finish(success=True)
+    plane.commit_episode(ep)
+    plane.flush()
+    summary = next(e["summary"] for e in plane.episodes.entries() if e["id"] == ep.id)
+    assert "swipe(x=100,y=200 -> x=300,y=400)" in summary and "tap()" in summary
+
+
 # -- 3. Files the Go agent wrote ----------------------------------------------------------------------
 
 
