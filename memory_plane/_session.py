@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from lifecycle import (
     dump_yaml,
     dumps_compact,
     field_str,
+    format_entry,
     format_ts,
     init_tree,
     is_safe_id,
@@ -192,15 +194,20 @@ class SessionStore:
         atomic_write(self.dir / "events.jsonl", "".join(dumps_compact(e) + "\n" for e in keep))
         self._write_summary()
 
-    def _go_layout(self) -> tuple[str, dict[str, Any]] | None:
-        """The chunk index as the Go agent writes it ({version, updated_at, chunks: [...]}), or None when the
-        file is missing or in our one-line-per-entry layout. Raises ParseError when it cannot be read."""
+    def _index_text(self) -> str | None:
+        """The chunk index when it is in the Go layout ({version, updated_at, chunks: [...]}); None when it is
+        missing or in our one-line-per-entry layout (told by its first line, without a parse)."""
         try:
             text = decode_utf8(read_bytes_nofollow(self.chunk_index.path), self.chunk_index.path)
         except FileNotFoundError:
             return None
         first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
-        if not first or first.startswith("- "):
+        return None if not first or first.startswith("- ") else text
+
+    def _go_layout(self) -> tuple[str, dict[str, Any]] | None:
+        """The Go-layout chunk index and its parse, or None (see ``_index_text``); ParseError when unreadable."""
+        text = self._index_text()
+        if text is None:
             return None
         data = load_yaml(text, self.chunk_index.path)
         if not isinstance(data, dict) or not isinstance(data.get("chunks", []), (list, type(None))):
@@ -210,19 +217,28 @@ class SessionStore:
     def _add_chunk(self, entry: dict[str, Any]) -> None:
         """Add one chunk to the index (caller holds the lock), in the layout the file already has."""
         entry = {k: v for k, v in entry.items() if v is not None}
-        try:
-            go = self._go_layout()
-        except ParseError:
-            # A chunk index nobody can parse: add the line (losing nothing) and let verify report the file.
-            go = None
-        if go is None:
+        text = self._index_text()
+        if text is None:
             self.chunk_index.append(entry)
             return
         # A Go-written index is one YAML document: a line appended after it would make it invalid YAML and
-        # drop every older entry on the next read (issue 30). Add the entry inside the document instead.
+        # drop every older entry on the next read (issue 30). The entry goes inside the document instead.
+        now = format_ts(self.clock())
+        fast = _append_to_go_chunks(text, format_entry(entry), now)
+        if fast is not None:
+            atomic_write(self.chunk_index.path, fast)
+            return
+        try:
+            go = self._go_layout()
+        except ParseError:
+            go = None
+        if go is None:
+            # An index nobody can parse: add the line (losing nothing) and let verify report the file.
+            self.chunk_index.append(entry)
+            return
         text, data = go
         data["chunks"] = [*(data.get("chunks") or []), entry]
-        data["updated_at"] = format_ts(self.clock())
+        data["updated_at"] = now
         data.setdefault("version", 1)
         atomic_write(self.chunk_index.path, dump_yaml(data, text))
 
@@ -403,3 +419,25 @@ def summarize_events(events: list[dict[str, Any]]) -> str:
     if outs:
         parts.append("last reply: " + " ".join(outs[-1].split())[:120])
     return "; ".join(parts)[:400] or f"{len(events)} events"
+
+
+_TOP_LEVEL = re.compile(r"^[^\s#-]")
+_ITEM = re.compile(r"^(\s*)- ")
+
+
+def _append_to_go_chunks(text: str, line: str, now: str) -> str | None:
+    """The Go-layout index with one more entry (one flow-mapping line, valid YAML the Go agent reads) and a new
+    updated_at, by text: no parse and no re-dump of the older entries (a 1,000-chunk index parses in ~150 ms).
+    None when the layout is not the plain one (``chunks:`` not the last key), and the caller re-dumps."""
+    lines = text.split("\n")
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("chunks:")]
+    if len(heads) != 1 or lines[heads[0]].split("#")[0].strip() != "chunks:":
+        return None
+    rest = lines[heads[0] + 1:]
+    if any(_TOP_LEVEL.match(ln) for ln in rest):
+        return None  # another key follows the list: appending would put the entry under it
+    items = [m.group(1) for m in map(_ITEM.match, rest) if m]
+    indent = items[0] if items else "  "
+    out = text.rstrip("\n") + "\n" + indent + line + "\n"
+    stamped, n = re.subn(r"^updated_at:[^\n#]*", f"updated_at: {json.dumps(now)}", out, count=1, flags=re.M)
+    return stamped if n else out

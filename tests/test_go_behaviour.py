@@ -167,6 +167,7 @@ def test_phone_tool_inputs_with_mangled_points_are_read(plane: MemoryPlane) -> N
 
 def test_a_go_layout_chunk_index_is_appended_to_and_stays_valid_yaml(plane: MemoryPlane) -> None:
     old = go_chunk(plane.root)
+    go_text = (plane.root / "session" / "chunks" / "index.yaml").read_text("utf-8")
     assert [c["id"] for c in plane.session.chunk_index.read().entries] == [old]
     for i in range(60):
         plane.session.append("user_input", f"message {i}")
@@ -181,6 +182,21 @@ def test_a_go_layout_chunk_index_is_appended_to_and_stays_valid_yaml(plane: Memo
     r = plane.tools.call("recall_session_chunks", {"tags": ["验证码"]})
     assert old in r.text
     assert plane.verify().ok
+    go_lines = go_text.splitlines()
+    assert [ln for ln in text.splitlines() if not ln.startswith("updated_at:")][: len(go_lines) - 1] == [
+        ln for ln in go_lines if not ln.startswith("updated_at:")]  # the Go entry kept byte for byte
+
+
+def test_a_go_index_in_another_key_order_is_rewritten_whole_and_valid(plane: MemoryPlane) -> None:
+    old = go_chunk(plane.root)
+    path = plane.root / "session" / "chunks" / "index.yaml"
+    lines = path.read_text("utf-8").splitlines()
+    path.write_text("\n".join([*lines[2:], *lines[:2]]) + "\n", "utf-8")  # chunks first, then version, updated_at
+    for i in range(60):
+        plane.session.append("user_input", f"message {i}")
+    doc = load_yaml(path.read_text("utf-8"))
+    assert isinstance(doc, dict) and doc["version"] == 1 and doc["chunks"][0]["id"] == old
+    assert len(doc["chunks"]) == 2
 
 
 def test_verify_reports_a_torn_chunk_file_and_fix_leaves_it_clean(plane: MemoryPlane) -> None:
