@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -40,14 +41,12 @@ def parse_tool_input(raw: Any) -> dict[str, Any]:
 def _num(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            return None
-    return None
+    try:
+        x = float(v.strip()) if isinstance(v, str) else float(v) if isinstance(v, (int, float)) else None
+    except ValueError:
+        return None
+    # "nan" and "inf" parse as floats but are no coordinate (and would break the label's int()).
+    return x if x is not None and math.isfinite(x) else None
 
 
 def _fmt(v: float) -> str:
@@ -57,6 +56,11 @@ def _fmt(v: float) -> str:
 def tool_coords(tool_input: Mapping[str, Any]) -> str | None:
     """Coordinates of a tap or swipe as ``x=500,y=850`` or ``x=..,y=.. -> x=..,y=..``."""
     def point(obj: Any) -> tuple[float, float] | None:
+        if isinstance(obj, str) and obj.strip()[:1] in ("[", "{"):
+            try:  # a point sent as the text of a JSON array or object, as models do
+                obj = json.loads(obj)
+            except ValueError:
+                return None
         if isinstance(obj, Mapping):
             x, y = _num(obj.get("x")), _num(obj.get("y"))
             return (x, y) if x is not None and y is not None else None

@@ -277,7 +277,8 @@ class MemoryPlane:
         """Check the tree, rebuild indexes, mark expired, close crashed episodes, run background jobs that
         never ran (a crash, an overflow); quarantine broken files with fix."""
         self.flush(30)
-        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock())
+        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock(),
+                             session=self.session)
         report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
         report.stats["jobs_failed"] = self.failed_jobs()
         return report

@@ -20,12 +20,17 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202
 
 def quote_data(text: str, limit: int = MAX_LINE_BODY) -> str:
     """Stored text as one quoted line: newlines folded, controls and quote marks neutralised."""
+    return quote_cut(text, limit)[0]
+
+
+def quote_cut(text: str, limit: int = MAX_LINE_BODY) -> tuple[str, int]:
+    """``quote_data`` and how many characters of the folded text it left out (0 when whole)."""
     clean = _CONTROL.sub(" ", text or "")
     clean = clean.replace("«", '"').replace("»", '"')
     clean = " ".join(clean.split())
     if len(clean) > limit:
-        clean = clean[: limit - 1] + "…"
-    return f"«{clean}»"
+        return f"«{clean[: limit - 1]}…»", len(clean) - (limit - 1)
+    return f"«{clean}»", 0
 
 
 def _safe_attr(value: str) -> str:

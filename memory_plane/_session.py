@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +17,21 @@ from lifecycle import (
     INDEX_NAME,
     Clock,
     IndexFile,
+    ParseError,
     UsageError,
     append_line,
     atomic_write,
     collection_lock,
+    decode_utf8,
+    dump_yaml,
     dumps_compact,
+    field_str,
+    format_entry,
     format_ts,
     init_tree,
+    is_safe_id,
+    load_yaml,
+    parse_jsonl,
     read_bytes_nofollow,
     read_jsonl,
     safe_join,
@@ -178,12 +187,125 @@ class SessionStore:
         # leaves the events twice (harmless), never zero times.
         atomic_write(self.chunks_dir / f"{chunk_id}.jsonl", body)
         apps = sorted({str(e["app_name"]) for e in old if e.get("app_name")})
-        self.chunk_index.append({"id": chunk_id, "file": f"{chunk_id}.jsonl", "status": "active", "summary": summary,
-                                 "app_name": apps[0] if apps else None, "event_count": len(old),
-                                 "first_ts": old[0].get("ts"), "last_ts": old[-1].get("ts"),
-                                 "checksum": "sha256:" + hashlib.sha256(body.encode()).hexdigest()})
+        self._add_chunk({"id": chunk_id, "file": f"{chunk_id}.jsonl", "status": "active", "summary": summary,
+                         "app_name": apps[0] if apps else None, "event_count": len(old),
+                         "first_ts": old[0].get("ts"), "last_ts": old[-1].get("ts"),
+                         "checksum": "sha256:" + hashlib.sha256(body.encode()).hexdigest()})
         atomic_write(self.dir / "events.jsonl", "".join(dumps_compact(e) + "\n" for e in keep))
         self._write_summary()
+
+    def _index_text(self) -> str | None:
+        """The chunk index when it is in the Go layout ({version, updated_at, chunks: [...]}); None when it is
+        missing or in our one-line-per-entry layout (told by its first line, without a parse)."""
+        try:
+            text = decode_utf8(read_bytes_nofollow(self.chunk_index.path), self.chunk_index.path)
+        except FileNotFoundError:
+            return None
+        first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+        return None if not first or first.startswith("- ") else text
+
+    def _go_layout(self) -> tuple[str, dict[str, Any]] | None:
+        """The Go-layout chunk index and its parse, or None (see ``_index_text``); ParseError when unreadable."""
+        text = self._index_text()
+        if text is None:
+            return None
+        data = load_yaml(text, self.chunk_index.path)
+        if not isinstance(data, dict) or not isinstance(data.get("chunks", []), (list, type(None))):
+            raise ParseError(self.chunk_index.path, 1, "chunk index must hold a 'chunks' list")
+        return text, data
+
+    def _add_chunk(self, entry: dict[str, Any]) -> None:
+        """Add one chunk to the index (caller holds the lock), in the layout the file already has."""
+        entry = {k: v for k, v in entry.items() if v is not None}
+        text = self._index_text()
+        if text is None:
+            self.chunk_index.append(entry)
+            return
+        # A Go-written index is one YAML document: a line appended after it would make it invalid YAML and
+        # drop every older entry on the next read (issue 30). The entry goes inside the document instead.
+        now = format_ts(self.clock())
+        fast = _append_to_go_chunks(text, format_entry(entry), now)
+        if fast is not None:
+            atomic_write(self.chunk_index.path, fast)
+            return
+        try:
+            go = self._go_layout()
+        except ParseError:
+            go = None
+        if go is None:
+            # An index nobody can parse: add the line (losing nothing) and let verify report the file.
+            self.chunk_index.append(entry)
+            return
+        text, data = go
+        data["chunks"] = [*(data.get("chunks") or []), entry]
+        data["updated_at"] = now
+        data.setdefault("version", 1)
+        atomic_write(self.chunk_index.path, dump_yaml(data, text))
+
+    def chunk_events(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events a chunk holds ([] when its file is missing or its name leaves the chunks folder)."""
+        name = field_str(entry.get("file")) or f"{entry.get('id')}.jsonl"
+        try:
+            path = safe_join(self.chunks_dir, name)
+        except ValueError:
+            return []
+        return read_jsonl(path).records
+
+    def verify_chunks(self, *, fix: bool = False) -> list[tuple[str, str, str]]:
+        """Chunk files that do not hold what their index line says (checksum, event count), as
+        (category, relative path, message); with fix the index records what the file holds now."""
+        if not fix:
+            # Reporting reads only (a read-only tree is checked too): chunk files and index lines are written
+            # whole, the chunk before its line, so a read beside a compression sees no half state.
+            return self._check_chunks(False)
+        with self.lock():
+            return self._check_chunks(True)
+
+    def _check_chunks(self, fix: bool) -> list[tuple[str, str, str]]:
+        out: list[tuple[str, str, str]] = []
+        # The caller holds the session lock.
+        try:
+            go = self._go_layout()
+        except ParseError as exc:
+            return [("chunk_index", "session/chunks/index.yaml", exc.message)]
+        entries = [dict(e) for e in (go[1].get("chunks") or [] if go else self.chunk_index.read().entries)
+                   if isinstance(e, dict)]
+        changed = False
+        for e in entries:
+            if field_str(e.get("status")) == "missing":
+                continue  # a file already found gone (and recorded so by a fix)
+            name = field_str(e.get("file")) or f"{e.get('id')}.jsonl"
+            rel = f"session/chunks/{name}"
+            try:
+                data = read_bytes_nofollow(safe_join(self.chunks_dir, name))
+            except ValueError:
+                out.append(("unsafe_ref", "session/chunks/index.yaml", f"chunk {e.get('id')}: file {name!r} "
+                            "leaves the chunks folder"))
+                continue
+            except OSError:
+                out.append(("missing_chunk", rel, f"chunk {e.get('id')} is in the index, its file is not"))
+                if fix:
+                    e["status"] = "missing"  # recall skips it; the line stays, so nothing is silently lost
+                    changed = True
+                continue
+            want = field_str(e.get("checksum"))
+            got = "sha256:" + hashlib.sha256(data).hexdigest()
+            if want and want != got:
+                lines = data.count(b"\n")
+                out.append(("chunk_checksum", rel, f"holds {lines} lines, not what its index line says "
+                            f"(checksum {want[:19]}…, {e.get('event_count')} events)"))
+                if fix:
+                    e["checksum"] = got
+                    e["event_count"] = len(parse_jsonl(data, rel).records)
+                    changed = True
+        if changed and go is not None:
+            text, doc = go
+            doc["chunks"] = entries
+            doc["updated_at"] = format_ts(self.clock())
+            atomic_write(self.chunk_index.path, dump_yaml(doc, text))
+        elif changed:
+            self.chunk_index.write(entries)
+        return out
 
     def _write_summary(self) -> None:
         chunks = self.chunk_index.read().entries
@@ -221,9 +343,13 @@ class SessionStore:
         if not chunks:
             return []
         inv = InvertedIndex.build(str(c.get("summary", "")) for c in chunks)
-        out = []
-        for i, score in inv.search(token_set(query), limit):
+        out: list[MemoryHit] = []
+        for i, score in inv.search(token_set(query), len(chunks)):  # all, best first: inactive ones drop out
             c = chunks[i]
+            if field_str(c.get("status")) not in (None, "active"):
+                continue  # e.g. "missing": its file is gone (verify --fix says so)
+            if len(out) >= limit:
+                break
             out.append(MemoryHit(id=c["id"], type="session_chunk", score=round(score, 4), confidence=1.0,
                                  text=str(c.get("summary", "")), path=f"session/chunks/{c.get('file', '')}"))
         return out
@@ -239,7 +365,8 @@ class SessionStore:
                 # Events from before sessions were opened on the first append: archive them under a new id.
                 sid = self._open_session(meta)
                 self._write_metadata(meta)
-            target = safe_join(self.root, "session_archive", slug_id(str(sid)))
+            # Named by the id close() returns, as the Go agent names it; an id a hand edit made unsafe is slugged.
+            target = safe_join(self.root, "session_archive", str(sid) if is_safe_id(sid) else slug_id(str(sid)))
             target.mkdir(parents=True, exist_ok=True)
             for name in ("events.jsonl", "summary.md", "summary_archive.md", "metadata.json", "chunks"):
                 src = self.dir / name
@@ -254,6 +381,7 @@ class SessionStore:
         if not needles:
             return 0
         changed = 0
+        scrubbed_chunks = False
         with self.lock():
             files = [self.dir / "events.jsonl", self.dir / "summary.md", self.dir / "summary_archive.md",
                      self.dir / "metadata.json", self.chunks_dir / INDEX_NAME]
@@ -269,6 +397,9 @@ class SessionStore:
                 if new != text:
                     atomic_write(f, new)
                     changed += 1
+                    scrubbed_chunks = scrubbed_chunks or (f.suffix == ".jsonl" and f.parent == self.chunks_dir)
+            if scrubbed_chunks:
+                self._check_chunks(fix=True)  # the index records the scrubbed files' new checksums
         return changed
 
 
@@ -288,3 +419,25 @@ def summarize_events(events: list[dict[str, Any]]) -> str:
     if outs:
         parts.append("last reply: " + " ".join(outs[-1].split())[:120])
     return "; ".join(parts)[:400] or f"{len(events)} events"
+
+
+_TOP_LEVEL = re.compile(r"^[^\s#-]")
+_ITEM = re.compile(r"^(\s*)- ")
+
+
+def _append_to_go_chunks(text: str, line: str, now: str) -> str | None:
+    """The Go-layout index with one more entry (one flow-mapping line, valid YAML the Go agent reads) and a new
+    updated_at, by text: no parse and no re-dump of the older entries (a 1,000-chunk index parses in ~150 ms).
+    None when the layout is not the plain one (``chunks:`` not the last key), and the caller re-dumps."""
+    lines = text.split("\n")
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("chunks:")]
+    if len(heads) != 1 or lines[heads[0]].split("#")[0].strip() != "chunks:":
+        return None
+    rest = lines[heads[0] + 1:]
+    if any(_TOP_LEVEL.match(ln) for ln in rest):
+        return None  # another key follows the list: appending would put the entry under it
+    items = [m.group(1) for m in map(_ITEM.match, rest) if m]
+    indent = items[0] if items else "  "
+    out = text.rstrip("\n") + "\n" + indent + line + "\n"
+    stamped, n = re.subn(r"^updated_at:[^\n#]*", f"updated_at: {json.dumps(now)}", out, count=1, flags=re.M)
+    return stamped if n else out

@@ -28,6 +28,7 @@ from lifecycle import (
 )
 
 from ._long_term import LongTermStore
+from ._session import SessionStore
 
 log = logging.getLogger("memory_plane")
 
@@ -35,6 +36,10 @@ log = logging.getLogger("memory_plane")
 def _jsonl_files(root: Path, episode_dirs: Iterable[Path]) -> list[Path]:
     files = [root / "lifecycle" / "tombstones.jsonl", root / "lifecycle" / "conflicts.jsonl",
              root / "session" / "events.jsonl"]
+    # The session's compressed chunks: a crash mid-write (the Go agent writes them in place) tears them too.
+    chunks = root / "session" / "chunks"
+    if chunks.is_dir() and not chunks.is_symlink():
+        files += sorted(chunks.glob("*.jsonl"))
     files += [d / EVENTS_FILE for d in episode_dirs]
     return [f for f in files if f.is_file() and not f.is_symlink()]
 
@@ -50,7 +55,7 @@ def _repair_jsonl(path: Path) -> int:
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
                 *, fix: bool = False, now: datetime | None = None,
-                extra: Iterable[Collection] = ()) -> VerifyReport:
+                extra: Iterable[Collection] = (), session: SessionStore | None = None) -> VerifyReport:
     """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes."""
     now = now or device.clock()
     report = VerifyReport()
@@ -188,10 +193,17 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                     report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
                     continue
                 report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+    if session is not None:
+        # After the torn-line repair above, so a fix records the checksum of what the chunk file now holds.
+        try:
+            for category, rel, message in session.verify_chunks(fix=fix):
+                report.add(category, rel, None, message)
+        except OSError as exc:
+            report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.
         repaired = {"parse", "validation", "yamlbomb", "index", "jsonl", "torn_jsonl", "missing_artifact",
-                    "orphanfolder"}
+                    "orphanfolder", "chunk_checksum", "missing_chunk"}
         report.problems = [p for p in report.problems if p.category not in repaired]
     return report
 

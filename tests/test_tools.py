@@ -105,7 +105,8 @@ def test_answers_stay_within_the_budget(plane: MemoryPlane) -> None:
         plane.long_term.save_memory(type="fact", content=f"Garden fact number {i}: " + "a long detail " * 30)
     tools = MemoryTools(plane, budget_tokens=300)
     r = tools.call("recall_memory", {"query": "garden fact", "limit": 20})
-    assert estimate_tokens(r.text) <= 300 and "more, narrow the query" in r.text
+    assert estimate_tokens(r.text) <= 300 and "more results not shown (answer budget)" in r.text
+    assert "recall_memory offset=" in r.text and "narrow the query" in r.text
     assert all(ref in r.text for ref in r.refs)
 
 

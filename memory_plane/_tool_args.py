@@ -1,0 +1,145 @@
+"""How the memory tools read their arguments: the way models write them, the Go agent's names, and a clear
+error naming the argument when a value cannot be used (nothing is dropped silently)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from lifecycle import as_text
+
+
+class _Bounds:
+    """Marks a count argument's range, so an answer can say when a value was brought into it."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+
+def _clamped(lo: int, hi: int, default: int) -> Any:
+    """A whole number in [lo, hi]: numbers and numeric strings are read, out-of-range values are brought into
+    the range (the answer says so); anything else ("many", 2.5, true) is an error naming the argument."""
+
+    def check(v: Any) -> int:
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return default
+        want = f"a whole number {lo}-{hi} (default {default})"
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError(f"expects {want}, not {repr(v)[:40]}")
+        try:
+            x = float(v.strip()) if isinstance(v, str) else float(v)
+        except ValueError:
+            raise ValueError(f"expects {want}, not {str(v).strip()[:40]!r}") from None
+        if not math.isfinite(x) or x != int(x):
+            raise ValueError(f"expects {want}, not {v!r}")
+        return max(lo, min(hi, int(x)))
+
+    return BeforeValidator(check)
+
+
+_ARRAYISH = re.compile(r"""^\[\s*(?:$|\]|["'\[{\d-])""")
+
+
+def _unwrap_array(v: Any) -> Any:
+    """A list sent as the text of a JSON array (``"[\\"a\\"]"``, ``"[]"``, also twice encoded) as the list."""
+    for _ in range(3):
+        if not isinstance(v, str) or not _ARRAYISH.match(v.strip()):
+            return v
+        s = v.strip()
+        try:
+            v = json.loads(s)
+            continue
+        except ValueError:
+            pass
+        try:  # a Python-style list with single quotes, as some models write it
+            v = ast.literal_eval(s) if len(s) < 20_000 else None
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            v = None
+        if not isinstance(v, list):
+            raise ValueError(f"expects a list of words; {s[:60]!r} looks like a JSON array but is not one")
+    return v
+
+
+def _words(v: Any) -> list[str]:
+    """A list of words: a list, one word for a one-item list, or a JSON array sent as a string."""
+    v = _unwrap_array(v)
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v.strip()] if v.strip() else []
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return [str(v)]
+    if not isinstance(v, (list, tuple)):
+        raise ValueError(f"expects a list of words, not {type(v).__name__}")
+    out = []
+    for x in v:
+        if x is None:
+            continue
+        if isinstance(x, bool) or not isinstance(x, (str, int, float)):
+            raise ValueError(f"expects a list of words, not a list holding {repr(x)[:40]}")
+        if str(x).strip():
+            out.append(str(x).strip())
+    return out
+
+
+def _query_text(v: Any) -> Any:
+    """Query text; a list of words (or a JSON array sent as text) is joined, never cut to its first word."""
+    v = _unwrap_array(v) if isinstance(v, str) else v
+    if isinstance(v, (list, tuple)):
+        return " ".join(_words(list(v)))
+    return as_text(v) if v is not None else ""
+
+
+def _int_pair(v: Any) -> Any:
+    return _unwrap_array(v)
+
+
+Words = Annotated[list[str], BeforeValidator(_words)]
+TextArg = Annotated[str, BeforeValidator(lambda v: as_text(v) if v is not None else "")]
+QueryArg = Annotated[str, BeforeValidator(_query_text)]
+OptText = Annotated[str | None, BeforeValidator(as_text)]
+
+
+class ToolArgs(BaseModel):
+    """Base of a tool's arguments: Go's names as aliases, a primary argument for a bare value."""
+
+    # Unknown keys are kept aside (and named in the answer), never a reason to refuse the call.
+    model_config = ConfigDict(extra="allow")
+
+    # The Go tools' argument names read as ours (alias -> field); documented in each declaration.
+    ALIASES: ClassVar[dict[str, str]] = {}
+    # The argument a bare string stands for (Go's inspect_episode takes ``"ep_…"`` alone).
+    PRIMARY: ClassVar[str | None] = None
+
+
+def problem_text(e: Any, aliases: dict[str, str]) -> str:
+    """One validation error as "argument: what it expects" (a missing one names its aliases)."""
+    where = ".".join(map(str, e["loc"])) or "arguments"
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    if e.get("type") == "missing":
+        also = [a for a, f in aliases.items() if f == where]
+        msg = "required" + (f" (also read from {', '.join(also)})" if also else "")
+    return f"{where}: {msg}"
+
+
+def clamp_notes(model: type[ToolArgs], args: dict[str, Any], parsed: ToolArgs) -> list[str]:
+    """Say so when a count was brought into its range (500 -> 30): a value is never changed silently."""
+    notes = []
+    for fname, info in model.model_fields.items():
+        bounds = next((m for m in info.metadata if isinstance(m, _Bounds)), None)
+        raw = args.get(fname)
+        if bounds is None or raw is None or isinstance(raw, bool):
+            continue
+        try:
+            asked = float(raw)
+        except (TypeError, ValueError):
+            continue
+        got = getattr(parsed, fname)
+        if math.isfinite(asked) and asked != got:
+            notes.append(f"{fname} {raw} is outside {bounds.lo}-{bounds.hi}: {got} used")
+    return notes
