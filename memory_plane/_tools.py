@@ -181,8 +181,8 @@ DECLARATIONS: dict[str, dict[str, Any]] = {
                         "user profile; preference for likes, rule for always/never. Answers status=saved, "
                         "status=superseded (it replaces an older one), status=ignored (ignored as a duplicate, or "
                         "forgotten on purpose before) or status=conflicted (it contradicts the user's own rule or "
-                        "preference, which stays in force). Do not save guesses, one-off task details or anything shown "
-                        "only on screen." + _LENIENT),
+                        "preference, which stays in force). Do not save guesses, one-off task details or anything "
+                        "shown only on screen." + _LENIENT),
         "parameters": _schema({
             "content": {**_S, "description": "one self-contained sentence, in the user's words where possible"},
             "type": {**_S, "enum": ["fact", "preference", "rule", "profile", "procedure"],
@@ -581,18 +581,22 @@ class MemoryTools:
                 f"{'succeeded' if o.success else 'failed'}"
                 + (f" ({o.failure_phase}: {quote_data(o.failure_reason or '')})" if not o.success else "")
                 + f"; {ep.metrics.tool_steps} steps; {shown}{more}")
+        taught = self._taught(ep)
+        if taught:
+            head += "\ntaught (memory: the events that show it): " + "; ".join(taught)
         lines: list[str] = []
         first_event: list[int] = []  # the event each line starts from, to say where a cut answer resumes
         for n, ev in enumerate(window, start=a.offset):
             kind = ev.get("type")
+            evid = f" [{ev['event_id']}]" if isinstance(ev.get("event_id"), str) else ""
             if kind == "tool_call":
                 args = json.dumps(ev.get("tool_input"), ensure_ascii=False)[:160]
                 lines.append(f"step {ev.get('step')}: {ev.get('tool_name')} {args}"
-                             + (f" — {quote_data(str(ev['content']))}" if ev.get("content") else ""))
+                             + (f" — {quote_data(str(ev['content']))}" if ev.get("content") else "") + evid)
             elif kind == "tool_result":
                 obs = ev.get("observed_state") or {}
                 lines.append(f"  -> {'error ' + quote_data(str(ev.get('error'))) if ev.get('is_error') else 'ok'}"
-                             + (f" app={obs.get('app')} page={obs.get('page')}" if obs else ""))
+                             + (f" app={obs.get('app')} page={obs.get('page')}" if obs else "") + evid)
             else:
                 continue
             first_event.append(n)
@@ -604,6 +608,20 @@ class MemoryTools:
 
         text = bounded(lines, self.budget_tokens, head, resume)
         return ToolResult(text, refs=[ep.id])
+
+    def _taught(self, ep: Any) -> list[str]:
+        """The lessons an episode taught, each with the event ids its evidence names (at most 8)."""
+        out = []
+        for mid in ep.reusable_lessons[:8]:
+            try:
+                item = self.plane.device.get(mid)
+            except Exception:  # a broken file: named without its events (verify reports the file)
+                item = None
+            refs = [r for r in (item.evidence_refs if item is not None else []) if r.id == ep.id]
+            ids = [i for r in refs for i in r.event_ids]
+            out.append(f"{mid} ({', '.join(ids[:6])}{' …' if len(ids) > 6 else ''})" if ids else mid)
+        more = len(ep.reusable_lessons) - 8
+        return out + ([f"{more} more in episode.yaml reusable_lessons"] if more > 0 else [])
 
     def _recall_session(self, a: RecallSessionArgs) -> ToolResult:
         from ._types import MemoryHit

@@ -344,3 +344,15 @@ def test_a_failure_phase_is_kept_as_given(tmp_path: Path) -> None:
                      failure_phase=phase, failure_reason="no")
             got = plane.episodes.get(ep.id)
             assert got is not None and got.outcome.failure_phase == stored
+
+
+def test_inspect_episode_shows_what_each_lesson_was_taught_by(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        ep = run(plane, "打开微信，给张三发消息", wechat_path("张三", 300))
+        got = plane.episodes.get(ep.id)
+        assert got is not None and got.reusable_lessons
+        res = plane.tools.call("inspect_episode", {"episode_id": ep.id})
+        assert not res.is_error and "taught (memory: the events that show it)" in res.text
+        (p,) = procedures(plane)
+        ids = p.evidence_refs[0].event_ids
+        assert f"{p.id} ({ids[0]}" in res.text and f"[{ids[0]}]" in res.text
