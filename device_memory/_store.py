@@ -226,7 +226,7 @@ class DeviceMemory:
             return next((p for p in self.profiles.all() if p.id == item_id), None)
         if t is None:
             return None
-        return self.collections[t].get(item_id)  # type: ignore[no-any-return]
+        return self.collections[t].find(item_id)  # type: ignore[no-any-return]
 
     def entries(self, item_type: str | None = None, app: str | None = None) -> list[dict[str, Any]]:
         """Index entries of one type or all, optionally for one app."""

@@ -27,7 +27,7 @@ from ._collection import (
     read_item,
     stat_key,
 )
-from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Text, Timestamp, as_text
+from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Text, Timestamp, as_list, as_text
 from ._errors import (
     ConfigError,
     FileProblemError,
@@ -135,6 +135,7 @@ __all__ = [
     "YamlCollection",
     "append_line",
     "append_lines",
+    "as_list",
     "as_text",
     "atomic_write",
     "check_budget",

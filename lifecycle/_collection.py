@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from ._atomic import atomic_write, read_bytes_nofollow
 from ._errors import FileProblemError, ParseError, UnsafePathError
 from ._index import INDEX_NAME, IndexFile, field_str, rebuild_entries
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
-from ._paths import check_id, has_symlink, safe_join
+from ._paths import check_id, has_symlink, is_safe_id, safe_join
 from ._validate import validate_record
 from ._yaml import decode_utf8, dump_yaml, load_yaml
 
@@ -284,6 +285,39 @@ class YamlCollection(Generic[R]):
             return self.load_path(self.path_of(item_id))
         except FileNotFoundError:
             return None
+
+    def find(self, item_id: str) -> R | None:
+        """An item by the id inside it: its own file, the file its index line names, or any file of the folder
+        that holds that id (renamed by a person, not yet indexed). Slower than get on a miss: for people."""
+        item = self.get(item_id)
+        if item is not None:
+            return item
+        path = self.renamed_path(item_id)
+        if path is None:
+            return None
+        try:
+            return self.load_path(path)
+        except FileNotFoundError:
+            return None
+
+    def renamed_path(self, item_id: str) -> Path | None:
+        """The item file of the folder whose ``id:`` line is this id (a scan of the folder: a miss only)."""
+        if self.linked() or not is_safe_id(item_id):
+            return None
+        pat = re.compile(rb"^id:\s*[\"']?" + re.escape(item_id.encode()) + rb"[\"']?\s*(?:#.*)?$", re.MULTILINE)
+        try:
+            with os.scandir(self.dir) as it:
+                names = sorted(e.path for e in it if is_item_file(e))
+        except FileNotFoundError:
+            return None
+        for name in names:
+            try:
+                head = read_bytes_nofollow(name, 4096)
+            except OSError:
+                continue
+            if pat.search(head):
+                return Path(name)
+        return None
 
     def linked(self) -> bool:
         """Whether the collection folder is (under) a symlink: never read nor written then."""

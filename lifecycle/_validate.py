@@ -105,6 +105,25 @@ def _copy(data: Any) -> Any:
     return data
 
 
+def _blame(model: type[pydantic.BaseModel], data: dict[str, Any], exc: Exception, path: Path) -> list[Any]:
+    """The top-level field whose value made validation raise something other than a ValidationError.
+
+    Every validator should refuse a bad shape with ValueError; one that does not (a TypeError from
+    iterating a number) must still cost that one field, never the whole item or the caller's run.
+    """
+    for key in data:
+        if _required(model, key):
+            continue
+        try:
+            model.model_validate({k: v for k, v in data.items() if k != key})
+        except pydantic.ValidationError:
+            pass
+        except Exception:
+            continue
+        return [{"loc": (key,), "msg": f"{type(exc).__name__}: {str(exc)[:120]}", "type": "value_error"}]
+    raise ValidationError(path, None, f"unreadable: {type(exc).__name__}: {str(exc)[:120]}")
+
+
 def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
     """Validate parsed YAML against a model; a field of the wrong shape is set aside (see field_problems).
 
@@ -118,6 +137,8 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         return model.model_validate(data)
     except pydantic.ValidationError as first:
         errors = first.errors()
+    except Exception as exc:
+        errors = _blame(model, data, exc, path)
     fallback: dict[str, Any] = dict(getattr(model, "LENIENT_FALLBACK", {}) or {})
     work = _copy(data)
     notes: list[ValidationError] = []
@@ -138,6 +159,9 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
             record = model.model_validate(work)
         except pydantic.ValidationError as again:
             errors = again.errors()
+            continue
+        except Exception as exc:
+            errors = _blame(model, work, exc, path)
             continue
         key = id(record)
         with _guard:

@@ -134,13 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = command("bench", "run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...)")
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
-                   "compaction, crash, concurrency, or all")
+                   "compaction, crash, concurrency, fuzz, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("--entries", type=positive_int, default=10_000, help="index: entries in the index")
     s.add_argument("--episodes", type=positive_int, default=10_000, help="stored episodes")
     s.add_argument("--items", type=positive_int, default=20_000, help="lifecycle: memory files")
     s.add_argument("--steps", type=positive_int, default=150, help="compaction: steps of the long task")
     s.add_argument("--kills", type=positive_int, default=300, help="crash: SIGKILLs")
+    s.add_argument("--examples", type=positive_int, default=500, help="fuzz: broken trees to try")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--data", default=None, help="path of ../shared/data (default: beside the checkout)")
     s.add_argument("--seed", type=int, default=0, help="random seed")

@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "compaction": "_compaction",
     "crash": "_crash",
     "concurrency": "_concurrency",
+    "fuzz": "_fuzz",
 }
 
 
