@@ -70,3 +70,69 @@ def test_a_renamed_item_is_found_by_the_id_inside_it(tmp_path: Path, capsys) -> 
     assert cli(["--root", str(root), "device", "show", "proc_manual", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["id"] == "proc_manual"
 
+
+
+# -- point 2: a GC killed at any point resumes to the same files and tombstones -----------------------------
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs (a BaseException, so no handler swallows it)."""
+
+
+def _gc_fixture(root: Path) -> None:
+    from lifecycle import init_tree
+    from memory_plane.bench._lifecycle import build
+
+    init_tree(root)
+    build(root, n_items=48, n_episodes=30, seed=11)
+
+
+def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".cache" not in p.parts
+                   and p.name != "tombstones.jsonl")
+    tombs = [json.loads(line) for line in (root / "lifecycle" / "tombstones.jsonl").read_text().splitlines() if line]
+    return files, sorted((t["ref"]["type"], t["ref"]["id"]) for t in tombs)
+
+
+def _gc(root: Path, now) -> None:  # type: ignore[no-untyped-def]
+    from memory_plane._maintenance import gc_tree
+
+    with MemoryPlane.open(root) as plane:
+        gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)
+
+
+def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+    from datetime import timedelta
+
+    import memory_plane._maintenance as maint
+    from memory_plane.bench._lifecycle import NOW
+
+    now = NOW + timedelta(days=200)  # most episodes past their summary TTL, most items past grace
+    base = tmp_path / "base"
+    _gc_fixture(base)
+    ref = tmp_path / "ref"
+    shutil.copytree(base, ref)
+    _gc(ref, now)
+    want = _gc_state(ref)
+    assert len(want[1]) > 20 and any(t == "episode" for t, _ in want[1])
+    real = maint.remove_path
+    for kill_at in (1, 3, 9, 20, 33):
+        root = tmp_path / f"k{kill_at}"
+        shutil.copytree(base, root)
+        calls = [0]
+
+        def dying(r, p, _real=real, _calls=calls, _at=kill_at):  # type: ignore[no-untyped-def]
+            _calls[0] += 1
+            if _calls[0] == _at:
+                raise _Killed
+            return _real(r, p)
+
+        monkeypatch.setattr(maint, "remove_path", dying)
+        try:
+            _gc(root, now)
+        except _Killed:
+            pass
+        monkeypatch.setattr(maint, "remove_path", real)
+        _gc(root, now)
+        assert _gc_state(root) == want, kill_at
