@@ -23,11 +23,23 @@ from ._collection import (
     YamlCollection,
     entries_by_file,
     fresh_items,
+    index_writes,
     indexed_entries,
     read_item,
     stat_key,
 )
-from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Text, Timestamp, as_list, as_text
+from ._envelope import (
+    STATUSES,
+    EvidenceRef,
+    Record,
+    Status,
+    StrList,
+    Text,
+    Timestamp,
+    as_list,
+    as_text,
+    normalize_status,
+)
 from ._errors import (
     ConfigError,
     FileProblemError,
@@ -162,6 +174,7 @@ __all__ = [
     "fsync_dir",
     "fsync_file",
     "has_symlink",
+    "index_writes",
     "indexed_entries",
     "init_tree",
     "is_safe_id",
@@ -174,6 +187,7 @@ __all__ = [
     "load_yaml_file",
     "loc_line",
     "locked",
+    "normalize_status",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",

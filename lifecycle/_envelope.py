@@ -15,9 +15,17 @@ STATUSES: tuple[str, ...] = ("active", "replaced", "deleted", "conflicted", "exp
 """``inactive`` is for people: a memory switched off by hand, never retrieved, never removed by GC."""
 
 
+# Words the README documents for switching a memory off by hand: read as ``inactive`` and not a problem
+# (a hand-set ``status: disabled`` must not make every nightly verify exit 1).
+OFF_WORDS = ("disabled", "off")
+
+
 def normalize_status(value: Any) -> Any:
-    """A status as people type it (``Active``, `` inactive ``) in the form the schema uses."""
-    return value.strip().lower() if isinstance(value, str) else value
+    """A status as people type it (``Active``, `` inactive ``, ``disabled``) in the form the schema uses."""
+    if not isinstance(value, str):
+        return value
+    word = value.strip().lower()
+    return "inactive" if word in OFF_WORDS else word
 
 
 def _lenient_ts(value: Any) -> Any:

@@ -140,6 +140,9 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
     except Exception as exc:
         errors = _blame(model, data, exc, path)
     fallback: dict[str, Any] = dict(getattr(model, "LENIENT_FALLBACK", {}) or {})
+    if isinstance(getattr(model, "TYPE", None), str):
+        # The folder an item lives in already says its type: a mangled ``type:`` costs nothing but itself.
+        fallback.setdefault("type", model.TYPE)  # type: ignore[attr-defined]
     work = _copy(data)
     notes: list[ValidationError] = []
     for _ in range(MAX_REPAIRS):
@@ -149,7 +152,8 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         line = loc_line(text, loc)
         # A nested record missing a key it needs (an evidence ref without id) goes as a whole.
         target = loc[:-1] if err.get("type") == "missing" else loc
-        if not target or (len(target) == 1 and _required(model, target[0])) or not _drop(work, target, fallback):
+        required = len(target) == 1 and _required(model, target[0]) and target[0] not in fallback
+        if not target or required or not _drop(work, target, fallback):
             raise ValidationError(path, line, f"field {field}: {err.get('msg')}")
         loc = target
         used = fallback.get(str(loc[0])) if len(loc) == 1 and loc[0] in fallback else None

@@ -173,7 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for bad usage
         return int(exc.code or 0)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, stream=sys.stderr,
+    as_json = bool(getattr(args, "json", False))
+    # With --json, stdout is one JSON line and stderr stays quiet (cron logs both with 2>&1, and a human
+    # line there breaks `jq`): what went wrong is in the JSON. -v still asks for the log, on stderr.
+    quiet = logging.CRITICAL + 1 if as_json else logging.ERROR
+    logging.basicConfig(level=logging.INFO if args.verbose else quiet, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
@@ -183,11 +187,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except (MemoryPlaneError, OSError) as exc:
         code, message = _failure(exc)
-        print(f"memplane: {message}", file=sys.stderr)
-        if args.command == "lifecycle" and getattr(args, "json", False) and args.action in ("verify", "gc"):
+        if not as_json:
+            print(f"memplane: {message}", file=sys.stderr)
+        elif args.command == "lifecycle" and args.action in ("verify", "gc"):
             # A cron log gets its line even when the run failed: what failed is greppable there too.
             print_json(log_line(args, code, error=message), one_line=True)
+        else:
+            print_json({"exit_code": code, "error": message}, one_line=True)
         return code
+    except Exception as exc:
+        message = f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)"
+        if args.verbose:
+            logging.getLogger("memory_plane").error("memplane failed", exc_info=True)
+        if not as_json:
+            print(f"memplane: {message}", file=sys.stderr)
+        elif args.command == "lifecycle" and args.action in ("verify", "gc"):
+            print_json(log_line(args, EXIT_PROBLEMS, error=message), one_line=True)
+        else:
+            print_json({"exit_code": EXIT_PROBLEMS, "error": message}, one_line=True)
+        return EXIT_PROBLEMS
 
 
 def _failure(exc: BaseException) -> tuple[int, str]:

@@ -35,6 +35,8 @@ from lifecycle import (
     format_ts,
     fresh_items,
     has_symlink,
+    index_writes,
+    indexed_entries,
     load_retention,
     parse_duration,
     parse_frontmatter,
@@ -178,11 +180,11 @@ class LongTermStore:
         """Index entries (rebuilt when the index is missing)."""
         if has_symlink(self.root, self.mem_dir):
             return []
-        read = self.index.read()
-        if not read.exists:
-            self.rebuild_index()
-            read = self.index.read()
-        return read.entries
+        return indexed_entries(self)
+
+    def stamp_dirs(self) -> list[Path]:
+        """The folder whose mtime changes when a memory file appears or goes (index checks)."""
+        return [self.mem_dir]
 
     def entry_for(self, mem: LongTermMemory) -> dict[str, Any]:
         """The index line of a memory."""
@@ -271,8 +273,9 @@ class LongTermStore:
             old = read_bytes_nofollow(path).decode("utf-8", "replace")
         except FileNotFoundError:
             old = None
-        atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
-        self.index.upsert(self.entry_for(mem))
+        with index_writes(self):
+            atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
+            self.index.upsert(self.entry_for(mem))
 
     def _profile_text(self, mems: Iterable[LongTermMemory]) -> str | None:
         """profile.md as built from the active profile, rule and preference memories (None: no file)."""
@@ -381,8 +384,9 @@ class LongTermStore:
             mem = self.get(mem_id)
             if mem is None:
                 return False
-            self.index.remove([mem_id])
-            os.unlink(self.path_for(mem_id))
+            with index_writes(self):
+                self.index.remove([mem_id])
+                os.unlink(self.path_for(mem_id))
             self._write_profile()
             key = content_hash("long_term", mem.type, _norm(mem.content))
             self.tombstones.add("memory", mem_id, reason=reason, content_hashes=[key])

@@ -74,9 +74,12 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         # index rebuild that follows sees the rewritten file (its stat changed) and indexes it.
         dead = ep.status == "recording" and not episodes.is_recording_live(ep.id)
         try:
-            if dead and episodes.mark_interrupted(ep, now) is not None:
+            closed = episodes.mark_interrupted(ep, now) if dead else None
+            if closed is not None and closed.status == "interrupted":
                 interrupted.append(ep.id)
                 report.fixed.append(f"marked {ep.id} interrupted")
+            elif closed is not None:  # its events end with finish: the task ended, only the commit did not
+                report.fixed.append(f"completed {ep.id} from its finish event (its commit never happened)")
         except OSError as exc:
             report.add("io", episodes.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
         if ep.traceability in ("summary_only", "excerpt_only"):

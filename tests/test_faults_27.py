@@ -136,3 +136,171 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
         monkeypatch.setattr(maint, "remove_path", real)
         _gc(root, now)
         assert _gc_state(root) == want, kill_at
+
+
+# -- point 3: indexes are checked, not trusted --------------------------------------------------------------
+
+
+def _episodes(plane: MemoryPlane, n: int) -> list[str]:
+    from memory_plane import MemoryRetrieveRequest as Req
+
+    ids = []
+    for i in range(n):
+        req = Req(input=f"open app number {i}")
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        rec.tool_call("launch_app", {"app": "x"})
+        rec.tool_result("launch_app", output="ok", observed_state={"app": "WeChat"})
+        ep = rec.finish(success=True)
+        assert plane.commit_episode(ep)
+        ids.append(ep.id)
+    plane.flush()
+    return ids
+
+
+def test_a_damaged_or_torn_episode_index_is_rebuilt_and_said(tmp_path: Path, capsys, caplog) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        ids = _episodes(plane, 4)
+    index = root / "episodes" / "index.yaml"
+    good = index.read_bytes()
+    index.write_bytes(os.urandom(2000))
+    assert cli(["--root", str(root), "episodes", "list", "--json"]) == 0
+    assert sorted(e["id"] for e in json.loads(capsys.readouterr().out)) == sorted(ids)
+    lines = good.decode().splitlines(keepends=True)
+    index.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # one torn line
+    with caplog.at_level("WARNING", logger="memory_plane"), MemoryPlane.open(root) as plane:
+        assert sorted(e["id"] for e in plane.episodes.entries()) == sorted(ids)
+    assert "episodes/index.yaml" in caplog.text and "rebuilt" in caplog.text
+    index.write_text("".join(ln for ln in lines if ids[1] not in ln))  # a line removed by hand
+    with MemoryPlane.open(root) as plane:
+        assert sorted(e["id"] for e in plane.episodes.entries()) == sorted(ids)
+
+
+def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_path: Path, monkeypatch,
+                                                                             caplog) -> None:
+    from helpers import read_only
+
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        path = _procedure(plane)
+        _procedure(plane, "proc_second")
+    index = path.parent / "index.yaml"
+    index.write_text("".join(ln for ln in index.read_text().splitlines(keepends=True) if "proc_second" not in ln))
+    read_only(monkeypatch, root)
+    with caplog.at_level("WARNING", logger="memory_plane"):
+        from device_memory import DeviceMemory
+
+        ids = sorted(e["id"] for e in DeviceMemory(root).collection("procedure").entries())
+    assert ids == ["proc_manual", "proc_second"]
+    assert "procedures/index.yaml" in caplog.text and "2 entries read from the item files instead of 1" in caplog.text
+
+
+# -- point 5: finished is finished ----------------------------------------------------------------------------
+
+
+def test_a_finished_task_whose_commit_hit_enospc_is_completed_not_interrupted(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    import episodes._store as store_mod
+    from memory_plane import MemoryRetrieveRequest as Req
+
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        req = Req(input="open wechat and find zhang san")
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        rec.tool_call("launch_app", {"app": "wechat"})
+        rec.tool_result("launch_app", output="ok", observed_state={"app": "WeChat", "page": "Chat"})
+        ep = rec.finish(success=True, final_state="Zhang San chat page", completion_reason="title matches")
+        real = store_mod.atomic_write
+
+        def full(path, *a, **k):  # type: ignore[no-untyped-def]
+            if str(path).endswith("episode.yaml"):
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+            return real(path, *a, **k)
+
+        monkeypatch.setattr(store_mod, "atomic_write", full)
+        plane.commit_episode(ep)
+        plane.flush()
+        monkeypatch.setattr(store_mod, "atomic_write", real)
+        ep.committed()  # the runtime moves on; the recording lock is released
+        events = plane.episodes.events(ep.id).records
+        assert events[-1]["type"] == "finish" and events[-1]["success"] is True
+        report = plane.verify()
+        got = plane.episodes.get(ep.id)
+        assert got is not None and got.status == "active", report.fixed
+        assert got.outcome.success is True and got.outcome.failure_phase is None
+        assert got.outcome.final_state == "Zhang San chat page"
+        assert ep.id not in report.stats.get("interrupted", [])
+        ctx = plane.retrieve("open wechat and find zhang san")
+        assert ep.id not in [h.id for h in ctx.common.failure_modes]
+
+
+# -- point 6: cron-grade output ---------------------------------------------------------------------------------
+
+
+def _cron_lines() -> list[str]:
+    """The cron lines of the README, as written."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("```cron\n", 1)[1].split("```", 1)[0]
+    return [ln for ln in block.splitlines() if ln.strip() and not ln.startswith(("#", "MP="))]
+
+
+def _run_cron(line: str, root: Path, log: Path, tmp: Path) -> None:
+    import shlex
+    import subprocess
+    import sys
+
+    command = line.split(None, 5)[5].replace("/tmp/memplane-", f"{tmp}/memplane-")  # the schedule fields off
+    command = command.replace("/userdata/agent/memory", shlex.quote(str(root))).replace(
+        "/var/log/memplane.log", shlex.quote(str(log)))
+    mp = Path(sys.executable).parent / "memplane"
+    subprocess.run(["bash", "-c", command], env={**os.environ, "MP": str(mp)}, check=False, timeout=300)
+
+
+def test_the_readme_cron_recipe_logs_one_json_line_per_run_whatever_happens(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    verify_line, gc_line = _cron_lines()
+    log = tmp_path / "memplane.log"
+    good = tmp_path / "good"
+    with MemoryPlane.open(good) as plane:
+        _procedure(plane)
+    _run_cron(verify_line, good, log, tmp_path)                     # ok
+    _run_cron(gc_line, good, log, tmp_path)                         # ok
+    _run_cron(verify_line, tmp_path / "unmounted", log, tmp_path)   # missing root: exit 4
+    bad = tmp_path / "bad"
+    shutil.copytree(good, bad)
+    (bad / "lifecycle" / "retention.yaml").write_text("ttl: [not, a, mapping\n")
+    _run_cron(gc_line, bad, log, tmp_path)                          # a bad retention.yaml stops gc: exit 1
+    lines = log.read_text().splitlines()
+    records = [json.loads(ln) for ln in lines]  # every line is JSON: nothing else reached the log
+    assert [r["exit_code"] for r in records] == [0, 0, 4, 1], lines
+    if shutil.which("jq"):
+        out = subprocess.run(["jq", "-c", "select(.exit_code != 0)"], input=log.read_text(), text=True,
+                             capture_output=True, check=True).stdout.splitlines()
+        assert len(out) == 2 and str(tmp_path / "unmounted") in out[0] and "retention.yaml" in out[1]
+
+
+def test_failed_background_jobs_make_verify_exit_1_with_their_reason(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        ids = _episodes(plane, 1)
+        # What the background worker leaves when a job fails (here: the disk was full when it ran).
+        failed = plane.episodes.episode_dir(ids[0]) / ".failed-extract_lessons"
+        failed.write_text(json.dumps({"failed_at": "2026-12-01T03:00:00Z", "error": "OSError: [Errno 28] No space"}))
+    assert cli(["--root", str(root), "lifecycle", "verify", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and out["problem_counts"].get("job_failed") == 1
+    (prob,) = [p for p in out["problems"] if p["category"] == "job_failed"]
+    assert "No space" in prob["message"] and prob["path"].endswith(".failed-extract_lessons")
+
+
+def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        path = _procedure(plane)
+        path.write_text(path.read_text().replace("status: active", "status: disabled"))
+        report = plane.verify()
+        assert report.ok, report.problems
+        assert "proc_manual" not in plane.retrieve(GOAL).refs()
+        assert plane.device.get("proc_manual").status == "inactive"  # type: ignore[union-attr]

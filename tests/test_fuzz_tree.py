@@ -36,7 +36,7 @@ def _cleanup() -> Any:
 KNOWN = [("procedure", ("steps",), 5), ("procedure", ("steps",), {"a": 1}), ("procedure", ("confidence",), [1, 2]),
          ("procedure", ("success_count",), float("inf")), ("procedure", ("evidence_refs",), 7),
          ("procedure", ("tags",), {"x": 1}), ("app", ("open_methods",), 3), ("episode", ("retrieved_memory_refs",), 9),
-         ("memory", ("tags",), {"a": "b"})]
+         ("memory", ("tags",), {"a": "b"}), ("procedure", ("type",), [1]), ("app", ("type",), {"a": 1})]
 PREFIX = {"procedure": "device/procedures/proc_", "app": "device/apps/app_", "episode": "episodes/2",
           "memory": "long_term/memories/"}
 
