@@ -19,12 +19,12 @@ from lifecycle import (
     YamlCollection,
     atomic_write,
     collection_lock,
-    decode_utf8,
     dump_yaml,
     format_ts,
     load_retention,
     load_yaml,
     read_bytes_nofollow,
+    read_item_text,
     safe_join,
     slug_id,
     system_clock,
@@ -100,7 +100,7 @@ class DeviceProfileStore:
 
     def load_path(self, path: Path) -> DeviceProfile:
         """Load one profile file."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         return validate_record(DeviceProfile, load_yaml(text, path), path, text)
 
     def get(self, device_id: str) -> DeviceProfile | None:

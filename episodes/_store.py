@@ -23,7 +23,6 @@ from lifecycle import (
     atomic_write,
     check_id,
     collection_lock,
-    decode_utf8,
     dump_yaml,
     entries_by_file,
     field_problems,
@@ -36,6 +35,7 @@ from lifecycle import (
     load_yaml,
     parse_ts,
     read_bytes_nofollow,
+    read_item_text,
     read_jsonl,
     safe_join,
     stat_key,
@@ -162,7 +162,7 @@ class TaskEpisodeStore:
 
     def load_path(self, path: Path) -> TaskEpisode:
         """Load one episode.yaml; ParseError/ValidationError on bad content."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         return validate_record(TaskEpisode, load_yaml(text, path), path, text)
 
     def get(self, episode_id: str) -> TaskEpisode | None:

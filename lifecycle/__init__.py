@@ -46,6 +46,7 @@ from ._errors import (
     LockTimeout,
     MemoryPlaneError,
     NoRootError,
+    OversizeError,
     ParseError,
     StorageError,
     UnsafePathError,
@@ -98,7 +99,7 @@ from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
 from ._verify import VerifyReport, verify_collections
-from ._yaml import check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file
+from ._yaml import MAX_ITEM_BYTES, check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file, read_item_text
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -109,6 +110,7 @@ __all__ = [
     "INDEX_HEADER",
     "INDEX_NAME",
     "LAYOUT_DIRS",
+    "MAX_ITEM_BYTES",
     "QUARANTINE_DIR",
     "QUARANTINE_LOG",
     "ROOT_ENV",
@@ -128,6 +130,7 @@ __all__ = [
     "LockTimeout",
     "MemoryPlaneError",
     "NoRootError",
+    "OversizeError",
     "ParseError",
     "Problem",
     "Quarantined",
@@ -197,6 +200,7 @@ __all__ = [
     "quarantine_name",
     "read_bytes_nofollow",
     "read_item",
+    "read_item_text",
     "read_jsonl",
     "remove_path",
     "render_frontmatter",

@@ -21,7 +21,7 @@ from ._index import INDEX_NAME, IndexFile, IndexRead, field_str, rebuild_entries
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
 from ._paths import check_id, has_symlink, is_safe_id, safe_join
 from ._validate import validate_record
-from ._yaml import decode_utf8, dump_yaml, load_yaml
+from ._yaml import dump_yaml, load_yaml, read_item_text
 
 log = logging.getLogger("memory_plane")
 
@@ -331,7 +331,7 @@ class YamlCollection(Generic[R]):
 
     def load_path(self, path: Path) -> R:
         """Load and validate one item file; ParseError/ValidationError on bad content."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         data = load_yaml(text, path)
         return validate_record(self.model, data, path, text)
 

@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from lifecycle import MemoryPlaneError, NoRootError, UsageError
+from lifecycle import MemoryPlaneError, NoRootError, StorageError, UsageError
 
 from ._cli_common import (
     EXIT_CODES,
@@ -214,6 +214,8 @@ def _failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, NoRootError):
         return EXIT_NO_ROOT, str(exc)
+    if isinstance(exc, StorageError):
+        return EXIT_STORAGE, f"cannot write {exc.path}: {exc.message}"
     if isinstance(exc, MemoryPlaneError):
         return EXIT_PROBLEMS, str(exc)
     assert isinstance(exc, OSError)

@@ -177,8 +177,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
             else:
                 r = plane.long_term.save_memory(type=args.type, content=args.text, title=args.title, tags=args.tag,
                                                 entities=args.entity, force=args.force)
-            out = {"id": r.id, "status": r.status, "reason": r.reason, "superseded": r.superseded}
-            print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({r.reason})" if r.reason else ""))
+            # The library speaks of force=True; the command line has its own flag for it.
+            reason = r.reason.replace("force=True", "--force") if r.reason else None
+            out = {"id": r.id, "status": r.status, "reason": reason, "superseded": r.superseded, "note": r.note}
+            print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({reason})" if reason else "")
+                                                    + (f"; {r.note}" if r.note else ""))
             return EXIT_OK
         if args.action == "recall":
             hits = plane.long_term.recall_memory(args.text, limit=args.limit)

@@ -18,15 +18,16 @@ from lifecycle import (
     FileProblemError,
     IndexFile,
     ItemRead,
+    LockTimeout,
     Record,
     Retention,
+    StorageError,
     StrList,
     TombstoneLog,
     UsageError,
     atomic_write,
     collection_lock,
     content_hash,
-    decode_utf8,
     entries_by_file,
     field_num,
     field_str,
@@ -42,6 +43,7 @@ from lifecycle import (
     parse_frontmatter,
     read_bytes_nofollow,
     read_item,
+    read_item_text,
     render_frontmatter,
     safe_join,
     system_clock,
@@ -87,6 +89,7 @@ class SaveResult:
     status: str
     reason: str | None = None
     superseded: list[str] | None = None
+    note: str | None = None  # e.g. the text was cut to MAX_CONTENT characters
 
 
 def _norm(text: str) -> str:
@@ -137,7 +140,7 @@ class LongTermStore:
 
     def load_path(self, path: Path) -> LongTermMemory:
         """Load one memory file (LF or CRLF)."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         meta, body = parse_frontmatter(text, path)
         title, content = _content_of(body)
         mem = validate_record(LongTermMemory, meta, path, text)
@@ -320,6 +323,7 @@ class LongTermStore:
         text = (content or "").strip()
         if not text:
             raise UsageError("content must not be empty")
+        note = f"cut to {MAX_CONTENT} of its {len(text)} characters" if len(text) > MAX_CONTENT else None
         text = text[:MAX_CONTENT]
         key = content_hash("long_term", type, _norm(text))
         mem_id = f"mem_{key}"
@@ -327,6 +331,23 @@ class LongTermStore:
         ents_l = list(dict.fromkeys(e.strip() for e in entities if e and e.strip()))
         if ttl is not None:
             parse_duration(ttl)  # a bad TTL is a usage error now, not a surprise later
+        try:
+            res = self._save_locked(type, text, key, mem_id, title, tags_l, ents_l, force, priority, ttl,
+                                    applicability, source_refs)
+        except (StorageError, LockTimeout):
+            raise
+        except OSError as exc:
+            # A read-only or full disk: the project's storage error naming the file, never a bare OSError
+            # (issue 27); the tools answer it as an error, the CLI exits 3.
+            where = exc.filename or self.mem_dir
+            raise StorageError(where, f"{exc.strerror or exc} (the memory was not saved)") from exc
+        if note is not None:
+            res.note = note
+        return res
+
+    def _save_locked(self, type: str, text: str, key: str, mem_id: str, title: str | None, tags_l: list[str],
+                     ents_l: list[str], force: bool, priority: int | None, ttl: str | None,
+                     applicability: dict[str, Any] | None, source_refs: Iterable[str]) -> SaveResult:
         with self.lock():
             if not force and (key in self.tombstones.blocked_hashes() or mem_id in self.tombstones.blocked_ids()):
                 return SaveResult(mem_id, "ignored", "forgotten on purpose (force=True saves it again)")

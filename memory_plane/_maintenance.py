@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,9 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
         if not candidates:
             continue
         gone: list[str] = []
-        with coll.lock():
+        # A dry run only reads (every file is replaced whole, never written in place): no lock, so it
+        # works on a read-only tree too (issue 27).
+        with nullcontext() if dry_run else coll.lock():
             # Looked at again under the lock: the agent may have renewed an item since this pass parsed it.
             # A renewal is an atomic rewrite (a new inode), so an unchanged (mtime, size, inode) means the
             # record parsed above is the file's; anything else is parsed again.
@@ -277,7 +280,7 @@ def _trim_tombstones(root: Path, ret: Retention, now: datetime, rep: GcReport, d
     grace = ret.grace_of("tombstone")
     if grace is None or not path.is_file() or path.is_symlink():
         return
-    with collection_lock(root / "lifecycle"):
+    with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
         keep = [r for r in read.records if not _older(r.get("ts"), grace, now)]
         dropped = len(read.records) - len(keep)
@@ -291,7 +294,7 @@ def _trim_conflicts(root: Path, rep: GcReport, dry_run: bool) -> None:
     path = root / "lifecycle" / "conflicts.jsonl"
     if not path.is_file() or path.is_symlink():
         return
-    with collection_lock(root / "lifecycle"):
+    with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
         if len(read.records) > CONFLICT_LOG_MAX:
             rep.note("lifecycle/conflicts.jsonl", f"conflict_log_cap ({len(read.records) - CONFLICT_LOG_MAX} lines)")

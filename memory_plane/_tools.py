@@ -18,7 +18,7 @@ import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
-from lifecycle import StrList, as_text, field_num, field_str, field_text
+from lifecycle import StorageError, StrList, as_text, field_num, field_str, field_text
 
 from ._render import quote_data
 from ._text import token_set
@@ -330,14 +330,19 @@ class MemoryTools:
             return ToolResult(f"save_memory: type must be fact, preference, rule, profile or procedure, not {kind!r}",
                               is_error=True)
         kw = {"title": a.title, "tags": a.tags, "entities": a.entities}
-        r = (self.plane.save_rule(a.content, **kw) if kind == "rule"
-             else self.plane.long_term.save_memory(type=kind, content=a.content, **kw))
+        try:
+            r = (self.plane.save_rule(a.content, **kw) if kind == "rule"
+                 else self.plane.long_term.save_memory(type=kind, content=a.content, **kw))
+        except StorageError as exc:  # a read-only or full disk: said, the task goes on
+            return ToolResult(f"save_memory: not saved, {exc}; continue without it", is_error=True)
         if r.status == "superseded":
             text = f"saved as {r.id}; it replaces {', '.join(r.superseded or [])}"
         elif r.status == "ignored":
             text = f"not saved ({r.reason or 'already known'}); the existing memory is {r.id}"
         else:
             text = f"saved as {r.id}" if r.status == "saved" else f"{r.status}: {r.id}"
+        if r.note:
+            text += f" ({r.note})"  # a memory cut to the size limit says so
         return ToolResult(text, refs=[r.id] if r.id else [])
 
     def _forget_memory(self, a: ForgetMemoryArgs) -> ToolResult:

@@ -4,6 +4,7 @@ evidence and config.yaml, close crashed episodes; repair only with fix."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -181,12 +182,33 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                     report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
                     continue
                 report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+    _report_symlinks(root, report)
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.
-        repaired = {"parse", "validation", "yamlbomb", "index", "jsonl", "torn_jsonl", "missing_artifact",
-                    "orphanfolder"}
+        repaired = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "torn_jsonl",
+                    "missing_artifact", "orphanfolder"}
         report.problems = [p for p in report.problems if p.category not in repaired]
     return report
+
+
+def _report_symlinks(root: Path, report: VerifyReport) -> None:
+    """Every symlink in the tree not reported yet (a linked folder inside an episode, a year folder ...):
+    nothing reads through one, so what it points at would be silently missing (issue 27)."""
+    seen = {p.path for p in report.problems if p.category == "symlink"}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        if os.path.basename(dirpath) == ".cache":
+            dirnames[:] = []
+            continue
+        for name in (*dirnames, *filenames):
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                continue
+            rel = os.path.relpath(full, root)
+            if rel not in seen:
+                seen.add(rel)
+                kind = "folder" if name in dirnames else "file"
+                report.add("symlink", rel, None, f"symlinked {kind} inside the tree (never followed: what it points "
+                           "at is not memory)")
 
 
 def _check_config(root: Path, report: VerifyReport) -> None:

@@ -304,3 +304,78 @@ def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> N
         assert report.ok, report.problems
         assert "proc_manual" not in plane.retrieve(GOAL).refs()
         assert plane.device.get("proc_manual").status == "inactive"  # type: ignore[union-attr]
+
+
+# -- point 7: odd files ---------------------------------------------------------------------------------------------
+
+
+def test_an_item_over_the_size_limit_is_not_loaded_and_is_named(tmp_path: Path) -> None:
+    from lifecycle import MAX_ITEM_BYTES
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        path = _procedure(plane)
+        _procedure(plane, "proc_second")
+        big = path.read_text() + "notes: |\n" + ("  " + "x" * 1000 + "\n") * (MAX_ITEM_BYTES // 1000 + 10)
+        _touch_later(path, big)
+        ctx = plane.retrieve(GOAL)
+        assert "proc_manual" not in ctx.refs() and "proc_second" in ctx.refs()
+        report = plane.verify()
+        (prob,) = [p for p in report.problems if p.path.endswith("proc_manual.yaml")]
+        assert prob.category == "oversize" and "limit" in prob.message
+
+
+def test_a_symlinked_folder_inside_the_tree_is_reported(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        ids = _episodes(plane, 1)
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        link = plane.episodes.episode_dir(ids[0]) / "artifacts" / "linked"
+        link.symlink_to(outside, target_is_directory=True)
+        report = plane.verify()
+        assert any(p.category == "symlink" and p.path.endswith("artifacts/linked") for p in report.problems)
+
+
+def test_gc_dry_run_works_on_a_read_only_tree(tmp_path: Path, monkeypatch, capsys) -> None:
+    from helpers import read_only
+
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        plane.long_term.save_memory(type="fact", content="the locker code is 1234")
+    read_only(monkeypatch, root)
+    assert cli(["--root", str(root), "lifecycle", "gc", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 0
+
+
+def test_save_memory_on_a_read_only_disk_is_a_storage_error_naming_the_file(tmp_path: Path, monkeypatch,
+                                                                           capsys) -> None:
+    from lifecycle import StorageError
+
+    from helpers import read_only
+
+    root = tmp_path / "m"
+    plane = MemoryPlane.open(root)
+    read_only(monkeypatch, root)
+    try:
+        plane.long_term.save_memory(type="fact", content="the locker code is 1234")
+    except StorageError as exc:
+        assert str(root) in exc.path and "Read-only" in str(exc)
+    else:
+        raise AssertionError("saved on a read-only disk")
+    res = plane.tools.call("save_memory", {"content": "the locker code is 1234"})
+    assert res.is_error and "not saved" in res.text and str(root) in res.text and "Read-only" in res.text
+    assert cli(["--root", str(root), "memory", "save", "the locker code is 1234", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 3
+
+
+def test_a_memory_cut_to_the_limit_says_so_and_the_cli_names_its_own_flag(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        r = plane.long_term.save_memory(type="fact", content="word " * 4000)
+        assert r.note is not None and "cut to 4000" in r.note
+        res = plane.tools.call("save_memory", {"content": "other " * 4000})
+        assert "cut to 4000" in res.text
+        forgotten = plane.long_term.save_memory(type="fact", content="the old locker code is 99")
+        plane.long_term.forget_memory(forgotten.id, reason="test")
+    assert cli(["--root", str(root), "memory", "save", "the old locker code is 99"]) == 0
+    out = capsys.readouterr().out
+    assert "--force" in out and "force=True" not in out
