@@ -155,6 +155,11 @@ class DeviceProfileStore:
         """Every readable profile."""
         return [i.record for i in self.iter_items() if i.record is not None]
 
+    def sole_device_id(self) -> str | None:
+        """The device of a tree that knows exactly one besides ``default`` (a phone's own tree), else None."""
+        ids = {p.device_id for p in self.all() if p.device_id and p.device_id != "default"}
+        return ids.pop() if len(ids) == 1 else None
+
     def rebuild_index(self, items: list[ItemRead[DeviceProfile]] | None = None) -> bool:
         """Profiles have no index (there are few); nothing to rebuild."""
         return False

@@ -164,7 +164,8 @@ class Retriever:
             setattr(common, cat, hits)
         self._device_profile(req.device_id or "default", common, now)
         self._expand_steps(common)
-        self._fit_budget(common)
+        for cat, hit in self._fit_budget(common):  # named too: --explain lists what the size budget cut
+            drop("budget", hit.id, f"{cat}: the block is kept under {self.config.budget_chars} characters")
         out = MemoryContext(common, ctx.q, dropped=dropped)
         out.dropped_items = dropped_items
         self._persist_due()
@@ -526,15 +527,17 @@ class Retriever:
                 continue
             hit.steps = [s.render() for s in getattr(proc, "steps", [])]
 
-    def _fit_budget(self, common: RoleMemoryContext) -> None:
-        # Drop the weakest non-caution hits until the block fits; cautions go last.
+    def _fit_budget(self, common: RoleMemoryContext) -> list[tuple[str, MemoryHit]]:
+        # Drop the weakest non-caution hits until the block fits; cautions go last. Returns what went.
+        cut: list[tuple[str, MemoryHit]] = []
         order = ["similar_episodes", "navigation", "calibration_notes", "long_term", "procedures", "app_profiles",
                  "conflicts", "failure_modes"]
         memo: dict[tuple[int, bool], str] = {}  # the hits do not change while the weakest are dropped
         while len(render_context(common, memo)) > self.config.budget_chars:
             victims = [(getattr(common, c)[-1].score, c) for c in order if getattr(common, c)]
             if not victims:
-                return
+                return cut
             non_caution = [v for v in victims if v[1] not in ("conflicts", "failure_modes")]
             _, cat = min(non_caution or victims)
-            getattr(common, cat).pop()
+            cut.append((cat, getattr(common, cat).pop()))
+        return cut

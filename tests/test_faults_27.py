@@ -379,3 +379,78 @@ def test_a_memory_cut_to_the_limit_says_so_and_the_cli_names_its_own_flag(tmp_pa
     assert cli(["--root", str(root), "memory", "save", "the old locker code is 99"]) == 0
     out = capsys.readouterr().out
     assert "--force" in out and "force=True" not in out
+
+
+# -- point 8: MCP and CLI corners ------------------------------------------------------------------------------------
+
+
+def _pixel7(root: Path) -> None:
+    """A tree that knows one phone, pixel7 (the default profile stays as init made it)."""
+    with MemoryPlane.open(root) as plane:
+        req = MemoryRetrieveRequest(input="打开微信", device_id="pixel7",
+                                    current_hints=CurrentEnvironmentHints(language="zh-CN", screen_width=1080,
+                                                                          screen_height=2400))
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        rec.tool_call("launch_app", {"app": "com.tencent.mm"})
+        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+
+
+def test_the_device_profile_resource_is_this_phones_and_a_bad_uri_is_an_mcp_error(tmp_path: Path, caplog) -> None:
+    import anyio
+    import pytest
+
+    pytest.importorskip("mcp")
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    from memory_plane._mcp import build_server
+
+    root = tmp_path / "m"
+    _pixel7(root)
+    assert (root / "device" / "profiles").is_dir() and list((root / "device" / "profiles").glob("*.yaml"))
+
+    async def run() -> None:
+        with MemoryPlane.open(root) as plane:
+            async with Client(build_server(plane)) as client:
+                uris = {str(r.uri) for r in (await client.list_resources()).resources}
+                assert "memory://device/profiles/pixel7" in uris
+                text = (await client.read_resource("memory://device/profile")).contents[0].text  # type: ignore[union-attr]
+                assert "pixel7" in text
+                try:
+                    await client.read_resource("memory://nope/../../etc/passwd")
+                except MCPError as exc:
+                    assert exc.code == INVALID_PARAMS and "no resource" in exc.message
+                else:
+                    raise AssertionError("a bad URI was served")
+
+    with caplog.at_level("ERROR"):
+        anyio.run(run)
+    assert "Traceback" not in caplog.text and not [r for r in caplog.records if r.exc_info]
+
+
+def test_retrieve_on_a_one_device_tree_uses_that_device_and_explain_shows_goal_and_budget(tmp_path: Path,
+                                                                                          capsys) -> None:
+    root = tmp_path / "m"
+    _pixel7(root)
+    with MemoryPlane.open(root) as plane:
+        assert plane.device.profiles.sole_device_id() == "pixel7"
+    assert cli(["--root", str(root), "retrieve", "打开微信", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["device"] == "pixel7" and any(r.startswith("app_") for r in out["refs"]), out["refs"]
+    assert cli(["--root", str(root), "retrieve", "打开微信", "--explain"]) == 0
+    text = capsys.readouterr().out
+    assert "goal: '打开微信'" in text and "device=pixel7" in text
+
+
+def test_explain_lists_every_candidate_the_size_budget_dropped(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        for i in range(6):
+            plane.long_term.save_memory(type="rule", content=f"Rule {i}: when paying, " + "always check twice. " * 40)
+        plane.retriever.config.budget_chars = 1500
+        ctx = plane.explain("pay with alipay")
+        cut = [d for d in ctx.dropped_items if d["reason"] == "budget"]
+        assert cut and ctx.dropped.get("budget") == len(cut)
+        assert not {d["id"] for d in cut} & set(ctx.refs())
