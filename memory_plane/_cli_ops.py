@@ -146,6 +146,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """`memplane bench NAME`: run a benchmark."""
     from .bench import run_bench
 
+    if args.root is not None:
+        # Benchmarks build their own trees in a temporary folder (sizes, ages and faults they control):
+        # a --root would be silently ignored, so it is refused (issue 27).
+        raise UsageError("bench builds its own trees in a temporary folder and does not use --root; "
+                         "run `memplane --root DIR verify` or `retrieve` on your own tree instead")
     result = run_bench(args.name, args)
     if args.json:
         print_json(result)
