@@ -217,7 +217,7 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
                 continue
             try:
                 rec = coll.load_path(path) if hasattr(coll, "load_path") else None
-            except Exception:
+            except Exception:  # an unreadable file is verify's finding, not the index's
                 continue
             if rec is not None and getattr(rec, "id", None) not in ids and getattr(rec, "status", "") != "recording":
                 return f"{rel_path} is not in it"

@@ -118,7 +118,7 @@ def _blame(model: type[pydantic.BaseModel], data: dict[str, Any], exc: Exception
             model.model_validate({k: v for k, v in data.items() if k != key})
         except pydantic.ValidationError:
             pass
-        except Exception:
+        except Exception:  # still raising without this key: not the culprit
             continue
         return [{"loc": (key,), "msg": f"{type(exc).__name__}: {str(exc)[:120]}", "type": "value_error"}]
     raise ValidationError(path, None, f"unreadable: {type(exc).__name__}: {str(exc)[:120]}")
@@ -137,7 +137,7 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         return model.model_validate(data)
     except pydantic.ValidationError as first:
         errors = first.errors()
-    except Exception as exc:
+    except Exception as exc:  # a validator met a shape it did not expect (issue 27): find the field
         errors = _blame(model, data, exc, path)
     fallback: dict[str, Any] = dict(getattr(model, "LENIENT_FALLBACK", {}) or {})
     if isinstance(getattr(model, "TYPE", None), str):
@@ -164,7 +164,7 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         except pydantic.ValidationError as again:
             errors = again.errors()
             continue
-        except Exception as exc:
+        except Exception as exc:  # as above
             errors = _blame(model, work, exc, path)
             continue
         key = id(record)

@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print_json({"exit_code": code, "error": message}, one_line=True)
         return code
-    except Exception as exc:
+    except Exception as exc:  # a bug must still end in one line and an exit code cron sees
         message = f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)"
         if args.verbose:
             logging.getLogger("memory_plane").error("memplane failed", exc_info=True)

@@ -267,7 +267,7 @@ class Retriever:
                 fresh = entry_for(rec)
             except FileNotFoundError:
                 state, why = FileState.MISSING, "the file was removed after its index line"
-            except Exception as exc:
+            except Exception as exc:  # a file a person edited may hold anything: it is skipped, never fatal
                 state, why = FileState.UNREADABLE, str(exc)[:200]
             else:
                 fresh["path"] = os.path.relpath(path, base)  # where it is now (a renamed file, too)
@@ -491,7 +491,7 @@ class Retriever:
             prof = self._cached(path, lambda: self.device.profiles.load_path(path))
         except FileNotFoundError:
             return
-        except (OSError, FileProblemError) as exc:
+        except Exception as exc:  # a hand-edited profile may hold anything: no profile shown, never a failure
             log.warning("retrieve: device profile unreadable: %s", exc)
             return
         if prof.status != "active" or prof.is_expired(now):
@@ -522,7 +522,7 @@ class Retriever:
                 path = safe_join(self.device.root, hit.path) if hit.path else coll.item_path(hit.id)
                 # The same cached record the freshness check may have loaded: one parse per file change.
                 proc = self._cached(path, partial(coll.load_path, path))
-            except (OSError, ValueError, FileProblemError) as exc:
+            except Exception as exc:  # the steps of a hand-edited file are optional: the hit stays without them
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue
             hit.steps = [s.render() for s in getattr(proc, "steps", [])]

@@ -150,7 +150,7 @@ def catalogue(root: Path) -> dict[str, list[tuple[Any, ...]]]:
     for rel in mutable_files(root):
         try:
             out[rel] = key_paths(_parse(root / rel))
-        except Exception:
+        except Exception:  # a file the fuzzer cannot parse is still broken as a whole
             out[rel] = []
     return out
 
@@ -306,7 +306,7 @@ def exercise(root: Path, m: Mutation | None, clean: dict[str, str] | None = None
                 return None  # documented: GC refuses to delete anything while retention.yaml is bad (exit 1)
             res.raises.append(f"{name}: {type(exc).__name__}: {exc}")
             return None
-        except Exception as exc:
+        except Exception as exc:  # counting raises is the point
             res.raises.append(f"{name}: {type(exc).__name__}: {exc} | {traceback.format_exc(limit=-3)[-600:]}")
             return None
 
