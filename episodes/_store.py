@@ -225,6 +225,14 @@ class TaskEpisodeStore:
         """The folders whose mtimes change when an episode folder appears or goes (index checks)."""
         return [self.dir, *_scan_dirs(self.dir)]
 
+    def item_names(self) -> list[str]:
+        """``<yyyy>/<id>/episode.yaml`` of every episode folder present now (the index check; a folder without
+        its episode.yaml is listed too, and found unreadable)."""
+        out: list[str] = []
+        for year in _scan_names(str(self.dir)):
+            out.extend(f"{year}/{ep}/{EPISODE_FILE}" for ep in _scan_names(os.path.join(self.dir, year)))
+        return out
+
     def item_paths(self) -> list[Path]:
         """episode.yaml of every episode folder present now."""
         return [d / EPISODE_FILE for y in _scan_dirs(self.dir) for d in _scan_dirs(y) if (d / EPISODE_FILE).is_file()]
@@ -361,6 +369,14 @@ def _younger_than(path: Path, seconds: float) -> bool:
         return time.time() - os.lstat(path).st_mtime < seconds
     except OSError:
         return True  # gone meanwhile: nothing to report
+
+
+def _scan_names(directory: str) -> list[str]:
+    try:
+        with os.scandir(directory) as it:
+            return [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _scan_dirs(directory: Path) -> list[Path]:

@@ -204,20 +204,17 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
     with _checked_guard:
         if _checked.get(key) == stamp:
             return None
-    paths = getattr(coll, "item_paths", None)
-    if paths is not None:
-        base = len(str(coll.dir)) + 1  # the item paths are all under the folder: slicing beats relpath 10x
-        present = {str(p)[base:]: p for p in paths()}
+    names = getattr(coll, "item_names", None)
+    if names is not None:
+        present = set(names())
         named = {field_str(e.get("path")) for e in read.entries}
         ids = {e.get("id") for e in read.entries}
         gone = [n for n in named if n and n not in present]
         if gone:
             return f"{len(gone)} line(s) name files that are not there (first: {sorted(gone)[0]})"
-        for rel_path, path in present.items():
-            if rel_path in named:
-                continue
+        for rel_path in present - named:
             try:
-                rec = coll.load_path(path) if hasattr(coll, "load_path") else None
+                rec = coll.load_path(coll.dir / rel_path) if hasattr(coll, "load_path") else None
             except Exception:  # an unreadable file is verify's finding, not the index's
                 continue
             if rec is not None and getattr(rec, "id", None) not in ids and getattr(rec, "status", "") != "recording":
@@ -510,6 +507,14 @@ class YamlCollection(Generic[R]):
             except FileNotFoundError:
                 return False
             return True
+
+    def item_names(self) -> list[str]:
+        """Names of the item files present now, relative to the folder (the index check: no Path objects)."""
+        try:
+            with os.scandir(self.dir) as it:
+                return [e.name for e in it if is_item_file(e)]
+        except FileNotFoundError:
+            return []
 
     def item_paths(self) -> list[Path]:
         """Paths of the item files present now (symlinks excluded)."""

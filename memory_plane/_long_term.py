@@ -202,6 +202,15 @@ class LongTermStore:
         }
         return {k: v for k, v in e.items() if v is not None}
 
+    def item_names(self) -> list[str]:
+        """``memories/<name>.md`` of every memory file present now (the index check)."""
+        try:
+            with os.scandir(self.mem_dir) as it:
+                return [f"memories/{e.name}" for e in it if e.name.endswith(".md") and not e.name.startswith(".")
+                        and e.is_file(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+
     def item_paths(self) -> list[Path]:
         """Memory files present now (symlinks excluded)."""
         try:
