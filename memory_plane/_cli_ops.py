@@ -54,9 +54,6 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
                 print(f"fixed: {f}")
             for r in rep.rebuilt_indexes:
                 print(f"rebuilt index: {r}")
-            for j in rep.stats.get("jobs_failed") or []:
-                print(f"background job failed: {j['job']}({j['episode']}) at {j['failed_at']}: {j['error']}; "
-                      f"retried {j['retry']}")
             print(f"checked {rep.checked} files: " + ("ok" if rep.ok else f"{len(rep.problems)} problems"))
             return code
         gc = plane.gc(dry_run=args.dry_run)
