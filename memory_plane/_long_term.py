@@ -156,6 +156,20 @@ class LongTermStore:
         except FileNotFoundError:
             return None
 
+    def renamed_path(self, mem_id: str) -> Path | None:
+        """The memory file whose frontmatter ``id:`` is this id, whatever its name (a scan: a miss only)."""
+        if has_symlink(self.root, self.mem_dir) or not re.fullmatch(r"[a-z0-9_-]{1,80}", mem_id):
+            return None
+        pat = re.compile(rb"^id:\s*[\"']?" + re.escape(mem_id.encode()) + rb"[\"']?\s*$", re.MULTILINE)
+        for name in sorted(self.item_names()):
+            try:
+                head = read_bytes_nofollow(self.dir / name, 4096)
+            except OSError:
+                continue
+            if pat.search(head):
+                return self.dir / name
+        return None
+
     def iter_items(self) -> Iterator[ItemRead[LongTermMemory]]:
         """Every memory file (symlinks skipped)."""
         if has_symlink(self.root, self.mem_dir):

@@ -255,9 +255,10 @@ class Retriever:
         state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default, index_mtimes[idx])
         if state is FileState.INDEXED:
             return True  # what the index says is what the file says
-        if state is FileState.MISSING and kind == "device":
+        if state is FileState.MISSING and kind in ("device", "long_term"):
             # Renamed by a person: the item is found by the id inside it (issue 27).
-            found = self.device.collections[c.item_type].renamed_path(str(item_id))
+            found = (self.device.collections[c.item_type].renamed_path(str(item_id)) if kind == "device"
+                     else self.long_term.renamed_path(str(item_id)))
             if found is not None:
                 state, path = FileState.CHANGED, str(found)
         if state is FileState.CHANGED:

@@ -454,3 +454,12 @@ def test_explain_lists_every_candidate_the_size_budget_dropped(tmp_path: Path) -
         cut = [d for d in ctx.dropped_items if d["reason"] == "budget"]
         assert cut and ctx.dropped.get("budget") == len(cut)
         assert not {d["id"] for d in cut} & set(ctx.refs())
+
+
+def test_a_renamed_long_term_memory_is_still_retrieved(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        r = plane.long_term.save_memory(type="rule", content="Always confirm before paying with Alipay")
+        path = plane.long_term.dir / "memories" / f"{r.id}.md"
+        os.rename(path, path.with_name("my-payment-rule.md"))
+        ctx = plane.retrieve(GOAL)
+        assert r.id in ctx.refs(), ctx.dropped
