@@ -7,6 +7,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -181,6 +182,7 @@ class _Indexed(Protocol):
 # the check costs a folder listing, so it runs again only when the index or a folder changed.
 _checked: dict[str, tuple[Any, ...]] = {}
 _checked_guard = threading.Lock()
+WRITE_GRACE_S = 2.0
 
 
 def _stamp(coll: _Indexed) -> tuple[Any, ...]:
@@ -212,13 +214,22 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
         gone = [n for n in named if n and n not in present]
         if gone:
             return f"{len(gone)} line(s) name files that are not there (first: {sorted(gone)[0]})"
+        fresh = False
         for rel_path in present - named:
+            path = coll.dir / rel_path
             try:
-                rec = coll.load_path(coll.dir / rel_path) if hasattr(coll, "load_path") else None
-            except Exception:  # an unreadable file is verify's finding, not the index's
+                if time.time() - os.stat(path).st_mtime < WRITE_GRACE_S:
+                    # A writer puts the file first and its index line right after, under its lock: a file
+                    # this new is that writer's, not a fault (and a rebuild now would parse the whole folder).
+                    fresh = True
+                    continue
+                rec = coll.load_path(path) if hasattr(coll, "load_path") else None
+            except Exception:  # an unreadable (or vanished) file is verify's finding, not the index's
                 continue
             if rec is not None and getattr(rec, "id", None) not in ids and getattr(rec, "status", "") != "recording":
                 return f"{rel_path} is not in it"
+        if fresh:
+            return None  # checked again on the next read, once the writer is done
     with _checked_guard:
         if len(_checked) > 1000:
             _checked.clear()

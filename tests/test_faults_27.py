@@ -157,6 +157,14 @@ def _episodes(plane: MemoryPlane, n: int) -> list[str]:
     return ids
 
 
+def _age(folder: Path, seconds: float = 60) -> None:
+    """Make every file under a folder look written a minute ago."""
+    then = time.time() - seconds
+    for p in folder.rglob("*"):
+        if p.is_file():
+            os.utime(p, (then, then))
+
+
 def test_a_damaged_or_torn_episode_index_is_rebuilt_and_said(tmp_path: Path, capsys, caplog) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
@@ -171,6 +179,7 @@ def test_a_damaged_or_torn_episode_index_is_rebuilt_and_said(tmp_path: Path, cap
     with caplog.at_level("WARNING", logger="memory_plane"), MemoryPlane.open(root) as plane:
         assert sorted(e["id"] for e in plane.episodes.entries()) == sorted(ids)
     assert "episodes/index.yaml" in caplog.text and "rebuilt" in caplog.text
+    _age(root / "episodes")  # written a while ago (a file seconds old is a writer's, about to be indexed)
     index.write_text("".join(ln for ln in lines if ids[1] not in ln))  # a line removed by hand
     with MemoryPlane.open(root) as plane:
         assert sorted(e["id"] for e in plane.episodes.entries()) == sorted(ids)
@@ -185,6 +194,7 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
         path = _procedure(plane)
         _procedure(plane, "proc_second")
     index = path.parent / "index.yaml"
+    _age(path.parent)
     index.write_text("".join(ln for ln in index.read_text().splitlines(keepends=True) if "proc_second" not in ln))
     read_only(monkeypatch, root)
     with caplog.at_level("WARNING", logger="memory_plane"):
