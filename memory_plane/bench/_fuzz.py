@@ -6,7 +6,9 @@ value, or the whole file with something else (bytes that are not UTF-8, a BOM, C
 duplicated key, a torn tail, random bytes), then runs retrieve, recall, the model tools, verify (with
 and without ``--fix``), GC (dry run and real), the listing and show commands and the MCP resources.
 
-Counted per example: ``raises`` (any reader raised, or retrieve fell back to an empty block), ``lost``
+Counted per example: ``raises`` (any reader raised, printed other than one JSON line with ``--json``,
+retrieve fell back to an empty block, or verify named a problem without its file, or a field without its
+line), ``lost``
 (items of other files, or the item of a file whose field could be dropped, no longer listed), and
 ``silent_fix`` (``verify --fix`` quarantined an item for a field it could drop). All must be 0. The
 test suite runs the same property with a bounded number of examples and a fixed seed.
@@ -332,6 +334,11 @@ def exercise(root: Path, m: Mutation | None, clean: dict[str, str] | None = None
                 unnamed = [str(p) for p in rep.problems if not p.path]
                 if unnamed:
                     res.raises.append(f"verify: problems without a file: {unnamed[:3]}")
+                # A field set aside is named with its file, line and field (the line of its top-level key).
+                unplaced = [str(p) for p in rep.problems if p.category == "field"
+                            and (not p.line or not p.message.startswith("field "))]
+                if unplaced:
+                    res.raises.append(f"verify: field problems without a line: {unplaced[:3]}")
             step("resources", lambda: [p.read_bytes() for _, _, p in _resources(plane).values()])
         json_runs: list[tuple[str, ...]] = [("lifecycle", "verify", "--json"),
                                             ("lifecycle", "gc", "--dry-run", "--json")]
