@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lifecycle import Record, StrList
+from lifecycle import Record, StrList, as_list
 
 # Caps so cumulative lists never grow without bound (newest kept).
 CAPS: dict[str, int] = {
@@ -210,9 +210,7 @@ class Procedure(DeviceItem):
     @field_validator("steps", mode="before")
     @classmethod
     def _steps(cls, v: Any) -> Any:
-        if v is None:
-            return []
-        return [{"tool": PROSE_STEP, "description": s} if isinstance(s, str) else s for s in v]
+        return [{"tool": PROSE_STEP, "description": s} if isinstance(s, str) else s for s in as_list(v)]
 
     def required_tools(self) -> list[str]:
         """The distinct tools of the steps, in order (a step written as prose names none)."""

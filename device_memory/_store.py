@@ -19,12 +19,12 @@ from lifecycle import (
     YamlCollection,
     atomic_write,
     collection_lock,
-    decode_utf8,
     dump_yaml,
     format_ts,
     load_retention,
     load_yaml,
     read_bytes_nofollow,
+    read_item_text,
     safe_join,
     slug_id,
     system_clock,
@@ -103,7 +103,7 @@ class DeviceProfileStore:
 
     def load_path(self, path: Path) -> DeviceProfile:
         """Load one profile file."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         return validate_record(DeviceProfile, load_yaml(text, path), path, text)
 
     def get(self, device_id: str) -> DeviceProfile | None:
@@ -157,6 +157,11 @@ class DeviceProfileStore:
     def all(self) -> list[DeviceProfile]:
         """Every readable profile."""
         return [i.record for i in self.iter_items() if i.record is not None]
+
+    def sole_device_id(self) -> str | None:
+        """The device of a tree that knows exactly one besides ``default`` (a phone's own tree), else None."""
+        ids = {p.device_id for p in self.all() if p.device_id and p.device_id != "default"}
+        return ids.pop() if len(ids) == 1 else None
 
     def rebuild_index(self, items: list[ItemRead[DeviceProfile]] | None = None) -> bool:
         """Profiles have no index (there are few); nothing to rebuild."""
@@ -231,7 +236,7 @@ class DeviceMemory:
             return next((p for p in self.profiles.all() if p.id == item_id), None)
         if t is None:
             return None
-        return self.collections[t].get(item_id)  # type: ignore[no-any-return]
+        return self.collections[t].find(item_id)  # type: ignore[no-any-return]
 
     def entries(self, item_type: str | None = None, app: str | None = None) -> list[dict[str, Any]]:
         """Index entries of one type or all, optionally for one app."""

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from lifecycle import StrList, Text, Timestamp, format_ts, is_safe_id
+from lifecycle import StrList, Text, Timestamp, format_ts, is_safe_id, normalize_status
 
 EpisodeStatus = Literal["recording", "active", "interrupted", "expired", "deleted", "inactive"]
 
@@ -150,7 +150,7 @@ class TaskEpisode(BaseModel):
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, v: Any) -> Any:
-        return v.strip().lower() if isinstance(v, str) else v
+        return normalize_status(v)
 
     def committed(self) -> None:
         """Called by the writer after the episode is on disk: the recording is over."""

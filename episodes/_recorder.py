@@ -401,8 +401,14 @@ class EpisodeRecorder:
             ep.metrics.completion_tokens = completion_tokens
             if self.dropped_events:
                 ep.metrics.dropped_events = self.dropped_events  # type: ignore[attr-defined]
-            self._emit({"type": "finish", "role": "runtime", "success": ep.outcome.success,
-                        "failure_phase": ep.outcome.failure_phase})
+            # The outcome goes into the events too: a commit that fails (a full disk) must not turn a
+            # finished task into an interrupted one; verify completes the episode from this event.
+            o = ep.outcome
+            self._emit({"type": "finish", "role": "runtime", "success": o.success,
+                        "failure_phase": o.failure_phase,
+                        **{k: v[:500] for k, v in (("final_state", o.final_state), ("completion_reason",
+                           o.completion_reason), ("failure_reason", o.failure_reason), ("error", o.error))
+                           if isinstance(v, str) and v}})
             if self.dir is not None:
                 try:
                     events = self._store.events(ep.id).records

@@ -23,7 +23,6 @@ from lifecycle import (
     atomic_write,
     check_id,
     collection_lock,
-    decode_utf8,
     dump_yaml,
     entries_by_file,
     field_problems,
@@ -31,10 +30,12 @@ from lifecycle import (
     fresh_items,
     fsync_file,
     has_symlink,
+    index_writes,
     indexed_entries,
     load_yaml,
     parse_ts,
     read_bytes_nofollow,
+    read_item_text,
     read_jsonl,
     safe_join,
     stat_key,
@@ -42,7 +43,7 @@ from lifecycle import (
     validate_record,
 )
 
-from ._model import TaskEpisode, episode_year
+from ._model import FAILURE_PHASES, TaskEpisode, episode_year
 from ._summary import episode_summary
 
 log = logging.getLogger("memory_plane")
@@ -96,8 +97,9 @@ class TaskEpisodeStore:
     def write_header(self, ep: TaskEpisode) -> None:
         """Write episode.yaml of an episode being recorded (no index line yet)."""
         d = self.episode_dir(ep.id)
-        (d / "artifacts").mkdir(parents=True, exist_ok=True)
-        atomic_write(d / EPISODE_FILE, dump_yaml(self._checked(ep, d / EPISODE_FILE)))
+        with index_writes(self):  # a recording episode has no index line yet: the index still matches
+            (d / "artifacts").mkdir(parents=True, exist_ok=True)
+            atomic_write(d / EPISODE_FILE, dump_yaml(self._checked(ep, d / EPISODE_FILE)))
 
     def entry_for(self, ep: TaskEpisode) -> dict[str, Any]:
         """The index line of an episode."""
@@ -138,7 +140,7 @@ class TaskEpisodeStore:
         """Write episode.yaml (keeping comments) then its index line, under the episodes lock."""
         d = self.episode_dir(ep.id)
         path = d / EPISODE_FILE
-        with self.lock():
+        with self.lock(), index_writes(self):
             d.mkdir(parents=True, exist_ok=True)
             try:
                 old = read_bytes_nofollow(path).decode("utf-8", "replace")
@@ -160,7 +162,7 @@ class TaskEpisodeStore:
 
     def load_path(self, path: Path) -> TaskEpisode:
         """Load one episode.yaml; ParseError/ValidationError on bad content."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         return validate_record(TaskEpisode, load_yaml(text, path), path, text)
 
     def get(self, episode_id: str) -> TaskEpisode | None:
@@ -218,6 +220,18 @@ class TaskEpisodeStore:
                     yield ItemRead(path, None, exc)
                 except OSError as exc:
                     yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
+
+    def stamp_dirs(self) -> list[Path]:
+        """The folders whose mtimes change when an episode folder appears or goes (index checks)."""
+        return [self.dir, *_scan_dirs(self.dir)]
+
+    def item_names(self) -> list[str]:
+        """``<yyyy>/<id>/episode.yaml`` of every episode folder present now (the index check; a folder without
+        its episode.yaml is listed too, and found unreadable)."""
+        out: list[str] = []
+        for year in _scan_names(str(self.dir)):
+            out.extend(f"{year}/{ep}/{EPISODE_FILE}" for ep in _scan_names(os.path.join(self.dir, year)))
+        return out
 
     def item_paths(self) -> list[Path]:
         """episode.yaml of every episode folder present now."""
@@ -300,6 +314,8 @@ class TaskEpisodeStore:
 
     def _interrupt(self, ep: TaskEpisode, now: datetime) -> TaskEpisode:
         events = self.events(ep.id).records
+        if events and events[-1].get("type") == "finish":
+            return self._complete(ep, events)
         ep.status = "interrupted"
         ep.outcome.success = False
         ep.outcome.failure_phase = "interrupted"
@@ -317,12 +333,50 @@ class TaskEpisodeStore:
             pass
         return ep
 
+    def _complete(self, ep: TaskEpisode, events: list[dict[str, Any]]) -> TaskEpisode:
+        """Close a recording whose events end with its finish event: the task finished, only its commit
+        did not happen (a full disk, a kill just after finish). Its outcome is the finish event's (issue 27)."""
+        finish = events[-1]
+        ok = finish.get("success") is True
+        phase = _finish_text(finish, "failure_phase")
+        ep.status = "active"
+        ep.outcome.success = ok
+        ep.outcome.failure_phase = None if ok else (phase if phase in FAILURE_PHASES else "unknown")
+        for key in ("final_state", "completion_reason", "failure_reason", "error"):
+            text = _finish_text(finish, key)
+            if text is not None and not (ok and key in ("failure_reason", "error")):
+                setattr(ep.outcome, key, text)
+        if ep.ended_at is None:
+            ep.ended_at = finish.get("ts") or ep.started_at
+        ep.metrics.events = len(events)
+        ep.metrics.tool_steps = sum(1 for e in events if e.get("type") == "tool_call")
+        ep.summary = episode_summary(ep, events)
+        self.write(ep)
+        try:
+            os.unlink(self.episode_dir(ep.id) / RECORDING_LOCK)
+        except OSError:
+            pass
+        return ep
+
+
+def _finish_text(finish: Mapping[str, Any], key: str) -> str | None:
+    value = finish.get(key)
+    return value if isinstance(value, str) and value else None
+
 
 def _younger_than(path: Path, seconds: float) -> bool:
     try:
         return time.time() - os.lstat(path).st_mtime < seconds
     except OSError:
         return True  # gone meanwhile: nothing to report
+
+
+def _scan_names(directory: str) -> list[str]:
+    try:
+        with os.scandir(directory) as it:
+            return [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _scan_dirs(directory: Path) -> list[Path]:

@@ -23,17 +23,30 @@ from ._collection import (
     YamlCollection,
     entries_by_file,
     fresh_items,
+    index_writes,
     indexed_entries,
     read_item,
     stat_key,
 )
-from ._envelope import STATUSES, EvidenceRef, Record, Status, StrList, Text, Timestamp, as_text
+from ._envelope import (
+    STATUSES,
+    EvidenceRef,
+    Record,
+    Status,
+    StrList,
+    Text,
+    Timestamp,
+    as_list,
+    as_text,
+    normalize_status,
+)
 from ._errors import (
     ConfigError,
     FileProblemError,
     LockTimeout,
     MemoryPlaneError,
     NoRootError,
+    OversizeError,
     ParseError,
     StorageError,
     UnsafePathError,
@@ -86,7 +99,7 @@ from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
 from ._verify import VerifyReport, verify_collections
-from ._yaml import check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file
+from ._yaml import MAX_ITEM_BYTES, check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file, read_item_text
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -97,6 +110,7 @@ __all__ = [
     "INDEX_HEADER",
     "INDEX_NAME",
     "LAYOUT_DIRS",
+    "MAX_ITEM_BYTES",
     "QUARANTINE_DIR",
     "QUARANTINE_LOG",
     "ROOT_ENV",
@@ -116,6 +130,7 @@ __all__ = [
     "LockTimeout",
     "MemoryPlaneError",
     "NoRootError",
+    "OversizeError",
     "ParseError",
     "Problem",
     "Quarantined",
@@ -135,6 +150,7 @@ __all__ = [
     "YamlCollection",
     "append_line",
     "append_lines",
+    "as_list",
     "as_text",
     "atomic_write",
     "check_budget",
@@ -161,6 +177,7 @@ __all__ = [
     "fsync_dir",
     "fsync_file",
     "has_symlink",
+    "index_writes",
     "indexed_entries",
     "init_tree",
     "is_safe_id",
@@ -173,6 +190,7 @@ __all__ = [
     "load_yaml_file",
     "loc_line",
     "locked",
+    "normalize_status",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",
@@ -182,6 +200,7 @@ __all__ = [
     "quarantine_name",
     "read_bytes_nofollow",
     "read_item",
+    "read_item_text",
     "read_jsonl",
     "remove_path",
     "render_frontmatter",

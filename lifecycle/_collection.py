@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -14,11 +18,11 @@ import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
 from ._errors import FileProblemError, ParseError, UnsafePathError
-from ._index import INDEX_NAME, IndexFile, field_str, rebuild_entries
+from ._index import INDEX_NAME, IndexFile, IndexRead, field_str, rebuild_entries
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
-from ._paths import check_id, has_symlink, safe_join
+from ._paths import check_id, has_symlink, is_safe_id, safe_join
 from ._validate import validate_record
-from ._yaml import decode_utf8, dump_yaml, load_yaml
+from ._yaml import dump_yaml, load_yaml, read_item_text
 
 log = logging.getLogger("memory_plane")
 
@@ -174,19 +178,102 @@ class _Indexed(Protocol):
         ...
 
 
+# index path -> (index stat, folder mtimes) when its lines were last found to match the item files:
+# the check costs a folder listing, so it runs again only when the index or a folder changed.
+_checked: dict[str, tuple[Any, ...]] = {}
+_checked_guard = threading.Lock()
+WRITE_GRACE_S = 2.0
+
+
+def _stamp(coll: _Indexed) -> tuple[Any, ...]:
+    dirs = coll.stamp_dirs() if hasattr(coll, "stamp_dirs") else [coll.dir]
+    return (stat_key(coll.index.path), *(stat_key(d) for d in dirs))
+
+
+def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
+    """Why an index cannot be trusted as it is (None when its lines match the item files).
+
+    Indexes are derived and people and faults damage them (issue 27): random bytes, a torn line, a line
+    removed by hand, a file renamed or added beside it. Lines that do not parse, lines naming files that
+    are gone, and item files no line names (that a rebuild would index) all make it doubtful.
+    """
+    if not read.exists:
+        return "missing"
+    if read.problems:
+        return f"{len(read.problems)} line(s) unreadable (first: line {read.problems[0].line})"
+    key = str(coll.index.path)
+    stamp = _stamp(coll)
+    with _checked_guard:
+        if _checked.get(key) == stamp:
+            return None
+    names = getattr(coll, "item_names", None)
+    if names is not None:
+        present = set(names())
+        named = {field_str(e.get("path")) for e in read.entries}
+        ids = {e.get("id") for e in read.entries}
+        gone = [n for n in named if n and n not in present]
+        if gone:
+            return f"{len(gone)} line(s) name files that are not there (first: {sorted(gone)[0]})"
+        fresh = False
+        for rel_path in present - named:
+            path = coll.dir / rel_path
+            try:
+                if time.time() - os.stat(path).st_mtime < WRITE_GRACE_S:
+                    # A writer puts the file first and its index line right after, under its lock: a file
+                    # this new is that writer's, not a fault (and a rebuild now would parse the whole folder).
+                    fresh = True
+                    continue
+                rec = coll.load_path(path) if hasattr(coll, "load_path") else None
+            except Exception:  # an unreadable (or vanished) file is verify's finding, not the index's
+                continue
+            if rec is not None and getattr(rec, "id", None) not in ids and getattr(rec, "status", "") != "recording":
+                return f"{rel_path} is not in it"
+        if fresh:
+            return None  # checked again on the next read, once the writer is done
+    with _checked_guard:
+        if len(_checked) > 1000:
+            _checked.clear()
+        _checked[key] = stamp
+    return None
+
+
+@contextmanager
+def index_writes(coll: Any) -> Iterator[None]:
+    """Around a writer's own item-and-index change (under its lock): an index known to match its files
+    before still matches after, so the next reader does not list the folder again to check it."""
+    key, before = str(coll.index.path), _stamp(coll)
+    yield
+    with _checked_guard:
+        if _checked.get(key) == before:
+            _checked[key] = _stamp(coll)
+
+
+def _mark_checked(coll: Any) -> None:
+    with _checked_guard:
+        _checked[str(coll.index.path)] = _stamp(coll)
+
+
 def indexed_entries(coll: _Indexed) -> list[dict[str, Any]]:
-    """A collection's index entries; a missing index is rebuilt (or, if it cannot be written, derived)."""
+    """A collection's index entries, checked against the item files: an index that is missing, does not
+    parse or disagrees with them is rebuilt (or, when it cannot be written, read around with a warning)."""
     if has_symlink(coll.root, coll.dir):
         return []  # a symlinked folder is never read
     read = coll.index.read()
-    if not read.exists:
-        try:
-            coll.rebuild_index()
-        except OSError as exc:
-            # A read-only tree still answers: the entries come straight from the item files.
-            log.warning("%s: cannot rebuild index: %s", coll.dir, exc)
-            return [coll.entry_for(i.record) for i in coll.iter_items() if i.record is not None]
-        read = coll.index.read()
+    why = index_doubt(coll, read)
+    if why is None:
+        return read.entries
+    try:
+        if coll.rebuild_index() and read.exists:
+            log.warning("%s: %s; rebuilt from the item files", coll.index.path, why)
+    except OSError as exc:
+        # A read-only tree still answers: the entries come straight from the item files.
+        entries = [coll.entry_for(i.record) for i in coll.iter_items() if i.record is not None]
+        log.warning("%s: %s; cannot rebuild it (%s): %d entries read from the item files instead of %d lines",
+                    coll.index.path, why, exc.strerror or exc, len(entries), len(read.entries))
+        return entries
+    read = coll.index.read()
+    if not read.problems:
+        _mark_checked(coll)  # just rebuilt from the files
     return read.entries
 
 
@@ -253,7 +340,7 @@ class YamlCollection(Generic[R]):
 
     def load_path(self, path: Path) -> R:
         """Load and validate one item file; ParseError/ValidationError on bad content."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         data = load_yaml(text, path)
         return validate_record(self.model, data, path, text)
 
@@ -284,6 +371,39 @@ class YamlCollection(Generic[R]):
             return self.load_path(self.path_of(item_id))
         except FileNotFoundError:
             return None
+
+    def find(self, item_id: str) -> R | None:
+        """An item by the id inside it: its own file, the file its index line names, or any file of the folder
+        that holds that id (renamed by a person, not yet indexed). Slower than get on a miss: for people."""
+        item = self.get(item_id)
+        if item is not None:
+            return item
+        path = self.renamed_path(item_id)
+        if path is None:
+            return None
+        try:
+            return self.load_path(path)
+        except FileNotFoundError:
+            return None
+
+    def renamed_path(self, item_id: str) -> Path | None:
+        """The item file of the folder whose ``id:`` line is this id (a scan of the folder: a miss only)."""
+        if self.linked() or not is_safe_id(item_id):
+            return None
+        pat = re.compile(rb"^id:\s*[\"']?" + re.escape(item_id.encode()) + rb"[\"']?\s*(?:#.*)?$", re.MULTILINE)
+        try:
+            with os.scandir(self.dir) as it:
+                names = sorted(e.path for e in it if is_item_file(e))
+        except FileNotFoundError:
+            return None
+        for name in names:
+            try:
+                head = read_bytes_nofollow(name, 4096)
+            except OSError:
+                continue
+            if pat.search(head):
+                return Path(name)
+        return None
 
     def linked(self) -> bool:
         """Whether the collection folder is (under) a symlink: never read nor written then."""
@@ -347,11 +467,12 @@ class YamlCollection(Generic[R]):
             old_text: str | None = read_bytes_nofollow(path).decode("utf-8", "replace")
         except FileNotFoundError:
             old_text = None
-        # Item first, index after: a crash in between leaves an orphan the next verify indexes.
-        atomic_write(path, dump_yaml(self._dump(record), old_text))
-        entry = self.entry_for(record)
-        entry["path"] = path.name
-        self.index.upsert(entry)
+        with index_writes(self):
+            # Item first, index after: a crash in between leaves an orphan the next verify indexes.
+            atomic_write(path, dump_yaml(self._dump(record), old_text))
+            entry = self.entry_for(record)
+            entry["path"] = path.name
+            self.index.upsert(entry)
         return path
 
     def update(self, item_id: str, change: Callable[[R | None], R | None]) -> R | None:
@@ -367,7 +488,7 @@ class YamlCollection(Generic[R]):
         """Apply changes to many items under one lock, then rewrite the index once; return items written."""
         written = 0
         changed: dict[str, dict[str, Any]] = {}
-        with self.lock():
+        with self.lock(), index_writes(self):
             for item_id, change in changes.items():
                 cur = self.get(item_id)
                 if cur is None:
@@ -389,7 +510,7 @@ class YamlCollection(Generic[R]):
 
     def delete(self, item_id: str) -> bool:
         """Remove an item's index line, then its file; return True if it existed."""
-        with self.lock():
+        with self.lock(), index_writes(self):
             path = self.path_of(item_id)
             self.index.remove([item_id])
             try:
@@ -397,6 +518,14 @@ class YamlCollection(Generic[R]):
             except FileNotFoundError:
                 return False
             return True
+
+    def item_names(self) -> list[str]:
+        """Names of the item files present now, relative to the folder (the index check: no Path objects)."""
+        try:
+            with os.scandir(self.dir) as it:
+                return [e.name for e in it if is_item_file(e)]
+        except FileNotFoundError:
+            return []
 
     def item_paths(self) -> list[Path]:
         """Paths of the item files present now (symlinks excluded)."""

@@ -15,9 +15,17 @@ STATUSES: tuple[str, ...] = ("active", "replaced", "deleted", "conflicted", "exp
 """``inactive`` is for people: a memory switched off by hand, never retrieved, never removed by GC."""
 
 
+# Words the README documents for switching a memory off by hand: read as ``inactive`` and not a problem
+# (a hand-set ``status: disabled`` must not make every nightly verify exit 1).
+OFF_WORDS = ("disabled", "off")
+
+
 def normalize_status(value: Any) -> Any:
-    """A status as people type it (``Active``, `` inactive ``) in the form the schema uses."""
-    return value.strip().lower() if isinstance(value, str) else value
+    """A status as people type it (``Active``, `` inactive ``, ``disabled``) in the form the schema uses."""
+    if not isinstance(value, str):
+        return value
+    word = value.strip().lower()
+    return "inactive" if word in OFF_WORDS else word
 
 
 def _lenient_ts(value: Any) -> Any:
@@ -52,7 +60,20 @@ class EvidenceRef(BaseModel):
     @field_validator("event_ids", mode="before")
     @classmethod
     def _list(cls, v: Any) -> Any:
-        return [] if v is None else v
+        return as_list(v)
+
+
+def as_list(v: Any) -> list[Any]:
+    """A list field as read from a file: None is empty; anything but a list is refused (ValueError).
+
+    A mapping or a number where a list belongs (``steps: 5``, ``steps: {a: 1}``) must not be iterated
+    into something else: validation names it and the field is treated as absent (issue 27).
+    """
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    raise ValueError(f"must be a list, not {type(v).__name__}")
 
 
 def _str_list(v: Any) -> Any:
@@ -60,7 +81,9 @@ def _str_list(v: Any) -> Any:
         return []
     if isinstance(v, str):
         return [v] if v else []
-    return [str(x) for x in v if x is not None and str(x) != ""]
+    if isinstance(v, (bool, int, float)):
+        return [as_text(v)]
+    return [str(x) for x in as_list(v) if x is not None and str(x) != ""]
 
 
 StrList = Annotated[list[str], BeforeValidator(_str_list)]
@@ -132,12 +155,21 @@ class Record(BaseModel):
     def _clamp(cls, v: Any) -> Any:
         if v is None:
             return 0.5
+        if isinstance(v, (dict, list, tuple)) or v != v:  # a mapping, a list or NaN is no confidence
+            raise ValueError("must be a number between 0 and 1")
         return min(1.0, max(0.0, float(v)))
 
     @field_validator("success_count", "failure_count", "evidence_count", mode="before")
     @classmethod
     def _count(cls, v: Any) -> Any:
-        return 0 if v is None else max(0, int(v))
+        if v is None:
+            return 0
+        if isinstance(v, (dict, list, tuple)):
+            raise ValueError("must be a whole number")
+        try:
+            return max(0, int(v))
+        except (OverflowError, TypeError) as exc:  # infinity, or a value int() does not take
+            raise ValueError("must be a whole number") from exc
 
     @field_validator("applicability", mode="before")
     @classmethod
@@ -147,10 +179,8 @@ class Record(BaseModel):
     @field_validator("evidence_refs", mode="before")
     @classmethod
     def _refs(cls, v: Any) -> Any:
-        if v is None:
-            return []
         out = []
-        for r in v:
+        for r in as_list(v):
             out.append({"type": "episode", "id": r} if isinstance(r, str) else r)
         return out
 

@@ -4,7 +4,8 @@ MemoryPlaneError
 ├── UsageError          a caller passed something the API does not accept
 ├── UnsafePathError     a name or path that would leave the memory root
 ├── ParseError          a file that is not valid in its format (path, line)
-│   └── YamlBombError   a YAML document whose aliases expand past the budget
+│   ├── YamlBombError   a YAML document whose aliases expand past the budget
+│   └── OversizeError   an item file over MAX_ITEM_BYTES (not loaded)
 ├── ValidationError     a parsed file whose fields are wrong (path, line, field)
 ├── LockTimeout         a collection lock not acquired in time (lock_path)
 ├── StorageError        an I/O failure while writing (path)
@@ -59,6 +60,10 @@ class ParseError(FileProblemError):
 
 class YamlBombError(ParseError):
     """A YAML document whose alias expansion exceeds the node budget."""
+
+
+class OversizeError(ParseError):
+    """An item file larger than any memory is (MAX_ITEM_BYTES): not loaded, named by verify."""
 
 
 class ValidationError(FileProblemError):

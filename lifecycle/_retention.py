@@ -78,6 +78,8 @@ def load_retention(path: str | Path | None) -> Retention:
         text = decode_utf8(read_bytes_nofollow(path), path)
     except FileNotFoundError:
         return ret
+    except ParseError as exc:  # not UTF-8: the same ConfigError as bad YAML (the agent then uses defaults)
+        raise ConfigError(path, exc.line, exc.message) from None
     try:
         data = load_yaml(text, path)
     except ParseError as exc:

@@ -105,6 +105,25 @@ def _copy(data: Any) -> Any:
     return data
 
 
+def _blame(model: type[pydantic.BaseModel], data: dict[str, Any], exc: Exception, path: Path) -> list[Any]:
+    """The top-level field whose value made validation raise something other than a ValidationError.
+
+    Every validator should refuse a bad shape with ValueError; one that does not (a TypeError from
+    iterating a number) must still cost that one field, never the whole item or the caller's run.
+    """
+    for key in data:
+        if _required(model, key):
+            continue
+        try:
+            model.model_validate({k: v for k, v in data.items() if k != key})
+        except pydantic.ValidationError:
+            pass
+        except Exception:  # still raising without this key: not the culprit
+            continue
+        return [{"loc": (key,), "msg": f"{type(exc).__name__}: {str(exc)[:120]}", "type": "value_error"}]
+    raise ValidationError(path, None, f"unreadable: {type(exc).__name__}: {str(exc)[:120]}")
+
+
 def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
     """Validate parsed YAML against a model; a field of the wrong shape is set aside (see field_problems).
 
@@ -118,7 +137,12 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         return model.model_validate(data)
     except pydantic.ValidationError as first:
         errors = first.errors()
+    except Exception as exc:  # a validator met a shape it did not expect (issue 27): find the field
+        errors = _blame(model, data, exc, path)
     fallback: dict[str, Any] = dict(getattr(model, "LENIENT_FALLBACK", {}) or {})
+    if isinstance(getattr(model, "TYPE", None), str):
+        # The folder an item lives in already says its type: a mangled ``type:`` costs nothing but itself.
+        fallback.setdefault("type", model.TYPE)  # type: ignore[attr-defined]
     work = _copy(data)
     notes: list[ValidationError] = []
     for _ in range(MAX_REPAIRS):
@@ -128,7 +152,8 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         line = loc_line(text, loc)
         # A nested record missing a key it needs (an evidence ref without id) goes as a whole.
         target = loc[:-1] if err.get("type") == "missing" else loc
-        if not target or (len(target) == 1 and _required(model, target[0])) or not _drop(work, target, fallback):
+        required = len(target) == 1 and _required(model, target[0]) and target[0] not in fallback
+        if not target or required or not _drop(work, target, fallback):
             raise ValidationError(path, line, f"field {field}: {err.get('msg')}")
         loc = target
         used = fallback.get(str(loc[0])) if len(loc) == 1 and loc[0] in fallback else None
@@ -138,6 +163,9 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
             record = model.model_validate(work)
         except pydantic.ValidationError as again:
             errors = again.errors()
+            continue
+        except Exception as exc:  # as above
+            errors = _blame(model, work, exc, path)
             continue
         key = id(record)
         with _guard:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
-from ._errors import ParseError, YamlBombError
+from ._errors import OversizeError, ParseError, YamlBombError
 from ._yaml_events import FALLBACK, from_events
 
 # A hand-written item has a few hundred nodes; 100k visits only comes from alias expansion.
@@ -61,6 +62,27 @@ def decode_utf8(data: bytes, path: str | Path | None) -> str:
         line = data[: exc.start].count(b"\n") + 1
         raise ParseError(path, line, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})") from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+MAX_ITEM_BYTES = 1 << 20
+"""An item file (a memory, an episode.yaml, a device profile) larger than this is not loaded: no memory
+is near it (a long-term memory is cut to about 4,000 characters), and a 50 MB file would cost every
+verify seconds and hundreds of MB (issue 27). Verify names it (category ``oversize``)."""
+
+
+def read_item_text(path: str | Path, limit: int = MAX_ITEM_BYTES) -> str:
+    """An item file's text (never through a symlink); OversizeError over the limit, ParseError if not UTF-8."""
+    from ._atomic import read_bytes_nofollow
+
+    data = read_bytes_nofollow(path, limit + 1)
+    if len(data) > limit:
+        try:
+            size = os.lstat(path).st_size
+        except OSError:
+            size = len(data)
+        raise OversizeError(path, None, f"{size} bytes, over the {limit}-byte limit of an item file: not loaded "
+                                        "(split or shorten it)")
+    return decode_utf8(data, path)
 
 
 def check_budget(obj: Any, path: str | Path | None = None) -> None:

@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from lifecycle import MemoryPlaneError, NoRootError, UsageError
+from lifecycle import MemoryPlaneError, NoRootError, StorageError, UsageError
 
 from ._cli_common import (
     EXIT_CODES,
@@ -150,13 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = command("bench", "run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...)")
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
-                   "compaction, crash, concurrency, lessons, or all")
+                   "compaction, crash, concurrency, lessons, fuzz, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("--entries", type=positive_int, default=10_000, help="index: entries in the index")
     s.add_argument("--episodes", type=positive_int, default=10_000, help="stored episodes")
     s.add_argument("--items", type=positive_int, default=20_000, help="lifecycle: memory files")
     s.add_argument("--steps", type=positive_int, default=150, help="compaction: steps of the long task")
     s.add_argument("--kills", type=positive_int, default=300, help="crash: SIGKILLs")
+    s.add_argument("--examples", type=positive_int, default=500, help="fuzz: broken trees to try")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--limit", type=positive_int, default=None,
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")
@@ -193,7 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for bad usage
         return int(exc.code or 0)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, stream=sys.stderr,
+    as_json = bool(getattr(args, "json", False))
+    # With --json, stdout is one JSON line and stderr stays quiet (cron logs both with 2>&1, and a human
+    # line there breaks `jq`): what went wrong is in the JSON. -v still asks for the log, on stderr.
+    quiet = logging.CRITICAL + 1 if as_json else logging.ERROR
+    logging.basicConfig(level=logging.INFO if args.verbose else quiet, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
@@ -203,11 +208,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except (MemoryPlaneError, OSError) as exc:
         code, message = _failure(exc)
-        print(f"memplane: {message}", file=sys.stderr)
-        if args.command == "lifecycle" and getattr(args, "json", False) and args.action in ("verify", "gc"):
+        if not as_json:
+            print(f"memplane: {message}", file=sys.stderr)
+        elif args.command == "lifecycle" and args.action in ("verify", "gc"):
             # A cron log gets its line even when the run failed: what failed is greppable there too.
             print_json(log_line(args, code, error=message), one_line=True)
+        else:
+            print_json({"exit_code": code, "error": message}, one_line=True)
         return code
+    except Exception as exc:  # a bug must still end in one line and an exit code cron sees
+        message = f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)"
+        if args.verbose:
+            logging.getLogger("memory_plane").error("memplane failed", exc_info=True)
+        if not as_json:
+            print(f"memplane: {message}", file=sys.stderr)
+        elif args.command == "lifecycle" and args.action in ("verify", "gc"):
+            print_json(log_line(args, EXIT_PROBLEMS, error=message), one_line=True)
+        else:
+            print_json({"exit_code": EXIT_PROBLEMS, "error": message}, one_line=True)
+        return EXIT_PROBLEMS
 
 
 def _failure(exc: BaseException) -> tuple[int, str]:
@@ -216,6 +235,8 @@ def _failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, NoRootError):
         return EXIT_NO_ROOT, str(exc)
+    if isinstance(exc, StorageError):
+        return EXIT_STORAGE, f"cannot write {exc.path}: {exc.message}"
     if isinstance(exc, MemoryPlaneError):
         return EXIT_PROBLEMS, str(exc)
     assert isinstance(exc, OSError)

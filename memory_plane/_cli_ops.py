@@ -54,9 +54,6 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
                 print(f"fixed: {f}")
             for r in rep.rebuilt_indexes:
                 print(f"rebuilt index: {r}")
-            for j in rep.stats.get("jobs_failed") or []:
-                print(f"background job failed: {j['job']}({j['episode']}) at {j['failed_at']}: {j['error']}; "
-                      f"retried {j['retry']}")
             print(f"checked {rep.checked} files: " + ("ok" if rep.ok else f"{len(rep.problems)} problems"))
             return code
         gc = plane.gc(dry_run=args.dry_run)
@@ -146,6 +143,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """`memplane bench NAME`: run a benchmark."""
     from .bench import run_bench
 
+    if args.root is not None:
+        # Benchmarks build their own trees in a temporary folder (sizes, ages and faults they control):
+        # a --root would be silently ignored, so it is refused (issue 27).
+        raise UsageError("bench builds its own trees in a temporary folder and does not use --root; "
+                         "run `memplane --root DIR verify` or `retrieve` on your own tree instead")
     result = run_bench(args.name, args)
     if args.json:
         print_json(result)

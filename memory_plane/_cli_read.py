@@ -21,22 +21,41 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     """`memplane retrieve GOAL`: what the agent would get for a goal."""
     from ._types import MemoryRetrieveRequest
 
-    req = MemoryRetrieveRequest(input=args.goal, device_id=args.device, current_hints=hints(args))
+    notes: list[str] = []
     with open_plane(args) as plane:
+        device = args.device
+        if device is None:
+            # A phone's own tree knows one device: that is the one asked about (issue 27), not "default".
+            device = plane.device.profiles.sole_device_id()
+            if device is not None:
+                notes.append(f"device {device} (the only device this tree knows; --device picks another)")
+        req = MemoryRetrieveRequest(input=args.goal, device_id=device, current_hints=hints(args))
         ctx = plane.explain(req) if args.explain else plane.retrieve(req)
+        known = sorted({p.device_id or "default" for p in plane.device.profiles.all()})
+    by_device = sum(1 for d in ctx.dropped_items if str(d.get("detail") or "").startswith("device_id"))
+    if not ctx.refs() or by_device:
+        n = by_device or ctx.dropped.get("inapplicable", 0)
+        if n and len(known) > 1:
+            notes.append(f"{n} memories dropped as inapplicable (made on another device?): this tree knows devices "
+                         f"{', '.join(known)}; --device names one")
     if args.explain:
-        print_json(ctx.explain()) if args.json else print("\n".join(explain_lines(ctx.explain())))
+        data = {"goal": args.goal, "device": req.device_id or "default", **ctx.explain(), "notes": notes}
+        print_json(data) if args.json else print("\n".join(explain_lines(data)))
     elif args.json:
-        print_json(ctx.to_dict())
+        print_json({**ctx.to_dict(), "device": req.device_id or "default", "notes": notes})
     else:
         print(ctx.render(), end="")
+        for n in notes:
+            print(f"note: {n}", file=sys.stderr)
     return EXIT_OK
 
 
 def explain_lines(data: dict[str, Any]) -> list[str]:
     """`retrieve --explain` as a table: each hit's score factors, then each dropped candidate and why."""
     q = data.get("query") or {}
-    out = [f"goal: {q.get('text', '')!r}  intent={q.get('intent')}  app={q.get('app')}  target={q.get('target')}"]
+    out = [f"goal: {data.get('goal') or q.get('text', '')!r}  device={data.get('device', 'default')}  "
+           f"intent={q.get('intent')}  app={q.get('app')}  target={q.get('target')}"]
+    out += [f"note: {n}" for n in data.get("notes") or []]
     head = "  ".join(f"{short:>5}" for _, short in _FACTORS)
     for cat in CATEGORY_ORDER:
         hits = (data.get("hits") or {}).get(cat) or []
@@ -181,8 +200,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
             else:
                 r = plane.long_term.save_memory(type=args.type, content=args.text, title=args.title, tags=args.tag,
                                                 entities=args.entity, force=args.force)
-            out = {"id": r.id, "status": r.status, "reason": r.reason, "superseded": r.superseded}
-            print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({r.reason})" if r.reason else ""))
+            # The library speaks of force=True; the command line has its own flag for it.
+            reason = r.reason.replace("force=True", "--force") if r.reason else None
+            out = {"id": r.id, "status": r.status, "reason": reason, "superseded": r.superseded, "note": r.note}
+            print_json(out) if args.json else print(f"{r.status}: {r.id}" + (f" ({reason})" if reason else "")
+                                                    + (f"; {r.note}" if r.note else ""))
             return EXIT_OK
         if args.action == "recall":
             types = [args.type] if args.type else None

@@ -19,15 +19,16 @@ from lifecycle import (
     FileProblemError,
     IndexFile,
     ItemRead,
+    LockTimeout,
     Record,
     Retention,
+    StorageError,
     StrList,
     TombstoneLog,
     UsageError,
     atomic_write,
     collection_lock,
     content_hash,
-    decode_utf8,
     entries_by_file,
     field_num,
     field_str,
@@ -36,11 +37,14 @@ from lifecycle import (
     format_ts,
     fresh_items,
     has_symlink,
+    index_writes,
+    indexed_entries,
     load_retention,
     parse_duration,
     parse_frontmatter,
     read_bytes_nofollow,
     read_item,
+    read_item_text,
     render_frontmatter,
     safe_join,
     system_clock,
@@ -105,6 +109,7 @@ class SaveResult:
     superseded: list[str] | None = None
     # conflicted: the user's own memories this model save contradicts (they stay active, it does not).
     conflicts_with: list[str] | None = None
+    note: str | None = None  # e.g. the text was cut to MAX_CONTENT characters
 
 
 def _norm(text: str) -> str:
@@ -156,7 +161,7 @@ class LongTermStore:
 
     def load_path(self, path: Path) -> LongTermMemory:
         """Load one memory file (LF or CRLF)."""
-        text = decode_utf8(read_bytes_nofollow(path), path)
+        text = read_item_text(path)
         meta, body = parse_frontmatter(text, path)
         title, content = _content_of(body)
         mem = validate_record(LongTermMemory, meta, path, text)
@@ -171,6 +176,20 @@ class LongTermStore:
             return self.load_path(self.path_for(mem_id))
         except FileNotFoundError:
             return None
+
+    def renamed_path(self, mem_id: str) -> Path | None:
+        """The memory file whose frontmatter ``id:`` is this id, whatever its name (a scan: a miss only)."""
+        if has_symlink(self.root, self.mem_dir) or not re.fullmatch(r"[a-z0-9_-]{1,80}", mem_id):
+            return None
+        pat = re.compile(rb"^id:\s*[\"']?" + re.escape(mem_id.encode()) + rb"[\"']?\s*$", re.MULTILINE)
+        for name in sorted(self.item_names()):
+            try:
+                head = read_bytes_nofollow(self.dir / name, 4096)
+            except OSError:
+                continue
+            if pat.search(head):
+                return self.dir / name
+        return None
 
     def iter_items(self) -> Iterator[ItemRead[LongTermMemory]]:
         """Every memory file (symlinks skipped)."""
@@ -199,11 +218,11 @@ class LongTermStore:
         """Index entries (rebuilt when the index is missing)."""
         if has_symlink(self.root, self.mem_dir):
             return []
-        read = self.index.read()
-        if not read.exists:
-            self.rebuild_index()
-            read = self.index.read()
-        return read.entries
+        return indexed_entries(self)
+
+    def stamp_dirs(self) -> list[Path]:
+        """The folder whose mtime changes when a memory file appears or goes (index checks)."""
+        return [self.mem_dir]
 
     def entry_for(self, mem: LongTermMemory) -> dict[str, Any]:
         """The index line of a memory."""
@@ -219,6 +238,15 @@ class LongTermStore:
             "summary": " ".join(mem.content.split())[:240], "path": f"memories/{mem.id}.md",
         }
         return {k: v for k, v in e.items() if v is not None}
+
+    def item_names(self) -> list[str]:
+        """``memories/<name>.md`` of every memory file present now (the index check)."""
+        try:
+            with os.scandir(self.mem_dir) as it:
+                return [f"memories/{e.name}" for e in it if e.name.endswith(".md") and not e.name.startswith(".")
+                        and e.is_file(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
 
     def item_paths(self) -> list[Path]:
         """Memory files present now (symlinks excluded)."""
@@ -294,8 +322,9 @@ class LongTermStore:
             old = read_bytes_nofollow(path).decode("utf-8", "replace")
         except FileNotFoundError:
             old = None
-        atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
-        self.index.upsert(self.entry_for(mem))
+        with index_writes(self):
+            atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
+            self.index.upsert(self.entry_for(mem))
 
     def _profile_text(self, mems: Iterable[LongTermMemory]) -> str | None:
         """profile.md as built from the active profile, rule and preference memories (None: no file)."""
@@ -346,6 +375,7 @@ class LongTermStore:
         text = (content or "").strip()
         if not text:
             raise UsageError("content must not be empty")
+        note = f"cut to {MAX_CONTENT} of its {len(text)} characters" if len(text) > MAX_CONTENT else None
         text = text[:MAX_CONTENT]
         key = content_hash("long_term", type, _norm(text))
         mem_id = f"mem_{key}"
@@ -353,6 +383,23 @@ class LongTermStore:
         ents_l = list(dict.fromkeys(e.strip() for e in entities if e and e.strip()))
         if ttl is not None:
             parse_duration(ttl)  # a bad TTL is a usage error now, not a surprise later
+        try:
+            res = self._save_locked(type, text, key, mem_id, title, tags_l, ents_l, force, priority, ttl,
+                                    applicability, source_refs, source)
+        except (StorageError, LockTimeout):
+            raise
+        except OSError as exc:
+            # A read-only or full disk: the project's storage error naming the file, never a bare OSError
+            # (issue 27); the tools answer it as an error, the CLI exits 3.
+            where = exc.filename or self.mem_dir
+            raise StorageError(where, f"{exc.strerror or exc} (the memory was not saved)") from exc
+        if note is not None:
+            res.note = note
+        return res
+
+    def _save_locked(self, type: str, text: str, key: str, mem_id: str, title: str | None, tags_l: list[str],
+                     ents_l: list[str], force: bool, priority: int | None, ttl: str | None,
+                     applicability: dict[str, Any] | None, source_refs: Iterable[str], source: str) -> SaveResult:
         by_model = source == "model"
         # The user's word stands: a model save never replaces the user's rule or preference.
         guarded = by_model and type in USER_WORD_TYPES
@@ -462,8 +509,9 @@ class LongTermStore:
             mem = self.get(mem_id)
             if mem is None:
                 return False
-            self.index.remove([mem_id])
-            os.unlink(self.path_for(mem_id))
+            with index_writes(self):
+                self.index.remove([mem_id])
+                os.unlink(self.path_for(mem_id))
             self._write_profile()
             key = content_hash("long_term", mem.type, _norm(mem.content))
             self.tombstones.add("memory", mem_id, reason=reason, content_hashes=[key])

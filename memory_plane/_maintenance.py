@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
 
     # 2. episodes: drop full traces past their TTL, summaries past theirs, unless evidence for a memory
     referenced = _referenced_episodes(parsed, now)
-    drop_ids: list[str] = []
+    drop_eps: list[tuple[Any, Path]] = []
     for item in episodes.iter_items():
         ep = item.record
         d = item.path.parent
@@ -117,22 +118,30 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
                 rep.keep("referenced_episode_trace")
             continue
         if _older(started, ret.ttl_of("episode_summary"), now):
-            drop_ids.append(ep.id)
-            remove(d, "episode_summary_ttl")
+            drop_eps.append((ep, d))  # removed below, after their tombstones are on disk
             continue
         if _older(started, ret.ttl_of("episode_trace"), now):
             parts = [d / name for name in TRACE_PARTS if (d / name).exists() or (d / name).is_symlink()]
-            for part in parts:
-                remove(part, "episode_trace_ttl")
-            if parts and not dry_run:
+            if parts and not dry_run and ep.traceability != "summary_only":
+                # Said before it is done: a GC killed between the two still finds the parts and removes them,
+                # and the episode never claims a trace it no longer has.
                 ep.traceability = "summary_only"
                 episodes.write(ep)
+            for part in parts:
+                remove(part, "episode_trace_ttl")
         else:
             _orphan_artifacts(d, remove)
-    if drop_ids and not dry_run:
-        with episodes.lock():
-            episodes.index.remove(drop_ids)
-        rep.tombstones_written += tombs.add_many("episode", drop_ids, reason="gc")
+    if drop_eps:
+        # The order makes a killed GC resumable (issue 27): tombstones first (fsynced; one per removal,
+        # never twice), then the index lines, then the folders. A rerun finds what is left and finishes it.
+        if not dry_run:
+            rep.tombstones_written += tombs.add_many(
+                "episode", _not_yet_tombstoned(tombs, "episode", {ep.id: ep.started_ts() for ep, _ in drop_eps}),
+                reason="gc")
+            with episodes.lock():
+                episodes.index.remove([ep.id for ep, _ in drop_eps])
+        for _, d in drop_eps:
+            remove(d, "episode_summary_ttl")
 
     # 3. memories: expired past grace, replaced past grace, deleted
     def reason_for(rec: Any) -> str | None:
@@ -160,7 +169,9 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
         if not candidates:
             continue
         gone: list[str] = []
-        with coll.lock():
+        # A dry run only reads (every file is replaced whole, never written in place): no lock, so it
+        # works on a read-only tree too (issue 27).
+        with nullcontext() if dry_run else coll.lock():
             # Looked at again under the lock: the agent may have renewed an item since this pass parsed it.
             # A renewal is an atomic rewrite (a new inode), so an unchanged (mtime, size, inode) means the
             # record parsed above is the file's; anything else is parsed again.
@@ -177,14 +188,18 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
                 gone.append(rec.id)
                 rep.note(rel(item.path), reason, tree_size(item.path))
             if gone and not dry_run:
-                coll.index.remove(gone)  # index line first: a kill before the unlink leaves an orphan only
+                # Tombstones first (a kill after them leaves files a rerun removes, and the rerun writes no
+                # second tombstone), then the index line (a kill before the unlink leaves an orphan only).
+                kind = getattr(coll, "name", "memory")
+                since = {i.record.id: _record_time(i.record) for i in candidates
+                         if i.record is not None and i.record.id in gone}
+                rep.tombstones_written += tombs.add_many(kind, _not_yet_tombstoned(tombs, kind, since), reason="gc")
+                coll.index.remove(gone)
                 for item in candidates:
                     if item.record is not None and item.record.id in gone:
                         remove_path(root, item.path)
-        if gone and not dry_run:
-            rep.tombstones_written += tombs.add_many(getattr(coll, "name", "memory"), gone, reason="gc")
-            if isinstance(coll, LongTermStore):
-                coll.rebuild_index()
+        if gone and not dry_run and isinstance(coll, LongTermStore):
+            coll.rebuild_index()
 
     # 4. old tombstones, quarantine, session archives, conflict log size
     _trim_tombstones(root, ret, now, rep, dry_run)
@@ -211,6 +226,38 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     return rep
 
 
+def _record_time(rec: Any) -> Any:
+    """When a record was last written (its tombstone must be newer to count as this removal's)."""
+    return rec.updated_at or rec.created_at
+
+
+def _not_yet_tombstoned(tombs: TombstoneLog, kind: str, since: dict[str, Any]) -> list[str]:
+    """Ids among ``since`` without a GC tombstone written after their record's time (a killed GC's rerun)."""
+    done: dict[str, str] = {}
+    for r in tombs.records():
+        ref = r.get("ref")
+        if r.get("reason") == "gc" and isinstance(ref, dict) and ref.get("type") == kind and ref.get("id") in since:
+            done[str(ref["id"])] = max(done.get(str(ref["id"]), ""), str(r.get("ts") or ""))
+    out = []
+    for item_id, when in since.items():
+        ts = done.get(item_id)
+        made = _as_time(when)
+        recorded = _as_time(ts)
+        # No tombstone yet, or only one older than the record (the same id made again after a removal).
+        if recorded is None or (made is not None and recorded < made):
+            out.append(item_id)
+    return out
+
+
+def _as_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    try:
+        return parse_ts(value) if value else None
+    except ValueError:
+        return None
+
+
 def _orphan_artifacts(d: Path, remove: Any) -> None:
     """Screenshots no event points at (left by a crash between the file and its event)."""
     art = d / "artifacts"
@@ -233,7 +280,7 @@ def _trim_tombstones(root: Path, ret: Retention, now: datetime, rep: GcReport, d
     grace = ret.grace_of("tombstone")
     if grace is None or not path.is_file() or path.is_symlink():
         return
-    with collection_lock(root / "lifecycle"):
+    with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
         keep = [r for r in read.records if not _older(r.get("ts"), grace, now)]
         dropped = len(read.records) - len(keep)
@@ -247,7 +294,7 @@ def _trim_conflicts(root: Path, rep: GcReport, dry_run: bool) -> None:
     path = root / "lifecycle" / "conflicts.jsonl"
     if not path.is_file() or path.is_symlink():
         return
-    with collection_lock(root / "lifecycle"):
+    with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
         if len(read.records) > CONFLICT_LOG_MAX:
             rep.note("lifecycle/conflicts.jsonl", f"conflict_log_cap ({len(read.records) - CONFLICT_LOG_MAX} lines)")

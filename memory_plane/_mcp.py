@@ -19,10 +19,19 @@ RESOURCE_PREFIX = "memory://"
 def _resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
     """uri -> (name, description, path) of every resource the tree has now."""
     out: dict[str, tuple[str, str, Any]] = {}
-    prof = plane.device.profiles.path_for("default")
+    profiles = plane.device.profiles
+    # This phone's profile: the one device the tree knows (device/profiles/pixel7.yaml), else the default
+    # device's (device/profile.yaml); every profile is also served by its own URI (issue 27).
+    sole = profiles.sole_device_id()
+    prof = profiles.path_for(sole or "default")
     if prof.is_file():
         out[f"{RESOURCE_PREFIX}device/profile"] = ("device profile", "the phone: model, screen, language, input "
                                                    "method, what it learned about itself", prof)
+    for rec in profiles.all():
+        dev = rec.device_id or "default"
+        path = profiles.path_for(dev)
+        if path.is_file():
+            out[f"{RESOURCE_PREFIX}device/profiles/{dev}"] = (f"device profile {dev}", "one device's profile", path)
     apps = plane.device.collections["app_profile"]
     for e in apps.entries():
         if str(e.get("status", "active")) != "active":
@@ -67,7 +76,10 @@ def build_server(plane: Any, *, allow_write: bool = False) -> Any:
         uri = str(params.uri)
         found = await anyio.to_thread.run_sync(_resources, plane)
         if uri not in found:
-            raise ValueError(f"no resource {uri} (see resources/list)")
+            # An MCP error the client sees (invalid params), not an exception the server logs with a traceback.
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(types.INVALID_PARAMS, f"no resource {uri} (see resources/list)")
         text = read_bytes_nofollow(found[uri][2]).decode("utf-8", "replace")
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type="text/markdown" if uri.endswith(".md") else "application/yaml", text=text)])

@@ -41,6 +41,7 @@ from ._sources import (
     Source,
     device_text,
     episode_text,
+    features,
     long_term_text,
 )
 from ._token_cache import PostingsWriter, TokenCache
@@ -150,16 +151,22 @@ class Retriever:
         for cat, cands in picked.items():
             cap = self.config.caps.get(cat, 3)
             hits: list[MemoryHit] = []
+            rescored = False
             for c in _in_rank_order(cands, cap):
                 if len(hits) >= cap:
                     break
                 # The index may be older than the files (a person deleted, emptied or switched one off):
                 # what is offered is checked against its own file (a stat when warm).
-                rec = self._current(c, drop, index_mtimes)
-                if rec is not None:
-                    hits.append(self._hit(c, cat, now, None if rec is True else rec))
+                rec = self._current(c, drop, index_mtimes, ctx)
+                if rec is True:
+                    hits.append(self._hit(c, cat, now))
+                elif rec is not None:
+                    hits.append(self._hit(rec[2], cat, now, rec[0], rec[1]))
+                    rescored = True
+            if rescored:  # a file read now may score other than its index line did
+                hits.sort(key=lambda h: (-h.score, h.id))
             setattr(common, cat, hits)
-        user_hits = self._user_hits(users, ctx.q, now, drop, index_mtimes, common)
+        user_hits = self._user_hits(users, ctx, now, drop, index_mtimes, common)
         common.long_term = [*user_hits, *common.long_term]
         self._device_profile(req.device_id or "default", common, now)
         self._expand_steps(common)
@@ -229,53 +236,78 @@ class Retriever:
         """Wait for background cache writes; False if the timeout passed first."""
         return self._writer.wait(timeout)
 
-    def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any]]:
-        """Where a candidate's item lives: (folder, its default file name there, the index, the loader)."""
+    def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any], Callable[[Any], dict[str, Any]]]:
+        """Where a candidate's item lives: (folder, its default file name there, the index, the loader, the
+        index line of a record)."""
         e_id = c.src.entries[c.i]["id"]
         if c.src.kind == "episode":
             ep = self.episodes
-            return ep.dir, f"{episode_year(e_id)}/{e_id}/episode.yaml", ep.index.path, ep.load_path
+            return ep.dir, f"{episode_year(e_id)}/{e_id}/episode.yaml", ep.index.path, ep.load_path, ep.entry_for
         if c.src.kind == "long_term":
             lt = self.long_term
-            return lt.dir, f"memories/{e_id}.md", lt.index.path, lt.load_path
+            return lt.dir, f"memories/{e_id}.md", lt.index.path, lt.load_path, lt.entry_for
         coll = self.device.collections[c.item_type]
-        return coll.dir, f"{e_id}.yaml", coll.index.path, coll.load_path
+        return coll.dir, f"{e_id}.yaml", coll.index.path, coll.load_path, coll.entry_for
 
-    def _current(self, c: _Cand, drop: Drop, index_mtimes: dict[Path, int]) -> Any:
-        """Whether a candidate's file still stands behind its index line: True (trusted as indexed), the
-        record as the file holds it now (changed since the index was written), or None (dropped, counted)."""
+    def _current(self, c: _Cand, drop: Drop, index_mtimes: dict[Path, int], ctx: Query) -> Any:
+        """Whether a candidate's file still stands behind its index line: True (trusted as indexed),
+        (record, its index line now, the candidate scored on it) when the file changed since the index
+        was written, or None (dropped, counted)."""
         kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
-        base, default, idx, load = self._store_of(c)
+        base, default, idx, load, entry_for = self._store_of(c)
         if idx not in index_mtimes:
             index_mtimes[idx] = mtime_ns(idx)  # once per index and retrieve
         state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default, index_mtimes[idx])
         if state is FileState.INDEXED:
             return True  # what the index says is what the file says
+        if state is FileState.MISSING and kind in ("device", "long_term"):
+            # Renamed by a person: the item is found by the id inside it (issue 27).
+            found = (self.device.collections[c.item_type].renamed_path(str(item_id)) if kind == "device"
+                     else self.long_term.renamed_path(str(item_id)))
+            if found is not None:
+                state, path = FileState.CHANGED, str(found)
         if state is FileState.CHANGED:
             # A hand edit after the index was written: read it (once per change) before offering it.
             try:
                 rec = self._cached(path, partial(load, Path(path)))
+                fresh = entry_for(rec)
             except FileNotFoundError:
                 state, why = FileState.MISSING, "the file was removed after its index line"
-            except (OSError, ValueError, FileProblemError) as exc:
+            except Exception as exc:  # a file a person edited may hold anything: it is skipped, never fatal
                 state, why = FileState.UNREADABLE, str(exc)[:200]
             else:
-                status = str(rec.status)
-                if status not in ("active", "conflicted", "interrupted"):
-                    drop(status if status in STATUSES else "inactive", item_id, f"the file now says status {status}")
-                    return None
-                if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
-                    drop("file_empty", item_id, "the memory's text is empty")
-                    return None
-                return rec
+                fresh["path"] = os.path.relpath(path, base)  # where it is now (a renamed file, too)
+                return self._rescored(c, rec, fresh, drop, ctx)
         if state is FileState.UNREADABLE:
             log.warning("retrieve: %s not offered: %s", item_id, why)
         drop(state.value, item_id, why)
         return None
 
-    def _hit(self, c: _Cand, category: str, now: datetime, rec: Any = None) -> MemoryHit:
+    def _rescored(self, c: _Cand, rec: Any, fresh: dict[str, Any], drop: Drop, ctx: Query) -> Any:
+        """A candidate judged on its file as it is now: status, expiry, applicability, confidence and text
+        (the file is the truth at once, not after verify rebuilds the index; issue 27)."""
+        kind, item_id = c.src.kind, str(c.src.entries[c.i].get("id"))
+        f = features(fresh, kind)
+        status = str(rec.status)
+        if status not in ("active", "conflicted", "interrupted"):
+            drop(status if status in STATUSES else "inactive", item_id, f"the file now says status {status}")
+            return None
+        if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
+            drop("file_empty", item_id, "the memory's text is empty")
+            return None
+        if kind != "episode" and not self.scorer.live(f, ctx.now, drop, item_id):
+            return None
+        appl = self.scorer.applicability(f.appl, ctx.env, kind == "long_term")
+        if appl is None:
+            drop("inapplicable", item_id, "the file now says " + mismatch(f.appl, ctx.env))
+            return None
+        score = self.scorer.score(f, c.sim, c.app_match, appl, ctx.now) + c.bonus
+        return rec, (fresh, f), c._replace(score=score, appl=appl)
+
+    def _hit(self, c: _Cand, category: str, now: datetime, rec: Any = None,
+             fresh: tuple[dict[str, Any], Feat] | None = None) -> MemoryHit:
         """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
-        f, e = c.src.feat(c.i), c.src.entries[c.i]
+        e, f = fresh if fresh is not None else (c.src.entries[c.i], c.src.feat(c.i))
         factors = {"goal_similarity": c.sim, "entity_or_app_match": c.app_match, "applicability": c.appl,
                    "confidence": f.confidence, "recency": self.scorer.recency(f.when, now), "validation": f.validation,
                    "conflict_or_stale_penalty": f.penalty}
@@ -463,11 +495,13 @@ class Retriever:
                 continue
             picked["conflicts" if f.status == "conflicted" else "long_term"].append(cand)
 
-    def _user_hits(self, users: list[_Cand], q: ParsedQuery, now: datetime, drop: Drop,
+    def _user_hits(self, users: list[_Cand], ctx: Query, now: datetime, drop: Drop,
                    index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
         """The rules and preferences that apply, as many as fit their share of the block: the user's own first,
         then those naming the goal's app, rules before preferences, then by score. The rest are counted in
         ``common.user_rules_left_out`` (and named in --explain), never read."""
+        q = ctx.q
+
         def order(c: _Cand) -> tuple[bool, bool, float, float, str]:
             e = c.src.entries[c.i]
             return (field_str(e.get("source")) == "model", not self.rule_scope.names_goal_app(e, q),
@@ -478,10 +512,10 @@ class Retriever:
         used = 0
         ranked = sorted(users, key=order)
         for n, c in enumerate(ranked):
-            rec = self._current(c, drop, index_mtimes)
+            rec = self._current(c, drop, index_mtimes, ctx)
             if rec is None:
                 continue
-            hit = self._hit(c, "long_term", now, None if rec is True else rec)
+            hit = self._hit(c, "long_term", now) if rec is True else self._hit(rec[2], "long_term", now, rec[0], rec[1])
             cost = len(hit_line(hit)) + 1
             if hits and used + cost > share:
                 # Beyond the share: counted and named, not checked one by one (there may be hundreds).
@@ -504,7 +538,7 @@ class Retriever:
             prof = self._cached(path, lambda: self.device.profiles.load_path(path))
         except FileNotFoundError:
             return
-        except (OSError, FileProblemError) as exc:
+        except Exception as exc:  # a hand-edited profile may hold anything: no profile shown, never a failure
             log.warning("retrieve: device profile unreadable: %s", exc)
             return
         if prof.status != "active" or prof.is_expired(now):
@@ -535,7 +569,7 @@ class Retriever:
                 path = safe_join(self.device.root, hit.path) if hit.path else coll.item_path(hit.id)
                 # The same cached record the freshness check may have loaded: one parse per file change.
                 proc = self._cached(path, partial(coll.load_path, path))
-            except (OSError, ValueError, FileProblemError) as exc:
+            except Exception as exc:  # the steps of a hand-edited file are optional: the hit stays without them
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue
             hit.steps = [s.render() for s in getattr(proc, "steps", [])]

@@ -18,7 +18,7 @@ import pydantic
 from pydantic import BaseModel, BeforeValidator
 
 from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
-from lifecycle import field_num, field_str, field_text, is_safe_id
+from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id
 
 from ._render import quote_cut, quote_data
 from ._text import token_set
@@ -471,12 +471,16 @@ class MemoryTools:
                               is_error=True)
         kw = {"title": a.title, "tags": a.tags, "entities": a.entities, "source": "model",
               "priority": a.priority or None, "force": a.force}
-        r = (self.plane.save_rule(a.content, **kw) if kind == "rule"
-             else self.plane.long_term.save_memory(type=kind, content=a.content, **kw))
+        try:
+            r = (self.plane.save_rule(a.content, **kw) if kind == "rule"
+                 else self.plane.long_term.save_memory(type=kind, content=a.content, **kw))
+        except StorageError as exc:  # a read-only or full disk: said, the task goes on
+            return ToolResult(f"save_memory: not saved, {exc}; continue without it", is_error=True)
         if r.status == "conflicted":
             return self._user_word_stands(r, kind)
+        cut = f" ({r.note})" if r.note else ""  # a memory cut to the size limit says so
         if r.status == "saved" and r.reason:  # e.g. kept beside the user's own memory, which it does not replace
-            return ToolResult(f"saved as {r.id} ({r.reason}) (status=saved)", refs=[r.id])
+            return ToolResult(f"saved as {r.id} ({r.reason}){cut} (status=saved)", refs=[r.id])
         reason = r.reason or "already known"
         if reason.startswith("forgotten on purpose"):
             # The store's hint names its API (force=True); the model's tool spells it the tool's way.
@@ -489,7 +493,7 @@ class MemoryTools:
         else:
             text = f"saved as {r.id}" if r.status == "saved" else f"{r.status}: {r.id}"
         # The status word the description promises, whatever the sentence says.
-        return ToolResult(f"{text} (status={r.status})", refs=[r.id] if r.id else [])
+        return ToolResult(f"{text}{cut} (status={r.status})", refs=[r.id] if r.id else [])
 
     def _user_word_stands(self, r: Any, kind: str) -> ToolResult:
         """The answer to a save that contradicts the user's own memory: said plainly, with both ids."""

@@ -4,13 +4,14 @@ evidence and config.yaml, close crashed episodes; repair only with fix."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from device_memory import DeviceMemory
-from episodes import EVENTS_FILE, LessonExtractor, TaskEpisodeStore
+from episodes import EVENTS_FILE, LessonExtractor, OutcomeUpdater, TaskEpisodeStore
 from lifecycle import (
     Collection,
     ConfigError,
@@ -80,7 +81,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
         dead = ep.status == "recording" and not episodes.is_recording_live(ep.id)
         try:
             closed = episodes.mark_interrupted(ep, now) if dead else None
-            if closed is not None:
+            if closed is not None and closed.status == "interrupted":
                 interrupted.append(ep.id)
                 report.fixed.append(f"marked {ep.id} interrupted")
                 # A crash loses the path and the end, not what the paired calls showed of the apps:
@@ -92,6 +93,14 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                 else:
                     if learned.ids:
                         report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {ep.id}")
+            elif closed is not None:  # its events end with finish: the task ended, only the commit did not
+                report.fixed.append(f"completed {ep.id} from its finish event (its commit never happened)")
+                # The jobs its commit would have run: what it used and what it taught.
+                for job in (OutcomeUpdater(device, episodes), LessonExtractor(device, episodes)):
+                    try:
+                        job(closed)
+                    except Exception as exc:  # a lesson is never worth a failed verify
+                        log.error("verify: %s of completed %s failed: %s", job.__name__, ep.id, exc)
         except OSError as exc:
             report.add("io", episodes.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
         if ep.traceability in ("summary_only", "excerpt_only"):
@@ -200,12 +209,33 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
                 report.add(category, rel, None, message)
         except OSError as exc:
             report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
+    _report_symlinks(root, report)
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.
-        repaired = {"parse", "validation", "yamlbomb", "index", "jsonl", "torn_jsonl", "missing_artifact",
-                    "orphanfolder", "chunk_checksum", "missing_chunk"}
+        repaired = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "torn_jsonl",
+                    "missing_artifact", "orphanfolder", "chunk_checksum", "missing_chunk"}
         report.problems = [p for p in report.problems if p.category not in repaired]
     return report
+
+
+def _report_symlinks(root: Path, report: VerifyReport) -> None:
+    """Every symlink in the tree not reported yet (a linked folder inside an episode, a year folder ...):
+    nothing reads through one, so what it points at would be silently missing (issue 27)."""
+    seen = {p.path for p in report.problems if p.category == "symlink"}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        if os.path.basename(dirpath) == ".cache":
+            dirnames[:] = []
+            continue
+        for name in (*dirnames, *filenames):
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                continue
+            rel = os.path.relpath(full, root)
+            if rel not in seen:
+                seen.add(rel)
+                kind = "folder" if name in dirnames else "file"
+                report.add("symlink", rel, None, f"symlinked {kind} inside the tree (never followed: what it points "
+                           "at is not memory)")
 
 
 def _check_config(root: Path, report: VerifyReport) -> None:

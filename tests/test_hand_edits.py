@@ -173,7 +173,10 @@ def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None
         md.write_text("")
         ctx = plane.retrieve(goal)
         assert "proc_manual" not in ctx.refs() and mem.id not in ctx.refs()
-        assert ctx.dropped.get("file_missing") == 1 and ctx.dropped.get("file_empty") == 1
+        # The deleted file's index line names a file that is gone: the index is rebuilt (issue 27), so
+        # the memory is not even a candidate; the emptied one still is, and is dropped for it.
+        assert ctx.dropped.get("file_empty") == 1
+        assert "proc_manual" not in {e["id"] for e in plane.device.collection("procedure").entries()}
         assert plane.long_term.recall_memory("alipay balance") == []
         # Edited by hand later than its index line: what the file says now is what is offered.
         md.write_text(text.replace("Pay with the Alipay balance first", "Pay with the Alipay card ending 42"))

@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "crash": "_crash",
     "concurrency": "_concurrency",
     "lessons": "_lessons",
+    "fuzz": "_fuzz",
 }
 
 

@@ -72,8 +72,78 @@ def check(root: Path, acked: set[str]) -> dict[str, int]:
     return {"lost": lost, "corrupt": corrupt, "mismatches": mismatches}
 
 
+def _gc_child(root: Path, now: Any) -> None:
+    """Run one GC (in a forked child that is killed at some point of it)."""
+    from .._maintenance import gc_tree
+    from .._plane import MemoryPlane
+
+    plane = MemoryPlane(root)
+    gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)
+
+
+def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """The files left (tombstones aside) and the (type, id) of every tombstone line, sorted."""
+    from lifecycle import read_jsonl
+
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                   if p.is_file() and ".cache" not in p.parts and p.name not in ("tombstones.jsonl", ".lock"))
+    tombs = [r.get("ref") or {} for r in read_jsonl(root / "lifecycle" / "tombstones.jsonl").records]
+    return files, sorted((str(t.get("type")), str(t.get("id"))) for t in tombs)
+
+
+def gc_kills(n: int, rng: random.Random, items: int = 1200, episodes: int = 600) -> dict[str, Any]:
+    """SIGKILL a GC n times at random points, run it again each time, and compare with an unkilled run:
+    tombstones lost or written twice, and files left that an unkilled run removes (goals 0, 0, 0)."""
+    import shutil
+    import tempfile
+    from datetime import timedelta
+
+    from lifecycle import init_tree
+
+    from ._lifecycle import NOW, build
+
+    now = NOW + timedelta(days=200)  # most episodes past their summary TTL, most items past their grace
+    out: dict[str, Any] = {"gc_kills": 0, "gc_killed_midway": 0, "gc_tombstones_expected": 0,
+                           "gc_lost_tombstones": 0, "gc_duplicate_tombstones": 0, "gc_files_differing": 0}
+    with tempfile.TemporaryDirectory(prefix="memplane-gc-crash-") as tmp:
+        base = Path(tmp) / "base"
+        init_tree(base)
+        build(base, items, episodes, seed=rng.randint(0, 10**6))
+        ref = Path(tmp) / "ref"
+        shutil.copytree(base, ref)
+        t0 = time.perf_counter()
+        _gc_child(ref, now)
+        gc_seconds = time.perf_counter() - t0
+        want_files, want_tombs = _gc_state(ref)
+        out["gc_tombstones_expected"] = len(want_tombs)
+        out["gc_seconds_unkilled"] = round(gc_seconds, 2)
+        for k in range(n):
+            root = Path(tmp) / f"k{k}"
+            shutil.copytree(base, root)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _gc_child(root, now)
+                finally:
+                    os._exit(0)
+            time.sleep(rng.uniform(0.0, gc_seconds))
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            out["gc_kills"] += 1
+            out["gc_killed_midway"] += int(os.WIFSIGNALED(status))
+            _gc_child(root, now)  # the next cron run
+            files, tombs = _gc_state(root)
+            got = {t: tombs.count(t) for t in set(tombs)}
+            out["gc_lost_tombstones"] += sum(1 for t in set(want_tombs) if t not in got)
+            out["gc_duplicate_tombstones"] += sum(c - 1 for c in got.values())
+            out["gc_files_differing"] += len(set(files) ^ set(want_files))
+            shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """kills, lost_commits, corrupt_files, index_mismatches (goals 0, 0, 0)."""
+    """kills, lost_commits, corrupt_files, index_mismatches; then GC kills: lost and duplicate tombstones
+    and files differing from an unkilled GC (goals 0 for all)."""
     import sys
 
     kills = 20 if getattr(args, "short", False) else int(getattr(args, "kills", 300) or 300)
@@ -101,6 +171,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["corrupt_files"] += res["corrupt"]
             out["index_mismatches"] += res["mismatches"]
             out["acknowledged_commits"] = len(acked)
+    short = getattr(args, "short", False)
+    out.update(gc_kills(5 if short else max(10, kills // 10), rng, *((300, 150) if short else (4000, 2000))))
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
