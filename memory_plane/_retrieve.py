@@ -42,6 +42,7 @@ from ._sources import (
     episode_text,
     long_term_text,
 )
+from ._text import nearest_goal
 from ._token_cache import PostingsWriter, TokenCache
 from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 
@@ -206,7 +207,8 @@ class Retriever:
         for src in sources:
             if src.cache is not None:
                 # A snapshot: later appends (or a reset after a rewrite) do not change what is written.
-                jobs.append((src.cache, src.inv, src.texts[:]))
+                grams = src.inv.grams
+                jobs.append((src.cache, src.inv, src.texts[:], grams.snapshot() if grams is not None else None))
                 src.persisted = len(src.texts)  # one write per lag, even if it fails
         self._writer.submit(jobs)
 
@@ -373,6 +375,7 @@ class Retriever:
             hits = [(i, sim) for i, sim in hits if src.entries[i]["id"] not in ctx.exclude]
         found = dict(hits)
         nearest = hits[:8]
+        lead, fused = self._nearest(src, q, hits, ctx.exclude)
         post = src.app_posterior(q.tokens, ctx.exclude, nearest)
         target = self._target_app(q, post)
         if target is not None:
@@ -400,7 +403,7 @@ class Retriever:
                 drop("inapplicable", e["id"], mismatch(f.appl, ctx.env) if self.explain else None)
                 continue
             app = src.canon[i]
-            sim = intent_sim(q, field_str(e.get("intent")), sim)
+            sim = intent_sim(q, field_str(e.get("intent")), max(sim, fused.get(i, 0.0)))
             success = f.validation == 1.0
             if success:
                 if sim < floor and not (target is not None and app == target):
@@ -408,13 +411,29 @@ class Retriever:
             elif sim < floor + 0.1:
                 continue
             app_match = max(app_match_of(ctx, app, e, "goal"), post.get(app, 0.0) if app else 0.0)
-            if nearest and i == nearest[0][0]:
+            if i == lead:
                 # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
                 # and the app prior must not push it below episodes that only share the app.
                 app_match = 1.0
             score = self.scorer.score(f, sim, app_match, appl, now)
             cand = _Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
             picked["similar_episodes" if success else "failure_modes"].append(cand)
+
+    @staticmethod
+    def _nearest(src: Source, q: ParsedQuery, hits: list[tuple[int, float]],
+                 exclude: frozenset[str]) -> tuple[int | None, dict[int, float]]:
+        """The closest past goal among the word search's hits, and each hit's similarity on one calibrated
+        scale: ordered by BM25 over shared words and character trigrams (an inflection, a typo or a phrase
+        counts as in FTS5 trigram), scaled so the closest gets the best word similarity."""
+        if not hits or src.inv.grams is None:
+            return (hits[0][0] if hits else None), {}
+        left_out = [i for i, e in enumerate(src.entries) if e["id"] in exclude] if exclude else []
+        ranked = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.texts, left_out)
+        top = ranked[0][1]
+        if top <= 0:
+            return hits[0][0], {}
+        best = hits[0][1]
+        return ranked[0][0], {i: best * b / top for i, b in ranked}
 
     @staticmethod
     def _target_app(q: ParsedQuery, post: dict[str, float]) -> str | None:
