@@ -170,11 +170,32 @@ class Retriever:
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
+        if q.app is not None and not q.apps and not self._about_app(q, q.app):
+            # The foreground app is context, not evidence: it raises the memories a goal is about, but a goal
+            # that shares no word with anything the device knows of that app ("2+2等于多少？" with 微信 in
+            # front) is about no app, and the app's memories are not admitted on the hint alone.
+            q.app = q.app_name = None
         names = tuple(e.lower() for e in q.entities
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
         tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
         exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
         return Query(q, env, now, names, tools, exclude)
+
+    def _about_app(self, q: ParsedQuery, app: str) -> bool:
+        """Whether the goal shares a word with an episode or device memory of ``app`` (the hinted app); numbers
+        are quantities, not what a goal is about, and do not count."""
+        words = frozenset(t for t in q.tokens if not t.isdigit())
+        if not words:
+            return False
+        sources = [(self._episode_source, self.episodes.entries, "episodes index", True)]
+        sources += [(self._device_sources[t], c.entries, c.dir, False) for t, c in self.device.collections.items()]
+        for src, read, what, canon in sources:
+            if not self._sync(src, read, what):
+                continue
+            docs = (src.by_canon if canon else src.by_app).get(app)
+            if docs and any(not src.inv.doc(i).isdisjoint(words) for i in docs[-200:]):
+                return True
+        return False
 
     # -- filters and scoring -------------------------------------------------------
 

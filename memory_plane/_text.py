@@ -259,8 +259,8 @@ def grams(text: str) -> frozenset[str]:
 
 
 def gram_length(text: str) -> int:
-    """The length a text's trigrams are normalised by (the characters of its collapsed form)."""
-    return len(_collapsed(text))
+    """The length a document's matches are normalised by (its characters, runs of whitespace as one)."""
+    return min(len(" ".join(text.split())), MAX_GRAM_TEXT)
 
 
 class GramStats:

@@ -339,6 +339,21 @@ def test_the_nearest_past_goal_leads_with_its_own_episode_excluded(plane: Memory
     assert hits and hits[0].app == "Calculator" and own.id not in [h.id for h in hits]
 
 
+def test_the_foreground_app_is_context_not_evidence(plane: MemoryPlane) -> None:
+    run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
+    missed = ("mouse_click", {"x": 5, "y": 5}, "tap", {"app": "WeChat", "page": "Home"}, "the tap missed")
+    run(plane, "打开微信，给李四发消息", [*WECHAT[:3], missed], success=False, failure_reason="the tap missed")
+    in_front = CurrentEnvironmentHints(app="微信", language="zh-CN", screen_width=640, screen_height=1200)
+    # A goal about no app: the phone showing WeChat does not make WeChat's memories relevant to it.
+    c = plane.retrieve(req("2+2等于多少？", in_front)).common
+    shown = [h for cat in ("procedures", "navigation", "similar_episodes", "failure_modes", "app_profiles",
+                           "calibration_notes", "conflicts") for h in getattr(c, cat)]
+    assert not shown, [(h.id, h.type) for h in shown]
+    # An ambiguous goal (which app sends the message?) may get them: the hint raises what it is about.
+    c = plane.retrieve(req("给张三发消息", in_front)).common
+    assert c.similar_episodes and c.navigation and c.app_profiles[0].id == "app_wechat"
+
+
 def test_an_episode_is_about_the_app_the_phone_showed_not_a_word_of_the_goal(plane: MemoryPlane) -> None:
     # "设置" (to set) also names the Settings app; the phone showed 腾讯文档 the whole time.
     run(plane, "新建一个空白文档，设置标题为“你好”", launch("腾讯文档") * 2)
