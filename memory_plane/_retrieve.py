@@ -187,7 +187,8 @@ class Retriever:
         words = frozenset(t for t in q.tokens if not t.isdigit())
         if not words:
             return False
-        sources = [(self._episode_source, self.episodes.entries, "episodes index", True)]
+        sources: list[tuple[Source, Callable[[], list[dict[str, Any]]], Any, bool]] = [
+            (self._episode_source, self.episodes.entries, "episodes index", True)]
         sources += [(self._device_sources[t], c.entries, c.dir, False) for t, c in self.device.collections.items()]
         for src, read, what, canon in sources:
             if not self._sync(src, read, what):
