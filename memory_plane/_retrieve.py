@@ -444,18 +444,22 @@ class Retriever:
     @staticmethod
     def _nearest(src: Source, q: ParsedQuery, hits: list[tuple[int, float]],
                  exclude: frozenset[str]) -> tuple[int | None, dict[int, float]]:
-        """The closest past goal among the word search's hits, and each hit's similarity on one calibrated
-        scale: ordered by BM25 over shared words and character trigrams (an inflection, a typo or a phrase
-        counts as in FTS5 trigram), scaled so the closest gets the best word similarity."""
+        """The closest past goal among the word search's hits, and each hit's similarity on a calibrated scale.
+
+        The hits are ordered by BM25 over shared words and character trigrams (an inflection, a typo or a
+        phrase counts as in FTS5 trigram). A hit's similarity is the larger of its BM25 scaled so that the
+        closest gets the best word similarity (the words' scale, the trigrams' order) and its BM25 as a share
+        of the query's own score (so a goal close in characters but not in words, a typo, clears the floor)."""
         if not hits or src.inv.grams is None:
             return (hits[0][0] if hits else None), {}
         left_out = [i for i, e in enumerate(src.entries) if e["id"] in exclude] if exclude else []
-        ranked = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.texts, left_out)
+        ranked, own = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.texts,
+                                   left_out)
         top = ranked[0][1]
-        if top <= 0:
+        if top <= 0 or own <= 0:
             return hits[0][0], {}
         best = hits[0][1]
-        return ranked[0][0], {i: best * b / top for i, b in ranked}
+        return ranked[0][0], {i: max(best * b / top, min(1.0, b / own)) for i, b in ranked}
 
     @staticmethod
     def _target_app(q: ParsedQuery, post: dict[str, float]) -> str | None:

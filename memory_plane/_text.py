@@ -299,14 +299,16 @@ class GramStats:
 
 
 def nearest_goal(query: str, query_tokens: frozenset[str], cands: Sequence[int], inv: InvertedIndex,
-                 stats: GramStats, texts: Sequence[str], left_out: Sequence[int] = ()) -> list[tuple[int, float]]:
-    """``cands`` scored by BM25 over the query's word tokens and character trigrams, best first.
+                 stats: GramStats, texts: Sequence[str],
+                 left_out: Sequence[int] = ()) -> tuple[list[tuple[int, float]], float]:
+    """``cands`` scored by BM25 over the query's word tokens and character trigrams, best first, and the score
+    the query itself would get (what a document identical to it scores: the scale of the others).
 
     Each shared word or trigram adds its IDF once, saturated by the document's length as in BM25;
     ``left_out`` are documents whose trigrams do not count in the frequencies (the caller excluded them).
     """
     if not cands:
-        return []
+        return [], 0.0
     q_grams = grams(query)
     n, total = stats.n, stats.length
     df = stats.df
@@ -335,4 +337,6 @@ def nearest_goal(query: str, query_tokens: frozenset[str], cands: Sequence[int],
         shared = math.fsum(map(g_get, q_grams.intersection(dg[0]))) + math.fsum(map(w_get, query_tokens & words))
         out.append((i, shared * scale / (1 + K1 * (1 - B) + norm * dg[1])))
     out.sort(key=lambda x: (-x[1], x[0]))
-    return out
+    own = (math.fsum(g_weight.values()) + math.fsum(inv.weight(t) for t in sorted(query_tokens))) * scale / (
+        1 + K1 * (1 - B) + norm * gram_length(query))
+    return out, own

@@ -318,6 +318,10 @@ OTHER_TASKS = [("Clock", "Set an alarm for 7 am"), ("Clock", "Start a timer for 
     # "app" is a stop word; "app settings" as characters is what only one past goal shares.
     ([("Booking", "Navigate to app settings. Change the currency to Euro"), ("Gmail", "Navigate to settings."),
       ("Facebook", "Navigate to settings.")], "Navigate to app settings.", "Booking"),
+    # Typos: one word in common with each app; in characters, only one past goal is this one.
+    ([("Spotify", "Shuffle the playlist Discover Weekly"), ("YouTube", "Play the video Weekly News"),
+      ("YouTube", "Play the trailer of Dune"), ("YouTube", "Play a video about cats")],
+     "Shufle my Discovr Weekly playlst", "Spotify"),
 ])
 def test_the_nearest_past_goal_by_words_and_character_trigrams_leads(plane: MemoryPlane, past, goal, app) -> None:
     for name, text in past + OTHER_TASKS:
