@@ -93,6 +93,8 @@ class AppPrior:
         vocab = max(1, len(self.counts) - len(gone))
         a = self.alpha
         known = [t for t in sorted(set(query)) if t in self.counts and t not in gone]
+        if not _evidence(known):
+            return {}
         prior = {app: math.log((docs[app] + 1) / (total + len(apps))) for app in apps}
         denominator = {app: math.log((mass[app] + a * vocab) / a) for app in apps}
         return self._normalise(prior, denominator, known, minus)
@@ -110,6 +112,8 @@ class AppPrior:
         if not prior:
             return {}
         known = [t for t in sorted(set(query)) if t in self.counts]
+        if not _evidence(known):
+            return {}  # no word of the goal was ever seen with an app: the base rate is no opinion of it
         return self._normalise(prior, denominator, known, {})
 
     def _normalise(self, prior: dict[str, float], denominator: dict[str, float], known: list[str],
@@ -131,3 +135,8 @@ class AppPrior:
         exp = {app: math.exp(v - top) for app, v in ll.items()}
         z = sum(exp.values())
         return {app: v / z for app, v in exp.items()}
+
+
+def _evidence(known: list[str]) -> bool:
+    """Whether the goal's seen words say anything of its app (numbers are quantities, not what it is about)."""
+    return any(not t.isdigit() for t in known)

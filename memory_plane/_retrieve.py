@@ -44,6 +44,7 @@ from ._sources import (
     features,
     long_term_text,
 )
+from ._text import nearest_goal
 from ._token_cache import PostingsWriter, TokenCache
 from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._user_rules import RULE_SHARE, RuleScope
@@ -182,11 +183,33 @@ class Retriever:
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
+        if q.app is not None and not q.apps and not self._about_app(q, q.app):
+            # The foreground app is context, not evidence: it raises the memories a goal is about, but a goal
+            # that shares no word with anything the device knows of that app ("2+2等于多少？" with 微信 in
+            # front) is about no app, and the app's memories are not admitted on the hint alone.
+            q.app = q.app_name = None
         names = tuple(e.lower() for e in q.entities
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
         tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
         exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
         return Query(q, env, now, names, tools, exclude)
+
+    def _about_app(self, q: ParsedQuery, app: str) -> bool:
+        """Whether the goal shares a word with an episode or device memory of ``app`` (the hinted app); numbers
+        are quantities, not what a goal is about, and do not count."""
+        words = frozenset(t for t in q.tokens if not t.isdigit())
+        if not words:
+            return False
+        sources: list[tuple[Source, Callable[[], list[dict[str, Any]]], Any, bool]] = [
+            (self._episode_source, self.episodes.entries, "episodes index", True)]
+        sources += [(self._device_sources[t], c.entries, c.dir, False) for t, c in self.device.collections.items()]
+        for src, read, what, canon in sources:
+            if not self._sync(src, read, what):
+                continue
+            docs = (src.by_canon if canon else src.by_app).get(app)
+            if docs and any(not src.inv.doc(i).isdisjoint(words) for i in docs[-200:]):
+                return True
+        return False
 
     # -- filters and scoring -------------------------------------------------------
 
@@ -219,7 +242,8 @@ class Retriever:
         for src in sources:
             if src.cache is not None:
                 # A snapshot: later appends (or a reset after a rewrite) do not change what is written.
-                jobs.append((src.cache, src.inv, src.texts[:]))
+                grams = src.inv.grams
+                jobs.append((src.cache, src.inv, src.texts[:], grams.snapshot() if grams is not None else None))
                 src.persisted = len(src.texts)  # one write per lag, even if it fails
         self._writer.submit(jobs)
 
@@ -413,6 +437,7 @@ class Retriever:
             hits = [(i, sim) for i, sim in hits if src.entries[i]["id"] not in ctx.exclude]
         found = dict(hits)
         nearest = hits[:8]
+        lead, fused = self._nearest(src, q, hits, ctx.exclude)
         post = src.app_posterior(q.tokens, ctx.exclude, nearest)
         target = self._target_app(q, post)
         if target is not None:
@@ -440,7 +465,7 @@ class Retriever:
                 drop("inapplicable", e["id"], mismatch(f.appl, ctx.env) if self.explain else None)
                 continue
             app = src.canon[i]
-            sim = intent_sim(q, field_str(e.get("intent")), sim)
+            sim = intent_sim(q, field_str(e.get("intent")), max(sim, fused.get(i, 0.0)))
             success = f.validation == 1.0
             if success:
                 if sim < floor and not (target is not None and app == target):
@@ -448,13 +473,33 @@ class Retriever:
             elif sim < floor + 0.1:
                 continue
             app_match = max(app_match_of(ctx, app, e, "goal"), post.get(app, 0.0) if app else 0.0)
-            if nearest and i == nearest[0][0]:
+            if i == lead:
                 # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
                 # and the app prior must not push it below episodes that only share the app.
                 app_match = 1.0
             score = self.scorer.score(f, sim, app_match, appl, now)
             cand = _Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
             picked["similar_episodes" if success else "failure_modes"].append(cand)
+
+    @staticmethod
+    def _nearest(src: Source, q: ParsedQuery, hits: list[tuple[int, float]],
+                 exclude: frozenset[str]) -> tuple[int | None, dict[int, float]]:
+        """The closest past goal among the word search's hits, and each hit's similarity on a calibrated scale.
+
+        The hits are ordered by BM25 over shared words and character trigrams (an inflection, a typo or a
+        phrase counts as in FTS5 trigram). A hit's similarity is the larger of its BM25 scaled so that the
+        closest gets the best word similarity (the words' scale, the trigrams' order) and its BM25 as a share
+        of the query's own score (so a goal close in characters but not in words, a typo, clears the floor)."""
+        if not hits or src.inv.grams is None:
+            return (hits[0][0] if hits else None), {}
+        left_out = [i for i, e in enumerate(src.entries) if e["id"] in exclude] if exclude else []
+        ranked, own = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.texts,
+                                   left_out)
+        top = ranked[0][1]
+        if top <= 0 or own <= 0:
+            return hits[0][0], {}
+        best = hits[0][1]
+        return ranked[0][0], {i: max(best * b / top, min(1.0, b / own)) for i, b in ranked}
 
     @staticmethod
     def _target_app(q: ParsedQuery, post: dict[str, float]) -> str | None:

@@ -15,7 +15,7 @@ from lifecycle import field_num, field_str, field_text, parse_ts
 
 from ._app_prior import AppPrior
 from ._long_term import PROFILE_TYPES
-from ._text import InvertedIndex
+from ._text import GramStats, InvertedIndex
 from ._token_cache import TokenCache
 
 log = logging.getLogger("memory_plane")
@@ -142,6 +142,12 @@ class Source:
             t = field_str(e.get("type"))
             if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
                 self.always.append(i)
+        if self._app_of is not None:
+            # Episodes only: the trigram frequencies the nearest past goal is found with (loaded with
+            # the postings when the file has them, else counted for the documents they lack).
+            if self.inv.grams is None:
+                self.inv.grams = GramStats()
+            self.inv.grams.add_many(self.texts[self.inv.grams.n:])
         if loaded and self._app_of is not None:
             self.prior.add_postings(self.inv.postings, [a or "" for a in self.canon[:loaded]])
         begin = max(start, loaded)

@@ -72,7 +72,9 @@ def tokenizer_fingerprint() -> str:
     """A digest of everything that decides a text's tokens (pattern, stop words, the code that splits and
     stems, the interpreter); persisted postings made by another tokenizer are not reused."""
     parts = [_TOKEN.pattern, sorted(_STOP_EN), sorted(_STOP_ZH), tuple(sys.version_info[:2]),
-             *(_code_parts(fn.__code__) for fn in (_stem, _parts.__wrapped__, _iter_tokens))]
+             *(_code_parts(fn.__code__) for fn in (_stem, _parts.__wrapped__, _iter_tokens, _collapsed, grams,
+                                                     gram_length)),
+             MAX_GRAM_TEXT]
     return hashlib.sha1(repr(parts).encode("utf-8")).hexdigest()[:16]
 
 
@@ -95,6 +97,7 @@ class InvertedIndex:
         self._texts: Sequence[str] = ()
         self._norms: dict[int, float] = {}
         self._norms_at = 0
+        self.grams: GramStats | None = None  # character trigram frequencies, where a source keeps them
 
     @classmethod
     def from_postings(cls, postings: dict[str, list[int]], texts: Sequence[str]) -> InvertedIndex:
@@ -236,3 +239,104 @@ class InvertedIndex:
         total = math.fsum(w.values())
         shared = math.fsum(v for t, v in w.items() if t in d)
         return self._blend(shared / total, min(1.0, shared / self._norm(doc))) if total else 0.0
+
+
+MAX_GRAM_TEXT = 4000  # characters of a text whose trigrams are counted (a goal is at most 2,000)
+_GRAM_SLICES = [slice(i, i + 3) for i in range(MAX_GRAM_TEXT)]
+K1, B = 1.2, 0.75  # BM25's usual constants (not tuned here)
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.lower().split())[:MAX_GRAM_TEXT]
+
+
+def grams(text: str) -> frozenset[str]:
+    """The distinct character trigrams of a text (lowercase, runs of whitespace as one space, across words)."""
+    s = _collapsed(text)
+    if len(s) < 3:
+        return frozenset((s,)) if s else frozenset()
+    return frozenset(map(s.__getitem__, _GRAM_SLICES[:len(s) - 2]))
+
+
+def gram_length(text: str) -> int:
+    """The length a document's matches are normalised by (its characters, runs of whitespace as one)."""
+    return min(len(" ".join(text.split())), MAX_GRAM_TEXT)
+
+
+class GramStats:
+    """Document frequencies of character trigrams over a list of texts, and their total length.
+
+    Trigrams see what words miss: an inflection or a typo keeps most of a word's trigrams, and a
+    trigram across a space keeps which words stand together ("app settings").
+    """
+
+    def __init__(self, df: dict[str, int] | None = None, n: int = 0, length: int = 0) -> None:
+        self.df: dict[str, int] = df if df is not None else {}
+        self.n = n
+        self.length = length
+        self._docs: dict[int, tuple[tuple[str, ...], int]] = {}
+
+    def add_many(self, texts: Iterable[str]) -> None:
+        """Count several more documents."""
+        df, get = self.df, self.df.get
+        for text in texts:
+            for g in grams(text):
+                df[g] = get(g, 0) + 1
+            self.n += 1
+            self.length += gram_length(text)
+
+    def doc_grams(self, i: int, text: str) -> tuple[tuple[str, ...], int]:
+        """Document i's trigrams and length (kept once a query looked at it: a tuple of interned strings,
+        about 0.5 KB, where a set would take four times that)."""
+        hit = self._docs.get(i)
+        if hit is None:
+            hit = self._docs[i] = (tuple(map(sys.intern, grams(text))), gram_length(text))
+        return hit
+
+    def snapshot(self) -> GramStats:
+        """A copy that later additions do not change."""
+        return GramStats(dict(self.df), self.n, self.length)
+
+
+def nearest_goal(query: str, query_tokens: frozenset[str], cands: Sequence[int], inv: InvertedIndex,
+                 stats: GramStats, texts: Sequence[str],
+                 left_out: Sequence[int] = ()) -> tuple[list[tuple[int, float]], float]:
+    """``cands`` scored by BM25 over the query's word tokens and character trigrams, best first, and the score
+    the query itself would get (what a document identical to it scores: the scale of the others).
+
+    Each shared word or trigram adds its IDF once, saturated by the document's length as in BM25;
+    ``left_out`` are documents whose trigrams do not count in the frequencies (the caller excluded them).
+    """
+    if not cands:
+        return [], 0.0
+    q_grams = grams(query)
+    n, total = stats.n, stats.length
+    df = stats.df
+    minus: dict[str, int] = {}
+    for i in left_out:
+        n -= 1
+        total -= gram_length(texts[i])
+        for g in q_grams & grams(texts[i]):
+            minus[g] = minus.get(g, 0) + 1
+    n = max(1, n)
+    avg = max(1.0, total / n)
+    g_weight = {}
+    for g in q_grams:
+        d = max(0, df.get(g, 0) - minus.get(g, 0))
+        g_weight[g] = math.log(1 + (n - d + 0.5) / (d + 0.5))
+    g_get = g_weight.__getitem__
+    w_get = {t: inv.weight(t) for t in query_tokens}.__getitem__
+    kept, doc_grams, docs = stats._docs, stats.doc_grams, inv.docs
+    scale, norm = K1 + 1, K1 * B / avg
+    out = []
+    for i in cands:
+        dg = kept.get(i) or doc_grams(i, texts[i])
+        words = docs[i]
+        if words is None:
+            words = inv.doc(i)
+        shared = math.fsum(map(g_get, q_grams.intersection(dg[0]))) + math.fsum(map(w_get, query_tokens & words))
+        out.append((i, shared * scale / (1 + K1 * (1 - B) + norm * dg[1])))
+    out.sort(key=lambda x: (-x[1], x[0]))
+    own = (math.fsum(g_weight.values()) + math.fsum(inv.weight(t) for t in sorted(query_tokens))) * scale / (
+        1 + K1 * (1 - B) + norm * gram_length(query))
+    return out, own

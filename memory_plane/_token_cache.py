@@ -26,12 +26,12 @@ from typing import Any
 
 from lifecycle import atomic_write, has_symlink, read_bytes_nofollow
 
-from ._text import InvertedIndex, token_set, tokenizer_fingerprint
+from ._text import GramStats, InvertedIndex, grams, token_set, tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
 
 CACHE_DIR = ".cache/retrieve"
-FORMAT = 1
+FORMAT = 2  # 2: the episodes' file also holds their character trigram frequencies ("grams")
 MIN_ENTRIES = 512  # below this a source is tokenised in a few milliseconds: no file for it
 REFRESH_AFTER = 256  # documents tokenised beyond the cached ones before the file is rewritten
 MAX_BYTES = 64 << 20  # a cache file (or its decompressed text) larger than this is not read
@@ -106,14 +106,16 @@ class TokenCache:
                 plist = postings.get(t)
                 if plist is None or bisect_left(plist, i) >= len(plist) or plist[bisect_left(plist, i)] != i:
                     raise ValueError(f"document {i} does not match its postings")
+        inv.grams = _gram_stats(data.get("grams"), prefix)
         return inv
 
     def due(self, indexed: int, persisted: int) -> bool:
         """Whether a source with this many documents, of which the file holds ``persisted``, should write it."""
         return not self.disabled and indexed >= MIN_ENTRIES and indexed - persisted >= REFRESH_AFTER
 
-    def save(self, inv: InvertedIndex, texts: Sequence[str]) -> None:
-        """Write the postings of the first ``len(texts)`` documents of ``inv`` (atomic; raises OSError)."""
+    def save(self, inv: InvertedIndex, texts: Sequence[str], gram_stats: GramStats | None = None) -> None:
+        """Write the postings of the first ``len(texts)`` documents of ``inv`` (atomic; raises OSError), and the
+        trigram frequencies of the same documents when given."""
         count = len(texts)
         if has_symlink(self.root, self.path.parent):
             raise OSError(f"{self.path.parent} is a symlink: not written")
@@ -126,8 +128,26 @@ class TokenCache:
                 postings[t] = cut
         payload = {"format": FORMAT, "tokenizer": tokenizer_fingerprint(), "count": count,
                    "digest": texts_digest(texts), "postings": postings}
+        if gram_stats is not None and gram_stats.n == count:
+            payload["grams"] = {"n": gram_stats.n, "length": gram_stats.length, "df": gram_stats.df}
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         atomic_write(self.path, gzip.compress(body, compresslevel=1, mtime=0))
+
+
+def _gram_stats(raw: Any, texts: Sequence[str]) -> GramStats | None:
+    """The trigram frequencies a file holds for ``texts`` (None when it has none: they are counted again)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("n") != len(texts) or not isinstance(raw.get("length"), int):
+        raise ValueError("grams is not the frequencies of these documents")
+    df = raw.get("df")
+    if not isinstance(df, dict) or set(map(type, df.values())) - {int}:
+        raise ValueError("grams.df is not a mapping of counts")
+    # As for the postings: a few documents' trigrams must all be counted.
+    for i in _samples(len(texts)):
+        if any(df.get(g, 0) < 1 for g in grams(texts[i])):
+            raise ValueError(f"document {i} does not match the trigram counts")
+    return GramStats(df, len(texts), raw["length"])
 
 
 class PostingsWriter:
@@ -136,15 +156,16 @@ class PostingsWriter:
     def __init__(self) -> None:
         self._threads: list[threading.Thread] = []
 
-    def submit(self, jobs: Sequence[tuple[TokenCache, InvertedIndex, Sequence[str]]]) -> None:
-        """Write each (cache, index, texts) in a background thread; a failure disables that cache (logged)."""
+    def submit(self, jobs: Sequence[tuple[TokenCache, InvertedIndex, Sequence[str], GramStats | None]]) -> None:
+        """Write each (cache, index, texts, trigram frequencies) in a background thread; a failure disables that
+        cache (logged)."""
         if not jobs:
             return
 
         def write() -> None:
-            for cache, inv, texts in jobs:
+            for cache, inv, texts, gram_stats in jobs:
                 try:
-                    cache.save(inv, texts)
+                    cache.save(inv, texts, gram_stats)
                 except OSError as exc:
                     cache.disabled = True  # a read-only tree or a full disk: retrieval goes on without it
                     log.info("retrieve cache %s not written: %s", cache.path, exc)

@@ -22,10 +22,26 @@ def test_every_goal_is_asked_through_retrieve_with_its_own_episode_left_out() ->
         assert len(runs[name]) == len(TASKS)
         assert all(n not in hits for n, hits in enumerate(runs[name]))  # never the task's own episode
     rep = _report(TASKS, runs, list(range(len(TASKS))))
-    ours = rep["ours"]
-    # Twelve goals, three apps: the device's own goals tell which app each new goal is about.
-    assert ours["hit_at_1"] >= 0.9 and ours["precision_at_5"] >= 0.5 and ours["no_right_app_share"] <= 0.1
+    ours = rep["ours_strict"]
+    # Twelve goals, three apps: the device's own goals tell which app each new goal is about, even with
+    # the goal's own episode left out of everything the ranking learns from (the headline protocol).
+    # ("Add an expense of 20 for lunch" shares no word with the other spending goals: it has no evidence.)
+    assert ours["hit_at_1"] >= 0.8 and ours["precision_at_5"] >= 0.5 and ours["no_right_app_share"] <= 0.2
     assert set(rep["bars"]) == {"precision_at_5", "hit_at_1", "precision_at_2"}
+    loose = rep["ours_loose"]
+    assert loose["hit_at_1"] >= 0.9 and loose["no_right_app_share"] <= 0.1
+    assert set(rep["bars_loose"]) == set(rep["bars"])
+
+
+def test_the_bars_and_deltas_are_those_of_the_strict_protocol() -> None:
+    tasks = [{"goal": "a", "app": "x"}, {"goal": "b", "app": "x"}, {"goal": "c", "app": "y"}]
+    right, wrong = [[1], [0], []], [[2], [2], [0]]
+    runs = {"strict": wrong, "strict_p5": wrong, "ours": right, "ours_p5": right,
+            "fts5_trigram": right, "fts5_unicode61": right}
+    rep = _report(tasks, runs, [0, 1, 2])
+    assert rep["ours_strict"]["hit_at_1"] == 0.0 and rep["ours_loose"]["hit_at_1"] == round(2 / 3, 3)
+    assert rep["bars"] == {"precision_at_5": False, "hit_at_1": False, "precision_at_2": False}
+    assert rep["bars_loose"]["hit_at_1"] and rep["delta_vs_trigram"]["hit_at_1"] == round(-2 / 3, 3)
 
 
 def test_metrics_count_a_missing_hit_as_wrong() -> None:

@@ -304,6 +304,60 @@ def test_the_closest_past_goal_leads_even_against_the_app_prior(plane: MemoryPla
     assert hits and "咖啡店" in (hits[0].title or "")
 
 
+OTHER_TASKS = [("Clock", "Set an alarm for 7 am"), ("Clock", "Start a timer for ten minutes"),
+               ("Maps", "Navigate to the airport"), ("Maps", "Find coffee shops near me"), ("Phone", "Call mom"),
+               ("Camera", "Take a selfie"), ("Settings", "Turn on dark mode"), ("Settings", "Turn off bluetooth")]
+
+
+@pytest.mark.parametrize(("past", "goal", "app"), [
+    # Words alone: "get" and "result" in all four, the rest in none; the phrase "the result for '" is the one.
+    ([("Calculator", "Get the result for '12*7'. Clear the results."),
+      ("Airbnb", "Get the search results for stays for 2 adults"),
+      ("Airbnb", "Get the search results for stays in Rome"),
+      ("Expedia", "Get the search results for hotels in Paris")], "Get the result for '1+1'.", "Calculator"),
+    # "app" is a stop word; "app settings" as characters is what only one past goal shares.
+    ([("Booking", "Navigate to app settings. Change the currency to Euro"), ("Gmail", "Navigate to settings."),
+      ("Facebook", "Navigate to settings.")], "Navigate to app settings.", "Booking"),
+    # Typos: one word in common with each app; in characters, only one past goal is this one.
+    ([("Spotify", "Shuffle the playlist Discover Weekly"), ("YouTube", "Play the video Weekly News"),
+      ("YouTube", "Play the trailer of Dune"), ("YouTube", "Play a video about cats")],
+     "Shufle my Discovr Weekly playlst", "Spotify"),
+])
+def test_the_nearest_past_goal_by_words_and_character_trigrams_leads(plane: MemoryPlane, past, goal, app) -> None:
+    for name, text in past + OTHER_TASKS:
+        run(plane, text, launch(name), hints=EN)
+    hits = plane.retrieve(req(goal, EN)).common.similar_episodes
+    assert hits and hits[0].app == app
+    # Its similarity is the best of the block (one calibrated scale for words and trigrams).
+    assert hits[0].factors["goal_similarity"] == max(h.factors["goal_similarity"] for h in hits)
+
+
+def test_the_nearest_past_goal_leads_with_its_own_episode_excluded(plane: MemoryPlane) -> None:
+    past = [("Calculator", "Get the result for '12*7'. Clear the results."),
+            ("Airbnb", "Get the search results for stays for 2 adults"),
+            ("Airbnb", "Get the search results for stays in Rome")]
+    for name, text in past + OTHER_TASKS:
+        run(plane, text, launch(name), hints=EN)
+    own = run(plane, "Get the result for '1+1'.", launch("Calculator"), hints=EN)
+    hits = plane.retrieve(req("Get the result for '1+1'.", EN, exclude_ids=[own.id])).common.similar_episodes
+    assert hits and hits[0].app == "Calculator" and own.id not in [h.id for h in hits]
+
+
+def test_the_foreground_app_is_context_not_evidence(plane: MemoryPlane) -> None:
+    run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
+    missed = ("mouse_click", {"x": 5, "y": 5}, "tap", {"app": "WeChat", "page": "Home"}, "the tap missed")
+    run(plane, "打开微信，给李四发消息", [*WECHAT[:3], missed], success=False, failure_reason="the tap missed")
+    in_front = CurrentEnvironmentHints(app="微信", language="zh-CN", screen_width=640, screen_height=1200)
+    # A goal about no app: the phone showing WeChat does not make WeChat's memories relevant to it.
+    c = plane.retrieve(req("2+2等于多少？", in_front)).common
+    shown = [h for cat in ("procedures", "navigation", "similar_episodes", "failure_modes", "app_profiles",
+                           "calibration_notes", "conflicts") for h in getattr(c, cat)]
+    assert not shown, [(h.id, h.type) for h in shown]
+    # An ambiguous goal (which app sends the message?) may get them: the hint raises what it is about.
+    c = plane.retrieve(req("给张三发消息", in_front)).common
+    assert c.similar_episodes and c.navigation and c.app_profiles[0].id == "app_wechat"
+
+
 def test_an_episode_is_about_the_app_the_phone_showed_not_a_word_of_the_goal(plane: MemoryPlane) -> None:
     # "设置" (to set) also names the Settings app; the phone showed 腾讯文档 the whole time.
     run(plane, "新建一个空白文档，设置标题为“你好”", launch("腾讯文档") * 2)

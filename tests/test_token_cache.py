@@ -260,3 +260,33 @@ def test_the_same_goal_recalls_the_same_memories_in_every_process(tmp_path: Path
     renders = {subprocess.run([sys.executable, "-c", _SHOW, str(root)], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(1, 7)}
     assert len(renders) == 1
+
+
+def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_format_is_not_used(store: Path) -> None:
+    from memory_plane._text import GramStats
+
+    truth, plane = answers(store)
+    counted = plane.retriever._episode_source.inv.grams
+    assert counted is not None and counted.n == 40
+    with gzip.open(cache_file(store)) as fh:
+        data = json.load(fh)
+    assert data["format"] == token_cache.FORMAT == 2
+    assert data["grams"] == {"n": 40, "length": counted.length, "df": counted.df}
+    again, plane2 = answers(store)
+    loaded = plane2.retriever._episode_source.inv.grams
+    assert loaded is not None and loaded.df == counted.df and loaded.length == counted.length and again == truth
+    fresh = GramStats()
+    fresh.add_many(plane2.retriever._episode_source.texts)
+    assert fresh.df == counted.df
+    # A file without the counts (format 1): not used, rebuilt; the answers are the same.
+    data["format"] = 1
+    del data["grams"]
+    cache_file(store).write_bytes(gzip.compress(json.dumps(data).encode()))
+    third, plane3 = answers(store)
+    src = plane3.retriever._episode_source
+    assert third == truth and None not in src.inv.docs and src.inv.grams is not None and src.inv.grams.n == 40
+    # Counts that do not match the documents make the file unused too.
+    data["format"], data["grams"] = 2, {"n": 40, "length": 1, "df": {"zzz": 1}}
+    cache_file(store).write_bytes(gzip.compress(json.dumps(data).encode()))
+    fourth, plane4 = answers(store)
+    assert fourth == truth and plane4.retriever._episode_source.inv.grams.df == counted.df
