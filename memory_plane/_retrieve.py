@@ -546,17 +546,32 @@ class Retriever:
         then those naming the goal's app, rules before preferences, then by score. The rest are counted in
         ``common.user_rules_left_out`` (and named in --explain), never read."""
         q = ctx.q
+        goal_apps = {a for a in (q.app, *q.apps) if a}
+        scope = self.rule_scope
 
         def order(c: _Cand) -> tuple[bool, bool, float, float, str]:
             e = c.src.entries[c.i]
-            return (field_str(e.get("source")) == "model", not self.rule_scope.names_goal_app(e, q),
+            return (e.get("source") == "model", not (goal_apps and scope.apps(e) & goal_apps),
                     -field_num(e.get("priority"), 0), -c.score, e["id"])
 
         share = int(self.config.budget_chars * RULE_SHARE)
         hits: list[MemoryHit] = []
         used = 0
-        ranked = sorted(users, key=order)
-        for n, c in enumerate(ranked):
+        # Only the first few can fit their share (a line is at least ~60 characters): the rest need no order,
+        # only a count, unless some of the first are dropped as unreadable (then everything is ordered).
+        first = share // 60 + 1
+        ranked = heapq.nsmallest(first, users, key=order) if len(users) > 2 * first else sorted(users, key=order)
+        if len(ranked) < len(users):
+            chosen = {id(c) for c in ranked}
+            rest = [c for c in users if id(c) not in chosen]
+            head = len(ranked)
+            ranked += rest
+        else:
+            head = len(ranked)
+        for n in range(len(ranked)):
+            if n == head and head < len(ranked):
+                ranked[head:] = sorted(ranked[head:], key=order)  # the share is not full yet: in order on
+            c = ranked[n]
             rec = self._current(c, drop, index_mtimes, ctx)
             if rec is None:
                 continue
@@ -566,10 +581,10 @@ class Retriever:
                 # Beyond the share: counted and named, not checked one by one (there may be hundreds).
                 left = ranked[n:]
                 common.user_rules_left_out = len(left)
+                why = (f"a rule or preference beyond their {share}-character share of the block (the block says "
+                       "how many are left out and how to list them)")
                 for x in left:
-                    drop("budget", x.src.entries[x.i]["id"], f"a rule or preference beyond their {share}-character "
-                                                             "share of the block (the block says how many are left "
-                                                             "out and how to list them)")
+                    drop("budget", x.src.entries[x.i]["id"], why)
                 break
             used += cost
             hits.append(hit)
@@ -626,13 +641,25 @@ class Retriever:
         order = ["similar_episodes", "navigation", "calibration_notes", "long_term", "procedures", "app_profiles",
                  "conflicts", "failure_modes"]
         memo: dict[tuple[int, bool], str] = {}  # the hits do not change while the weakest are dropped
-        while len(render_context(common, memo)) > budget:
+        why = f"left out of the {budget}-character block"
+        size = len(render_context(common, memo))
+        while size > budget:
             victims = [(getattr(common, c)[-1].score, c) for c in order
                        if len(getattr(common, c)) > (users if c == "long_term" else 0)]
             if not victims:
                 return
             non_caution = [v for v in victims if v[1] not in ("conflicts", "failure_modes")]
             _, cat = min(non_caution or victims)
-            gone = getattr(common, cat).pop()
+            hits = getattr(common, cat)
+            gone = hits.pop()
             if drop is not None:
-                drop("budget", gone.id, f"left out of the {budget}-character block ({cat}; weakest there)")
+                drop("budget", gone.id, f"{why} ({cat}; weakest there)")
+            line = memo.get((id(gone), cat == "conflicts"))
+            if hits and line is not None:
+                # One line of a section that stays: the block is that line (and its newline) shorter. When
+                # the estimate fits, the block is rendered once more to be sure.
+                size -= len(line) + 1
+                if size <= budget:
+                    size = len(render_context(common, memo))
+            else:
+                size = len(render_context(common, memo))

@@ -28,9 +28,22 @@ class RuleScope:
     def __init__(self, catalog: AppCatalog) -> None:
         self.catalog = catalog
         self._memo: dict[tuple[Any, ...], frozenset[str]] = {}
+        # The same index line (the same dict object) asks again on every retrieve: answered by identity,
+        # without building the text key (the dict is kept so its id cannot be reused while it is here).
+        self._seen: dict[int, tuple[dict[str, Any], frozenset[str]]] = {}
 
     def apps(self, e: dict[str, Any]) -> frozenset[str]:
         """Canonical apps a memory's index line names: its applicability app, its entities, its words."""
+        seen = self._seen.get(id(e))
+        if seen is not None and seen[0] is e:
+            return seen[1]
+        out = self._apps(e)
+        if len(self._seen) > 20_000:
+            self._seen.clear()
+        self._seen[id(e)] = (e, out)
+        return out
+
+    def _apps(self, e: dict[str, Any]) -> frozenset[str]:
         raw = e.get("applicability")
         ents = e.get("entities")
         key = (e.get("id"), e.get("title"), e.get("summary"), repr(raw) if raw else None,
