@@ -208,25 +208,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except (MemoryPlaneError, OSError) as exc:
         code, message = _failure(exc)
-        if not as_json:
-            print(f"memplane: {message}", file=sys.stderr)
-        elif args.command == "lifecycle" and args.action in ("verify", "gc"):
-            # A cron log gets its line even when the run failed: what failed is greppable there too.
-            print_json(log_line(args, code, error=message), one_line=True)
-        else:
-            print_json({"exit_code": code, "error": message}, one_line=True)
-        return code
+        return _report_failure(args, as_json, code, message)
     except Exception as exc:  # a bug must still end in one line and an exit code cron sees
         message = f"internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)"
         if args.verbose:
             logging.getLogger("memory_plane").error("memplane failed", exc_info=True)
-        if not as_json:
-            print(f"memplane: {message}", file=sys.stderr)
-        elif args.command == "lifecycle" and args.action in ("verify", "gc"):
-            print_json(log_line(args, EXIT_PROBLEMS, error=message), one_line=True)
-        else:
-            print_json({"exit_code": EXIT_PROBLEMS, "error": message}, one_line=True)
-        return EXIT_PROBLEMS
+        return _report_failure(args, as_json, EXIT_PROBLEMS, message)
+
+
+def _report_failure(args: argparse.Namespace, as_json: bool, code: int, message: str) -> int:
+    """Say a failed command's message where its reader looks (stderr, or one JSON line) and return its code."""
+    if not as_json:
+        print(f"memplane: {message}", file=sys.stderr)
+    elif args.command == "lifecycle" and args.action in ("verify", "gc"):
+        # A cron log gets its line even when the run failed: what failed is greppable there too.
+        print_json(log_line(args, code, error=message), one_line=True)
+    else:
+        print_json({"exit_code": code, "error": message}, one_line=True)
+    return code
 
 
 def _failure(exc: BaseException) -> tuple[int, str]:
