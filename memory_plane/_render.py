@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ._types import MemoryHit, RoleMemoryContext
@@ -39,20 +40,32 @@ def _safe_attr(value: str) -> str:
 
 def hit_line(hit: MemoryHit, *, conflict: bool = False) -> str:
     """``- [id type=t confidence=0.82 page=P] «body»`` plus expanded steps for procedures."""
-    attrs = [hit.id, f"type={'conflict' if conflict else hit.type}", f"confidence={hit.confidence:.2f}"]
-    if hit.page:
-        attrs.append(f"page={_safe_attr(hit.page)}")
+    try:
+        return _line(hit.id, hit.type, hit.confidence, hit.page, tuple(hit.conflicts_with), hit.text,
+                     tuple(hit.steps or ()), conflict)
+    except TypeError:  # an odd value that cannot be a key: rendered without the memo
+        return _line.__wrapped__(hit.id, hit.type, hit.confidence, hit.page, tuple(hit.conflicts_with), hit.text,
+                                 tuple(hit.steps or ()), conflict)
+
+
+@functools.lru_cache(maxsize=4096)
+def _line(mem_id: str, kind: str, confidence: float, page: str | None, against_ids: tuple[str, ...], text: str,
+          steps: tuple[str, ...], conflict: bool) -> str:
+    # The same memory is shown again and again (every retrieve, every trim to the budget): one line each.
+    attrs = [mem_id, f"type={'conflict' if conflict else kind}", f"confidence={confidence:.2f}"]
+    if page:
+        attrs.append(f"page={_safe_attr(page)}")
     # A conflict names the memories on both sides, as the design's example does: [a] conflicts with [b]: …
-    against = f"conflicts with [{', '.join(_safe_attr(x) for x in hit.conflicts_with)}]: " if (
-        conflict and hit.conflicts_with) else ""
-    line = f"- [{' '.join(attrs)}] {against}{quote_data(hit.text)}"
+    against = f"conflicts with [{', '.join(_safe_attr(x) for x in against_ids)}]: " if (
+        conflict and against_ids) else ""
+    line = f"- [{' '.join(attrs)}] {against}{quote_data(text)}"
     if conflict:
         line += f" {CONFLICT_NOTE}"
-    if hit.steps:
-        for i, step in enumerate(hit.steps[:MAX_STEPS], start=1):
+    if steps:
+        for i, step in enumerate(steps[:MAX_STEPS], start=1):
             line += f"\n  {i}. {quote_data(step, 160)}"
-        if len(hit.steps) > MAX_STEPS:
-            line += f"\n  ... (+{len(hit.steps) - MAX_STEPS} more steps)"
+        if len(steps) > MAX_STEPS:
+            line += f"\n  ... (+{len(steps) - MAX_STEPS} more steps)"
     return line
 
 
