@@ -283,7 +283,9 @@ def test_service_retries_wait_for_the_servers_delay_and_share_the_steps_budget(f
     assert led.summaries.get(1).status == "failed"  # type: ignore[union-attr]
     for model in ("gemini-3.5-flash-lite", "gemini-3.8-flash"):
         at = [r["at"] for r in fake.requests if r["model"] == model]
-        assert 1 <= len(at) <= 3, (model, len(at))  # one budget per step: never 3 per call x 4 service rounds
+        # One budget per step: never 3 per call x 4 service rounds; and at least a retry, so the delay between
+        # requests below is measured, not vacuously true of a single request.
+        assert 2 <= len(at) <= 3, (model, len(at))
         assert all(b - a >= 0.45 for a, b in itertools.pairwise(at)), at  # never before the 0.5 s it asked for
     led.close()
 
