@@ -145,6 +145,18 @@ def led_to_failure(item: DeviceItem, steps: list[Step], target: str | None) -> l
     return []
 
 
+def on_trigger(trigger: dict[str, Any], s: Step) -> bool:
+    """Whether a step is the action a failure memory's trigger describes (tool, non-ASCII text, app, page)."""
+    tool = trigger.get("tool")
+    if tool and s.tool != tool:
+        return False
+    if trigger.get("input_contains_non_ascii") and not (s.text and not s.text.isascii()):
+        return False
+    if trigger.get("app") and trigger["app"] not in (s.app_before, s.app_after):
+        return False
+    return not (trigger.get("page") and trigger["page"] not in (s.page_before, s.page_after))
+
+
 def contradicting_steps(fail: Failure, steps: list[Step], input_method: str | None) -> list[Step]:
     """Steps that did what a failure memory about an action warns against, under its conditions, and
     worked: the caution is contradicted by them."""
@@ -157,13 +169,7 @@ def contradicting_steps(fail: Failure, steps: list[Step], input_method: str | No
         return []  # another keyboard: not the same conditions
     out = []
     for s in steps:
-        if s.tool != tool or s.is_error or not s.has_result:
-            continue
-        if trig.get("input_contains_non_ascii") and not (s.text and not s.text.isascii()):
-            continue
-        if trig.get("app") and trig["app"] not in (s.app_before, s.app_after):
-            continue
-        if trig.get("page") and trig["page"] not in (s.page_before, s.page_after):
+        if s.is_error or not s.has_result or not on_trigger(trig, s):
             continue
         if s.tool in TEXT_TOOLS and s.text:
             visible = _visible(s)
@@ -197,10 +203,17 @@ def restore_if_earned(item: DeviceItem) -> bool:
     then = then if isinstance(then, int) and not isinstance(then, bool) else item.success_count
     if item.success_count - then < RESTORE_AFTER:
         return False
-    item.status = "active"
-    extra.pop("demotion", None)
-    extra["restored"] = {"after_successes": item.success_count - then, "demoted_by": dem.get("episode")}
+    lift_demotion(item, after_successes=item.success_count - then)
     return True
+
+
+def lift_demotion(item: DeviceItem, **why: Any) -> None:
+    """Make a demoted memory active again, keeping on it what had demoted it and what restored it."""
+    item.status = "active"
+    extra = item.model_extra if item.model_extra is not None else {}
+    dem = extra.pop("demotion", None)
+    if isinstance(dem, dict):
+        extra["restored"] = {**why, "demoted_by": dem.get("episode")}
 
 
 def _took(n: Navigation, s: Step) -> bool:

@@ -25,7 +25,7 @@ from device_memory import (
     cap_list,
     merge_unique,
 )
-from lifecycle import EvidenceRef, FileProblemError, UnsafePathError, content_hash, slug_id
+from lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._blame import blamed_procedure, declared_memories, note_demotion, procedure_failure_point, restore_if_earned
 from ._causes import classify
@@ -155,9 +155,9 @@ class LessonExtractor:
         return res
 
     def _upsert(self, ctx: LessonContext, res: ExtractionResult, item_type: str, item_id: str, create: Any,
-                merge: Any, lesson_key: str, evidence: list[Step] | None = None) -> Any:
+                merge: Any, lesson_key: str, *, evidence: list[Step]) -> Any:
         state: dict[str, str | None] = {"kind": None}
-        ref = ctx.evidence_of(evidence) if evidence is not None else ctx.evidence()
+        ref = ctx.evidence_of(evidence)  # the calls and results that show this lesson
 
         def change(cur: Any) -> Any:
             now = self.device.clock()
@@ -492,9 +492,8 @@ class LessonExtractor:
         # What the events show (the screen did not change, a dialog was open, typed text did not arrive,
         # taps without effect): each a typed failure memory, and the episode's failure_causes.
         for cause in classify(ctx.steps):
-            ids = [i for st in cause.steps for i in st.event_ids]
             self._failure(ctx, res, cause.label(), cause.trigger(), cause.lesson, cause.steps[-1], scope_app=True,
-                          event_ids=ids)
+                          evidence=cause.steps)
             ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, cause.label()]))
         last = ctx.steps[-1]
         phase = ep.outcome.failure_phase or "unknown"
@@ -538,7 +537,7 @@ class LessonExtractor:
                        rule["decision"], "the same action worked under the same conditions")
 
     def _failure(self, ctx: LessonContext, res: ExtractionResult, mode: str, trigger: dict[str, Any], lesson: str,
-                 step: Step, *, scope_app: bool, event_ids: list[str] | None = None) -> None:
+                 step: Step, *, scope_app: bool, evidence: list[Step] | None = None) -> None:
         app_id = (ctx.goal_app or ctx.canon(step.app_after) or ctx.canon(step.app_before)) if scope_app else None
         pattern = goal_pattern(ctx.ep) if scope_app else None
         fid = f"fail_{content_hash(ctx.device_id, app_id, pattern, mode)}"
@@ -573,12 +572,8 @@ class LessonExtractor:
             f.summary = f.body()
             return f
 
-        ev = EvidenceRef(type="episode", id=ctx.ep.id, event_ids=event_ids or step.event_ids)
-        ctx.extra_evidence = ev
-        try:
-            fail = self._upsert(ctx, res, "failure", fid, create, merge, content_hash("failure", fid))
-        finally:
-            ctx.extra_evidence = None
+        fail = self._upsert(ctx, res, "failure", fid, create, merge, content_hash("failure", fid),
+                            evidence=evidence or [step])
         if isinstance(fail, Failure) and scope_app and app_id and pattern:
             self._negation(ctx, app_id, pattern)
 

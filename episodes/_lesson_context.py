@@ -9,6 +9,7 @@ from typing import Any
 from device_memory import DeviceMemory
 from lifecycle import EvidenceRef
 
+from ._blame import lift_demotion
 from ._model import TaskEpisode
 from ._steps import TEXT_TOOLS, Step
 
@@ -24,7 +25,6 @@ class LessonContext:
         self.device_id = ep.device_scope.device_id or "default"
         self.language = ep.device_scope.language
         self.input_method = ep.device_scope.input_method
-        self.extra_evidence: EvidenceRef | None = None
         self.declared: list[str] = []  # memories the agent said it followed
         self.blamed: dict[str, list[str]] = {}  # app and goal pattern -> the procedure followed into the failure
         self.decisions: list[tuple[list[str], str, str, str | None, list[str]]] = []
@@ -91,10 +91,7 @@ class LessonContext:
             extra.pop("stale_key", None)
             extra.pop("stale_reason", None)
         if item.success_count > item.failure_count:
-            item.status = "active"
-            dem = extra.pop("demotion", None)
-            if isinstance(dem, dict):
-                extra["restored"] = {"by_episode": self.ep.id, "demoted_by": dem.get("episode")}
+            lift_demotion(item, by_episode=self.ep.id)
             self.decide([item.id], "resolved_by_new_evidence", "active",
                         f"{item.success_count} successes vs {item.failure_count} failures")
 
@@ -116,12 +113,6 @@ class LessonContext:
         out = {"device_id": self.device_id, "language": self.language, "screen": self.screen_text, "app": app_id,
                "input_method": self.input_method}
         return {k: v for k, v in out.items() if v}
-
-    def evidence(self) -> EvidenceRef:
-        """The evidence ref of this episode (with event ids when a lesson names them)."""
-        if self.extra_evidence is not None:
-            return self.extra_evidence.model_copy(deep=True)
-        return EvidenceRef(type="episode", id=self.ep.id)
 
     def evidence_of(self, steps: list[Step]) -> EvidenceRef:
         """The evidence ref of this episode naming the calls and results of ``steps`` (at most 40 ids)."""

@@ -17,6 +17,7 @@ from ._blame import (
     declared_memories,
     led_to_failure,
     note_demotion,
+    on_trigger,
     procedure_failure_point,
     restore_if_earned,
     used_steps,
@@ -36,20 +37,7 @@ DEMOTE_AFTER = 2
 
 def trigger_passed(trigger: dict[str, Any], steps: list[Step]) -> bool:
     """Tell whether an episode did what a failure memory's trigger warns about."""
-    if not trigger:
-        return False
-    tool = trigger.get("tool")
-    for s in steps:
-        if tool and s.tool != tool:
-            continue
-        if trigger.get("input_contains_non_ascii") and not (s.text and not s.text.isascii()):
-            continue
-        if trigger.get("page") and trigger["page"] not in (s.page_before, s.page_after):
-            continue
-        if trigger.get("app") and trigger["app"] not in (s.app_before, s.app_after):
-            continue
-        return True
-    return False
+    return bool(trigger) and any(on_trigger(trigger, s) for s in steps)
 
 
 @dataclass
