@@ -356,3 +356,31 @@ def test_inspect_episode_shows_what_each_lesson_was_taught_by(tmp_path: Path) ->
         (p,) = procedures(plane)
         ids = p.evidence_refs[0].event_ids
         assert f"{p.id} ({ids[0]}" in res.text and f"[{ids[0]}]" in res.text
+
+
+def test_odd_phone_input_and_hand_edited_blame_fields_cost_nothing(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        req = MemoryRetrieveRequest(input="打开微信通讯录", current_hints=ZH)
+        rec = plane.new_episode_recorder(req)
+        rec.tool_call("launch_app", {"app": "微信"})
+        rec.tool_result("launch_app", observed_state={**HOME, "elements": [
+            "not a mapping", {"label": 5, "bounds": [0, 0, 9, 9]}, {"label": "x", "bounds": "0,0,9,9"},
+            {"label": "y", "bounds": [0, "a", 9, 9]}, {"label": "通讯录", "bounds": [200, 1080, 280, 1150]}]},
+            screenshot=screenshot("home"))
+        rec.memory_used(["not", "an", "id"])  # type: ignore[arg-type]
+        rec.tool_call("mouse_click", {"x": 236, "y": 1116}, target_label=None)
+        rec.tool_result("mouse_click", observed_state=CONTACTS, screenshot=screenshot("contacts"))
+        plane.commit_episode(rec.finish(success=True))
+        assert plane.flush(20)
+        (p,) = procedures(plane)
+        assert p.steps[-1].target_label == "通讯录"
+        # A person mangles the blame fields: they are read as absent, and lessons go on.
+        path = plane.root / "device" / "procedures" / f"{p.id}.yaml"
+        path.write_text(path.read_text("utf-8") + "demotion: broken\nled_by: 5\n", "utf-8")
+        fails = plane.root / "device" / "failures"
+        run(plane, "打开微信，给张三发消息", wechat_path("张三", 300), success=False, refs=[p.id])
+        for f in fails.glob("fail_*.yaml"):
+            f.write_text(f.read_text("utf-8") + "led_by: {a: 1}\n", "utf-8")
+        run(plane, "打开微信，给张三发消息", wechat_path("张三", 300))
+        assert plane.device.get(p.id) is not None
+        assert plane.retrieve(MemoryRetrieveRequest(input="打开微信通讯录", current_hints=ZH)).render()
