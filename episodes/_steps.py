@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._summary import parse_tool_input, tool_coords, tool_text
+from ._tool_inputs import parse_tool_input, tool_coords, tool_text
 
 TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text", "enter_text")
 """Tools that type text (what lessons about input read)."""

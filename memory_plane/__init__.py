@@ -11,14 +11,11 @@ ensure_siblings()
 
 from lifecycle import MemoryPlaneError
 
-from ._context import MemoryContext
 from ._long_term import LongTermMemory, LongTermStore, SaveResult
 from ._plane import MemoryPlane
-from ._query import ParsedQuery, parse_query
-from ._render import quote_data, render_context
-from ._retrieve import RetrieveConfig, Retriever
+from ._retrieve_types import CurrentEnvironmentHints, MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
-from ._types import CurrentEnvironmentHints, MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
+from .retrieval import MemoryContext, ParsedQuery, RetrieveConfig, Retriever, parse_query, quote_data, render_context
 
 __all__ = [
     "CurrentEnvironmentHints",

@@ -51,10 +51,11 @@ from lifecycle import (
     validate_record,
 )
 
+from ._contradiction import contradicts, meaning_length
 from ._freshness import FileState, file_state, mtime_ns
-from ._polarity import contradicts, meaning_length
-from ._text import InvertedIndex, token_set
-from ._types import MemoryHit
+from ._inverted_index import InvertedIndex
+from ._retrieve_types import MemoryHit
+from ._tokens import token_set
 
 LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
 LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")

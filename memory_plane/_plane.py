@@ -33,15 +33,11 @@ from lifecycle import (
     system_clock,
 )
 
-from ._context import MemoryContext
 from ._long_term import LongTermStore
-from ._maintenance import gc_tree
-from ._query import parse_query
-from ._restore import restore_from_quarantine
-from ._retrieve import RetrieveConfig, Retriever
+from ._retrieve_types import MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
-from ._types import MemoryRetrieveRequest, RoleMemoryContext
-from ._verify_tree import verify_tree
+from .retrieval import MemoryContext, RetrieveConfig, Retriever, parse_query
+from .upkeep import gc_tree, restore_from_quarantine, verify_tree
 
 log = logging.getLogger("memory_plane")
 

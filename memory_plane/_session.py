@@ -39,8 +39,9 @@ from lifecycle import (
     system_clock,
 )
 
-from ._text import InvertedIndex, token_set
-from ._types import MemoryHit
+from ._inverted_index import InvertedIndex
+from ._retrieve_types import MemoryHit
+from ._tokens import token_set
 
 EVENT_TYPES = ("user_input", "assistant_output", "tool_result", "system_event")
 

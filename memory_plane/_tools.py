@@ -20,8 +20,7 @@ from pydantic import BaseModel, BeforeValidator
 from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
 from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id
 
-from ._render import quote_cut, quote_data
-from ._text import token_set
+from ._tokens import token_set
 from ._tool_args import (
     OptText,
     QueryArg,
@@ -35,6 +34,7 @@ from ._tool_args import (
     clamp_notes,
     problem_text,
 )
+from .retrieval import quote_cut, quote_data
 
 log = logging.getLogger("memory_plane")
 
@@ -628,7 +628,7 @@ class MemoryTools:
         return out + ([f"{more} more in episode.yaml reusable_lessons"] if more > 0 else [])
 
     def _recall_session(self, a: RecallSessionArgs) -> ToolResult:
-        from ._types import MemoryHit
+        from ._retrieve_types import MemoryHit
 
         session = self.plane.session
         query = " ".join([a.query, *a.tags, *a.entities]).strip()

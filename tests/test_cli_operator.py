@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane._cli import build_parser
-from memory_plane._cli import main as cli
+from memory_plane.cli._main import build_parser
+from memory_plane.cli._main import main as cli
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane._cli import main as cli
+from memory_plane.cli._main import main as cli
 
 GOAL = "用支付宝付款 pay with alipay"
 
@@ -95,7 +95,7 @@ def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _gc(root: Path, now) -> None:  # type: ignore[no-untyped-def]
-    from memory_plane._maintenance import gc_tree
+    from memory_plane.upkeep._gc import gc_tree
 
     with MemoryPlane.open(root) as plane:
         gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)
@@ -105,7 +105,7 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
     import shutil
     from datetime import timedelta
 
-    import memory_plane._maintenance as maint
+    import memory_plane.upkeep._gc as maint
     from memory_plane.bench._lifecycle import NOW
 
     now = NOW + timedelta(days=200)  # most episodes past their summary TTL, most items past grace
@@ -416,7 +416,7 @@ def test_the_device_profile_resource_is_this_phones_and_a_bad_uri_is_an_mcp_erro
     from mcp.shared.exceptions import MCPError
     from mcp_types import INVALID_PARAMS
 
-    from memory_plane._mcp import build_server
+    from memory_plane.cli._mcp import build_server
 
     root = tmp_path / "m"
     _pixel7(root)

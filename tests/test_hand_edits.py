@@ -11,7 +11,7 @@ from freezegun import freeze_time
 
 from lifecycle import QUARANTINE_DIR
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane._cli import main as cli
+from memory_plane.cli._main import main as cli
 
 
 def record(plane: MemoryPlane, goal: str, obs: dict, *, success: bool = True) -> str:
@@ -488,7 +488,7 @@ def test_verify_gc_and_a_repeated_task_leave_a_tree_under_git_unchanged(tmp_path
 
 
 def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: Path) -> None:
-    from memory_plane._query import MAX_GOAL_CHARS
+    from memory_plane.retrieval._query import MAX_GOAL_CHARS
 
     goal = "pay with alipay " + "lorem ipsum " * 400_000  # ~5 MB pasted into the goal
     with MemoryPlane.open(tmp_path / "m") as plane:

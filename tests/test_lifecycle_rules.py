@@ -15,7 +15,7 @@ from freezegun import freeze_time
 from device_memory import Failure, Navigation, Procedure
 from lifecycle import ConfigError, load_retention, parse_ts, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane._cli import main as cli
+from memory_plane.cli._main import main as cli
 
 from helpers import screenshot
 
@@ -412,7 +412,7 @@ def test_cli_exit_codes_and_help(root: Path, capsys) -> None:
 
 
 def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:
-    import memory_plane._maintenance as maint
+    import memory_plane.upkeep._gc as maint
 
     with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
         for i in range(3):

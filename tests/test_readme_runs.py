@@ -83,7 +83,7 @@ def test_the_transcript_example_runs_with_its_names_given(tmp_path: Path) -> Non
 
 
 def test_bench_refuses_a_root_it_would_not_use(tmp_path: Path, capsys) -> None:
-    from memory_plane._cli import main as cli
+    from memory_plane.cli._main import main as cli
 
     assert cli(["--root", str(tmp_path), "bench", "index", "--short"]) == 2
     assert "--root" in capsys.readouterr().err

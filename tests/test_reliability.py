@@ -213,7 +213,7 @@ def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_fac
         assert ctx.render().startswith("# Retrieved Device Experience")
         # The good memories are still there (a hostile line may outrank one, never wipe them out).
         assert len(set(before) & set(ctx.refs())) >= len(before) - 4
-    from memory_plane._cli import main as cli
+    from memory_plane.cli._main import main as cli
 
     for args in (["episodes", "list"], ["device", "list"], ["memory", "recall", query]):
         assert cli(["--root", str(root), *args]) == 0

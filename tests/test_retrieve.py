@@ -11,8 +11,8 @@ from freezegun import freeze_time
 
 from lifecycle import load_yaml_file
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
-from memory_plane._app_prior import AppPrior
-from memory_plane._render import quote_data
+from memory_plane.retrieval._app_prior import AppPrior
+from memory_plane.retrieval._render import quote_data
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
 EN = CurrentEnvironmentHints(language="en-US", screen_width=640, screen_height=1200)

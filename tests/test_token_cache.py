@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import memory_plane._token_cache as token_cache
+import memory_plane.retrieval._postings_cache as token_cache
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
-from memory_plane._app_prior import AppPrior
-from memory_plane._text import token_set
+from memory_plane._tokens import token_set
+from memory_plane.retrieval._app_prior import AppPrior
 from tests.helpers import read_only
 
 APPS = ["微信", "支付宝", "Settings", "Chrome", "美团", "Gmail"]
@@ -201,7 +201,7 @@ def test_a_symlinked_cache_folder_is_neither_read_nor_written(store: Path, tmp_p
 
 
 def test_the_tokenizer_fingerprint_is_the_same_in_every_process() -> None:
-    code = "from memory_plane._text import tokenizer_fingerprint as f; print(f())"
+    code = "from memory_plane._tokens import tokenizer_fingerprint as f; print(f())"
     prints = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
     assert len(prints) == 1
@@ -263,7 +263,7 @@ def test_the_same_goal_recalls_the_same_memories_in_every_process(tmp_path: Path
 
 
 def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_format_is_not_used(store: Path) -> None:
-    from memory_plane._text import GramStats
+    from memory_plane._inverted_index import GramStats
 
     truth, plane = answers(store)
     counted = plane.retriever._episode_source.inv.grams

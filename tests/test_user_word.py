@@ -15,9 +15,9 @@ import pytest
 from episodes import FAILURE_PHASES
 from lifecycle import init_tree
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane._cli import main as cli
-from memory_plane._query import parse_query
-from memory_plane._user_rules import RuleScope
+from memory_plane.cli._main import main as cli
+from memory_plane.retrieval._query import parse_query
+from memory_plane.retrieval._user_rules import RuleScope
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
 TOOLS = ["touch_gesture", "keyboard_text", "mouse_click"]

@@ -74,7 +74,7 @@ def _measure(stores: dict[str, tuple[int, str]], trials: int, shots: list[bytes]
     from contextlib import ExitStack
 
     from .._plane import MemoryPlane
-    from .._types import CurrentEnvironmentHints, MemoryRetrieveRequest
+    from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 
     req = MemoryRetrieveRequest(input="打开微信，找到张三，准备发消息", current_hints=CurrentEnvironmentHints(
         language="zh-CN", screen_width=640, screen_height=1200))

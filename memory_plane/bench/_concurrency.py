@@ -16,7 +16,7 @@ def _writer(root: str, n: int, tag: int, q: Any) -> None:
     errors = 0
     try:
         from .._plane import MemoryPlane
-        from .._types import MemoryRetrieveRequest
+        from .._retrieve_types import MemoryRetrieveRequest
 
         with MemoryPlane.open(root) as plane:
             for i in range(n):

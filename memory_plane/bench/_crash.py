@@ -25,7 +25,7 @@ def _child(root: Path, ack: Path, seed: int) -> None:
     from helpers_for_bench import screenshot  # type: ignore[import-not-found]
 
     from .._plane import MemoryPlane
-    from .._types import CurrentEnvironmentHints, MemoryRetrieveRequest
+    from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 
     rng = random.Random(seed)
     plane = MemoryPlane(root)
@@ -74,8 +74,8 @@ def check(root: Path, acked: set[str]) -> dict[str, int]:
 
 def _gc_child(root: Path, now: Any) -> None:
     """Run one GC (in a forked child that is killed at some point of it)."""
-    from .._maintenance import gc_tree
     from .._plane import MemoryPlane
+    from ..upkeep import gc_tree
 
     plane = MemoryPlane(root)
     gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)

@@ -10,7 +10,7 @@ from ._util import data_dir, r, temp_root, tree_bytes
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Episodes/s, device items written by type, duplicates avoided and the tree size on disk."""
-    from .._import import import_androidcontrol
+    from .._androidcontrol import import_androidcontrol
     from .._plane import MemoryPlane
 
     data = data_dir(args)

@@ -278,7 +278,7 @@ def inventory(plane: Any) -> dict[str, str]:
 
 
 def _cli(root: Path, *argv: str) -> tuple[int, str]:
-    from .._cli import main
+    from ..cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -290,9 +290,9 @@ def exercise(root: Path, m: Mutation | None, clean: dict[str, str] | None = None
     """Run every reader on the tree; return what went wrong and the inventory after ``verify --fix``."""
     from lifecycle import ConfigError
 
-    from .._mcp import _resources
     from .._plane import MemoryPlane
-    from .._types import MemoryRetrieveRequest
+    from .._retrieve_types import MemoryRetrieveRequest
+    from ..cli._mcp import mcp_resources
 
     res = Outcome()
     watch = _FallbackWatch()
@@ -339,7 +339,7 @@ def exercise(root: Path, m: Mutation | None, clean: dict[str, str] | None = None
                             and (not p.line or not p.message.startswith("field "))]
                 if unplaced:
                     res.raises.append(f"verify: field problems without a line: {unplaced[:3]}")
-            step("resources", lambda: [p.read_bytes() for _, _, p in _resources(plane).values()])
+            step("resources", lambda: [p.read_bytes() for _, _, p in mcp_resources(plane).values()])
         json_runs: list[tuple[str, ...]] = [("lifecycle", "verify", "--json"),
                                             ("lifecycle", "gc", "--dry-run", "--json")]
         for argv in json_runs:

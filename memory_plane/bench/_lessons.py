@@ -82,7 +82,7 @@ def asked(goal: str) -> bool:
 
 def row_actions(row: dict[str, Any]) -> list[dict[str, Any]]:
     """A source episode's actions as the importer maps them: tool, input and the person's instruction."""
-    from .._import import androidcontrol_action
+    from .._androidcontrol import androidcontrol_action
 
     out = []
     for step in row["steps"]:
@@ -105,7 +105,7 @@ def row_app(row: dict[str, Any]) -> str | None:
 
 def _import(root: Path, rows: list[dict[str, Any]], workdir: Path) -> dict[str, Any]:
     """Import rows the way `memplane import androidcontrol FILE` does (the same function, on a file)."""
-    from .._import import import_androidcontrol
+    from .._androidcontrol import import_androidcontrol
     from .._plane import MemoryPlane
 
     src = workdir / "episodes.jsonl"
@@ -368,7 +368,7 @@ def evaluate_split(rows: list[dict[str, Any]], workdir: Path, audit_store: bool 
     """Record the goals of the 80% side, ask those of the 20% side whose app is known; ours beside FTS5.
     With ``audit_store``, also (a) (b) (c) of the recorded store, under ``recorded_store``."""
     from .._plane import MemoryPlane
-    from .._types import MemoryRetrieveRequest
+    from .._retrieve_types import MemoryRetrieveRequest
 
     recorded = [row for row in rows if not asked(row["goal"])]
     questions = [row for row in rows if asked(row["goal"]) and row_app(row)]

@@ -30,7 +30,7 @@ CHINESE_SETS = ("spa-bench-chn", "mobiagent-zh")
 def _record_all(root: Path, tasks: list[dict[str, Any]]) -> dict[str, int]:
     """Commit one episode per task through the public runtime path; episode id -> task number."""
     from .._plane import MemoryPlane
-    from .._types import MemoryRetrieveRequest
+    from .._retrieve_types import MemoryRetrieveRequest
 
     owner: dict[str, int] = {}
     with MemoryPlane.open(root) as plane:
@@ -55,8 +55,8 @@ def _ours(root: Path, tasks: list[dict[str, Any]], owner: dict[str, int], cap: i
     """The task numbers of the similar episodes each goal's retrieve shows (its own left out of the hits;
     with ``strict``, also out of everything the ranking learns from the store, through ``exclude_ids``)."""
     from .._plane import MemoryPlane
-    from .._retrieve import RetrieveConfig
-    from .._types import MemoryRetrieveRequest
+    from .._retrieve_types import MemoryRetrieveRequest
+    from ..retrieval import RetrieveConfig
 
     config = RetrieveConfig()
     if cap is not None:

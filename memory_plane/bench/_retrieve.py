@@ -19,8 +19,8 @@ from device_memory import shipped_catalog
 from lifecycle import IndexFile, collection_lock, content_hash
 from lifecycle._yaml import emit_block_yaml
 
-from .._text import tokens
-from .._token_cache import CACHE_DIR
+from .._tokens import tokens
+from ..retrieval import POSTINGS_CACHE_DIR as CACHE_DIR
 from ._corpus import synthetic_goals
 from ._util import data_dir, pct, r, temp_root
 
@@ -154,7 +154,7 @@ print(json.dumps({"import_ms": (t1 - t0) * 1000, "retrieve_ms": (t2 - t1) * 1000
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Warm p50/p95, cold ms in a fresh process, FTS5 warm p50, and the ratio."""
     from .._plane import MemoryPlane
-    from .._types import CurrentEnvironmentHints, MemoryRetrieveRequest
+    from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 
     short = getattr(args, "short", False)
     n_ep = 2000 if short else int(getattr(args, "episodes", 10_000) or 10_000)

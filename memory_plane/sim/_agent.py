@@ -13,7 +13,7 @@ from typing import Any
 
 from device_memory import AppProfile, Failure, Procedure
 
-from .._types import CurrentEnvironmentHints, MemoryRetrieveRequest
+from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 from ._world import APPS, PAGE_NAMES, PINYIN, Element, Result, SimPhone
 
 TOOLS = ["touch_gesture", "mouse_click", "keyboard_text", "launch_app", "swipe", "back", "home"]

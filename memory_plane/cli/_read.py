@@ -9,8 +9,8 @@ from typing import Any
 
 from lifecycle import UsageError, field_num, parse_duration, parse_ts
 
-from ._cli_common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
-from ._types import CATEGORY_ORDER
+from .._retrieve_types import CATEGORY_ORDER
+from ._common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
 
 _FACTORS = (("goal_similarity", "sim"), ("entity_or_app_match", "app"), ("applicability", "appl"),
             ("confidence", "conf"), ("recency", "rec"), ("validation", "valid"),
@@ -19,7 +19,7 @@ _FACTORS = (("goal_similarity", "sim"), ("entity_or_app_match", "app"), ("applic
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     """`memplane retrieve GOAL`: what the agent would get for a goal."""
-    from ._types import MemoryRetrieveRequest
+    from .._retrieve_types import MemoryRetrieveRequest
 
     notes: list[str] = []
     with open_plane(args) as plane:

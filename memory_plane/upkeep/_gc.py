@@ -28,9 +28,9 @@ from lifecycle import (
     tree_size,
 )
 
-from ._long_term import LongTermStore
+from .._long_term import LongTermStore
+from .._session import SessionStore
 from ._restore import quarantined
-from ._session import SessionStore
 
 log = logging.getLogger("memory_plane")
 TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ._text import token_set
+from ._tokens import token_set
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z0-9]")

@@ -17,7 +17,7 @@ from ._query import ParsedQuery
 from ._sources import BAD_TIME, ENV_KEYS, Feat
 
 if TYPE_CHECKING:
-    from ._retrieve import RetrieveConfig
+    from ._retriever import RetrieveConfig
 
 WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability": 0.15, "confidence": 0.10,
            "recency": 0.10, "validation": 0.10}

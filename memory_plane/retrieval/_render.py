@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ._types import MemoryHit, RoleMemoryContext
+from .._retrieve_types import MemoryHit, RoleMemoryContext
 
 MAX_LINE_BODY = 280
 MAX_STEPS = 5

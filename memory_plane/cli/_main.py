@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from lifecycle import MemoryPlaneError, NoRootError, StorageError, UsageError
 
-from ._cli_common import (
+from ._common import (
     EXIT_CODES,
     EXIT_NO_ROOT,
     EXIT_OK,
@@ -28,8 +28,8 @@ from ._cli_common import (
     positive_int,
     print_json,
 )
-from ._cli_ops import cmd_bench, cmd_demo, cmd_import, cmd_init, cmd_lifecycle, cmd_mcp, log_line
-from ._cli_read import cmd_device, cmd_episodes, cmd_memory, cmd_retrieve
+from ._ops import cmd_bench, cmd_demo, cmd_import, cmd_init, cmd_lifecycle, cmd_mcp, log_line
+from ._read import cmd_device, cmd_episodes, cmd_memory, cmd_retrieve
 
 __all__ = ["EXIT_NO_ROOT", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_STORAGE", "EXIT_USAGE", "build_parser", "main"]
 

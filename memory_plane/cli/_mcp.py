@@ -11,12 +11,12 @@ from typing import Any
 
 from lifecycle import UsageError, read_bytes_nofollow
 
-from ._tools import MemoryTools
+from .._tools import MemoryTools
 
 RESOURCE_PREFIX = "memory://"
 
 
-def _resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
+def mcp_resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
     """uri -> (name, description, path) of every resource the tree has now."""
     out: dict[str, tuple[str, str, Any]] = {}
     profiles = plane.device.profiles
@@ -67,14 +67,14 @@ def build_server(plane: Any, *, allow_write: bool = False) -> Any:
                                     structured_content={"memory_ids": res.refs})
 
     async def list_resources(ctx: Any, params: Any) -> Any:
-        found = await anyio.to_thread.run_sync(_resources, plane)
+        found = await anyio.to_thread.run_sync(mcp_resources, plane)
         return types.ListResourcesResult(resources=[
             types.Resource(uri=uri, name=name, description=desc, mime_type="text/markdown" if uri.endswith(".md")
                            else "application/yaml") for uri, (name, desc, _) in found.items()])
 
     async def read_resource(ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
-        found = await anyio.to_thread.run_sync(_resources, plane)
+        found = await anyio.to_thread.run_sync(mcp_resources, plane)
         if uri not in found:
             # An MCP error the client sees (invalid params), not an exception the server logs with a traceback.
             from mcp.shared.exceptions import MCPError

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from device_memory import AppCatalog
 
-from ._text import token_set
+from .._tokens import token_set
 
 # (intent, Chinese keywords, English keywords): the first intent with a hit wins, so the more
 # specific intents come first.

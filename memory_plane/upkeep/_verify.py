@@ -28,8 +28,8 @@ from lifecycle import (
     verify_collections,
 )
 
-from ._long_term import LongTermStore
-from ._session import SessionStore
+from .._long_term import LongTermStore
+from .._session import SessionStore
 
 log = logging.getLogger("memory_plane")
 
@@ -244,7 +244,7 @@ def _check_config(root: Path, report: VerifyReport) -> None:
 
     from episodes.transcript import TranscriptConfig
 
-    from ._lenses import GeminiSettings
+    from .._lenses import GeminiSettings
 
     path = root / "config.yaml"
     try:

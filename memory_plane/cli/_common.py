@@ -28,14 +28,14 @@ def print_json(data: Any, *, one_line: bool = False) -> None:
 
 def open_plane(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The tree at --root; a missing root is refused (only `init` and the runtime create one)."""
-    from ._plane import MemoryPlane
+    from .._plane import MemoryPlane
 
     return MemoryPlane.open(args.root, create=False)
 
 
 def hints(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """CurrentEnvironmentHints from --app, --language and --screen."""
-    from ._types import CurrentEnvironmentHints
+    from .._retrieve_types import CurrentEnvironmentHints
 
     w = h = None
     if getattr(args, "screen", None):

@@ -10,7 +10,7 @@ from typing import Any
 
 from lifecycle import UsageError, format_ts, init_tree, resolve_root
 
-from ._cli_common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
+from ._common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
 
 
 def log_line(args: argparse.Namespace, exit_code: int, **fields: Any) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def _quarantine(plane: Any, args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """`memplane import androidcontrol FILE`: public task data as episodes (re-importing adds nothing twice)."""
-    from ._import import import_androidcontrol
+    from .._androidcontrol import import_androidcontrol
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.json else None
     with open_plane(args) as plane:
@@ -141,7 +141,7 @@ def _progress_printer() -> Any:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """`memplane bench NAME`: run a benchmark."""
-    from .bench import run_bench
+    from ..bench import run_bench
 
     if args.root is not None:
         # Benchmarks build their own trees in a temporary folder (sizes, ages and faults they control):
@@ -168,6 +168,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """`memplane demo`: the simulated phone."""
-    from .sim import run_demo
+    from ..sim import run_demo
 
     return run_demo(args)

@@ -17,7 +17,7 @@ from lifecycle import (
     restore_quarantined,
 )
 
-from ._long_term import LongTermStore
+from .._long_term import LongTermStore
 
 
 def _owner(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,

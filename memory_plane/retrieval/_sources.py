@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 
 from lifecycle import field_num, field_str, field_text, parse_ts
 
+from .._inverted_index import GramStats, InvertedIndex
+from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
-from ._long_term import PROFILE_TYPES
-from ._text import GramStats, InvertedIndex
-from ._token_cache import TokenCache
+from ._postings_cache import TokenCache
 
 log = logging.getLogger("memory_plane")
 

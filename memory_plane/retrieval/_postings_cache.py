@@ -26,7 +26,8 @@ from typing import Any
 
 from lifecycle import atomic_write, has_symlink, read_bytes_nofollow
 
-from ._text import GramStats, InvertedIndex, grams, token_set, tokenizer_fingerprint
+from .._inverted_index import GramStats, InvertedIndex
+from .._tokens import grams, token_set, tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,12 @@ from lifecycle import (
     safe_join,
 )
 
+from .._freshness import FileState, file_state, mtime_ns
+from .._inverted_index import nearest_goal
+from .._long_term import PROFILE_TYPES, USER_WORD_TYPES, LongTermStore
+from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._context import MemoryContext
-from ._freshness import FileState, file_state, mtime_ns
-from ._long_term import PROFILE_TYPES, USER_WORD_TYPES, LongTermStore
+from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._render import hit_line, render_context
 from ._scoring import Drop, Query, Scorer, app_match_of, intent_sim, mismatch, tools_available
@@ -44,9 +47,6 @@ from ._sources import (
     features,
     long_term_text,
 )
-from ._text import nearest_goal
-from ._token_cache import PostingsWriter, TokenCache
-from ._types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._user_rules import RULE_SHARE, RuleScope
 
 log = logging.getLogger("memory_plane")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._retrieve_types import CATEGORY_ORDER, MemoryHit, RoleMemoryContext
 from ._query import ParsedQuery
-from ._types import CATEGORY_ORDER, MemoryHit, RoleMemoryContext
 
 
 class MemoryContext:

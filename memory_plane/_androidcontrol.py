@@ -13,7 +13,7 @@ from typing import Any
 from episodes import EpisodeRecorder
 from lifecycle import UsageError
 
-from ._query import parse_query
+from .retrieval import parse_query
 
 log = logging.getLogger("memory_plane")
 
