@@ -5,9 +5,9 @@
 """
 # ruff: noqa: E402  (the sibling packages must be located before anything imports them)
 
-from ._siblings import ensure_siblings
+from . import _siblings
 
-ensure_siblings()
+_siblings.ensure_siblings()
 
 from lifecycle import MemoryPlaneError
 

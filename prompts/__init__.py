@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from importlib import resources
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Prompt:
     """A template and its version."""
 
