@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -163,7 +164,7 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
             for prof_id, ch in changes.items():
                 dev_id = next((p.device_id or "default" for p in self.all() if p.id == prof_id), None)
                 if dev_id:
-                    self.update(dev_id, lambda cur, ch=ch: _set(cur, ch) if cur else None)
+                    self.update(dev_id, partial(_set, changes=ch))
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
             report.add("io", self.layout.rel(self.dir), None,
                        f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
@@ -174,7 +175,9 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
         return []
 
 
-def _set(cur: DeviceProfile, changes: dict[str, Any]) -> DeviceProfile:
+def _set(cur: DeviceProfile | None, changes: dict[str, Any]) -> DeviceProfile | None:
+    if cur is None:
+        return None
     for k, v in changes.items():
         setattr(cur, k, v)
     return cur

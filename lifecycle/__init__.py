@@ -85,6 +85,7 @@ from ._quarantine import (
     list_quarantined,
     quarantine,
     quarantine_name,
+    quarantined,
     restore_quarantined,
 )
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
@@ -202,6 +203,7 @@ __all__ = [
     "parse_ts",
     "quarantine",
     "quarantine_name",
+    "quarantined",
     "read_bytes_nofollow",
     "read_item",
     "read_item_text",

@@ -41,8 +41,12 @@ class GcReport:
             return
         self.note(str(path.relative_to(root)), reason, tree_size(path))
         if not self.dry_run:
-            for link in remove_path(root, path):
-                self.skipped_symlinks.append(str(link.relative_to(root)))
+            self.remove(root, path)
+
+    def remove(self, root: Path, path: Path) -> None:
+        """Delete a path already noted (every GC removal goes through here); symlinks inside are left."""
+        for link in remove_path(root, path):
+            self.skipped_symlinks.append(str(link.relative_to(root)))
 
     def keep(self, why: str) -> None:
         """Count something kept on purpose."""

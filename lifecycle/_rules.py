@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._clock import format_ts, parse_ts, system_clock
 from ._errors import FileProblemError
-from ._gc import GcReport, remove_path, tree_size
+from ._gc import GcReport, tree_size
 from ._item_read import ItemRead, stat_key
 from ._journal import TombstoneLog
 
@@ -95,7 +95,7 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
         for item in candidates:
             try:
                 same = item.stat_key is not None and stat_key(item.path) == item.stat_key
-                rec = item.record if same else coll.load_path(item.path)
+                rec: Any = item.record if same else coll.load_path(item.path)
             except (OSError, FileProblemError):
                 continue
             reason = collect_reason(rec, retention, now)
@@ -115,7 +115,7 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
             coll.index.remove(gone)
             for item in candidates:
                 if item.record is not None and item.record.id in gone:
-                    remove_path(coll.root, item.path)
+                    report.remove(coll.root, item.path)
     return gone
 
 
