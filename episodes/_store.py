@@ -107,7 +107,7 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
             "screen": ep.device_scope.screen,
             "steps": ep.metrics.tool_steps,
             "started_at": ep.started_ts() or None,
-            "path": f"{ep.rel_dir}/{EPISODE_FILE}",
+            "path": self.layout.name_for(ep.id),
         }
         return {k: v for k, v in entry.items() if v is not None}
 

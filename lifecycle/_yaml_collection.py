@@ -24,16 +24,6 @@ from ._yaml import dump_yaml, load_yaml, read_item_text
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 
-def is_item_file(entry: os.DirEntry[str]) -> bool:
-    """Tell whether a directory entry is an item file (regular .yaml, not the index, not hidden)."""
-    return (
-        entry.name.endswith(".yaml")
-        and entry.name != "index.yaml"
-        and not entry.name.startswith(".")
-        and entry.is_file(follow_symlinks=False)
-    )
-
-
 class YamlCollection(ItemCollection[R]):
     """A folder of ``<id>.yaml`` items with a one-line-per-item index.yaml and one lock."""
 
@@ -78,7 +68,7 @@ class YamlCollection(ItemCollection[R]):
         else:
             data = record.model_dump(mode="json", exclude_none=True)
             entry = {k: data[k] for k in ("id", "type", "status", "title", "expires_at") if k in data}
-        entry.setdefault("path", f"{record.id}.yaml")  # type: ignore[attr-defined]
+        entry.setdefault("path", self.layout.name_for(record.id))  # type: ignore[attr-defined]
         return entry
 
     def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -127,18 +117,13 @@ class YamlCollection(ItemCollection[R]):
         if self.linked() or not is_safe_id(item_id):
             return None
         pat = re.compile(rb"^id:\s*[\"']?" + re.escape(item_id.encode()) + rb"[\"']?\s*(?:#.*)?$", re.MULTILINE)
-        try:
-            with os.scandir(self.dir) as it:
-                names = sorted(e.path for e in it if is_item_file(e))
-        except FileNotFoundError:
-            return None
-        for name in names:
+        for name in self.layout.item_paths():
             try:
                 head = read_bytes_nofollow(name, 4096)
             except OSError:
                 continue
             if pat.search(head):
-                return Path(name)
+                return name
         return None
 
     # -- writing ----------------------------------------------------------------

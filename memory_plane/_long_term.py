@@ -126,7 +126,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             "superseded_by": mem.superseded_by, "conflicts_with": mem.conflicts_with or None,
             "applicability": mem.applicability or None,
             "traceability": mem.traceability if mem.traceability != "full" else None,
-            "summary": " ".join(mem.content.split())[:240], "path": f"memories/{mem.id}.md",
+            "summary": " ".join(mem.content.split())[:240], "path": self.layout.name_for(mem.id),
         }
         return {k: v for k, v in e.items() if v is not None}
 
@@ -279,7 +279,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
                                   score=round(min(1.0, score + bonus), 4),
                                   confidence=field_num(e.get("confidence", 0.5), 0.5),
                                   text=current or field_text(e.get("summary")), title=field_str(e.get("title")),
-                                  path=f"long_term/{field_str(e.get('path')) or ''}"))
+                                  path=f"{self.layout.rel_dir}/{field_str(e.get('path')) or ''}"))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
@@ -299,7 +299,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
                 continue
             hits.append(MemoryHit(id=e["id"], type=kind, score=1.0, confidence=field_num(e.get("confidence", 0.5), 0.5),
                                   text=current or field_text(e.get("summary")), title=field_str(e.get("title")),
-                                  path=f"long_term/{field_str(e.get('path')) or ''}"))
+                                  path=f"{self.layout.rel_dir}/{field_str(e.get('path')) or ''}"))
             if len(hits) >= limit:
                 break
         return hits
@@ -307,7 +307,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
     def _current_text(self, entry: dict[str, Any], index_mtime_ns: int) -> str | None:
         """The memory's text as its file holds it now ('' when the index line is current), or None when
         the file is gone, empty, unreadable or no longer active."""
-        state, path, _ = file_state(self.dir, field_str(entry.get("path")) or f"memories/{entry['id']}.md",
+        state, path, _ = file_state(self.dir, field_str(entry.get("path")) or self.layout.name_for(entry["id"]),
                                     index_mtime_ns)
         if state is FileState.INDEXED:
             return ""  # written before its index line: the line says what the file says
