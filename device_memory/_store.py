@@ -141,6 +141,10 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
             except OSError as exc:
                 yield ItemRead(p, None, ParseError(p, None, f"unreadable: {exc}"))
 
+    def entries(self) -> list[dict[str, Any]]:
+        """What a listing shows of every readable profile (there is no index file to read)."""
+        return [index_entry(p) for p in self.all()]
+
     def all(self) -> list[DeviceProfile]:
         """Every readable profile."""
         return [i.record for i in self.iter_items() if i.record is not None]

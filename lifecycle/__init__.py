@@ -1,7 +1,8 @@
 """The bottom layer: the life of every memory file.
 
 Tree layout, atomic writes and appends, locks, codecs (item YAML, index lines, jsonl,
-markdown frontmatter), the record envelope, collections, verify and GC. Nothing here
+markdown frontmatter), the record envelope, store layouts, the collection base every store is
+built on (with its default verify and GC rules), verify and GC. Nothing here
 imports the layers above (device_memory, episodes, memory_plane).
 """
 

@@ -62,8 +62,8 @@ class Collection(Protocol):
         """
         ...
 
-    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool) -> None:
-        """Remove what retention says is done with into ``report`` (nothing with dry_run).
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool) -> list[str]:
+        """Remove what retention says is done with, noted in ``report`` (nothing removed with dry_run); the ids.
 
         Must be idempotent, and write each removal's tombstone before its index line and its files.
         """
