@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,19 +14,21 @@ from lifecycle import (
     ConfigError,
     ConflictLog,
     FileProblemError,
+    GcReport,
+    ItemCollection,
     ItemRead,
     ParseError,
+    ProfileLayout,
+    Retention,
     TombstoneLog,
+    VerifyReport,
     YamlCollection,
     atomic_write,
-    collection_lock,
     dump_yaml,
     format_ts,
     load_retention,
     load_yaml,
-    read_bytes_nofollow,
     read_item_text,
-    safe_join,
     slug_id,
     system_clock,
     validate_record,
@@ -81,46 +84,38 @@ def _ts(v: Any) -> str | None:
     return v if isinstance(v, str) else format_ts(v)
 
 
-class DeviceProfileStore:
-    """Device profiles: device/profile.yaml for ``default``, device/profiles/<id>.yaml for others."""
+class DeviceProfileStore(ItemCollection[DeviceProfile]):
+    """Device profiles: device/profile.yaml for ``default``, device/profiles/<id>.yaml for others (no index)."""
 
-    name = "device/profiles"
+    indexed = False
+    named_by_id = False  # a profile's file is named after its device
 
-    def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
-        self.root = Path(root)
-        self.dir = safe_join(self.root, "device", "profiles")
-        self.lock_timeout = lock_timeout
+    def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, clock: Clock | None = None) -> None:
+        super().__init__(ProfileLayout(Path(root), slug_id), name="device/profiles", lock_timeout=lock_timeout,
+                         clock=clock)
 
     def path_for(self, device_id: str) -> Path:
         """File of a device's profile (never shared between two devices)."""
-        if device_id == "default":
-            return safe_join(self.root, "device", "profile.yaml")
-        return safe_join(self.root, "device", "profiles", f"{slug_id(device_id)}.yaml")
-
-    def lock(self):  # type: ignore[no-untyped-def]
-        """The profiles lock."""
-        return collection_lock(self.dir, self.lock_timeout)
+        return self.layout.path_of(device_id)
 
     def load_path(self, path: Path) -> DeviceProfile:
         """Load one profile file."""
         text = read_item_text(path)
         return validate_record(DeviceProfile, load_yaml(text, path), path, text)
 
-    def get(self, device_id: str) -> DeviceProfile | None:
-        """A device's profile, or None."""
-        try:
-            return self.load_path(self.path_for(device_id))
-        except FileNotFoundError:
-            return None
+    def dump(self, record: DeviceProfile, old_text: str | None) -> str:
+        """A profile's YAML, keeping the comments a person added."""
+        return dump_yaml(record.to_yaml_dict(), old_text)
 
-    def save(self, profile: DeviceProfile) -> None:
+    def entry_for(self, record: DeviceProfile) -> dict[str, Any]:
+        """What a listing shows of a profile (profiles have no index file)."""
+        return index_entry(record)
+
+    def save(self, profile: DeviceProfile) -> Path:
         """Write a profile (keeping comments a person added)."""
         path = self.path_for(profile.device_id or "default")
-        try:
-            old = read_bytes_nofollow(path).decode("utf-8", "replace")
-        except FileNotFoundError:
-            old = None
-        atomic_write(path, dump_yaml(profile.to_yaml_dict(), old))
+        atomic_write(path, self.dump(profile, self._old_text(path)))
+        return path
 
     def update(self, device_id: str, change: Callable[[DeviceProfile | None], DeviceProfile | None]) -> Any:
         """Read-modify-write a profile under the lock."""
@@ -136,15 +131,7 @@ class DeviceProfileStore:
 
     def iter_items(self) -> Iterator[ItemRead[DeviceProfile]]:
         """The default profile and every other device's profile."""
-        paths = [self.root / "device" / "profile.yaml"]
-        try:
-            with os.scandir(self.dir) as it:
-                paths += sorted(Path(e.path) for e in it
-                                if e.name.endswith(".yaml") and e.name != "index.yaml" and not e.name.startswith(".")
-                                and e.is_file(follow_symlinks=False))
-        except FileNotFoundError:
-            pass
-        for p in paths:
+        for p in self.layout.item_paths():
             if not p.exists():
                 continue
             try:
@@ -153,6 +140,10 @@ class DeviceProfileStore:
                 yield ItemRead(p, None, exc)
             except OSError as exc:
                 yield ItemRead(p, None, ParseError(p, None, f"unreadable: {exc}"))
+
+    def entries(self) -> list[dict[str, Any]]:
+        """What a listing shows of every readable profile (there is no index file to read)."""
+        return [index_entry(p) for p in self.all()]
 
     def all(self) -> list[DeviceProfile]:
         """Every readable profile."""
@@ -167,9 +158,33 @@ class DeviceProfileStore:
         """Profiles have no index (there are few); nothing to rebuild."""
         return False
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Profiles reference no files."""
-        return iter(())
+    def symlinks(self) -> list[Path]:
+        """Not checked here: the tree-wide symlink walk of verify names them."""
+        return []
+
+    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport) -> None:
+        """Device profiles expire like every other memory (one file per device, no index)."""
+        try:
+            for prof_id, ch in changes.items():
+                dev_id = next((p.device_id or "default" for p in self.all() if p.id == prof_id), None)
+                if dev_id:
+                    self.update(dev_id, partial(_set, changes=ch))
+        except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
+            report.add("io", self.layout.rel(self.dir), None,
+                       f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
+
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
+                items: list[ItemRead[DeviceProfile]] | None = None) -> list[str]:
+        """A device's profile is never removed by GC (verify marks it expired; new evidence renews it)."""
+        return []
+
+
+def _set(cur: DeviceProfile | None, changes: dict[str, Any]) -> DeviceProfile | None:
+    if cur is None:
+        return None
+    for k, v in changes.items():
+        setattr(cur, k, v)
+    return cur
 
 
 class DeviceMemory:
@@ -181,10 +196,10 @@ class DeviceMemory:
         self.clock = clock
         self.collections: dict[str, YamlCollection[Any]] = {
             t: YamlCollection(self.root, f"device/{folder}", ITEM_TYPES[t], index_entry=index_entry,
-                              lock_timeout=lock_timeout)
+                              lock_timeout=lock_timeout, clock=clock)
             for t, folder in FOLDER.items()
         }
-        self.profiles = DeviceProfileStore(self.root, lock_timeout=lock_timeout)
+        self.profiles = DeviceProfileStore(self.root, lock_timeout=lock_timeout, clock=clock)
         self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._catalog = catalog

@@ -18,7 +18,7 @@ from ._outcomes import DEMOTE_AFTER, OutcomeResult, OutcomeUpdater, trigger_pass
 from ._recorder import EpisodeRecorder
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import MEMORY_TOOLS, Step, is_system_screen, pair_steps
-from ._store import EPISODE_FILE, EVENTS_FILE, TaskEpisodeStore
+from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore
 from ._summary import episode_summary, tool_path
 from ._tool_inputs import parse_tool_input, step_label, tool_coords, tool_text
 from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats, job_name
@@ -43,6 +43,7 @@ __all__ = [
     "LessonExtractor",
     "Metrics",
     "NormalizedGoal",
+    "OnClosed",
     "Outcome",
     "OutcomeResult",
     "OutcomeUpdater",

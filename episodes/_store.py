@@ -6,32 +6,29 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
-    INDEX_NAME,
     Clock,
+    DatedLayout,
     FileProblemError,
-    IndexFile,
+    GcReport,
+    ItemCollection,
     ItemRead,
     JsonlRead,
     ParseError,
+    Retention,
+    VerifyReport,
     atomic_write,
-    check_id,
-    collection_lock,
     dump_yaml,
-    entries_by_file,
     field_problems,
     format_ts,
-    fresh_items,
     fsync_file,
-    has_symlink,
     index_writes,
-    indexed_entries,
     load_yaml,
     parse_ts,
     read_bytes_nofollow,
@@ -47,6 +44,8 @@ from ._model import FAILURE_PHASES, TaskEpisode, episode_year
 from ._summary import episode_summary
 
 log = logging.getLogger("memory_plane")
+OnClosed = Callable[[TaskEpisode], None]
+"""Called with an episode verify just closed (interrupted, or completed from its finish event)."""
 
 EPISODE_FILE = "episode.yaml"
 EVENTS_FILE = "events.jsonl"
@@ -66,31 +65,21 @@ class OrphanFolder(FileProblemError):
     """An episode folder without episode.yaml (a process died before writing it)."""
 
 
-class TaskEpisodeStore:
+class TaskEpisodeStore(ItemCollection[TaskEpisode]):
     """Reads and writes episodes; the index holds one line per committed episode."""
 
-    name = "episodes"
+    layout: DatedLayout
+    clock: Clock
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
-        self.root = Path(root)
-        self.dir = safe_join(self.root, "episodes", follow_symlinks=True)
-        self.index = IndexFile(self.dir / INDEX_NAME)
-        self.clock = clock
-        self.lock_timeout = lock_timeout
-
-    def lock(self):  # type: ignore[no-untyped-def]
-        """The episodes collection lock."""
-        return collection_lock(self.dir, self.lock_timeout)
+        super().__init__(DatedLayout(Path(root), "episodes", EPISODE_FILE, episode_year), name="episodes",
+                         lock_timeout=lock_timeout, clock=clock)
 
     # -- paths ------------------------------------------------------------
 
     def episode_dir(self, episode_id: str) -> Path:
         """Folder of an episode: episodes/<yyyy>/<id>."""
-        return safe_join(self.root, "episodes", episode_year(check_id(episode_id)), episode_id)
-
-    def rel(self, path: Path) -> str:
-        """Path relative to the memory root."""
-        return str(Path(path).relative_to(self.root))
+        return self.layout.item_dir(episode_id)
 
     # -- writing ----------------------------------------------------------
 
@@ -118,9 +107,21 @@ class TaskEpisodeStore:
             "screen": ep.device_scope.screen,
             "steps": ep.metrics.tool_steps,
             "started_at": ep.started_ts() or None,
-            "path": f"{ep.rel_dir}/{EPISODE_FILE}",
+            "path": self.layout.name_for(ep.id),
         }
         return {k: v for k, v in entry.items() if v is not None}
+
+    def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Oldest first (by parsed start time), then id."""
+        return sorted(entries, key=lambda e: (_sort_ts(e), e["id"]))
+
+    def indexable(self, record: TaskEpisode) -> bool:
+        """An episode being recorded has no index line yet."""
+        return record.status != "recording"
+
+    def dump(self, record: TaskEpisode, old_text: str | None) -> str:
+        """The YAML of an episode, read back through the schema first."""
+        return dump_yaml(self._checked(record, self.layout.expected_path(record.id)), old_text)
 
     def _checked(self, ep: TaskEpisode, path: Path) -> dict[str, Any]:
         """The YAML form of an episode, read back through the schema: what is written always loads."""
@@ -165,20 +166,9 @@ class TaskEpisodeStore:
         text = read_item_text(path)
         return validate_record(TaskEpisode, load_yaml(text, path), path, text)
 
-    def get(self, episode_id: str) -> TaskEpisode | None:
-        """An episode by id, or None if it does not exist."""
-        try:
-            return self.load_path(self.episode_dir(episode_id) / EPISODE_FILE)
-        except FileNotFoundError:
-            return None
-
     def events(self, episode_id: str) -> JsonlRead:
         """The events of an episode (a torn last line is skipped)."""
         return read_jsonl(self.episode_dir(episode_id) / EVENTS_FILE)
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Index entries; the index is rebuilt when missing."""
-        return indexed_entries(self)
 
     def newest(self, limit: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
         """Index entries newest first (by parsed start time), optionally by status."""
@@ -197,77 +187,46 @@ class TaskEpisodeStore:
 
     def symlinks(self) -> list[Path]:
         """The episodes folder itself when it is a symlink (never followed)."""
-        return [self.dir] if has_symlink(self.root, self.dir) else []
+        return [self.dir] if self.linked() else []
 
     def iter_items(self) -> Iterator[ItemRead[TaskEpisode]]:
         """Every episode.yaml under episodes/<yyyy>/ (symlinks never followed)."""
-        if has_symlink(self.root, self.dir):
+        if self.linked():
             return
-        for year_dir in _scan_dirs(self.dir):
-            for ep_dir in _scan_dirs(year_dir):
-                path = ep_dir / EPISODE_FILE
-                try:
-                    key = stat_key(path)
-                    yield ItemRead(path, self.load_path(path), None, key)
-                except FileNotFoundError:
-                    if self.is_recording_live(ep_dir.name) or _younger_than(ep_dir, ORPHAN_GRACE_S):
-                        # A recorder is starting right now: it makes the folder, then takes its lock,
-                        # then writes the header. Only a folder left like this for a while is debris.
-                        continue
-                    # A kill between creating the folder and writing its header: debris, not corruption.
-                    yield ItemRead(path, None, OrphanFolder(ep_dir, None, "episode folder without episode.yaml"))
-                except FileProblemError as exc:
-                    yield ItemRead(path, None, exc)
-                except OSError as exc:
-                    yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
+        for ep_dir in self.layout.item_dirs():
+            path = ep_dir / EPISODE_FILE
+            try:
+                key = stat_key(path)
+                yield ItemRead(path, self.load_path(path), None, key)
+            except FileNotFoundError:
+                if self.is_recording_live(ep_dir.name) or _younger_than(ep_dir, ORPHAN_GRACE_S):
+                    # A recorder is starting right now: it makes the folder, then takes its lock,
+                    # then writes the header. Only a folder left like this for a while is debris.
+                    continue
+                # A kill between creating the folder and writing its header: debris, not corruption.
+                yield ItemRead(path, None, OrphanFolder(ep_dir, None, "episode folder without episode.yaml"))
+            except FileProblemError as exc:
+                yield ItemRead(path, None, exc)
+            except OSError as exc:
+                yield ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
 
-    def stamp_dirs(self) -> list[Path]:
-        """The folders whose mtimes change when an episode folder appears or goes (index checks)."""
-        return [self.dir, *_scan_dirs(self.dir)]
+    def is_orphan(self, item: ItemRead[TaskEpisode]) -> bool:
+        """Whether an item is an episode folder without its episode.yaml (debris of a kill)."""
+        return isinstance(item.problem, OrphanFolder)
 
-    def item_names(self) -> list[str]:
-        """``<yyyy>/<id>/episode.yaml`` of every episode folder present now (the index check; a folder without
-        its episode.yaml is listed too, and found unreadable)."""
-        out: list[str] = []
-        for year in _scan_names(str(self.dir)):
-            out.extend(f"{year}/{ep}/{EPISODE_FILE}" for ep in _scan_names(os.path.join(self.dir, year)))
-        return out
+    def verify(self, report: VerifyReport, fix: bool, now: Any, *, on_closed: OnClosed | None = None) -> None:
+        """Check every episode, close crashed recordings (``on_closed`` runs the jobs their commit would have),
+        name missing artifacts (excerpt_only with fix), rebuild the index."""
+        from ._upkeep import verify_episodes
 
-    def item_paths(self) -> list[Path]:
-        """episode.yaml of every episode folder present now."""
-        return [d / EPISODE_FILE for y in _scan_dirs(self.dir) for d in _scan_dirs(y) if (d / EPISODE_FILE).is_file()]
+        verify_episodes(self, report, fix, now, on_closed)
 
-    def expected_path(self, ep: TaskEpisode) -> Path:
-        """Where the episode.yaml of an episode named after its id lives (its id is already known to be safe)."""
-        return self.dir / episode_year(ep.id) / ep.id / EPISODE_FILE
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
+                items: list[ItemRead[TaskEpisode]] | None = None) -> list[str]:
+        """Drop traces and summaries past their TTL (not those evidence for a memory), and crash debris."""
+        from ._upkeep import collect_episodes
 
-    def rebuild_index(self, items: list[ItemRead[TaskEpisode]] | None = None) -> bool:
-        """Rewrite episodes/index.yaml from the episode folders (oldest first), under the lock."""
-
-        known = items
-
-        def derive() -> list[dict[str, Any]]:
-            nonlocal known
-            known = fresh_items(known, self.item_paths(), self.load_path)
-            pairs = [(i.path, i.record) for i in known if i.record is not None and i.record.status != "recording"]
-            entries = entries_by_file(pairs, self.entry_for, self.expected_path,
-                                      lambda p: str(p.relative_to(self.dir)))
-            entries.sort(key=lambda e: (_sort_ts(e), e["id"]))
-            return entries
-
-        def same(entries: list[dict[str, Any]]) -> bool:
-            current = self.index.read()
-            return current.exists and not current.problems and sorted(
-                current.entries, key=lambda e: (_sort_ts(e), e["id"])) == entries
-
-        if same(derive()):  # right as it is: not rewritten, not even locked (a read-only tree verifies)
-            return False
-        with self.lock():
-            entries = derive()
-            if same(entries):
-                return False
-            self.index.write(entries)
-            return True
+        return collect_episodes(self, retention, report, now, dry_run, items)
 
     def referenced_files(self) -> Iterator[Path]:
         """Screenshot files the events of every episode point at."""
@@ -369,19 +328,3 @@ def _younger_than(path: Path, seconds: float) -> bool:
         return time.time() - os.lstat(path).st_mtime < seconds
     except OSError:
         return True  # gone meanwhile: nothing to report
-
-
-def _scan_names(directory: str) -> list[str]:
-    try:
-        with os.scandir(directory) as it:
-            return [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def _scan_dirs(directory: Path) -> list[Path]:
-    try:
-        with os.scandir(directory) as it:
-            return sorted(Path(e.path) for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
-    except (FileNotFoundError, NotADirectoryError):
-        return []

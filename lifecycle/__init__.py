@@ -1,7 +1,8 @@
 """The bottom layer: the life of every memory file.
 
 Tree layout, atomic writes and appends, locks, codecs (item YAML, index lines, jsonl,
-markdown frontmatter), the record envelope, collections, verify and GC. Nothing here
+markdown frontmatter), the record envelope, store layouts, the collection base every store is
+built on (with its default verify and GC rules), verify and GC. Nothing here
 imports the layers above (device_memory, episodes, memory_plane).
 """
 
@@ -16,18 +17,7 @@ from ._atomic import (
     read_bytes_nofollow,
 )
 from ._clock import Clock, elapsed_label, format_duration, format_ts, parse_duration, parse_ts, system_clock
-from ._collection import (
-    Collection,
-    ItemRead,
-    Problem,
-    YamlCollection,
-    entries_by_file,
-    fresh_items,
-    index_writes,
-    indexed_entries,
-    read_item,
-    stat_key,
-)
+from ._collection import Collection, ItemCollection
 from ._envelope import (
     STATUSES,
     EvidenceRef,
@@ -68,8 +58,11 @@ from ._index import (
     format_entry,
     parse_index,
 )
+from ._index_check import index_writes, indexed_entries
+from ._item_read import ItemRead, Problem, entries_by_file, fresh_items, read_item, stat_key
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
+from ._layout import DatedLayout, FlatLayout, Layout, ProfileLayout
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock, locked
 from ._paths import (
     DEFAULT_ROOT,
@@ -93,13 +86,16 @@ from ._quarantine import (
     list_quarantined,
     quarantine,
     quarantine_name,
+    quarantined,
     restore_quarantined,
 )
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
+from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, record_time, verify_marks
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
-from ._verify import VerifyReport, verify_collections
+from ._verify import VerifyReport, check_collection, verify_collections
 from ._yaml import MAX_ITEM_BYTES, check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file, read_item_text
+from ._yaml_collection import YamlCollection
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -119,20 +115,25 @@ __all__ = [
     "Collection",
     "ConfigError",
     "ConflictLog",
+    "DatedLayout",
     "EvidenceRef",
     "FileProblemError",
+    "FlatLayout",
     "GcReport",
     "IndexFile",
     "IndexRead",
+    "ItemCollection",
     "ItemRead",
     "JsonlProblem",
     "JsonlRead",
+    "Layout",
     "LockTimeout",
     "MemoryPlaneError",
     "NoRootError",
     "OversizeError",
     "ParseError",
     "Problem",
+    "ProfileLayout",
     "Quarantined",
     "Record",
     "Retention",
@@ -154,8 +155,11 @@ __all__ = [
     "as_text",
     "atomic_write",
     "check_budget",
+    "check_collection",
     "check_id",
     "check_relpath",
+    "collect_expired",
+    "collect_reason",
     "collection_lock",
     "content_hash",
     "create_exclusive",
@@ -191,6 +195,8 @@ __all__ = [
     "loc_line",
     "locked",
     "normalize_status",
+    "not_yet_tombstoned",
+    "older",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",
@@ -198,10 +204,12 @@ __all__ = [
     "parse_ts",
     "quarantine",
     "quarantine_name",
+    "quarantined",
     "read_bytes_nofollow",
     "read_item",
     "read_item_text",
     "read_jsonl",
+    "record_time",
     "remove_path",
     "render_frontmatter",
     "resolve_root",
@@ -217,4 +225,5 @@ __all__ = [
     "tree_size",
     "validate_record",
     "verify_collections",
+    "verify_marks",
 ]

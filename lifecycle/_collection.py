@@ -1,133 +1,31 @@
-"""Collections: a folder of item files plus its derived index.yaml, behind a small protocol."""
+"""Collections: the Collection protocol, and the base that holds the skeleton of every store once."""
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 import stat
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
-from ._errors import FileProblemError, ParseError, UnsafePathError
-from ._index import INDEX_NAME, IndexFile, IndexRead, field_str, rebuild_entries
+from ._errors import UnsafePathError
+from ._gc import GcReport
+from ._index import INDEX_NAME, IndexFile
+from ._index_check import index_writes, indexed_entries
+from ._item_read import ItemRead, entries_by_file, fresh_items, read_item
+from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
-from ._paths import check_id, has_symlink, is_safe_id, safe_join
-from ._validate import validate_record
-from ._yaml import dump_yaml, load_yaml, read_item_text
+from ._paths import has_symlink
+from ._rules import collect_expired, verify_marks
 
-log = logging.getLogger("memory_plane")
+if TYPE_CHECKING:
+    from ._retention import Retention
+    from ._verify import VerifyReport
 
 R = TypeVar("R", bound=pydantic.BaseModel)
-
-
-@dataclass
-class Problem:
-    """A finding about one file: category, path relative to the root, line, message."""
-
-    category: str
-    path: str
-    line: int | None
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the JSON form used by `--json` reports."""
-        return {"category": self.category, "path": self.path, "line": self.line, "message": self.message}
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"[{self.category}] {where}: {self.message}"
-
-
-@dataclass
-class ItemRead(Generic[R]):
-    """One item file as read: the record, or the problem that kept it from loading."""
-
-    path: Path
-    record: R | None
-    problem: FileProblemError | None = None
-    stat_key: tuple[int, int, int] | None = None
-
-
-def read_item(path: Path, load: Callable[[Path], R]) -> ItemRead[R]:
-    """One item file as read: its record, or the problem (parse, validation, I/O) that kept it out."""
-    try:
-        key = stat_key(path)
-        return ItemRead(path, load(path), None, key)
-    except FileProblemError as exc:
-        return ItemRead(path, None, exc)
-    except OSError as exc:
-        return ItemRead(path, None, ParseError(path, None, f"unreadable: {exc.strerror or exc}"))
-
-
-def stat_key(path: Path) -> tuple[int, int, int] | None:
-    """(mtime_ns, size, inode) of a file, or None if it is gone."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def fresh_items(items: list[ItemRead[Any]] | None, current: list[Path],
-                load: Callable[[Path], Any]) -> list[ItemRead[Any]]:
-    """The readable item files present now: reuse a parse whose file is unchanged, load the rest.
-
-    Called again under the collection lock with its own result, so an item written between a first,
-    lock-free pass and the index rewrite is never left out, and nothing unchanged is parsed twice.
-    """
-    known = {str(i.path): i for i in items or [] if i.record is not None}
-    out: list[ItemRead[Any]] = []
-    for p in current:
-        prev = known.get(str(p))
-        key = stat_key(p)  # taken before the load: a change during it shows as a new key next time
-        if prev is not None and prev.stat_key is not None and prev.stat_key == key:
-            out.append(prev)
-            continue
-        try:
-            out.append(ItemRead(p, load(p), None, key))
-        except (FileProblemError, OSError):
-            continue
-    return out
-
-
-def same_path(a: Path | str, b: Path | str) -> bool:
-    """Whether two paths name the same place (string compare first: both usually come from one folder)."""
-    sa, sb = str(a), str(b)
-    return sa == sb or os.path.normpath(sa) == os.path.normpath(sb)
-
-
-def entries_by_file(pairs: list[tuple[Path, Any]], entry_for: Callable[[Any], dict[str, Any]],
-                    expected: Callable[[Any], Path], rel: Callable[[Path], str]) -> list[dict[str, Any]]:
-    """One index entry per id, with the real path of its file.
-
-    A file whose name is not its id (a copy, a rename) is indexed under its own name; when two files
-    hold the same id, the one named after it is offered and the other is left to verify to report,
-    so an item never shows twice in the prompt or a listing.
-    """
-    chosen: dict[str, tuple[bool, Path, Any]] = {}
-    for path, rec in pairs:
-        try:
-            canonical = same_path(expected(rec), path)
-        except ValueError:
-            canonical = False
-        prev = chosen.get(rec.id)
-        if prev is None or (canonical and not prev[0]):
-            chosen[rec.id] = (canonical, path, rec)
-    out = []
-    for _, path, rec in chosen.values():
-        entry = dict(entry_for(rec))
-        entry["path"] = rel(path)
-        out.append(entry)
-    return out
 
 
 @runtime_checkable
@@ -157,167 +55,82 @@ class Collection(Protocol):
         """Yield files the items point at (evidence, artifacts) that must exist."""
         ...
 
+    def verify(self, report: VerifyReport, fix: bool, now: Any) -> None:
+        """Check every item file into ``report`` and rebuild the index; repair (quarantine, rename) only with fix.
 
-class _Indexed(Protocol):
-    """A collection with a one-line-per-item index (what indexed_entries needs)."""
-
-    root: Path
-    dir: Path
-    index: IndexFile
-
-    def rebuild_index(self) -> bool:
-        """Rewrite the index from the item files."""
+        Must change nothing but derived files and lifecycle marks (expired, excerpt_only) without fix.
+        """
         ...
 
-    def iter_items(self) -> Iterator[ItemRead[Any]]:
-        """Yield every item file with its record or problem."""
-        ...
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool) -> list[str]:
+        """Remove what retention says is done with, noted in ``report`` (nothing removed with dry_run); the ids.
 
-    def entry_for(self, record: Any) -> dict[str, Any]:
-        """The index entry of one record."""
+        Must be idempotent, and write each removal's tombstone before its index line and its files.
+        """
         ...
 
 
-# index path -> (index stat, folder mtimes) when its lines were last found to match the item files:
-# the check costs a folder listing, so it runs again only when the index or a folder changed.
-_checked: dict[str, tuple[Any, ...]] = {}
-_checked_guard = threading.Lock()
-WRITE_GRACE_S = 2.0
+class ItemCollection(Generic[R]):
+    """A store of item files laid out by a Layout, with a derived one-line-per-item index and one lock.
 
-
-def _stamp(coll: _Indexed) -> tuple[Any, ...]:
-    dirs = coll.stamp_dirs() if hasattr(coll, "stamp_dirs") else [coll.dir]
-    return (stat_key(coll.index.path), *(stat_key(d) for d in dirs))
-
-
-def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
-    """Why an index cannot be trusted as it is (None when its lines match the item files).
-
-    Indexes are derived and people and faults damage them (issue 27): random bytes, a torn line, a line
-    removed by hand, a file renamed or added beside it. Lines that do not parse, lines naming files that
-    are gone, and item files no line names (that a rebuild would index) all make it doubtful.
+    A store adds what is its own: ``load_path`` (a file to its record), ``dump`` (a record to its text),
+    ``entry_for`` (its index line) and, if it needs them, the ordering and rules of its index and lifecycle.
     """
-    if not read.exists:
-        return "missing"
-    if read.problems:
-        return f"{len(read.problems)} line(s) unreadable (first: line {read.problems[0].line})"
-    key = str(coll.index.path)
-    stamp = _stamp(coll)
-    with _checked_guard:
-        if _checked.get(key) == stamp:
-            return None
-    names = getattr(coll, "item_names", None)
-    if names is not None:
-        present = set(names())
-        named = {field_str(e.get("path")) for e in read.entries}
-        ids = {e.get("id") for e in read.entries}
-        gone = [n for n in named if n and n not in present]
-        if gone:
-            return f"{len(gone)} line(s) name files that are not there (first: {sorted(gone)[0]})"
-        fresh = False
-        for rel_path in present - named:
-            path = coll.dir / rel_path
-            try:
-                if time.time() - os.stat(path).st_mtime < WRITE_GRACE_S:
-                    # A writer puts the file first and its index line right after, under its lock: a file
-                    # this new is that writer's, not a fault (and a rebuild now would parse the whole folder).
-                    fresh = True
-                    continue
-                rec = coll.load_path(path) if hasattr(coll, "load_path") else None
-            except Exception:  # an unreadable (or vanished) file is verify's finding, not the index's
-                continue
-            if rec is not None and getattr(rec, "id", None) not in ids and getattr(rec, "status", "") != "recording":
-                return f"{rel_path} is not in it"
-        if fresh:
-            return None  # checked again on the next read, once the writer is done
-    with _checked_guard:
-        if len(_checked) > 1000:
-            _checked.clear()
-        _checked[key] = stamp
-    return None
 
+    name: str
+    indexed = True
+    """Whether the store keeps an index file (device profiles do not)."""
+    named_by_id = True
+    """Whether an item's file is named after its id (verify names and renames the others)."""
+    guard_linked = False
+    """Whether a symlinked folder refuses the lock and the rebuild (YAML collections); the other stores only
+    refuse to read through it."""
 
-@contextmanager
-def index_writes(coll: Any) -> Iterator[None]:
-    """Around a writer's own item-and-index change (under its lock): an index known to match its files
-    before still matches after, so the next reader does not list the folder again to check it."""
-    key, before = str(coll.index.path), _stamp(coll)
-    yield
-    with _checked_guard:
-        if _checked.get(key) == before:
-            _checked[key] = _stamp(coll)
-
-
-def _mark_checked(coll: Any) -> None:
-    with _checked_guard:
-        _checked[str(coll.index.path)] = _stamp(coll)
-
-
-def indexed_entries(coll: _Indexed) -> list[dict[str, Any]]:
-    """A collection's index entries, checked against the item files: an index that is missing, does not
-    parse or disagrees with them is rebuilt (or, when it cannot be written, read around with a warning)."""
-    if has_symlink(coll.root, coll.dir):
-        return []  # a symlinked folder is never read
-    read = coll.index.read()
-    why = index_doubt(coll, read)
-    if why is None:
-        return read.entries
-    try:
-        if coll.rebuild_index() and read.exists:
-            log.warning("%s: %s; rebuilt from the item files", coll.index.path, why)
-    except OSError as exc:
-        # A read-only tree still answers: the entries come straight from the item files.
-        entries = [coll.entry_for(i.record) for i in coll.iter_items() if i.record is not None]
-        log.warning("%s: %s; cannot rebuild it (%s): %d entries read from the item files instead of %d lines",
-                    coll.index.path, why, exc.strerror or exc, len(entries), len(read.entries))
-        return entries
-    read = coll.index.read()
-    if not read.problems:
-        _mark_checked(coll)  # just rebuilt from the files
-    return read.entries
-
-
-def is_item_file(entry: os.DirEntry[str]) -> bool:
-    """Tell whether a directory entry is an item file (regular .yaml, not the index, not hidden)."""
-    return (
-        entry.name.endswith(".yaml")
-        and entry.name != INDEX_NAME
-        and not entry.name.startswith(".")
-        and entry.is_file(follow_symlinks=False)
-    )
-
-
-class YamlCollection(Generic[R]):
-    """A folder of ``<id>.yaml`` items with a one-line-per-item index.yaml and one lock."""
-
-    def __init__(
-        self,
-        root: Path,
-        rel_dir: str,
-        model: type[R],
-        *,
-        index_entry: Callable[[R], dict[str, Any]] | None = None,
-        sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-    ) -> None:
-        self.root = Path(root)
-        self.name = rel_dir
-        self.rel_dir = rel_dir
-        self.model = model
-        # The folder itself may have been replaced by a symlink: the collection then reads nothing and
-        # refuses writes (item_path checks every component) instead of failing the whole plane.
-        self.dir = safe_join(self.root, rel_dir, follow_symlinks=True)
+    def __init__(self, layout: Layout, *, name: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 clock: Callable[[], Any] | None = None) -> None:
+        self.layout = layout
+        self.root = layout.root
+        self.name = name
+        self.dir = layout.dir
         self.index = IndexFile(self.dir / INDEX_NAME)
-        self._index_entry = index_entry
-        self._sort_key = sort_key
         self.lock_timeout = lock_timeout
+        self.clock = clock
 
-    # -- paths and locks --------------------------------------------------
+    # -- what a store adds ------------------------------------------------------
+
+    def load_path(self, path: Path) -> R:
+        """Load and validate one item file; ParseError/ValidationError on bad content."""
+        raise NotImplementedError
+
+    def dump(self, record: R, old_text: str | None) -> str:
+        """The text of a record's file (keeping the comments of ``old_text``, the file as it was)."""
+        raise NotImplementedError
+
+    def entry_for(self, record: R) -> dict[str, Any]:
+        """The index line of a record."""
+        raise NotImplementedError
+
+    def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Index entries in the order the index keeps them (by id unless a store says otherwise)."""
+        return sorted(entries, key=lambda e: str(e.get("id", "")))
+
+    def indexable(self, record: R) -> bool:
+        """Whether a record has an index line (an episode being recorded has none yet)."""
+        return True
+
+    def derived_current(self, records: list[R]) -> bool:
+        """Whether the files derived beside the index (long-term profile.md) match these records."""
+        return True
+
+    def write_derived(self, records: list[R]) -> None:
+        """Rewrite the files derived beside the index from these records (under the lock)."""
+
+    # -- paths and locks --------------------------------------------------------
 
     def lock(self):  # type: ignore[no-untyped-def]
-        """Return the context manager holding this collection's lock (refused in a symlinked folder)."""
-        if self.linked():
-            raise UnsafePathError(self.rel_dir, "the collection folder is a symlink; nothing is written there")
+        """Return the context manager holding this collection's lock."""
+        if self.guard_linked and self.linked():
+            raise UnsafePathError(self.layout.rel_dir, "the collection folder is a symlink; nothing is written there")
         return collection_lock(self.dir, self.lock_timeout)
 
     @property
@@ -325,45 +138,46 @@ class YamlCollection(Generic[R]):
         """Path of this collection's lock file."""
         return self.dir / LOCK_NAME
 
-    def item_path(self, item_id: str) -> Path:
-        """Path of an item file; refuses ids that are not safe."""
-        return safe_join(self.root, self.rel_dir, f"{check_id(item_id)}.yaml")
+    def linked(self) -> bool:
+        """Whether the item folder is (under) a symlink: never read then."""
+        return has_symlink(self.root, self.layout.items_dir)
 
     def rel(self, path: Path) -> str:
         """Path relative to the memory root, for reports and hits."""
-        try:
-            return str(Path(path).relative_to(self.root))
-        except ValueError:
-            return str(path)
+        return self.layout.rel(path)
 
-    # -- reading ----------------------------------------------------------
-
-    def load_path(self, path: Path) -> R:
-        """Load and validate one item file; ParseError/ValidationError on bad content."""
-        text = read_item_text(path)
-        data = load_yaml(text, path)
-        return validate_record(self.model, data, path, text)
+    def path_of(self, item_id: str) -> Path:
+        """The file of an item."""
+        return self.layout.path_of(item_id)
 
     def expected_path(self, record: R) -> Path:
         """Where an item file named after its id lives (a record's id is already known to be safe)."""
-        return self.dir / f"{record.id}.yaml"  # type: ignore[attr-defined]
+        return self.layout.expected_path(record.id)  # type: ignore[attr-defined]
 
-    def path_of(self, item_id: str) -> Path:
-        """The file of an item: ``<id>.yaml``, or the file the index names for it (renamed by a person)."""
-        path = self.item_path(item_id)
-        if os.path.lexists(path):
-            return path
-        current = self.index.read()
-        i = current.position(item_id)  # O(1): this runs for every new item
-        name = field_str(current.entries[i].get("path")) if i is not None else None
-        if name and name != path.name:
-            try:
-                other = safe_join(self.root, self.rel_dir, name)
-            except ValueError:
-                return path
-            if other.parent == path.parent and os.path.lexists(other):
-                return other
-        return path
+    def item_names(self) -> list[str]:
+        """Names of the item files present now, relative to the folder (the index check)."""
+        return self.layout.item_names()
+
+    def item_paths(self) -> list[Path]:
+        """Paths of the item files present now (symlinks excluded)."""
+        return self.layout.item_paths()
+
+    def stamp_dirs(self) -> list[Path]:
+        """The folders whose mtimes change when an item file appears or goes (index checks)."""
+        return self.layout.stamp_dirs()
+
+    def symlinks(self) -> list[Path]:
+        """Symlinks found in the item folder (never followed, reported by verify)."""
+        folder = self.layout.items_dir
+        if self.linked():
+            return [folder]
+        try:
+            with os.scandir(folder) as it:
+                return [Path(e.path) for e in it if stat.S_ISLNK(e.stat(follow_symlinks=False).st_mode)]
+        except FileNotFoundError:
+            return []
+
+    # -- reading ----------------------------------------------------------------
 
     def get(self, item_id: str) -> R | None:
         """Return an item by id, or None when the file does not exist."""
@@ -372,108 +186,47 @@ class YamlCollection(Generic[R]):
         except FileNotFoundError:
             return None
 
-    def find(self, item_id: str) -> R | None:
-        """An item by the id inside it: its own file, the file its index line names, or any file of the folder
-        that holds that id (renamed by a person, not yet indexed). Slower than get on a miss: for people."""
-        item = self.get(item_id)
-        if item is not None:
-            return item
-        path = self.renamed_path(item_id)
-        if path is None:
-            return None
-        try:
-            return self.load_path(path)
-        except FileNotFoundError:
-            return None
-
-    def renamed_path(self, item_id: str) -> Path | None:
-        """The item file of the folder whose ``id:`` line is this id (a scan of the folder: a miss only)."""
-        if self.linked() or not is_safe_id(item_id):
-            return None
-        pat = re.compile(rb"^id:\s*[\"']?" + re.escape(item_id.encode()) + rb"[\"']?\s*(?:#.*)?$", re.MULTILINE)
-        try:
-            with os.scandir(self.dir) as it:
-                names = sorted(e.path for e in it if is_item_file(e))
-        except FileNotFoundError:
-            return None
-        for name in names:
-            try:
-                head = read_bytes_nofollow(name, 4096)
-            except OSError:
-                continue
-            if pat.search(head):
-                return Path(name)
-        return None
-
-    def linked(self) -> bool:
-        """Whether the collection folder is (under) a symlink: never read nor written then."""
-        return has_symlink(self.root, self.dir)
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Index entries (cached by file stat); rebuilt from items if the index is missing."""
-        return indexed_entries(self)
-
     def iter_items(self) -> Iterator[ItemRead[R]]:
         """Yield every item file (symlinks skipped) with its record or problem."""
         if self.linked():
             return
-        try:
-            it = os.scandir(self.dir)
-        except FileNotFoundError:
-            return
-        with it:
-            names = sorted((e for e in it if is_item_file(e)), key=lambda e: e.name)
-        for entry in names:
-            yield read_item(Path(entry.path), self.load_path)
+        for path in self.layout.item_paths():
+            yield read_item(path, self.load_path)
 
-    def symlinks(self) -> list[Path]:
-        """Symlinks found in the collection folder (never followed, reported by verify)."""
+    def entries(self) -> list[dict[str, Any]]:
+        """Index entries, checked against the item files (rebuilt when missing or wrong)."""
         if self.linked():
-            return [self.dir]
-        try:
-            with os.scandir(self.dir) as it:
-                return [Path(e.path) for e in it if stat.S_ISLNK(e.stat(follow_symlinks=False).st_mode)]
-        except FileNotFoundError:
             return []
+        return indexed_entries(self)
 
     def referenced_files(self) -> Iterator[Path]:
-        """Item files in a plain collection reference nothing else on disk."""
+        """Files the items point at that must exist (none unless a store says so)."""
         return iter(())
 
-    # -- writing ----------------------------------------------------------
+    # -- writing ----------------------------------------------------------------
 
-    def entry_for(self, record: R) -> dict[str, Any]:
-        """The index line of a record."""
-        if self._index_entry is not None:
-            entry = self._index_entry(record)
-        else:
-            data = record.model_dump(mode="json", exclude_none=True)
-            entry = {k: data[k] for k in ("id", "type", "status", "title", "expires_at") if k in data}
-        entry.setdefault("path", f"{record.id}.yaml")  # type: ignore[attr-defined]
-        return entry
+    def _old_text(self, path: Path) -> str | None:
+        try:
+            return read_bytes_nofollow(path).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return None
 
-    def _dump(self, record: R) -> dict[str, Any]:
-        to_yaml = getattr(record, "to_yaml_dict", None)
-        return to_yaml() if to_yaml else record.model_dump(mode="json", exclude_none=True)
+    def save_locked(self, record: R) -> Path:
+        """Write an item file then its index line (the caller holds the lock)."""
+        path = self.path_of(record.id)  # type: ignore[attr-defined]
+        old_text = self._old_text(path)
+        with index_writes(self):
+            # Item first, index after: a crash in between leaves an orphan the next verify indexes.
+            atomic_write(path, self.dump(record, old_text))
+            entry = self.entry_for(record)
+            entry["path"] = self.layout.name_of(path)
+            self.index.upsert(entry)
+        return path
 
     def save(self, record: R) -> Path:
         """Write an item file then its index line, under the collection lock."""
         with self.lock():
-            return self._save_locked(record)
-
-    def _save_locked(self, record: R) -> Path:
-        path = self.path_of(record.id)  # type: ignore[attr-defined]
-        try:
-            old_text: str | None = read_bytes_nofollow(path).decode("utf-8", "replace")
-        except FileNotFoundError:
-            old_text = None
-        with index_writes(self):
-            # Item first, index after: a crash in between leaves an orphan the next verify indexes.
-            atomic_write(path, dump_yaml(self._dump(record), old_text))
-            entry = self.entry_for(record)
-            entry["path"] = path.name
-            self.index.upsert(entry)
-        return path
+            return self.save_locked(record)
 
     def update(self, item_id: str, change: Callable[[R | None], R | None]) -> R | None:
         """Read-modify-write one item under the lock; ``change`` gets None for a new item."""
@@ -481,26 +234,30 @@ class YamlCollection(Generic[R]):
             current = self.get(item_id)
             new = change(current)
             if new is not None:
-                self._save_locked(new)
+                self.save_locked(new)
             return new
+
+    def _write_many(self, changes: Mapping[str, Callable[[R], R | None]]) -> dict[str, dict[str, Any]]:
+        """Apply changes to existing items (under the lock); the index lines of the items written, by id."""
+        changed: dict[str, dict[str, Any]] = {}
+        for item_id, change in changes.items():
+            cur = self.get(item_id)
+            if cur is None:
+                continue
+            new = change(cur)
+            if new is None:
+                continue
+            path = self.path_of(item_id)
+            old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
+            atomic_write(path, self.dump(new, old_text))
+            changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
+        return changed
 
     def update_many(self, changes: dict[str, Callable[[R], R | None]]) -> int:
         """Apply changes to many items under one lock, then rewrite the index once; return items written."""
-        written = 0
-        changed: dict[str, dict[str, Any]] = {}
         with self.lock(), index_writes(self):
-            for item_id, change in changes.items():
-                cur = self.get(item_id)
-                if cur is None:
-                    continue
-                new = change(cur)
-                if new is None:
-                    continue
-                path = self.path_of(item_id)
-                old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
-                atomic_write(path, dump_yaml(self._dump(new), old_text))
-                changed[item_id] = {**self.entry_for(new), "path": path.name}
-                written += 1
+            changed = self._write_many(changes)
+            written = len(changed)
             if changed:
                 # One index rewrite for the batch: the changed lines replaced, every other line kept.
                 current = self.index.read()
@@ -508,64 +265,80 @@ class YamlCollection(Generic[R]):
                                  + list(changed.values()))
         return written
 
-    def delete(self, item_id: str) -> bool:
-        """Remove an item's index line, then its file; return True if it existed."""
-        with self.lock(), index_writes(self):
-            path = self.path_of(item_id)
-            self.index.remove([item_id])
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                return False
-            return True
-
-    def item_names(self) -> list[str]:
-        """Names of the item files present now, relative to the folder (the index check: no Path objects)."""
-        try:
-            with os.scandir(self.dir) as it:
-                return [e.name for e in it if is_item_file(e)]
-        except FileNotFoundError:
-            return []
-
-    def item_paths(self) -> list[Path]:
-        """Paths of the item files present now (symlinks excluded)."""
-        try:
-            with os.scandir(self.dir) as it:
-                return sorted((Path(e.path) for e in it if is_item_file(e)), key=lambda p: p.name)
-        except FileNotFoundError:
-            return []
-
     def rebuild_index(self, items: list[ItemRead[R]] | None = None) -> bool:
-        """Rewrite index.yaml from the item files (reusing unchanged parses in ``items``); True if it changed."""
-        if self.linked():
+        """Rewrite the index from the item files (reusing unchanged parses in ``items``); True if it changed."""
+        if self.guard_linked and self.linked():
             return False
-
         known = items
 
-        def derive() -> list[dict[str, Any]]:
+        def derive() -> tuple[list[R], list[dict[str, Any]]]:
             nonlocal known
-            known = fresh_items(known, self.item_paths(), self.load_path)
-            pairs = [(i.path, i.record) for i in known]
-            return rebuild_entries(entries_by_file(pairs, self.entry_for, self.expected_path, lambda p: p.name),
-                                   self._sort_key)
+            known = fresh_items(known, self.layout.item_paths(), self.load_path)
+            pairs = [(i.path, i.record) for i in known if i.record is not None and self.indexable(i.record)]
+            entries = entries_by_file(pairs, self.entry_for, self.expected_path, self.layout.name_of)
+            return [r for _, r in pairs], self.order_entries(entries)
 
         def same(entries: list[dict[str, Any]]) -> bool:
             # Same entries in another order (appends come in creation order) is not a change.
             current = self.index.read()
-            return current.exists and not current.problems and rebuild_entries(
-                current.entries, self._sort_key) == entries
+            return current.exists and not current.problems and self.order_entries(current.entries) == entries
 
         # Checked without the lock first: an index that is right is never rewritten, or even locked
         # (verify on a read-only tree answers instead of failing on the lock file).
-        if same(derive()):
+        records, entries = derive()
+        if same(entries) and self.derived_current(records):
             return False
         with self.lock():
-            entries = derive()
+            records, entries = derive()
+            self.write_derived(records)
             if same(entries):
                 return False
             self.index.write(entries)
             return True
 
-    def write_raw(self, item_id: str, text: str) -> None:
-        """Write an item file's text as given (tests, imports); the index is not touched."""
-        atomic_write(self.item_path(item_id), text)
+    # -- verify and GC ----------------------------------------------------------
+
+    def verify_item(self, item: ItemRead[R], report: VerifyReport, fix: bool, now: Any) -> dict[str, Any] | None:
+        """Verify's look at one parsed item: the lifecycle marks to write on it (the default rules)."""
+        return verify_marks(item.record, report, now)
+
+    def verify(self, report: VerifyReport, fix: bool, now: Any) -> None:
+        """Check every item file, rebuild the index, then write the lifecycle marks decided on the way."""
+        from ._verify import check_collection
+
+        marks: dict[str, dict[str, Any]] = {}
+
+        def on_item(_coll: Any, item: ItemRead[R]) -> None:
+            changes = self.verify_item(item, report, fix, now)
+            if changes:
+                marks[item.record.id] = changes  # type: ignore[union-attr]
+
+        check_collection(self.root, self, fix=fix, report=report, on_item=on_item)
+        if marks:
+            self.apply_marks(marks, report)
+
+    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport) -> None:
+        """Write verify's lifecycle marks (field -> value, by id); an unwritable tree is reported."""
+        try:
+            self.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
+        except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
+            report.add("io", self.layout.rel(self.dir), None,
+                       f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
+
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
+                items: list[ItemRead[R]] | None = None) -> list[str]:
+        """Remove items deleted, replaced or expired past their grace (tombstones first); the ids removed.
+
+        ``items`` are this store's items as GC parsed them already (each store is parsed once per GC).
+        """
+        return collect_expired(self, retention, report, now, dry_run,
+                               list(self.iter_items()) if items is None else items)
+
+
+def _setter(changes: dict[str, Any]) -> Callable[[Any], Any]:
+    def change(cur: Any) -> Any:
+        for k, v in changes.items():
+            setattr(cur, k, v)
+        return cur
+
+    return change

@@ -25,11 +25,28 @@ class GcReport:
     tombstones_written: int = 0
     skipped_symlinks: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    evidence: set[str] = field(default_factory=set, repr=False)
+    """Episodes still evidence for a live memory (set by gc_tree before the stores collect). Not reported."""
 
     def note(self, path: str, reason: str, size: int = 0) -> None:
         """Record one removal."""
         self.removed.append({"path": path, "reason": reason, "bytes": size})
         self.bytes_freed += size
+
+    def discard(self, root: Path, path: Path, reason: str) -> None:
+        """Remove a file or folder of the tree (noted; nothing removed in a dry run); a symlink is skipped."""
+        # remove_path unlinks a symlink as a link (its target is never touched) and refuses paths outside root.
+        if path.is_symlink():
+            self.skipped_symlinks.append(str(path.relative_to(root)))
+            return
+        self.note(str(path.relative_to(root)), reason, tree_size(path))
+        if not self.dry_run:
+            self.remove(root, path)
+
+    def remove(self, root: Path, path: Path) -> None:
+        """Delete a path already noted (every GC removal goes through here); symlinks inside are left."""
+        for link in remove_path(root, path):
+            self.skipped_symlinks.append(str(link.relative_to(root)))
 
     def keep(self, why: str) -> None:
         """Count something kept on purpose."""

@@ -125,3 +125,14 @@ def restore_quarantined(root: Path, q: Quarantined) -> Path:
     os.link(source, target)  # fails if the target appeared meanwhile: never replaces a file
     os.unlink(source)
     return target
+
+
+def quarantined(root: Path, path: Path) -> bool:
+    """Tell whether a file of this path was moved to quarantine (and is still there)."""
+    qdir = root / QUARANTINE_DIR
+    prefix = quarantine_name(root, path) + "."
+    try:
+        with os.scandir(qdir) as it:
+            return any(e.name.startswith(prefix) for e in it)
+    except OSError:
+        return False

@@ -7,12 +7,15 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._collection import Collection, Problem, same_path
+from ._item_read import Problem, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
 from ._validate import field_problems
+
+if TYPE_CHECKING:
+    from ._collection import Collection
 
 
 @dataclass
@@ -24,6 +27,11 @@ class VerifyReport:
     rebuilt_indexes: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    jsonl_files: list[Path] = field(default_factory=list, repr=False)
+    """jsonl files a store hands to the tree-wide torn-line check (the events of every episode). Not reported."""
+    traced: set[str] | None = field(default=None, repr=False)
+    """Episodes that still hold their trace (set by the episode store's verify; None: not known). Not reported:
+    the memories' excerpt-only rule reads it."""
 
     @property
     def ok(self) -> bool:
@@ -54,7 +62,7 @@ def _check_names(root: Path, coll: Collection, parsed: list[Any], report: Verify
                  relp: Callable[[Path], str], fix: bool) -> None:
     """A file whose name is not its id, or two files holding one id: named, and renamed with fix when safe."""
     expected_of = getattr(coll, "expected_path", None)
-    if expected_of is None:
+    if expected_of is None or not getattr(coll, "named_by_id", True):
         return
     by_id: dict[str, list[Any]] = {}
     for item in parsed:
@@ -100,47 +108,61 @@ def verify_collections(
 ) -> VerifyReport:
     """Parse every item of every collection, report problems, rebuild indexes."""
     report = report or VerifyReport()
-    relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
     for coll in collections:
-        parsed: list[Any] = []
-        for item in coll.iter_items():
-            report.checked += 1
-            if item.problem is None:
-                # Loaded, with a field of the wrong shape set aside: named, never quarantined.
-                for fp in field_problems(item.record):
-                    report.add("field", relp(item.path), fp.line, fp.message)
-                parsed.append(item)
-                if on_item is not None:
-                    on_item(coll, item)
-                continue
-            cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
-            report.add(cat, relp(item.path), item.problem.line, item.problem.message)
-            if fix and item.path.is_file():
-                try:
-                    target = quarantine(root, item.path, reason=item.problem.message)
-                except OSError as exc:
-                    report.add("io", relp(item.path), None, f"cannot quarantine: {exc.strerror or exc}")
-                    continue
-                report.fixed.append(f"quarantined {relp(item.path)} -> {relp(target)}")
-        _check_names(root, coll, parsed, report, relp, fix)
-        symlinks = getattr(coll, "symlinks", None)
-        if symlinks is not None:
-            for link in symlinks():
-                report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
-        index = getattr(coll, "index", None)
-        if index is not None:
-            for prob in index.read().problems:
-                report.add("index", relp(Path(prob.path or index.path)), prob.line, prob.message)
-        try:
-            if "items" in inspect.signature(coll.rebuild_index).parameters:
-                changed = coll.rebuild_index(items=parsed)  # type: ignore[call-arg]
-            else:
-                changed = coll.rebuild_index()
-        except OSError as exc:
-            report.add("io", relp(Path(getattr(coll, "dir", root))), None, f"cannot rebuild index: {exc}")
-            continue
-        if changed:
-            report.rebuilt_indexes.append(coll.name)
+        check_collection(root, coll, fix=fix, report=report, rel=rel, on_item=on_item)
     # A symlink is reported every time (it is never fixed automatically), but index problems
     # vanish with the rebuild, so a second verify after --fix comes back clean.
     return report
+
+
+def check_collection(root: Path, coll: Any, *, fix: bool, report: VerifyReport,
+                     rel: Callable[[Path], str] | None = None,
+                     on_item: Callable[[Any, Any], None] | None = None) -> None:
+    """One collection's files: parse every item (quarantine the broken with fix), names, symlinks, index."""
+    relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
+    parsed = _check_items(root, coll, report, relp, fix, on_item)
+    _check_names(root, coll, parsed, report, relp, fix)
+    symlinks = getattr(coll, "symlinks", None)
+    if symlinks is not None:
+        for link in symlinks():
+            report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
+    index = getattr(coll, "index", None)
+    if index is not None and getattr(coll, "indexed", True):
+        for prob in index.read().problems:
+            report.add("index", relp(Path(prob.path or index.path)), prob.line, prob.message)
+    try:
+        if "items" in inspect.signature(coll.rebuild_index).parameters:
+            changed = coll.rebuild_index(items=parsed)
+        else:
+            changed = coll.rebuild_index()
+    except OSError as exc:
+        report.add("io", relp(Path(getattr(coll, "dir", root))), None, f"cannot rebuild index: {exc}")
+        return
+    if changed:
+        report.rebuilt_indexes.append(coll.name)
+
+
+def _check_items(root: Path, coll: Any, report: VerifyReport, relp: Callable[[Path], str], fix: bool,
+                 on_item: Callable[[Any, Any], None] | None) -> list[Any]:
+    """Every item file parsed: the loaded ones returned, the broken ones reported (and quarantined with fix)."""
+    parsed: list[Any] = []
+    for item in coll.iter_items():
+        report.checked += 1
+        if item.problem is None:
+            # Loaded, with a field of the wrong shape set aside: named, never quarantined.
+            for fp in field_problems(item.record):
+                report.add("field", relp(item.path), fp.line, fp.message)
+            parsed.append(item)
+            if on_item is not None:
+                on_item(coll, item)
+            continue
+        cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
+        report.add(cat, relp(item.path), item.problem.line, item.problem.message)
+        if fix and item.path.is_file():
+            try:
+                target = quarantine(root, item.path, reason=item.problem.message)
+            except OSError as exc:
+                report.add("io", relp(item.path), None, f"cannot quarantine: {exc.strerror or exc}")
+                continue
+            report.fixed.append(f"quarantined {relp(item.path)} -> {relp(target)}")
+    return parsed

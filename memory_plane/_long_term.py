@@ -4,159 +4,89 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field, field_validator
+from typing import Any
 
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
-    INDEX_NAME,
     Clock,
     ConflictLog,
     FileProblemError,
-    IndexFile,
+    FlatLayout,
+    GcReport,
+    ItemCollection,
     ItemRead,
     LockTimeout,
-    Record,
     Retention,
     StorageError,
-    StrList,
     TombstoneLog,
     UsageError,
     atomic_write,
-    collection_lock,
     content_hash,
-    entries_by_file,
     field_num,
     field_str,
     field_text,
     field_words,
     format_ts,
-    fresh_items,
     has_symlink,
     index_writes,
-    indexed_entries,
     load_retention,
     parse_duration,
     parse_frontmatter,
     read_bytes_nofollow,
-    read_item,
     read_item_text,
     render_frontmatter,
-    safe_join,
     system_clock,
     validate_record,
 )
 
-from ._contradiction import contradicts, meaning_length
 from ._freshness import FileState, file_state, mtime_ns
 from ._inverted_index import InvertedIndex
+from ._long_term_model import (
+    GENERIC_ENTITIES,
+    LONG_TERM_TYPES,
+    MAX_CONTENT,
+    PRIORITY,
+    PROFILE_TYPES,
+    SOURCES,
+    USER_WORD_TYPES,
+    LongTermMemory,
+    LongTermType,
+    SaveResult,
+    _body,
+    _content_of,
+    _norm,
+    is_users,
+)
+from ._long_term_save import SaveRequest, run_save
 from ._retrieve_types import MemoryHit
 from ._tokens import token_set
 
-LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
-LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")
-PROFILE_TYPES: tuple[str, ...] = ("profile", "rule", "preference")
-PRIORITY = {"rule": 90, "preference": 80, "profile": 70, "procedure": 60, "fact": 50}
-GENERIC_ENTITIES = frozenset({"user", "me", "my", "you", "i", "我", "用户"})
-MAX_CONTENT = 4000
-SOURCES: tuple[str, ...] = ("user", "model")
-"""Who saved a memory: ``user`` (the CLI, the API by default) or ``model`` (the model's save_memory tool)."""
-USER_WORD_TYPES: tuple[str, ...] = ("rule", "preference")
-"""Types where the user's word stands: the model's save_memory never supersedes the user's."""
+__all__ = [
+    "GENERIC_ENTITIES", "LONG_TERM_TYPES", "MAX_CONTENT", "PRIORITY", "PROFILE_TYPES", "SOURCES", "USER_WORD_TYPES",
+    "LongTermMemory", "LongTermStore", "LongTermType", "SaveResult", "is_users",
+]
 
 
-def is_users(mem: LongTermMemory) -> bool:
-    """Whether a memory counts as the user's own word (a file without ``source``, written before the field
-    existed, counts as the user's: letting the model retire a user's rule is the worse mistake)."""
-    return mem.source != "model"
-
-
-class LongTermMemory(Record):
-    """One long-term memory (the body of its markdown file is the content)."""
-
-    type: LongTermType = "fact"  # type: ignore[assignment]
-    priority: int = 50
-    time_scope: str | None = None
-    traceability: str = "full"
-    tags: StrList = Field(default_factory=list)
-    entities: StrList = Field(default_factory=list)
-    source_refs: StrList = Field(default_factory=list)
-    lesson_key: str | None = None
-    source: str | None = None  # user | model (None: written before sources were recorded; counts as the user's)
-    content: str = Field(default="", exclude=True)
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, v: Any) -> Any:
-        # A hand-typed "Model " is the model; anything else a person wrote counts as the user's (see is_users).
-        return v.strip().lower() or None if isinstance(v, str) else v
-
-    def to_frontmatter(self) -> dict[str, Any]:
-        """The frontmatter mapping (content lives in the body)."""
-        return self.to_yaml_dict()
-
-
-@dataclass
-class SaveResult:
-    """Answer of save_memory: the id and saved | ignored | superseded | conflicted."""
-
-    id: str
-    status: str
-    reason: str | None = None
-    superseded: list[str] | None = None
-    # conflicted: the user's own memories this model save contradicts (they stay active, it does not).
-    conflicts_with: list[str] | None = None
-    note: str | None = None  # e.g. the text was cut to MAX_CONTENT characters
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def _body(mem: LongTermMemory) -> str:
-    title = mem.title or mem.content.split("\n", 1)[0][:80]
-    return f"\n# {title}\n\n{mem.content.strip()}\n"
-
-
-def _content_of(body: str) -> tuple[str | None, str]:
-    text = body.strip("\n")
-    m = re.match(r"#\s+(.*)\n", text + "\n")
-    if m:
-        title = m.group(1).strip()
-        rest = text[m.end():].strip("\n") if m.end() <= len(text) else ""
-        return title, rest.strip()
-    return None, text.strip()
-
-
-class LongTermStore:
+class LongTermStore(ItemCollection[LongTermMemory]):
     """long_term/memories/<id>.md plus index.yaml and profile.md."""
 
-    name = "long_term"
+    clock: Clock
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  retention: Retention | None = None) -> None:
-        self.root = Path(root)
+        super().__init__(FlatLayout(Path(root), "long_term", sub="memories", suffix=".md", check_ids=False),
+                         name="long_term", lock_timeout=lock_timeout, clock=clock)
         self.retention = retention or load_retention(None)
-        self.dir = safe_join(self.root, "long_term", follow_symlinks=True)
-        self.mem_dir = self.dir / "memories"
-        self.index = IndexFile(self.dir / INDEX_NAME)
-        self.clock = clock
-        self.lock_timeout = lock_timeout
+        self.mem_dir = self.layout.items_dir
         self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._search_cache: tuple[Any, list[dict[str, Any]], InvertedIndex] | None = None
 
-    def lock(self):  # type: ignore[no-untyped-def]
-        """The long-term collection lock."""
-        return collection_lock(self.dir, self.lock_timeout)
-
     def path_for(self, mem_id: str) -> Path:
         """The file of a memory."""
-        return safe_join(self.root, "long_term", "memories", f"{mem_id}.md")
+        return self.layout.path_of(mem_id)
 
     # -- reading ----------------------------------------------------------------
 
@@ -170,13 +100,6 @@ class LongTermStore:
         if not mem.title and title:
             mem.title = title
         return mem
-
-    def get(self, mem_id: str) -> LongTermMemory | None:
-        """A memory by id, or None."""
-        try:
-            return self.load_path(self.path_for(mem_id))
-        except FileNotFoundError:
-            return None
 
     def renamed_path(self, mem_id: str) -> Path | None:
         """The memory file whose frontmatter ``id:`` is this id, whatever its name (a scan: a miss only)."""
@@ -192,39 +115,6 @@ class LongTermStore:
                 return self.dir / name
         return None
 
-    def iter_items(self) -> Iterator[ItemRead[LongTermMemory]]:
-        """Every memory file (symlinks skipped)."""
-        if has_symlink(self.root, self.mem_dir):
-            return
-        try:
-            with os.scandir(self.mem_dir) as it:
-                files = sorted(Path(e.path) for e in it if e.name.endswith(".md") and not e.name.startswith(".")
-                               and e.is_file(follow_symlinks=False))
-        except FileNotFoundError:
-            return
-        for p in files:
-            yield read_item(p, self.load_path)
-
-    def symlinks(self) -> list[Path]:
-        """Symlinks among memory files (never followed)."""
-        if has_symlink(self.root, self.mem_dir):
-            return [self.mem_dir]
-        try:
-            with os.scandir(self.mem_dir) as it:
-                return [Path(e.path) for e in it if e.is_symlink()]
-        except FileNotFoundError:
-            return []
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Index entries (rebuilt when the index is missing)."""
-        if has_symlink(self.root, self.mem_dir):
-            return []
-        return indexed_entries(self)
-
-    def stamp_dirs(self) -> list[Path]:
-        """The folder whose mtime changes when a memory file appears or goes (index checks)."""
-        return [self.mem_dir]
-
     def entry_for(self, mem: LongTermMemory) -> dict[str, Any]:
         """The index line of a memory."""
         e = {
@@ -236,96 +126,46 @@ class LongTermStore:
             "superseded_by": mem.superseded_by, "conflicts_with": mem.conflicts_with or None,
             "applicability": mem.applicability or None,
             "traceability": mem.traceability if mem.traceability != "full" else None,
-            "summary": " ".join(mem.content.split())[:240], "path": f"memories/{mem.id}.md",
+            "summary": " ".join(mem.content.split())[:240], "path": self.layout.name_for(mem.id),
         }
         return {k: v for k, v in e.items() if v is not None}
 
-    def item_names(self) -> list[str]:
-        """``memories/<name>.md`` of every memory file present now (the index check)."""
-        try:
-            with os.scandir(self.mem_dir) as it:
-                return [f"memories/{e.name}" for e in it if e.name.endswith(".md") and not e.name.startswith(".")
-                        and e.is_file(follow_symlinks=False)]
-        except FileNotFoundError:
-            return []
+    def dump(self, record: LongTermMemory, old_text: str | None) -> str:
+        """The markdown of a memory: frontmatter, then its title and content (keeping a person's comments)."""
+        return render_frontmatter(record.to_frontmatter(), _body(record), old_text)
 
-    def item_paths(self) -> list[Path]:
-        """Memory files present now (symlinks excluded)."""
-        try:
-            with os.scandir(self.mem_dir) as it:
-                return sorted(Path(e.path) for e in it if e.name.endswith(".md") and not e.name.startswith(".")
-                              and e.is_file(follow_symlinks=False))
-        except FileNotFoundError:
-            return []
+    def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """By priority (highest first), then id."""
+        return sorted(entries, key=lambda e: (-int(field_num(e.get("priority"), 0)), str(e["id"])))
 
-    def expected_path(self, mem: LongTermMemory) -> Path:
-        """Where the file of a memory named after its id lives (its id is already known to be safe)."""
-        return self.mem_dir / f"{mem.id}.md"
+    def derived_current(self, records: list[LongTermMemory]) -> bool:
+        """Whether profile.md says what these memories say."""
+        return self._profile_text(records) == self._profile_on_disk()
 
-    def rebuild_index(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
-        """Rewrite index.yaml (by priority, then id) and profile.md from the memory files, under the lock."""
-
-        def order(e: dict[str, Any]) -> tuple[int, str]:
-            return (-int(field_num(e.get("priority"), 0)), str(e["id"]))
-
-        known = items
-
-        def derive() -> tuple[list[LongTermMemory], list[dict[str, Any]]]:
-            nonlocal known
-            known = fresh_items(known, self.item_paths(), self.load_path)
-            pairs = [(i.path, i.record) for i in known if i.record is not None]
-            entries = entries_by_file(pairs, self.entry_for, self.expected_path, lambda p: f"memories/{p.name}")
-            return [m for _, m in pairs], sorted(entries, key=order)
-
-        def same(entries: list[dict[str, Any]]) -> bool:
-            current = self.index.read()
-            return current.exists and not current.problems and sorted(current.entries, key=order) == entries
-
-        mems, entries = derive()
-        if same(entries) and self._profile_text(mems) == self._profile_on_disk():
-            return False  # right as it is: not rewritten, not even locked (a read-only tree verifies)
-        with self.lock():
-            mems, entries = derive()
-            self._write_profile(mems)
-            if same(entries):
-                return False
-            self.index.write(entries)
-            return True
+    def write_derived(self, records: list[LongTermMemory]) -> None:
+        """Rewrite profile.md from these memories (when it changed)."""
+        self._write_profile(records)
 
     def update_many(self, changes: dict[str, Any]) -> int:
         """Apply changes to many memories under one lock, then rebuild index and profile once."""
-        written = 0
         with self.lock():
-            for mem_id, change in changes.items():
-                cur = self.get(mem_id)
-                if cur is None:
-                    continue
-                new = change(cur)
-                if new is None:
-                    continue
-                path = self.path_for(mem_id)
-                old = read_bytes_nofollow(path).decode("utf-8", "replace")
-                atomic_write(path, render_frontmatter(new.to_frontmatter(), _body(new), old))
-                written += 1
+            written = len(self._write_many(changes))
             if written:
                 self.rebuild_index()
         return written
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Long-term memories point at no files that must exist."""
-        return iter(())
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
+                items: list[ItemRead[LongTermMemory]] | None = None) -> list[str]:
+        """The default GC rules, then index and profile.md rebuilt from what is left."""
+        gone = super().collect(retention, report, now, dry_run, items=items)
+        if gone and not dry_run:
+            self.rebuild_index()
+        return gone
 
     # -- writing ----------------------------------------------------------------
 
     def _write(self, mem: LongTermMemory) -> None:
-        path = self.path_for(mem.id)
-        try:
-            old = read_bytes_nofollow(path).decode("utf-8", "replace")
-        except FileNotFoundError:
-            old = None
-        with index_writes(self):
-            atomic_write(path, render_frontmatter(mem.to_frontmatter(), _body(mem), old))
-            self.index.upsert(self.entry_for(mem))
+        self.save_locked(mem)
 
     def _profile_text(self, mems: Iterable[LongTermMemory]) -> str | None:
         """profile.md as built from the active profile, rule and preference memories (None: no file)."""
@@ -384,9 +224,10 @@ class LongTermStore:
         ents_l = list(dict.fromkeys(e.strip() for e in entities if e and e.strip()))
         if ttl is not None:
             parse_duration(ttl)  # a bad TTL is a usage error now, not a surprise later
+        req = SaveRequest(type, text, key, mem_id, title, tags_l, ents_l, force, priority, ttl, applicability,
+                          source_refs, source)
         try:
-            res = self._save_locked(type, text, key, mem_id, title, tags_l, ents_l, force, priority, ttl,
-                                    applicability, source_refs, source)
+            res = run_save(self, req)
         except (StorageError, LockTimeout):
             raise
         except OSError as exc:
@@ -397,112 +238,6 @@ class LongTermStore:
         if note is not None:
             res.note = note
         return res
-
-    def _save_locked(self, type: str, text: str, key: str, mem_id: str, title: str | None, tags_l: list[str],
-                     ents_l: list[str], force: bool, priority: int | None, ttl: str | None,
-                     applicability: dict[str, Any] | None, source_refs: Iterable[str], source: str) -> SaveResult:
-        by_model = source == "model"
-        # The user's word stands: a model save never replaces the user's rule or preference.
-        guarded = by_model and type in USER_WORD_TYPES
-        with self.lock():
-            if not force and (key in self.tombstones.blocked_hashes() or mem_id in self.tombstones.blocked_ids()):
-                return SaveResult(mem_id, "ignored", "forgotten on purpose (force=True saves it again)")
-            actives = [m for m in (i.record for i in self.iter_items()) if m is not None and m.status == "active"
-                       and m.type == type]
-            norm = _norm(text)
-            if guarded:
-                held = self._held_conflict(mem_id, actives)
-                if held:  # the same contradicting save again: one conflict, logged once
-                    return SaveResult(mem_id, "conflicted", _stands(type, held), conflicts_with=held)
-            # "Long enough to mean something" is measured the same way for CJK and Latin text.
-            for m in actives:
-                old = _norm(m.content)
-                if old == norm and not by_model and not is_users(m):
-                    # The user says what the model had saved: from now on it is the user's own word.
-                    m.source, m.updated_at = "user", self.clock()
-                    self._write(m)
-                    self._write_profile()
-                    return SaveResult(m.id, "saved", "the model had saved the same; it is now the user's own")
-                if old == norm or (meaning_length(norm) >= 8 and norm in old and (by_model or is_users(m))):
-                    return SaveResult(m.id, "ignored", "the same or a broader memory exists")
-            replaced: list[LongTermMemory] = []
-            blocked: list[LongTermMemory] = []  # the user's memories a model save contradicts
-            beside: list[str] = []  # the user's memories a model save would have replaced, left as they are
-            reason = None
-            contradicted: list[str] = []
-            for m in actives:
-                old = _norm(m.content)
-                topic = bool(set(map(str.lower, m.entities)) & set(map(str.lower, ents_l)) - GENERIC_ENTITIES
-                             or set(map(str.lower, m.tags)) & set(map(str.lower, tags_l)))
-                opposite = type in USER_WORD_TYPES and contradicts(old, norm, same_topic=topic)
-                if guarded and is_users(m):
-                    if opposite:
-                        blocked.append(m)
-                    elif (meaning_length(old) >= 8 and old in norm) or _same_subject(m, ents_l, tags_l, old, norm):
-                        beside.append(m.id)
-                    continue
-                if meaning_length(old) >= 8 and old in norm:
-                    replaced.append(m)  # the new memory says the same, more specifically
-                elif opposite:
-                    # Two rules that cannot both be followed: the newer word wins (the user's over the model's).
-                    replaced.append(m)
-                    contradicted.append(m.id)
-                    reason = f"contradicts {m.id}, which it replaces"
-                elif _same_subject(m, ents_l, tags_l, old, norm):
-                    replaced.append(m)  # same subject, same kind, mostly the same words
-            if blocked:
-                replaced, contradicted = [], []  # a memory that is not followed replaces nothing
-            now = self.clock()
-            ttl_kind = "long_term_procedure" if type == "procedure" else type
-            mem = LongTermMemory(
-                id=mem_id, type=type, title=(title or text.split("\n", 1)[0])[:120], content=text,  # type: ignore[arg-type]
-                priority=priority if priority is not None else PRIORITY[type], confidence=0.9 if type == "rule"
-                else 0.8, tags=tags_l, entities=ents_l, source_refs=list(source_refs), created_at=now,
-                updated_at=now, ttl=ttl or self.retention.ttl_text(ttl_kind), applicability=applicability or {},
-                lesson_key=key, source=source,
-            )
-            mem.renew(now)
-            mem.supersedes = replaced[0].id if replaced else None
-            if blocked:
-                mem.status = "conflicted"
-                mem.conflicts_with = [m.id for m in blocked]
-            self._write(mem)
-            for old_mem in replaced:
-                # New file first, then the old one marked replaced: a crash between leaves two actives,
-                # which the next save dedupes, never zero.
-                old_mem.status = "replaced"
-                old_mem.superseded_by = mem.id
-                old_mem.updated_at = now
-                self._write(old_mem)
-            self._write_profile()
-        # The conflict log names both sides (outside the collection's lock: the log has its own).
-        if blocked:
-            held = [m.id for m in blocked]
-            self.conflicts.add([mem.id, *held], rule="user_memory_stands", decision="conflicted",
-                               evidence={"memory": mem.id, "source": source, "conflicts_with": held,
-                                         "kept_active": held})
-            return SaveResult(mem.id, "conflicted", _stands(type, held), conflicts_with=held)
-        for old_id in contradicted:
-            self.conflicts.add([mem.id, old_id], rule="contradiction", decision="superseded",
-                               evidence={"memory": mem.id, "source": source, "conflicts_with": [old_id],
-                                         "superseded": old_id})
-        if replaced:
-            return SaveResult(mem.id, "superseded", reason, [m.id for m in replaced])
-        if beside:
-            return SaveResult(mem.id, "saved", f"kept beside the user's own {', '.join(beside)}, which a model save "
-                                               "does not replace")
-        return SaveResult(mem.id, "saved")
-
-    def _held_conflict(self, mem_id: str, actives: list[LongTermMemory]) -> list[str]:
-        """The user's active memories an already conflicted model memory of this id contradicts ([] if none)."""
-        try:
-            cur = self.get(mem_id)
-        except (OSError, FileProblemError):
-            return []
-        if cur is None or cur.status != "conflicted":
-            return []
-        live = {m.id for m in actives if is_users(m)}
-        return [x for x in cur.conflicts_with if x in live]
 
     def forget_memory(self, mem_id: str, *, reason: str = "forgotten") -> bool:
         """Delete a memory everywhere and write a tombstone without its content; True if it existed."""
@@ -544,7 +279,7 @@ class LongTermStore:
                                   score=round(min(1.0, score + bonus), 4),
                                   confidence=field_num(e.get("confidence", 0.5), 0.5),
                                   text=current or field_text(e.get("summary")), title=field_str(e.get("title")),
-                                  path=f"long_term/{field_str(e.get('path')) or ''}"))
+                                  path=f"{self.layout.rel_dir}/{field_str(e.get('path')) or ''}"))
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
@@ -564,7 +299,7 @@ class LongTermStore:
                 continue
             hits.append(MemoryHit(id=e["id"], type=kind, score=1.0, confidence=field_num(e.get("confidence", 0.5), 0.5),
                                   text=current or field_text(e.get("summary")), title=field_str(e.get("title")),
-                                  path=f"long_term/{field_str(e.get('path')) or ''}"))
+                                  path=f"{self.layout.rel_dir}/{field_str(e.get('path')) or ''}"))
             if len(hits) >= limit:
                 break
         return hits
@@ -572,7 +307,7 @@ class LongTermStore:
     def _current_text(self, entry: dict[str, Any], index_mtime_ns: int) -> str | None:
         """The memory's text as its file holds it now ('' when the index line is current), or None when
         the file is gone, empty, unreadable or no longer active."""
-        state, path, _ = file_state(self.dir, field_str(entry.get("path")) or f"memories/{entry['id']}.md",
+        state, path, _ = file_state(self.dir, field_str(entry.get("path")) or self.layout.name_for(entry["id"]),
                                     index_mtime_ns)
         if state is FileState.INDEXED:
             return ""  # written before its index line: the line says what the file says
@@ -594,25 +329,6 @@ class LongTermStore:
                                *field_words(e.get("entities"))]) for e in entries]
             self._search_cache = (key, entries, InvertedIndex.build(texts))
         return self._search_cache[1], self._search_cache[2]
-
-
-def _stands(kind: str, held: list[str]) -> str:
-    return (f"it contradicts the user's own {kind} {', '.join(held)}, which stands: kept as a conflict naming both, "
-            "not followed")
-
-
-def _same_subject(m: LongTermMemory, ents: list[str], tags: list[str], old: str, new: str) -> bool:
-    """Same subject (a shared entity and tag) and mostly the same words."""
-    return bool(set(map(str.lower, m.entities)) & set(map(str.lower, ents)) - GENERIC_ENTITIES
-                and set(map(str.lower, m.tags)) & set(map(str.lower, tags))
-                and _similar(old, new) >= 0.5)
-
-
-def _similar(a: str, b: str) -> float:
-    ta, tb = token_set(a), token_set(b)
-    if not ta or not tb:
-        return 0.0
-    return len(ta & tb) / len(ta | tb)
 
 
 def _expired(entry: dict[str, Any], now: Any) -> bool:

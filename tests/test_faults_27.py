@@ -105,7 +105,7 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
     import shutil
     from datetime import timedelta
 
-    import memory_plane.upkeep._gc as maint
+    import lifecycle._gc as maint  # every GC removal goes through its remove_path
     from memory_plane.bench._lifecycle import NOW
 
     now = NOW + timedelta(days=200)  # most episodes past their summary TTL, most items past grace

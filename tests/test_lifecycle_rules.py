@@ -412,7 +412,7 @@ def test_cli_exit_codes_and_help(root: Path, capsys) -> None:
 
 
 def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:
-    import memory_plane.upkeep._gc as maint
+    import lifecycle._gc as maint  # every GC removal goes through its remove_path
 
     with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
         for i in range(3):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from device_memory import DeviceMemory, type_of_id
-from episodes import TaskEpisodeStore, episode_year
+from episodes import TaskEpisodeStore
 from lifecycle import (
     STATUSES,
     FileProblemError,
@@ -263,15 +263,10 @@ class Retriever:
     def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any], Callable[[Any], dict[str, Any]]]:
         """Where a candidate's item lives: (folder, its default file name there, the index, the loader, the
         index line of a record)."""
-        e_id = c.src.entries[c.i]["id"]
-        if c.src.kind == "episode":
-            ep = self.episodes
-            return ep.dir, f"{episode_year(e_id)}/{e_id}/episode.yaml", ep.index.path, ep.load_path, ep.entry_for
-        if c.src.kind == "long_term":
-            lt = self.long_term
-            return lt.dir, f"memories/{e_id}.md", lt.index.path, lt.load_path, lt.entry_for
-        coll = self.device.collections[c.item_type]
-        return coll.dir, f"{e_id}.yaml", coll.index.path, coll.load_path, coll.entry_for
+        e_id, kind = c.src.entries[c.i]["id"], c.src.kind
+        store: Any = (self.episodes if kind == "episode" else self.long_term if kind == "long_term"
+                      else self.device.collections[c.item_type])
+        return store.dir, store.layout.name_for(e_id), store.index.path, store.load_path, store.entry_for
 
     def _current(self, c: _Cand, drop: Drop, index_mtimes: dict[Path, int], ctx: Query) -> Any:
         """Whether a candidate's file still stands behind its index line: True (trusted as indexed),
@@ -341,21 +336,24 @@ class Retriever:
             factors["no_evidence"] = 1.0  # part of the penalty: nothing on disk shows this memory
         kind = c.src.kind
         rel = field_str(e.get("path"))
+        store: Any = (self.episodes if kind == "episode" else self.long_term if kind == "long_term"
+                      else self.device.collections[c.item_type])
+        layout = store.layout
         if kind == "episode":
             success = f.validation == 1.0
             item_type = "task_episode" if success else "task_episode_failure"
             text, title = field_text(e.get("summary")) or field_text(e.get("goal")), field_str(e.get("goal"))
-            path = f"episodes/{rel or ''}"
+            path = f"{layout.rel_dir}/{rel or ''}"
         elif kind == "long_term":
             item_type, text = field_str(e.get("type")) or "fact", field_text(e.get("summary"))
             if rec is not None:  # the text as the file holds it now, if a person edited it since
                 text = " ".join(str(rec.content).split())[:240] or text
             title = field_str(e.get("title"))
-            path = f"long_term/{rel or ''}"
+            path = f"{layout.rel_dir}/{rel or ''}"
         else:
             item_type, title = c.item_type, field_str(e.get("title"))
             text = field_text(e.get("summary")) or field_text(e.get("title")) or e["id"]
-            path = f"{self.device.collections[c.item_type].rel_dir}/{rel or e['id'] + '.yaml'}"
+            path = f"{layout.rel_dir}/{rel or layout.name_for(e['id'])}"
         return MemoryHit(id=e["id"], type=item_type, score=round(c.score, 4), confidence=f.confidence, text=text,
                          title=title, path=path, app=f.app, page=field_str(e.get("page")), status=f.status,
                          factors={k: round(v, 3) for k, v in factors.items()},

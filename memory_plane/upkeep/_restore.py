@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from device_memory import DeviceMemory
-from episodes import EPISODE_FILE, TaskEpisodeStore
+from episodes import TaskEpisodeStore
 from lifecycle import (
     QUARANTINE_DIR,
     FileProblemError,
     UsageError,
     find_quarantined,
-    quarantine_name,
     restore_quarantined,
 )
 
@@ -23,17 +21,8 @@ from .._long_term import LongTermStore
 def _owner(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
            rel: str) -> Any:
     """The store a path of the tree belongs to (None for files that are not memory items)."""
-    parts = Path(rel).parts
-    if parts[:1] == ("episodes",) and parts[-1] == EPISODE_FILE:
-        return episodes
-    if parts[:2] == ("long_term", "memories"):
-        return long_term
-    if rel == "device/profile.yaml" or parts[:2] == ("device", "profiles"):
-        return device.profiles
-    for coll in device.collections.values():
-        if len(parts) == 3 and "/".join(parts[:2]) == coll.rel_dir:
-            return coll
-    return None
+    stores: list[Any] = [episodes, long_term, device.profiles, *device.collections.values()]
+    return next((s for s in stores if s.layout.owns(rel)), None)
 
 
 def restore_from_quarantine(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore,
@@ -56,15 +45,4 @@ def restore_from_quarantine(root: Path, device: DeviceMemory, episodes: TaskEpis
             "problem": problem, "reindexed": rebuilt}
 
 
-def quarantined(root: Path, path: Path) -> bool:
-    """Tell whether a file of this path was moved to quarantine (and is still there)."""
-    qdir = root / QUARANTINE_DIR
-    prefix = quarantine_name(root, path) + "."
-    try:
-        with os.scandir(qdir) as it:
-            return any(e.name.startswith(prefix) for e in it)
-    except OSError:
-        return False
-
-
-__all__ = ["quarantined", "restore_from_quarantine"]
+__all__ = ["restore_from_quarantine"]

@@ -1,0 +1,190 @@
+"""Verify and GC of the episode store: close crashed recordings, check artifacts, drop traces past their TTL."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lifecycle import (
+    GcReport,
+    ItemRead,
+    Retention,
+    TombstoneLog,
+    VerifyReport,
+    check_collection,
+    not_yet_tombstoned,
+    older,
+    quarantined,
+    read_jsonl,
+    safe_join,
+)
+
+from ._model import TaskEpisode
+from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed
+
+if TYPE_CHECKING:
+    from ._store import TaskEpisodeStore
+
+log = logging.getLogger("memory_plane")
+TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")
+
+
+
+def verify_episodes(store: TaskEpisodeStore, report: VerifyReport, fix: bool, now: datetime,
+                    on_closed: OnClosed | None) -> None:
+    """Every episode file checked, crashed recordings closed, missing artifacts named; the index rebuilt."""
+    if report.traced is None:
+        report.traced = set()
+    interrupted = report.stats.setdefault("interrupted", [])
+    dirs: list[Path] = []
+
+    def on_item(_coll: Any, item: ItemRead[TaskEpisode]) -> None:
+        dirs.append(item.path.parent)
+        _verify_episode(store, item, report, fix, now, on_closed, interrupted)
+
+    check_collection(store.root, store, fix=fix, report=report, on_item=on_item)
+    # Their events files go to the tree-wide torn-line check, with the other jsonl files of the tree.
+    report.jsonl_files += [d / EVENTS_FILE for d in dirs]
+    # Transcripts closed with visual summaries still pending (a bounded close on a degraded API).
+    pending = report.stats.setdefault("transcripts_pending", [])
+    for d in dirs:
+        steps_file = d / "transcript" / "steps.jsonl"
+        if steps_file.is_file() and any(r.get("kind") == "close" and r.get("pending")
+                                         for r in read_jsonl(steps_file).records):
+            pending.append(d.name)
+
+
+def _verify_episode(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], report: VerifyReport, fix: bool,
+                    now: datetime, on_closed: OnClosed | None, interrupted: list[str]) -> None:
+    ep = item.record
+    assert ep is not None
+    d = item.path.parent
+    if (d / EVENTS_FILE).exists():
+        report.traced.add(ep.id)  # type: ignore[union-attr]
+    # Closing a dead recording is safe without --fix: it only adds what the crash lost; the
+    # index rebuild that follows sees the rewritten file (its stat changed) and indexes it.
+    dead = ep.status == "recording" and not store.is_recording_live(ep.id)
+    try:
+        closed = store.mark_interrupted(ep, now) if dead else None
+        if closed is not None and closed.status == "interrupted":
+            interrupted.append(ep.id)
+            report.fixed.append(f"marked {ep.id} interrupted")
+        elif closed is not None:  # its events end with finish: the task ended, only the commit did not
+            report.fixed.append(f"completed {ep.id} from its finish event (its commit never happened)")
+        if closed is not None and on_closed is not None:
+            on_closed(closed)
+    except OSError as exc:
+        report.add("io", store.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
+    if ep.traceability not in ("summary_only", "excerpt_only"):
+        _check_artifacts(store, ep, d, item.path, report, fix)
+
+
+def _check_artifacts(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, path: Path, report: VerifyReport,
+                     fix: bool) -> None:
+    """Screenshots the events point at: one missing makes the episode excerpt_only (with fix)."""
+    for ev in read_jsonl(d / EVENTS_FILE).records:
+        ref = ev.get("screenshot_ref")
+        if not isinstance(ref, str) or not ref:
+            continue
+        try:
+            target = safe_join(d, ref)
+        except ValueError:
+            report.add("unsafe_ref", store.rel(d / EVENTS_FILE), None, f"screenshot_ref {ref!r} leaves the episode")
+            continue
+        if not target.exists():
+            report.add("missing_artifact", store.rel(d), None, f"{ref} referenced by {ev.get('event_id')}")
+            if fix:
+                ep.traceability = "excerpt_only"
+                try:
+                    store.write(ep)
+                except OSError as exc:
+                    report.add("io", store.rel(path), None, f"cannot write: {exc.strerror or exc}")
+                    break
+                report.fixed.append(f"{ep.id}: traceability excerpt_only (artifacts missing)")
+            break
+
+
+def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcReport, now: datetime,
+                     dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
+    """Drop full traces past their TTL and summaries past theirs, unless evidence for a memory
+    (``report.evidence``); orphan folders and unreferenced screenshots go too. The ids removed."""
+    drop: list[tuple[TaskEpisode, Path]] = []
+    for item in store.iter_items() if items is None else items:
+        found = _collect_one(store, item, retention, report, now, dry_run)
+        if found is not None:
+            drop.append(found)  # removed below, after their tombstones are on disk
+    if not drop:
+        return []
+    # The order makes a killed GC resumable (issue 27): tombstones first (fsynced; one per removal,
+    # never twice), then the index lines, then the folders. A rerun finds what is left and finishes it.
+    if not dry_run:
+        tombs = TombstoneLog(store.root, clock=store.clock)
+        report.tombstones_written += tombs.add_many(
+            "episode", not_yet_tombstoned(tombs, "episode", {ep.id: ep.started_ts() for ep, _ in drop}),
+            reason="gc")
+        with store.lock():
+            store.index.remove([ep.id for ep, _ in drop])
+    for _, d in drop:
+        report.discard(store.root, d, "episode_summary_ttl")
+    return [ep.id for ep, _ in drop]
+
+
+def _collect_one(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], ret: Retention, report: GcReport,
+                 now: datetime, dry_run: bool) -> tuple[TaskEpisode, Path] | None:
+    """GC of one episode folder; the episode and its folder when its summary is past its TTL."""
+    ep = item.record
+    d = item.path.parent
+    if ep is None and store.is_orphan(item) and not d.is_symlink():
+        if quarantined(store.root, item.path):
+            # Its episode.yaml is in quarantine, waiting for a person: the events and screenshots
+            # are the evidence that restoring it needs, so they stay.
+            report.keep("quarantined_episode_evidence")
+            return None
+        age_ok = datetime.fromtimestamp(d.lstat().st_mtime, now.tzinfo) + (
+            ret.grace_of("temp_files") or timedelta(hours=1)) <= now
+        if age_ok:
+            report.discard(store.root, d, "orphan_episode_folder")
+        return None
+    if ep is None or ep.status == "recording":
+        return None
+    if d.is_symlink() or d.parent.is_symlink():
+        report.skipped_symlinks.append(store.rel(d))
+        return None
+    started = ep.started_ts()
+    if ep.id in report.evidence:
+        if older(started, ret.ttl_of("episode_trace"), now):
+            report.keep("referenced_episode_trace")
+        return None
+    if older(started, ret.ttl_of("episode_summary"), now):
+        return ep, d
+    if older(started, ret.ttl_of("episode_trace"), now):
+        parts = [d / name for name in TRACE_PARTS if (d / name).exists() or (d / name).is_symlink()]
+        if parts and not dry_run and ep.traceability != "summary_only":
+            # Said before it is done: a GC killed between the two still finds the parts and removes them,
+            # and the episode never claims a trace it no longer has.
+            ep.traceability = "summary_only"
+            store.write(ep)
+        for part in parts:
+            report.discard(store.root, part, "episode_trace_ttl")
+    else:
+        _orphan_artifacts(store.root, d, report)
+    return None
+
+
+def _orphan_artifacts(root: Path, d: Path, report: GcReport) -> None:
+    """Screenshots no event points at (left by a crash between the file and its event)."""
+    art = d / "artifacts"
+    if not art.is_dir() or art.is_symlink():
+        return
+    events = read_jsonl(d / EVENTS_FILE)
+    if events.problems and not events.records:
+        return  # cannot tell what is referenced: keep everything
+    used = {str(ev.get("screenshot_ref")) for ev in events.records if ev.get("screenshot_ref")}
+    used |= {part.split("]")[0] for ev in events.records for part in str(ev).split("[image: ")[1:]}
+    for p in sorted(art.iterdir()):
+        if not p.is_file() or p.is_symlink():
+            continue
+        if f"artifacts/{p.name}" not in used and not (d / EPISODE_FILE).read_text("utf-8", "replace").count(p.name):
+            report.discard(root, p, "unreferenced_artifact")
