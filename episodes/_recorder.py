@@ -15,6 +15,7 @@ from typing import Any
 from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
+from ._config_file import read_config
 from ._model import (
     FAILURE_PHASES,
     DeviceScope,
@@ -192,6 +193,8 @@ class EpisodeRecorder:
             record = {k: v for k, v in record.items() if v is not None}
             if self.dir is None:
                 return event_id
+            if self._finished is not None:
+                self._finished.take_events()  # an event after finish: the jobs read the file as it now is
             try:
                 # One whole line per event, appended as it happens: a crash loses at most this line.
                 append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
@@ -340,7 +343,7 @@ class EpisodeRecorder:
         if config is None and lens is None and self._transcript_opener is not None:
             return self._transcript_opener(self, system_prompt=system_prompt)
         if config is None:
-            config = TranscriptConfig.from_mapping(_read_config(self._store.root))
+            config = TranscriptConfig.from_mapping(read_config(self._store.root))
         return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                 system_prompt=system_prompt, session_start=self.episode.started_at
                                 if isinstance(self.episode.started_at, type(self._clock())) else None)
@@ -412,6 +415,7 @@ class EpisodeRecorder:
             if self.dir is not None:
                 try:
                     events = self._store.events(ep.id).records
+                    ep.keep_events(events)  # the writer's jobs use this read instead of their own
                 except Exception:
                     events = []
                 ep.summary = episode_summary(ep, events)
@@ -442,19 +446,6 @@ class EpisodeRecorder:
                 os.close(fd)
             except OSError:
                 pass
-
-
-def _read_config(root: Any) -> dict[str, Any]:
-    """config.yaml under the memory root ({} when missing or unreadable: a task never fails for it)."""
-    from lifecycle import FileProblemError, load_yaml_file
-
-    try:
-        data = load_yaml_file(root / "config.yaml")
-    except (FileNotFoundError, FileProblemError, OSError) as exc:
-        if not isinstance(exc, FileNotFoundError):
-            log.error("memory: config.yaml ignored: %s", exc)
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _txt(v: Any) -> str | None:

@@ -100,6 +100,7 @@ from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
 from ._verify import VerifyReport, verify_collections
 from ._yaml import MAX_ITEM_BYTES, check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file, read_item_text
+from ._yaml import emit_block_yaml as emit_block_yaml
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -163,6 +164,7 @@ __all__ = [
     "dump_yaml",
     "dumps_compact",
     "elapsed_label",
+    "emit_block_yaml",
     "entries_by_file",
     "field_num",
     "field_problems",

@@ -6,7 +6,6 @@ import logging
 import os
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,6 +19,7 @@ from episodes import (
     TaskEpisode,
     TaskEpisodeStore,
     TaskEpisodeWriter,
+    read_config,
 )
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
@@ -161,16 +161,7 @@ class MemoryPlane:
 
     def config(self) -> dict[str, Any]:
         """config.yaml under the root ({} when missing; a broken file is logged and ignored)."""
-        from lifecycle import FileProblemError, load_yaml_file
-
-        try:
-            data = load_yaml_file(self.root / "config.yaml")
-        except FileNotFoundError:
-            return {}
-        except (FileProblemError, OSError) as exc:
-            log.error("memory: config.yaml ignored: %s", exc)
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_config(self.root)
 
     def open_transcript(self, recorder: EpisodeRecorder, *, system_prompt: str = "", goal: str | None = None) -> Any:
         """The transcript ledger of a recording episode, with the configured lenses (offline without a key);
@@ -292,78 +283,11 @@ class MemoryPlane:
 
     def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
         """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
-        import json
-        import time as _time
-
-        from episodes import FAILED_PREFIX, episode_year, job_name
-        from lifecycle import format_ts, is_safe_id, read_bytes_nofollow
-
-        names = [job_name(j) for j in self.writer.jobs]
-        out: list[dict[str, Any]] = []
-        for e in self.episodes.entries():
-            if not is_safe_id(e["id"]):
-                continue
-            # A plain join (the id is checked): this looks at every episode of the store.
-            d = self.episodes.dir / episode_year(e["id"]) / e["id"]
-            for name in names:
-                try:
-                    raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")
-                except OSError:
-                    continue
-                try:
-                    info = json.loads(raw)
-                except ValueError:
-                    info = {}
-                info = info if isinstance(info, dict) else {}
-                try:
-                    due = (d / "episode.yaml").stat().st_mtime + min_age_s
-                except OSError:
-                    due = 0.0
-                # verify's catch-up leaves recent episodes to the agent's own worker (see catch_up).
-                retry = f"after {format_ts(datetime.fromtimestamp(due, timezone.utc))}" if due > _time.time() \
-                    else "by the next verify (lifecycle verify runs it again)"
-                out.append({"episode": e["id"], "job": name, "failed_at": info.get("failed_at"),
-                            "error": info.get("error"), "retry": retry})
-        return out
+        return self.writer.failed_jobs(min_age_s)
 
     def catch_up(self, limit: int = 500, min_age_s: float = 600.0) -> list[str]:
-        """Run the background jobs of committed episodes that lack their done-markers; return their ids.
-
-        Episodes committed in the last ``min_age_s`` are left to the agent's own worker, which may still
-        be running them: a job must be applied once, not once per process.
-        """
-        import time as _time
-
-        from episodes import job_name
-
-        done: list[str] = []
-        names = [job_name(j) for j in self.writer.jobs]
-        cutoff = _time.time() - min_age_s
-        for e in self.episodes.entries():
-            if len(done) >= limit:
-                break
-            if e.get("status") not in ("active", "interrupted"):
-                continue
-            try:
-                d = self.episodes.episode_dir(e["id"])
-            except ValueError:
-                continue
-            try:
-                if all((d / f".done-{n}").exists() for n in names) or (d / "episode.yaml").stat().st_mtime > cutoff:
-                    continue
-            except OSError:
-                continue
-            ep = self.episodes.get(e["id"])
-            if ep is None:
-                continue
-            for job, name in zip(self.writer.jobs, names):
-                if not (d / f".done-{name}").exists():
-                    try:
-                        self.writer._run_marked(job, name, ep)
-                    except Exception as exc:  # reported, never raised into cron
-                        log.error("memory: catch-up %s(%s) failed: %s", name, ep.id, exc)
-            done.append(ep.id)
-        return done
+        """Run the background jobs of committed episodes that lack their done-markers; return their ids."""
+        return self.writer.catch_up(limit, min_age_s)
 
     def quarantined(self) -> list[Any]:
         """Files `verify --fix` moved to lifecycle/quarantine/ (name, original path, when, why)."""

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import pydantic
 from pydantic import BaseModel, BeforeValidator
 
-from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
+from episodes.transcript import estimate_text_tokens as estimate_tokens
 from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id
 
 from ._tokens import token_set

@@ -81,7 +81,7 @@ def build_template(root: Path) -> None:
     from lifecycle import init_tree
 
     from .._plane import MemoryPlane
-    from ..sim._demo import run_rounds
+    from ..sim import run_rounds
 
     init_tree(root)
     with MemoryPlane.open(root) as plane, contextlib.redirect_stdout(io.StringIO()):
@@ -292,7 +292,7 @@ def exercise(root: Path, m: Mutation | None, clean: dict[str, str] | None = None
 
     from .._plane import MemoryPlane
     from .._retrieve_types import MemoryRetrieveRequest
-    from ..cli._mcp import mcp_resources
+    from ..cli import mcp_resources
 
     res = Outcome()
     watch = _FallbackWatch()

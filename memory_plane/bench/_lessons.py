@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from device_memory import CAPS, ITEM_TYPES, Procedure, ProcedureStep, type_of_id
-from episodes import Step, pair_steps, tool_coords, tool_text
-from episodes._steps import coords_close, effective_path, step_action
+from episodes import Step, coords_close, effective_path, pair_steps, step_action, tool_coords, tool_text
 from lifecycle import MemoryPlaneError
 
 from ._quality import _fts_match

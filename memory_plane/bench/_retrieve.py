@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from device_memory import shipped_catalog
-from lifecycle import IndexFile, collection_lock, content_hash
-from lifecycle._yaml import emit_block_yaml
+from lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml
 
 from .._tokens import tokens
 from ..retrieval import POSTINGS_CACHE_DIR as CACHE_DIR
