@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -26,9 +24,10 @@ from ._model import (
     new_episode_id,
     normalize_phase,
 )
+from ._recording_lock import RecordingLock
 from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
 from ._steps import is_system_screen
-from ._store import EVENTS_FILE, RECORDING_LOCK, TaskEpisodeStore
+from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
 
 log = logging.getLogger("memory_plane")
@@ -84,7 +83,7 @@ class EpisodeRecorder:
         self._last_image: tuple[str, ImageInfo] | None = None
         self._secrets: set[str] = set()
         self._finished: TaskEpisode | None = None
-        self._lock_fd: int | None = None
+        self._recording: RecordingLock | None = None
         self.episode = TaskEpisode(
             id=episode_id or new_episode_id(now),  # importers give a stable id: a re-import is the same episode
             status="recording",
@@ -103,7 +102,8 @@ class EpisodeRecorder:
             self.dir = store.episode_dir(self.episode.id)
             (self.dir / "artifacts").mkdir(parents=True, exist_ok=True)
             # Lock first, header second: verify must never see a recording episode nobody holds.
-            self._hold_recording_lock()
+            self._recording = RecordingLock(self.dir)
+            self._recording.hold()
             store.write_header(self.episode)
         except Exception as exc:  # never fail the task because memory is broken
             self._fail("cannot start episode", exc)
@@ -119,31 +119,9 @@ class EpisodeRecorder:
         self.errors += 1
         log.warning("episode %s: %s: %s", self.episode.id, what, exc)
 
-    def _hold_recording_lock(self) -> None:
-        # Held while this recorder lives; the kernel drops it if the process dies, which is how
-        # verify tells a crashed recording from a live one.
-        assert self.dir is not None
-        fd = os.open(self.dir / RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise
-        self._lock_fd = fd
-
     def _release_recording_lock(self) -> None:
-        if self._lock_fd is not None:
-            try:
-                # Removed while still held: a committed episode folder keeps no lock file (a tree under
-                # version control shows only real changes), and nobody can take a lock on a name that is gone.
-                if self.dir is not None:
-                    try:
-                        os.unlink(self.dir / RECORDING_LOCK)
-                    except OSError:
-                        pass
-                os.close(self._lock_fd)
-            finally:
-                self._lock_fd = None
+        if self._recording is not None:
+            self._recording.release()
 
     def _scrub_secrets(self, value: Any) -> Any:
         if not self._secrets:
@@ -438,15 +416,6 @@ class EpisodeRecorder:
                 self._on_exit_commit(ep)
             except Exception as commit_exc:
                 self._fail("commit on exit", commit_exc)
-
-    def __del__(self) -> None:
-        fd = getattr(self, "_lock_fd", None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
 
 def _txt(v: Any) -> str | None:
     if v is None:
