@@ -16,23 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from lifecycle import Clock, atomic_write, format_ts
 
-from ._chunks import (
-    Capsule,
-    CapsuleLens,
-    Chunk,
-    Era,
-    OfflineCapsuleLens,
-    Segment,
-    check_capsule,
-    compose_snapshot,
-    ledger_rows,
-)
+from ._capsules import Capsule, CapsuleLens, OfflineCapsuleLens, check_capsule
+from ._chunks import Chunk, Era, Segment
 from ._config import TranscriptConfig
 from ._lens import RequestBudget, current_budget
 from ._messages import Message
 from ._perception import TokenMeter, estimate_text_tokens
 from ._records import StepRecord, SummaryBook
 from ._service import StepMemoryService
+from ._snapshot import compose_snapshot
+from ._step_rows import ledger_rows
 from ._turns import Turn, turn_messages
 
 log = logging.getLogger("memory_plane")

@@ -32,13 +32,8 @@ from lifecycle import (
     system_clock,
 )
 
-from ._chunks import (
-    CapsuleLens,
-    Chunk,
-    Era,
-    OfflineCapsuleLens,
-    Segment,
-)
+from ._capsules import CapsuleLens, OfflineCapsuleLens
+from ._chunks import Chunk, Era, Segment
 from ._compaction import LayeredCompaction
 from ._config import TranscriptConfig
 from ._inputs import InputCleaner

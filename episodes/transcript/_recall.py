@@ -11,9 +11,9 @@ from rapidfuzz import fuzz
 
 from lifecycle import UsageError, safe_join
 
-from ._chunks import step_rows
 from ._perception import estimate_text_tokens
 from ._records import StepRecord
+from ._step_rows import step_rows
 
 RECALL_HISTORY_TOOL: dict[str, Any] = {
     "name": "recall_history",
