@@ -98,27 +98,27 @@ class MemoryPlane:
         if isinstance(req, str):
             req = MemoryRetrieveRequest(input=req)
         try:
-            ctx = self.retriever.retrieve(req, self.clock())
+            memory = self.retriever.retrieve(req, self.clock())
         except Exception:
             self.retrieve_errors += 1
             log.exception("memory: retrieve failed; continuing without memory")
             return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
         if req.session_id:
             try:
-                ctx.common.session_so_far = self.session.summary_lines()
+                memory.common.session_so_far = self.session.summary_lines()
             except Exception:
                 log.exception("memory: session summary unreadable; retrieving without it")
             try:
                 block, reused, hits = self.session.frozen_block(
-                    req.session_id, ctx.render, ctx.common.model_dump(mode="json"))
-                ctx.frozen_block = block
+                    req.session_id, memory.render, memory.common.model_dump(mode="json"))
+                memory.frozen_block = block
                 if reused and isinstance(hits, dict):
                     # What the agent saw is what gets credited: refs and hits of the frozen block.
-                    ctx.common = RoleMemoryContext.model_validate(hits)
-                ctx.session_id = req.session_id
+                    memory.common = RoleMemoryContext.model_validate(hits)
+                memory.session_id = req.session_id
             except Exception:
                 log.exception("memory: session freeze failed; using a fresh block")
-        return ctx
+        return memory
 
     @property
     def tools(self) -> Any:
@@ -137,11 +137,11 @@ class MemoryPlane:
         finally:
             self.retriever.explain = False
 
-    def new_episode_recorder(self, req: MemoryRetrieveRequest, ctx: Any = None) -> EpisodeRecorder:
-        """Start recording the task described by req; ctx's memory ids are kept as its refs."""
+    def new_episode_recorder(self, req: MemoryRetrieveRequest, memory: Any = None) -> EpisodeRecorder:
+        """Start recording the task described by req; the ids the retrieved memory showed are kept as its refs."""
         hints = req.current_hints
-        refs = ctx.refs() if ctx is not None and hasattr(ctx, "refs") else []
-        query = getattr(ctx, "query", None)
+        refs = memory.refs() if memory is not None and hasattr(memory, "refs") else []
+        query = getattr(memory, "query", None)
         if query is None:
             # Recorded without a retrieve: the goal is still parsed, so its lessons know intent and target.
             try:

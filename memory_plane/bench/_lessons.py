@@ -251,8 +251,8 @@ def evaluate_split(rows: list[dict[str, Any]], workdir: Path, audit_store: bool 
             for row in questions:
                 want = cat.app_id_for(str(row_app(row)))
                 person = action_tokens(row_actions(row))
-                ctx = plane.retrieve(MemoryRetrieveRequest(input=row["goal"]))
-                hit = next((h for h in ctx.common.procedures if type_of_id(h.id) == "procedure"), None)
+                memory = plane.retrieve(MemoryRetrieveRequest(input=row["goal"]))
+                hit = next((h for h in memory.common.procedures if type_of_id(h.id) == "procedure"), None)
                 proc = plane.device.get(hit.id) if hit is not None else None
                 if isinstance(proc, Procedure):
                     apps = {proc.app_id, cat.app_id_for(proc.app_name) if proc.app_name else None}
