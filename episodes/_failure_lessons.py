@@ -5,10 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from device_memory import (
-    Failure,
-    Procedure,
-)
+from device_memory import Failure, Procedure
 from lifecycle import FileProblemError, UnsafePathError, content_hash
 
 from ._blame import blamed_procedure
@@ -17,10 +14,7 @@ from ._lesson_conflicts import LessonConflicts
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, goal_pattern
 from ._outcomes import apply_contradiction
-from ._steps import (
-    TEXT_TOOLS,
-    Step,
-)
+from ._steps import TEXT_TOOLS, Step
 
 log = logging.getLogger("memory_plane")
 

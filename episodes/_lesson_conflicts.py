@@ -5,19 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from device_memory import (
-    Failure,
-    Navigation,
-    Procedure,
-)
+from device_memory import Failure, Navigation, Procedure
 
 from ._blame import note_demotion, procedure_failure_point
 from ._lesson_context import LessonContext
 from ._lesson_writer import LessonWriter, setter_of
-from ._steps import (
-    Step,
-    coords_close,
-)
+from ._steps import Step, coords_close
 
 log = logging.getLogger("memory_plane")
 

@@ -7,16 +7,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from device_memory import (
-    DeviceMemory,
-)
+from device_memory import DeviceMemory
 from lifecycle import FileProblemError
 
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode
-from ._steps import (
-    Step,
-)
+from ._steps import Step
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")

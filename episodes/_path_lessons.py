@@ -6,15 +6,7 @@ import logging
 import statistics
 from typing import Any
 
-from device_memory import (
-    Calibration,
-    Navigation,
-    Procedure,
-    ProcedureStep,
-    UiAnchor,
-    cap_list,
-    merge_unique,
-)
+from device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor, cap_list, merge_unique
 from lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._blame import restore_if_earned
@@ -23,13 +15,7 @@ from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, goal_pattern
 from ._outcomes import clear_blame
 from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
-from ._steps import (
-    Step,
-    effective_path,
-    screen_label,
-    step_action,
-    step_note,
-)
+from ._steps import Step, effective_path, screen_label, step_action, step_note
 
 log = logging.getLogger("memory_plane")
 

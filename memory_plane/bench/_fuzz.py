@@ -29,13 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._fuzz_mutations import (
-    Mutation,
-    apply,
-    catalogue,
-    droppable,
-    strategies,
-)
+from ._fuzz_mutations import Mutation, apply, catalogue, droppable, strategies
 
 GOALS = ["打开微信，找到张三，准备发消息", "open meituan and search for coffee", "在设置里打开蓝牙",
          "pay with alipay", "what is the door code"]
