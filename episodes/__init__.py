@@ -2,6 +2,7 @@
 
 from ._artifacts import ImageInfo, dhash, hamming
 from ._blame import RESTORE_AFTER, RETIRE_AFTER
+from ._config_file import read_config
 from ._extract import EXTRACTOR_VERSION, ExtractionResult, LessonExtractor, goal_pattern
 from ._model import (
     FAILURE_PHASES,
@@ -17,11 +18,11 @@ from ._model import (
 from ._outcomes import DEMOTE_AFTER, OutcomeResult, OutcomeUpdater, trigger_passed
 from ._recorder import EpisodeRecorder
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
-from ._steps import MEMORY_TOOLS, Step, is_system_screen, pair_steps
+from ._steps import MEMORY_TOOLS, Step, coords_close, effective_path, is_system_screen, pair_steps, step_action
 from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore
 from ._summary import episode_summary, tool_path
 from ._tool_inputs import parse_tool_input, step_label, tool_coords, tool_text
-from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats, job_name
+from ._writer import FAILED_PREFIX, EpisodeJob, EventsJob, TaskEpisodeWriter, WriterStats, job_name
 
 __all__ = [
     "DEMOTE_AFTER",
@@ -37,6 +38,7 @@ __all__ = [
     "DeviceScope",
     "EpisodeJob",
     "EpisodeRecorder",
+    "EventsJob",
     "ExtractionResult",
     "ImageInfo",
     "InitialState",
@@ -52,7 +54,9 @@ __all__ = [
     "TaskEpisodeStore",
     "TaskEpisodeWriter",
     "WriterStats",
+    "coords_close",
     "dhash",
+    "effective_path",
     "episode_summary",
     "episode_year",
     "excerpt",
@@ -63,8 +67,10 @@ __all__ = [
     "new_episode_id",
     "pair_steps",
     "parse_tool_input",
+    "read_config",
     "sanitize",
     "scrub_base64",
+    "step_action",
     "step_label",
     "tool_coords",
     "tool_path",

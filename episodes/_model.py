@@ -144,6 +144,7 @@ class TaskEpisode(BaseModel):
     summary: Text = None
     traceability: Text = None
     _release: Any = PrivateAttr(default=None)  # releases the recording lock once committed
+    _events: Any = PrivateAttr(default=None)  # the events the recorder read at finish, for the writer's jobs
     # A status nobody defined (set by hand) keeps the episode out of retrieval; verify names it.
     LENIENT_FALLBACK: ClassVar[dict[str, Any]] = {"status": "inactive"}
 
@@ -157,6 +158,15 @@ class TaskEpisode(BaseModel):
         if self._release is not None:
             release, self._release = self._release, None
             release()
+
+    def keep_events(self, events: list[dict[str, Any]]) -> None:
+        """Hold the events the recorder read at finish, so the background jobs need not read them again."""
+        self._events = events
+
+    def take_events(self) -> list[dict[str, Any]] | None:
+        """The events kept by ``keep_events`` (once; None when none were kept)."""
+        events, self._events = self._events, None
+        return events if isinstance(events, list) else None
 
     @field_validator("id")
     @classmethod

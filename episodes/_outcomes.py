@@ -109,10 +109,12 @@ class OutcomeUpdater:
         self.episodes = episodes
         self.__name__ = "update_outcomes"
 
-    def __call__(self, ep: TaskEpisode) -> OutcomeResult:
-        """Apply the outcome of a committed episode (events read from disk); the episode lists the
-        conflicts it decided."""
-        res = self.apply(ep, self.episodes.events(ep.id).records)
+    takes_events = True  # the writer hands over the events it read once for all the jobs
+
+    def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> OutcomeResult:
+        """Apply the outcome of a committed episode (events read from disk unless given); the episode lists
+        the conflicts it decided."""
+        res = self.apply(ep, self.episodes.events(ep.id).records if events is None else events)
         ids = [i for i, _, _ in res.decisions]
         if ids and any(i not in ep.conflicts for i in ids):
             ep.conflicts = list(dict.fromkeys([*ep.conflicts, *ids]))[:50]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -15,6 +13,7 @@ from typing import Any
 from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
+from ._config_file import read_config
 from ._model import (
     FAILURE_PHASES,
     DeviceScope,
@@ -25,9 +24,10 @@ from ._model import (
     new_episode_id,
     normalize_phase,
 )
+from ._recording_lock import RecordingLock
 from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
 from ._steps import is_system_screen
-from ._store import EVENTS_FILE, RECORDING_LOCK, TaskEpisodeStore
+from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
 
 log = logging.getLogger("memory_plane")
@@ -83,7 +83,7 @@ class EpisodeRecorder:
         self._last_image: tuple[str, ImageInfo] | None = None
         self._secrets: set[str] = set()
         self._finished: TaskEpisode | None = None
-        self._lock_fd: int | None = None
+        self._recording: RecordingLock | None = None
         self.episode = TaskEpisode(
             id=episode_id or new_episode_id(now),  # importers give a stable id: a re-import is the same episode
             status="recording",
@@ -102,7 +102,8 @@ class EpisodeRecorder:
             self.dir = store.episode_dir(self.episode.id)
             (self.dir / "artifacts").mkdir(parents=True, exist_ok=True)
             # Lock first, header second: verify must never see a recording episode nobody holds.
-            self._hold_recording_lock()
+            self._recording = RecordingLock(self.dir)
+            self._recording.hold()
             store.write_header(self.episode)
         except Exception as exc:  # never fail the task because memory is broken
             self._fail("cannot start episode", exc)
@@ -118,31 +119,9 @@ class EpisodeRecorder:
         self.errors += 1
         log.warning("episode %s: %s: %s", self.episode.id, what, exc)
 
-    def _hold_recording_lock(self) -> None:
-        # Held while this recorder lives; the kernel drops it if the process dies, which is how
-        # verify tells a crashed recording from a live one.
-        assert self.dir is not None
-        fd = os.open(self.dir / RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise
-        self._lock_fd = fd
-
     def _release_recording_lock(self) -> None:
-        if self._lock_fd is not None:
-            try:
-                # Removed while still held: a committed episode folder keeps no lock file (a tree under
-                # version control shows only real changes), and nobody can take a lock on a name that is gone.
-                if self.dir is not None:
-                    try:
-                        os.unlink(self.dir / RECORDING_LOCK)
-                    except OSError:
-                        pass
-                os.close(self._lock_fd)
-            finally:
-                self._lock_fd = None
+        if self._recording is not None:
+            self._recording.release()
 
     def _scrub_secrets(self, value: Any) -> Any:
         if not self._secrets:
@@ -192,6 +171,8 @@ class EpisodeRecorder:
             record = {k: v for k, v in record.items() if v is not None}
             if self.dir is None:
                 return event_id
+            if self._finished is not None:
+                self._finished.take_events()  # an event after finish: the jobs read the file as it now is
             try:
                 # One whole line per event, appended as it happens: a crash loses at most this line.
                 append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
@@ -340,7 +321,7 @@ class EpisodeRecorder:
         if config is None and lens is None and self._transcript_opener is not None:
             return self._transcript_opener(self, system_prompt=system_prompt)
         if config is None:
-            config = TranscriptConfig.from_mapping(_read_config(self._store.root))
+            config = TranscriptConfig.from_mapping(read_config(self._store.root))
         return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                 system_prompt=system_prompt, session_start=self.episode.started_at
                                 if isinstance(self.episode.started_at, type(self._clock())) else None)
@@ -412,6 +393,7 @@ class EpisodeRecorder:
             if self.dir is not None:
                 try:
                     events = self._store.events(ep.id).records
+                    ep.keep_events(events)  # the writer's jobs use this read instead of their own
                 except Exception:
                     events = []
                 ep.summary = episode_summary(ep, events)
@@ -434,28 +416,6 @@ class EpisodeRecorder:
                 self._on_exit_commit(ep)
             except Exception as commit_exc:
                 self._fail("commit on exit", commit_exc)
-
-    def __del__(self) -> None:
-        fd = getattr(self, "_lock_fd", None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _read_config(root: Any) -> dict[str, Any]:
-    """config.yaml under the memory root ({} when missing or unreadable: a task never fails for it)."""
-    from lifecycle import FileProblemError, load_yaml_file
-
-    try:
-        data = load_yaml_file(root / "config.yaml")
-    except (FileNotFoundError, FileProblemError, OSError) as exc:
-        if not isinstance(exc, FileNotFoundError):
-            log.error("memory: config.yaml ignored: %s", exc)
-        return {}
-    return data if isinstance(data, dict) else {}
-
 
 def _txt(v: Any) -> str | None:
     if v is None:

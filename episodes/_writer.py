@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Protocol, cast
 
-from lifecycle import atomic_write, dumps_compact, format_ts
+from lifecycle import atomic_write, dumps_compact, format_ts, is_safe_id, read_bytes_nofollow
 
-from ._model import TaskEpisode
+from ._model import TaskEpisode, episode_year
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
@@ -48,6 +50,35 @@ FAILED_PREFIX = ".failed-"  # episode folder marker of a background job that fai
 def job_name(job: EpisodeJob) -> str:
     """The name a job's marker file uses."""
     return str(getattr(job, "__name__", type(job).__name__))
+
+
+class EventsJob(Protocol):
+    """A job that takes the episode's events from the writer (``takes_events = True``); it must also run
+    with the episode alone (reading the events itself), as other callers call it."""
+
+    takes_events: bool
+
+    def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> Any: ...
+
+
+def takes_events(job: EpisodeJob) -> bool:
+    """Whether a job is handed the episode's events (``job(ep, events)``) instead of reading them itself."""
+    return getattr(job, "takes_events", False) is True
+
+
+class _EpisodeEvents:
+    """The events of one episode, read from disk at most once for all of its jobs."""
+
+    def __init__(self, store: TaskEpisodeStore, episode_id: str, records: list[dict[str, Any]] | None) -> None:
+        self.store = store
+        self.episode_id = episode_id
+        self.records = records
+
+    def get(self) -> list[dict[str, Any]]:
+        """The episode's events (read on first use: a job whose marker exists never costs a read)."""
+        if self.records is None:
+            self.records = self.store.events(self.episode_id).records
+        return self.records
 
 
 class TaskEpisodeWriter:
@@ -92,11 +123,14 @@ class TaskEpisodeWriter:
 
     def run_jobs(self, ep: TaskEpisode) -> None:
         """Queue an episode's jobs; when the queue is full they wait in a backlog instead of being lost."""
+        # One read of events.jsonl for all the jobs (the recorder's, from finish, when it has them); a
+        # backlogged episode keeps none in memory and reads them again when its jobs are queued.
+        events = _EpisodeEvents(self.store, ep.id, ep.take_events())
         for job in self.jobs:
             name = job_name(job)
             if self.job_done(ep, name):
                 continue
-            if not self.submit(f"{name}({ep.id})", self._marked_call(job, name, ep), drop_ok=False):
+            if not self.submit(f"{name}({ep.id})", self._marked_call(job, name, ep, events), drop_ok=False):
                 with self._cond:
                     if len(self._backlog) < self.max_backlog:
                         self._backlog[ep.id] = ep
@@ -112,16 +146,20 @@ class TaskEpisodeWriter:
         except ValueError:
             return False
 
-    def _marked_call(self, job: EpisodeJob, name: str, ep: TaskEpisode) -> Callable[[], None]:
+    def _marked_call(self, job: EpisodeJob, name: str, ep: TaskEpisode,
+                     events: _EpisodeEvents) -> Callable[[], None]:
         def call() -> None:
-            self._run_marked(job, name, ep)
+            self._run_marked(job, name, ep, events)
 
         return call
 
-    def _run_marked(self, job: EpisodeJob, name: str, ep: TaskEpisode) -> None:
+    def _run_marked(self, job: EpisodeJob, name: str, ep: TaskEpisode, events: _EpisodeEvents) -> None:
         d = self.store.episode_dir(ep.id)
         try:
-            job(ep)
+            if takes_events(job):
+                cast(EventsJob, job)(ep, events.get())
+            else:
+                job(ep)
         except Exception as exc:
             # Left beside the episode so that `verify --json` (another process, from cron) can say which
             # job failed, when and why; its catch-up runs it again, and the marker goes once it succeeds.
@@ -138,6 +176,76 @@ class TaskEpisodeWriter:
             (d / f"{FAILED_PREFIX}{name}").unlink(missing_ok=True)
         except OSError as exc:
             log.warning("memory: cannot mark %s done for %s: %s", name, ep.id, exc)
+
+    # -- marker files: what verify reads and catches up (another process, from cron) -------------------
+
+    def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
+        """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
+        names = [job_name(j) for j in self.jobs]
+        out: list[dict[str, Any]] = []
+        for e in self.store.entries():
+            if not is_safe_id(e["id"]):
+                continue
+            # A plain join (the id is checked): this looks at every episode of the store.
+            d = self.store.dir / episode_year(e["id"]) / e["id"]
+            for name in names:
+                try:
+                    raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")
+                except OSError:
+                    continue
+                try:
+                    info = json.loads(raw)
+                except ValueError:
+                    info = {}
+                info = info if isinstance(info, dict) else {}
+                try:
+                    due = (d / "episode.yaml").stat().st_mtime + min_age_s
+                except OSError:
+                    due = 0.0
+                # verify's catch-up leaves recent episodes to the agent's own worker (see catch_up).
+                retry = f"after {format_ts(datetime.fromtimestamp(due, timezone.utc))}" if due > time.time() \
+                    else "by the next verify (lifecycle verify runs it again)"
+                out.append({"episode": e["id"], "job": name, "failed_at": info.get("failed_at"),
+                            "error": info.get("error"), "retry": retry})
+        return out
+
+    def catch_up(self, limit: int = 500, min_age_s: float = 600.0) -> list[str]:
+        """Run the background jobs of committed episodes that lack their done-markers; return their ids.
+
+        Episodes committed in the last ``min_age_s`` are left to the agent's own worker, which may still
+        be running them: a job must be applied once, not once per process.
+        """
+        done: list[str] = []
+        names = [job_name(j) for j in self.jobs]
+        cutoff = time.time() - min_age_s
+        for e in self.store.entries():
+            if len(done) >= limit:
+                break
+            if e.get("status") not in ("active", "interrupted"):
+                continue
+            try:
+                d = self.store.episode_dir(e["id"])
+            except ValueError:
+                continue
+            try:
+                if all((d / f".done-{n}").exists() for n in names) or (d / "episode.yaml").stat().st_mtime > cutoff:
+                    continue
+            except OSError:
+                continue
+            ep = self.store.get(e["id"])
+            if ep is None:
+                continue
+            events = _EpisodeEvents(self.store, ep.id, None)
+            for job, name in zip(self.jobs, names):
+                if not (d / f".done-{name}").exists():
+                    try:
+                        self._run_marked(job, name, ep, events)
+                    except Exception as exc:  # reported, never raised into cron
+                        log.error("memory: catch-up %s(%s) failed: %s", name, ep.id, exc)
+            done.append(ep.id)
+        return done
+
+    # -- the worker -----------------------------------------------------------------------------------
 
     def submit(self, name: str, fn: Callable[[], Any], *, drop_ok: bool = True) -> bool:
         """Queue background work without waiting; a full queue refuses it (logged, counted when dropped)."""

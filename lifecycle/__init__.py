@@ -94,7 +94,16 @@ from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, 
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
 from ._verify import VerifyReport, check_collection, verify_collections
-from ._yaml import MAX_ITEM_BYTES, check_budget, decode_utf8, dump_yaml, load_yaml, load_yaml_file, read_item_text
+from ._yaml import (
+    MAX_ITEM_BYTES,
+    check_budget,
+    decode_utf8,
+    dump_yaml,
+    emit_block_yaml,
+    load_yaml,
+    load_yaml_file,
+    read_item_text,
+)
 from ._yaml_collection import YamlCollection
 
 __all__ = [
@@ -167,6 +176,7 @@ __all__ = [
     "dump_yaml",
     "dumps_compact",
     "elapsed_label",
+    "emit_block_yaml",
     "entries_by_file",
     "field_num",
     "field_problems",

@@ -188,7 +188,7 @@ class GeminiClient:
         is metered, failed ones included."""
         import time
 
-        from google.genai import errors, types
+        from google.genai import errors
 
         deadline = time.monotonic() + self.settings.timeout_s
         budget = current_budget.get()
@@ -215,14 +215,7 @@ class GeminiClient:
                 # A model gets its share of what is left (the last one all of it), so a slow model still
                 # leaves time for its fallback inside the same deadline.
                 share = left / (len(chain) - i)
-                thinking = (types.ThinkingConfig(thinking_level=self.settings.thinking_level)  # type: ignore[arg-type]
-                            if self.settings.thinking_level else None)
-                config = types.GenerateContentConfig(
-                    system_instruction=system, temperature=self.settings.temperature,
-                    max_output_tokens=self._output_cap(purpose), thinking_config=thinking,
-                    response_mime_type="application/json" if json_output or json_schema else None,
-                    response_json_schema=json_schema,
-                    http_options=types.HttpOptions(timeout=max(100, int(share * 1000))))
+                config = self._request_config(system, purpose, json_output, json_schema, share)
                 if budget is not None and not budget.take(model):
                     break
                 try:
@@ -246,26 +239,44 @@ class GeminiClient:
                              type(exc).__name__)
                     last = exc
                     break
-                meta = getattr(resp, "usage_metadata", None)
-                if self.on_usage is not None:
-                    self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
-                                        getattr(meta, "cached_content_token_count", None),
-                                        getattr(meta, "candidates_token_count", None), 1,
-                                        getattr(meta, "thoughts_token_count", None),
-                                        getattr(resp, "model_version", None)), purpose)
-                # Only a finished answer is used: one cut off by MAX_TOKENS (or blocked, or thought-only) is
-                # an error the caller may retry, never a short summary accepted as ready.
-                cands = getattr(resp, "candidates", None) or []
-                reason = str(getattr(cands[0], "finish_reason", "") or "") if cands else "NO_CANDIDATE"
-                if not reason.endswith("STOP"):
-                    raise ValueError(f"{model} did not finish its answer ({reason or 'no finish reason'})")
-                text = resp.text or ""
-                if not text.strip():
-                    raise ValueError(f"{model} answered no text (a reply with only thoughts)")
-                return text, model
+                return self._answer(resp, model, purpose), model
         if budget is not None and not any(budget.available(m) for m in chain):
             raise RequestsSpent(f"{purpose}: the step's requests to {chain} are spent ({last})")
         raise ModelUnavailable(f"{purpose}: no model of {chain} answered ({last})")
+
+    def _request_config(self, system: str | None, purpose: str, json_output: bool,
+                        json_schema: dict[str, Any] | None, share: float) -> Any:
+        """The GenerateContentConfig of one request, whose timeout is the model's share of the deadline."""
+        from google.genai import types
+
+        thinking = (types.ThinkingConfig(thinking_level=self.settings.thinking_level)  # type: ignore[arg-type]
+                    if self.settings.thinking_level else None)
+        return types.GenerateContentConfig(
+            system_instruction=system, temperature=self.settings.temperature,
+            max_output_tokens=self._output_cap(purpose), thinking_config=thinking,
+            response_mime_type="application/json" if json_output or json_schema else None,
+            response_json_schema=json_schema,
+            http_options=types.HttpOptions(timeout=max(100, int(share * 1000))))
+
+    def _answer(self, resp: Any, model: str, purpose: str) -> str:
+        """The text of a finished answer, metered; ValueError for one cut off, blocked or without text."""
+        meta = getattr(resp, "usage_metadata", None)
+        if self.on_usage is not None:
+            self.on_usage(Usage(model, getattr(meta, "prompt_token_count", None),
+                                getattr(meta, "cached_content_token_count", None),
+                                getattr(meta, "candidates_token_count", None), 1,
+                                getattr(meta, "thoughts_token_count", None),
+                                getattr(resp, "model_version", None)), purpose)
+        # Only a finished answer is used: one cut off by MAX_TOKENS (or blocked, or thought-only) is
+        # an error the caller may retry, never a short summary accepted as ready.
+        cands = getattr(resp, "candidates", None) or []
+        reason = str(getattr(cands[0], "finish_reason", "") or "") if cands else "NO_CANDIDATE"
+        if not reason.endswith("STOP"):
+            raise ValueError(f"{model} did not finish its answer ({reason or 'no finish reason'})")
+        text = resp.text or ""
+        if not text.strip():
+            raise ValueError(f"{model} answered no text (a reply with only thoughts)")
+        return str(text)
 
     def _output_cap(self, purpose: str) -> int:
         """max_output_tokens of a call: a capsule is a longer JSON answer and thinks first, so it gets its own."""

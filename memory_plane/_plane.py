@@ -6,7 +6,6 @@ import logging
 import os
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,6 +19,7 @@ from episodes import (
     TaskEpisode,
     TaskEpisodeStore,
     TaskEpisodeWriter,
+    read_config,
 )
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
@@ -98,27 +98,27 @@ class MemoryPlane:
         if isinstance(req, str):
             req = MemoryRetrieveRequest(input=req)
         try:
-            ctx = self.retriever.retrieve(req, self.clock())
+            memory = self.retriever.retrieve(req, self.clock())
         except Exception:
             self.retrieve_errors += 1
             log.exception("memory: retrieve failed; continuing without memory")
             return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
         if req.session_id:
             try:
-                ctx.common.session_so_far = self.session.summary_lines()
+                memory.common.session_so_far = self.session.summary_lines()
             except Exception:
                 log.exception("memory: session summary unreadable; retrieving without it")
             try:
                 block, reused, hits = self.session.frozen_block(
-                    req.session_id, ctx.render, ctx.common.model_dump(mode="json"))
-                ctx.frozen_block = block
+                    req.session_id, memory.render, memory.common.model_dump(mode="json"))
+                memory.frozen_block = block
                 if reused and isinstance(hits, dict):
                     # What the agent saw is what gets credited: refs and hits of the frozen block.
-                    ctx.common = RoleMemoryContext.model_validate(hits)
-                ctx.session_id = req.session_id
+                    memory.common = RoleMemoryContext.model_validate(hits)
+                memory.session_id = req.session_id
             except Exception:
                 log.exception("memory: session freeze failed; using a fresh block")
-        return ctx
+        return memory
 
     @property
     def tools(self) -> Any:
@@ -137,11 +137,11 @@ class MemoryPlane:
         finally:
             self.retriever.explain = False
 
-    def new_episode_recorder(self, req: MemoryRetrieveRequest, ctx: Any = None) -> EpisodeRecorder:
-        """Start recording the task described by req; ctx's memory ids are kept as its refs."""
+    def new_episode_recorder(self, req: MemoryRetrieveRequest, memory: Any = None) -> EpisodeRecorder:
+        """Start recording the task described by req; the ids the retrieved memory showed are kept as its refs."""
         hints = req.current_hints
-        refs = ctx.refs() if ctx is not None and hasattr(ctx, "refs") else []
-        query = getattr(ctx, "query", None)
+        refs = memory.refs() if memory is not None and hasattr(memory, "refs") else []
+        query = getattr(memory, "query", None)
         if query is None:
             # Recorded without a retrieve: the goal is still parsed, so its lessons know intent and target.
             try:
@@ -161,16 +161,7 @@ class MemoryPlane:
 
     def config(self) -> dict[str, Any]:
         """config.yaml under the root ({} when missing; a broken file is logged and ignored)."""
-        from lifecycle import FileProblemError, load_yaml_file
-
-        try:
-            data = load_yaml_file(self.root / "config.yaml")
-        except FileNotFoundError:
-            return {}
-        except (FileProblemError, OSError) as exc:
-            log.error("memory: config.yaml ignored: %s", exc)
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_config(self.root)
 
     def open_transcript(self, recorder: EpisodeRecorder, *, system_prompt: str = "", goal: str | None = None) -> Any:
         """The transcript ledger of a recording episode, with the configured lenses (offline without a key);
@@ -292,78 +283,11 @@ class MemoryPlane:
 
     def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
         """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
-        import json
-        import time as _time
-
-        from episodes import FAILED_PREFIX, episode_year, job_name
-        from lifecycle import format_ts, is_safe_id, read_bytes_nofollow
-
-        names = [job_name(j) for j in self.writer.jobs]
-        out: list[dict[str, Any]] = []
-        for e in self.episodes.entries():
-            if not is_safe_id(e["id"]):
-                continue
-            # A plain join (the id is checked): this looks at every episode of the store.
-            d = self.episodes.dir / episode_year(e["id"]) / e["id"]
-            for name in names:
-                try:
-                    raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")
-                except OSError:
-                    continue
-                try:
-                    info = json.loads(raw)
-                except ValueError:
-                    info = {}
-                info = info if isinstance(info, dict) else {}
-                try:
-                    due = (d / "episode.yaml").stat().st_mtime + min_age_s
-                except OSError:
-                    due = 0.0
-                # verify's catch-up leaves recent episodes to the agent's own worker (see catch_up).
-                retry = f"after {format_ts(datetime.fromtimestamp(due, timezone.utc))}" if due > _time.time() \
-                    else "by the next verify (lifecycle verify runs it again)"
-                out.append({"episode": e["id"], "job": name, "failed_at": info.get("failed_at"),
-                            "error": info.get("error"), "retry": retry})
-        return out
+        return self.writer.failed_jobs(min_age_s)
 
     def catch_up(self, limit: int = 500, min_age_s: float = 600.0) -> list[str]:
-        """Run the background jobs of committed episodes that lack their done-markers; return their ids.
-
-        Episodes committed in the last ``min_age_s`` are left to the agent's own worker, which may still
-        be running them: a job must be applied once, not once per process.
-        """
-        import time as _time
-
-        from episodes import job_name
-
-        done: list[str] = []
-        names = [job_name(j) for j in self.writer.jobs]
-        cutoff = _time.time() - min_age_s
-        for e in self.episodes.entries():
-            if len(done) >= limit:
-                break
-            if e.get("status") not in ("active", "interrupted"):
-                continue
-            try:
-                d = self.episodes.episode_dir(e["id"])
-            except ValueError:
-                continue
-            try:
-                if all((d / f".done-{n}").exists() for n in names) or (d / "episode.yaml").stat().st_mtime > cutoff:
-                    continue
-            except OSError:
-                continue
-            ep = self.episodes.get(e["id"])
-            if ep is None:
-                continue
-            for job, name in zip(self.writer.jobs, names):
-                if not (d / f".done-{name}").exists():
-                    try:
-                        self.writer._run_marked(job, name, ep)
-                    except Exception as exc:  # reported, never raised into cron
-                        log.error("memory: catch-up %s(%s) failed: %s", name, ep.id, exc)
-            done.append(ep.id)
-        return done
+        """Run the background jobs of committed episodes that lack their done-markers; return their ids."""
+        return self.writer.catch_up(limit, min_age_s)
 
     def quarantined(self) -> list[Any]:
         """Files `verify --fix` moved to lifecycle/quarantine/ (name, original path, when, why)."""

@@ -143,3 +143,92 @@ def clamp_notes(model: type[ToolArgs], args: dict[str, Any], parsed: ToolArgs) -
         if math.isfinite(asked) and asked != got:
             notes.append(f"{fname} {raw} is outside {bounds.lo}-{bounds.hi}: {got} used")
     return notes
+
+
+class _Args(ToolArgs, BaseModel):
+    """The memory tools' arguments (BaseModel named again so linters see pydantic fields, not class data)."""
+
+
+class RecallMemoryArgs(_Args):
+    """Arguments of recall_memory (the Go tool's tags, entities and types are accepted too)."""
+
+    PRIMARY = "query"
+    query: QueryArg = ""
+    tags: Words = []
+    entities: Words = []
+    types: Words = []
+    ids: Words = []
+    limit: Annotated[int, _clamped(1, 20, 5), _Bounds(1, 20)] = 5
+    offset: Annotated[int, _clamped(0, 1000, 0), _Bounds(0, 1000)] = 0
+
+
+class SaveMemoryArgs(_Args):
+    """Arguments of save_memory (Go's priority too)."""
+
+    content: TextArg
+    type: OptText = "fact"
+    title: OptText = None
+    tags: Words = []
+    entities: Words = []
+    priority: Annotated[int, _clamped(0, 100, 0), _Bounds(0, 100)] = 0  # 0: the type's default
+    force: bool = False
+
+
+class ForgetMemoryArgs(_Args):
+    """Arguments of forget_memory (Go's ``id`` too)."""
+
+    ALIASES = {"id": "memory_id"}
+    memory_id: TextArg
+    reason: TextArg
+
+
+class RecallDeviceArgs(_Args):
+    """Arguments of recall_device_memory (the Go tool's terms, tags, entities, types and device_id too)."""
+
+    PRIMARY = "query"
+    query: Annotated[str | None, BeforeValidator(_query_text)] = None
+    terms: Words = []
+    tags: Words = []
+    entities: Words = []
+    app: OptText = None
+    type: OptText = None
+    types: Words = []
+    ids: Words = []
+    device_id: OptText = None
+    limit: Annotated[int, _clamped(1, 30, 8), _Bounds(1, 30)] = 8
+    offset: Annotated[int, _clamped(0, 1000, 0), _Bounds(0, 1000)] = 0
+
+
+class InspectEpisodeArgs(_Args):
+    """Arguments of inspect_episode (Go's ``id``, or the id alone, too)."""
+
+    ALIASES = {"id": "episode_id"}
+    PRIMARY = "episode_id"
+    episode_id: TextArg
+    max_events: Annotated[int, _clamped(0, 200, 20), _Bounds(0, 200)] = 20
+    offset: Annotated[int, _clamped(0, 100_000, 0), _Bounds(0, 100_000)] = 0
+
+
+class RecallSessionArgs(_Args):
+    """Arguments of recall_session_chunks (tags, entities and chunk_ids as the Go tool takes them; app_name is
+    not a filter: what was said in one app is often needed in another)."""
+
+    PRIMARY = "query"
+    query: QueryArg = ""
+    tags: Words = []
+    entities: Words = []
+    chunk_ids: Words = []
+    app_name: OptText = None
+    include_archived: bool = False
+    limit: Annotated[int, _clamped(1, 10, 3), _Bounds(1, 10)] = 3
+    offset: Annotated[int, _clamped(0, 1000, 0), _Bounds(0, 1000)] = 0
+
+
+class RecallHistoryArgs(_Args):
+    """Arguments of recall_history."""
+
+    query: OptText = None
+    step_range: Annotated[list[int] | None, BeforeValidator(_int_pair)] = None
+    include_details: bool = False
+    include_images: bool = False
+    max_results: Annotated[int, _clamped(1, 5, 5), _Bounds(1, 5)] = 5

@@ -11,262 +11,43 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
 import pydantic
-from pydantic import BaseModel, BeforeValidator
 
-from episodes.transcript._perception import estimate_text_tokens as estimate_tokens
+from episodes.transcript import estimate_text_tokens as estimate_tokens
 from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id
 
+from ._episode_tools import EpisodeTools
 from ._tokens import token_set
+from ._tool_answers import DEFAULT_BUDGET_TOKENS, ToolResult
 from ._tool_args import (
-    OptText,
-    QueryArg,
-    TextArg,
+    ForgetMemoryArgs,
+    InspectEpisodeArgs,
+    RecallDeviceArgs,
+    RecallHistoryArgs,
+    RecallMemoryArgs,
+    RecallSessionArgs,
+    SaveMemoryArgs,
     ToolArgs,
-    Words,
-    _Bounds,
-    _clamped,
-    _int_pair,
-    _query_text,
     clamp_notes,
     problem_text,
 )
+from ._tool_declarations import DECLARATIONS, WRITE_TOOLS
 from .retrieval import quote_cut, quote_data
+
+__all__ = ["MemoryTools", "ToolResult", "estimate_tokens"]
 
 log = logging.getLogger("memory_plane")
 
-DEFAULT_BUDGET_TOKENS = 2000
-WHOLE_CHARS = 4000  # a memory asked for by id is shown up to this long (MAX_CONTENT of the store)
-WRITE_TOOLS = ("save_memory", "forget_memory")
 
-
-@dataclass
-class ToolResult:
-    """What a memory tool answers: text for the model, whether it is an error, the memory ids it showed."""
-
-    text: str
-    is_error: bool = False
-    refs: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The function response sent back to the model."""
-        return {"result": self.text, "is_error": self.is_error, "memory_ids": self.refs}
-
-
-class _Args(ToolArgs, BaseModel):
-    """The memory tools' arguments (BaseModel named again so linters see pydantic fields, not class data)."""
-
-
-class RecallMemoryArgs(_Args):
-    """Arguments of recall_memory (the Go tool's tags, entities and types are accepted too)."""
-
-    PRIMARY = "query"
-    query: QueryArg = ""
-    tags: Words = []
-    entities: Words = []
-    types: Words = []
-    ids: Words = []
-    limit: Annotated[int, _clamped(1, 20, 5), _Bounds(1, 20)] = 5
-    offset: Annotated[int, _clamped(0, 1000, 0), _Bounds(0, 1000)] = 0
-
-
-class SaveMemoryArgs(_Args):
-    """Arguments of save_memory (Go's priority too)."""
-
-    content: TextArg
-    type: OptText = "fact"
-    title: OptText = None
-    tags: Words = []
-    entities: Words = []
-    priority: Annotated[int, _clamped(0, 100, 0), _Bounds(0, 100)] = 0  # 0: the type's default
-    force: bool = False
-
-
-class ForgetMemoryArgs(_Args):
-    """Arguments of forget_memory (Go's ``id`` too)."""
-
-    ALIASES = {"id": "memory_id"}
-    memory_id: TextArg
-    reason: TextArg
-
-
-class RecallDeviceArgs(_Args):
-    """Arguments of recall_device_memory (the Go tool's terms, tags, entities, types and device_id too)."""
-
-    PRIMARY = "query"
-    query: Annotated[str | None, BeforeValidator(_query_text)] = None
-    terms: Words = []
-    tags: Words = []
-    entities: Words = []
-    app: OptText = None
-    type: OptText = None
-    types: Words = []
-    ids: Words = []
-    device_id: OptText = None
-    limit: Annotated[int, _clamped(1, 30, 8), _Bounds(1, 30)] = 8
-    offset: Annotated[int, _clamped(0, 1000, 0), _Bounds(0, 1000)] = 0
-
-
-class InspectEpisodeArgs(_Args):
-    """Arguments of inspect_episode (Go's ``id``, or the id alone, too)."""
-
-    ALIASES = {"id": "episode_id"}
-    PRIMARY = "episode_id"
-    episode_id: TextArg
-    max_events: Annotated[int, _clamped(0, 200, 20), _Bounds(0, 200)] = 20
-    offset: Annotated[int, _clamped(0, 100_000, 0), _Bounds(0, 100_000)] = 0
-
-
-class RecallSessionArgs(_Args):
-    """Arguments of recall_session_chunks (tags, entities and chunk_ids as the Go tool takes them; app_name is
-    not a filter: what was said in one app is often needed in another)."""
-
-    PRIMARY = "query"
-    query: QueryArg = ""
-    tags: Words = []
-    entities: Words = []
-    chunk_ids: Words = []
-    app_name: OptText = None
-    include_archived: bool = False
-    limit: Annotated[int, _clamped(1, 10, 3), _Bounds(1, 10)] = 3
-    offset: Annotated[int, _clamped(0, 1000, 0), _Bounds(0, 1000)] = 0
-
-
-class RecallHistoryArgs(_Args):
-    """Arguments of recall_history."""
-
-    query: OptText = None
-    step_range: Annotated[list[int] | None, BeforeValidator(_int_pair)] = None
-    include_details: bool = False
-    include_images: bool = False
-    max_results: Annotated[int, _clamped(1, 5, 5), _Bounds(1, 5)] = 5
-
-
-def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required}
-
-
-_S, _I, _L = {"type": "string"}, {"type": "integer"}, {"type": "array", "items": {"type": "string"}}
-
-_B = {"type": "boolean"}
-# Said once in every declaration: how the arguments are read when a model writes them the Go agent's way.
-_LENIENT = (" Lists may also be sent as one string or as a JSON array in a string; numbers as text.")
-
-DECLARATIONS: dict[str, dict[str, Any]] = {
-    "recall_memory": {
-        "description": ("Search long-term memory: what the user told you to remember (profile facts, preferences, "
-                        "rules, procedures). Use it before asking the user again or guessing. Give a few words of "
-                        "what you need, or topic/domain keywords as tags, e.g. {\"tags\":[\"verification\"]}. With "
-                        "no query, tags or entities it lists the saved memories, most important first (e.g. "
-                        "{\"types\":[\"rule\"]} for every rule). A long memory is shown in part; ids=[its id] "
-                        "shows it whole. For what was said earlier in this conversation use recall_session_chunks."
-                        + _LENIENT),
-        "parameters": _schema({"query": {**_S, "description": "what you need, e.g. 'home address' or '支付 规则'"},
-                               "tags": {**_L, "description": "topic/domain keywords (optional)"},
-                               "entities": {**_L, "description": "people, apps, places (optional)"},
-                               "types": {**_L, "description": "only these kinds: profile, preference, rule, "
-                                                              "procedure, fact (optional)"},
-                               "ids": {**_L, "description": "memory ids to show whole (optional)"},
-                               "limit": {**_I, "description": "at most this many memories (1-20, default 5)"},
-                               "offset": {**_I, "description": "skip this many results, to read on after a cut "
-                                                               "answer (default 0)"}},
-                              [])},
-    "save_memory": {
-        "description": ("Save a durable fact, preference or rule that the user stated or that was verified on the "
-                        "phone, so later tasks know it. Mandatory when the user asks to remember/save something. "
-                        "Use profile for durable user facts (name, location, timezone): they join the synthesized "
-                        "user profile; preference for likes, rule for always/never. Answers status=saved, "
-                        "status=superseded (it replaces an older one), status=ignored (ignored as a duplicate, or "
-                        "forgotten on purpose before) or status=conflicted (it contradicts the user's own rule or "
-                        "preference, which stays in force). Do not save guesses, one-off task details or anything "
-                        "shown only on screen." + _LENIENT),
-        "parameters": _schema({
-            "content": {**_S, "description": "one self-contained sentence, in the user's words where possible"},
-            "type": {**_S, "enum": ["fact", "preference", "rule", "profile", "procedure"],
-                     "description": "rule: always/never do something; preference: what the user likes"},
-            "title": {**_S, "description": "a short title (optional)"},
-            "tags": {**_L, "description": "topics (optional)"},
-            "entities": {**_L, "description": "people, apps, places it is about (optional)"},
-            "priority": {**_I, "description": "importance 1-100 (optional; the type's default otherwise)"},
-            "force": {**_B, "description": "true only when the user asks again to remember something they had "
-                                           "you forget (optional)"}}, ["content"])},
-    "forget_memory": {
-        "description": ("Forget a memory when the user asks you to, or when it is wrong. It is removed everywhere "
-                        "and not learned again. Needs the memory id (from recall; `id` is accepted for memory_id) "
-                        "and a reason."),
-        "parameters": _schema({"memory_id": {**_S, "description": "e.g. mem_3f9a1c2b or proc_... (also read from id)"},
-                               "reason": {**_S, "description": "why, e.g. 'the user asked' or 'out of date'"}},
-                              ["memory_id", "reason"])},
-    "recall_device_memory": {
-        "description": ("Look up what this phone taught: how to open an app, verified step-by-step procedures, "
-                        "page transitions, tap positions, known failures. Use before exploring an app by trial. "
-                        "The Go agent's terms, tags, entities, types and device_id arguments are read too; ids=[…] "
-                        "shows memories whole." + _LENIENT),
-        "parameters": _schema({
-            "query": {**_S, "description": "the goal or screen, e.g. 'send a message in WeChat'"},
-            "app": {**_S, "description": "an app name or package (optional)"},
-            "type": {**_S, "enum": ["app_profile", "procedure", "navigation", "calibration", "failure",
-                                    "ui_anchor"], "description": "one kind of memory (optional)"},
-            "ids": {**_L, "description": "memory ids to show whole (optional)"},
-            "limit": {**_I, "description": "at most this many (1-30, default 8)"},
-            "offset": {**_I, "description": "skip this many results, to read on after a cut answer (default 0)"}},
-            [])},
-    "inspect_episode": {
-        "description": ("Read a past task (an episode id from the memory block): its goal, outcome and the "
-                        "actions taken, to reuse a path that worked or avoid one that failed. `id` is accepted for "
-                        "episode_id. A long episode is shown in parts: the answer says which events it shows and "
-                        "the offset that reads on."),
-        "parameters": _schema({"episode_id": {**_S, "description": "e.g. ep_20261201_3f9a1c2b7d (also read from id)"},
-                               "max_events": {**_I, "description": "at most this many events (0-200, default 20)"},
-                               "offset": {**_I, "description": "skip this many events (default 0)"}},
-                              ["episode_id"])},
-    "recall_session_chunks": {
-        "description": ("Recall prior conversation content that is no longer in your visible context: archived "
-                        "chunks of this session, by words or chunk_ids. PREFERRED before asking the user to repeat "
-                        "something; FALLBACK to recall_memory for what should hold across sessions. With no query, "
-                        "tags or chunk_ids (e.g. tags []) it gives the most recent parts. chunk_ids also show what "
-                        "was said in those parts. Closed sessions are not searched." + _LENIENT),
-        "parameters": _schema({"query": {**_S, "description": "words from what was said"},
-                               "tags": {**_L, "description": "topic keywords (optional)"},
-                               "entities": {**_L, "description": "people, apps, places (optional)"},
-                               "chunk_ids": {**_L, "description": "chunk ids named in the session summary"},
-                               "limit": {**_I, "description": "at most this many parts (1-10, default 3)"},
-                               "offset": {**_I, "description": "skip this many results, to read on after a cut "
-                                                               "answer (default 0)"}},
-                              [])},
-}
-
-
-def bounded(lines: list[str], budget: int, head: str = "", more: Callable[[int], str] | None = None) -> str:
-    """Lines until the token budget is used, then a note of how many were left out: ``more(i)`` (``i`` is the
-    first line not shown) says how to get them, else "N more, narrow the query"."""
-    out = [head] if head else []
-    used = estimate_tokens(head)
-    # Room for the note is kept while lines may follow, so the note itself never overruns the budget.
-    room = budget - (60 if more else 0)
-    for i, line in enumerate(lines):
-        cost = estimate_tokens(line) + 1
-        if used + cost > (budget if i == len(lines) - 1 else room):
-            out.append(more(i) if more else f"… {len(lines) - i} more, narrow the query")
-            break
-        out.append(line)
-        used += cost
-    return "\n".join(out)
-
-
-class MemoryTools:
+class MemoryTools(EpisodeTools):
     """Memory tools for the model: ``declarations()``, ``genai_tools()``, ``call(name, args)``."""
 
     def __init__(self, plane: Any, *, ledger: Any = None, allow_write: bool = True,
                  budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> None:
-        self.plane = plane
-        self.ledger = ledger
-        self.allow_write = allow_write
-        self.budget_tokens = budget_tokens
-        self._handlers: dict[str, tuple[type[_Args], Callable[[Any], ToolResult]]] = {
+        super().__init__(plane, ledger=ledger, allow_write=allow_write, budget_tokens=budget_tokens)
+        self._handlers: dict[str, tuple[type[ToolArgs], Callable[[Any], ToolResult]]] = {
             "recall_memory": (RecallMemoryArgs, self._recall_memory),
             "save_memory": (SaveMemoryArgs, self._save_memory),
             "forget_memory": (ForgetMemoryArgs, self._forget_memory),
@@ -444,15 +225,6 @@ class MemoryTools:
                 out.append(mem)
         return out
 
-    def _whole(self, text: str) -> str:
-        """A memory asked for by id, quoted whole, or as much as one answer holds (and how much is left)."""
-        limit = WHOLE_CHARS
-        quoted, left = quote_cut(text, limit)
-        while limit > 200 and estimate_tokens(quoted) > self.budget_tokens * 0.7:
-            limit = int(min(limit, len(quoted)) * 0.7)
-            quoted, left = quote_cut(text, limit)
-        return quoted + (f" (+{left} chars not shown: longer than one answer holds)" if left else "")
-
     def _memory_line(self, mem_id: str, kind: str, score: float | None, text: str) -> str:
         """One memory, cut to a line; a cut line says how much is left and how to read it whole."""
         if len(text) >= 200:  # the index keeps a bounded summary: the file has the whole text
@@ -568,133 +340,3 @@ class MemoryTools:
             refs.append(e["id"])
         return self._shown(lines, refs, f"{len(page)} device memories:", tool="recall_device_memory",
                            offset=a.offset, more_exists=len(entries) > a.offset + a.limit)
-
-    def _inspect_episode(self, a: InspectEpisodeArgs) -> ToolResult:
-        eid = a.episode_id.strip()
-        ep = self.plane.episodes.get(eid) if is_safe_id(eid) else None
-        if ep is None:
-            return ToolResult(f"no episode {eid!r} (episode ids look like ep_20261201_3f9a1c2b7d)", is_error=True)
-        o = ep.outcome
-        records = self.plane.episodes.events(eid).records
-        total = len(records)
-        window = records[a.offset: a.offset + (a.max_events or 0)]
-        end = a.offset + len(window)
-        shown = f"events {a.offset + 1}-{end} of {total}" if window else f"0 of {total} events"
-        more = (f"; {total - end} more: inspect_episode offset={end}" if end < total and a.max_events else "")
-        head = (f"episode {ep.id}: goal {quote_data(ep.user_goal)}; app {ep.app() or '?'}; "
-                f"{'succeeded' if o.success else 'failed'}"
-                + (f" ({o.failure_phase}: {quote_data(o.failure_reason or '')})" if not o.success else "")
-                + f"; {ep.metrics.tool_steps} steps; {shown}{more}")
-        taught = self._taught(ep)
-        if taught:
-            head += "\ntaught (memory: the events that show it): " + "; ".join(taught)
-        lines: list[str] = []
-        first_event: list[int] = []  # the event each line starts from, to say where a cut answer resumes
-        for n, ev in enumerate(window, start=a.offset):
-            kind = ev.get("type")
-            evid = f" [{ev['event_id']}]" if isinstance(ev.get("event_id"), str) else ""
-            if kind == "tool_call":
-                args = json.dumps(ev.get("tool_input"), ensure_ascii=False)[:160]
-                lines.append(f"step {ev.get('step')}: {ev.get('tool_name')} {args}"
-                             + (f" — {quote_data(str(ev['content']))}" if ev.get("content") else "") + evid)
-            elif kind == "tool_result":
-                obs = ev.get("observed_state") or {}
-                lines.append(f"  -> {'error ' + quote_data(str(ev.get('error'))) if ev.get('is_error') else 'ok'}"
-                             + (f" app={obs.get('app')} page={obs.get('page')}" if obs else "") + evid)
-            else:
-                continue
-            first_event.append(n)
-
-        def resume(i: int) -> str:
-            at = first_event[i]
-            return (f"… {total - at} more events not shown (answer budget): inspect_episode offset={at} "
-                    "reads on (a lower max_events gives smaller parts)")
-
-        text = bounded(lines, self.budget_tokens, head, resume)
-        return ToolResult(text, refs=[ep.id])
-
-    def _taught(self, ep: Any) -> list[str]:
-        """The lessons an episode taught, each with the event ids its evidence names (at most 8)."""
-        out = []
-        for mid in ep.reusable_lessons[:8]:
-            try:
-                item = self.plane.device.get(mid)
-            except Exception:  # a broken file: named without its events (verify reports the file)
-                item = None
-            refs = [r for r in (item.evidence_refs if item is not None else []) if r.id == ep.id]
-            ids = [i for r in refs for i in r.event_ids]
-            out.append(f"{mid} ({', '.join(ids[:6])}{' …' if len(ids) > 6 else ''})" if ids else mid)
-        more = len(ep.reusable_lessons) - 8
-        return out + ([f"{more} more in episode.yaml reusable_lessons"] if more > 0 else [])
-
-    def _recall_session(self, a: RecallSessionArgs) -> ToolResult:
-        from ._retrieve_types import MemoryHit
-
-        session = self.plane.session
-        query = " ".join([a.query, *a.tags, *a.entities]).strip()
-        note = ("closed sessions are not searched here: include_archived is not supported" if a.include_archived
-                else "")
-        entries = [c for c in session.chunk_index.read().entries if field_str(c.get("status")) in (None, "active")]
-        lines: list[str] = []
-        if a.chunk_ids:  # asked for by id: the summary and what was said, event by event
-            by_id = {c["id"]: c for c in entries}
-            for cid in a.chunk_ids:
-                c = by_id.get(cid)
-                if c is None:
-                    lines.append(f"[{cid[:80]}] no such part of this conversation")
-                    continue
-                lines.append(f"[{cid}] {quote_data(field_text(c.get('summary')))}")
-                for ev in session.chunk_events(c):
-                    who = field_str(ev.get("role")) or field_str(ev.get("type")) or "?"
-                    lines.append(f"  {who}: {quote_data(field_text(ev.get('content')), 300)}")
-            if not query:
-                return self._shown(lines, [], f"{len(a.chunk_ids)} parts of this conversation by id:", note=note)
-        if not query:
-            # Go's empty tags ([]) mean "recent history": the newest parts, newest first.
-            hits = [MemoryHit(id=c["id"], type="session_chunk", score=1.0, confidence=1.0,
-                              text=field_text(c.get("summary"))) for c in reversed(entries)]
-            head = "no query: the most recent earlier parts of this conversation, newest first:"
-        else:
-            hits = session.recall_session_chunks(query, limit=a.offset + a.limit + 1)
-            head = "earlier parts of this conversation:"
-        page = hits[a.offset: a.offset + a.limit]
-        if not page and not lines:
-            what = f"matches {quote_data(query, 120)}" if query else "was compressed yet"
-            return ToolResult(f"nothing earlier in this conversation {what}" + (f" past offset {a.offset}"
-                              if a.offset else "") + (f" ({note})" if note else ""))
-        lines += [f"[{h.id}] {quote_data(h.text)}" for h in page]
-        return self._shown(lines, [], f"{len(page)} {head}", tool="recall_session_chunks", offset=a.offset,
-                           more_exists=len(hits) > a.offset + a.limit, note=note)
-
-    def _recall_history(self, a: RecallHistoryArgs) -> ToolResult:
-        if not a.query and not a.step_range:
-            return ToolResult("recall_history needs a query, a step_range [first, last], or both", is_error=True)
-        rng = a.step_range[:2] if a.step_range and len(a.step_range) >= 2 else None
-        res = self.ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
-                                         include_images=a.include_images, max_results=a.max_results)
-        data = res.to_dict()
-        text = json.dumps(data, ensure_ascii=False)
-        while estimate_tokens(text) > self.budget_tokens and data["results"]:
-            data["results"].pop()  # the answer fits by dropping its last rows, never by replacing all of it
-            data["truncated"] = True
-            text = json.dumps(data, ensure_ascii=False)
-        return ToolResult(text)
-
-    def _shown(self, lines: list[str], refs: list[str], head: str, *, tool: str = "", offset: int = 0,
-               more_exists: bool = False, note: str = "") -> ToolResult:
-        """Lines within the budget; a cut says how many results were left out and the offset that reads on."""
-        def resume(i: int) -> str:
-            # A result is a line that does not start with a space (an event of a chunk is indented under it).
-            results = sum(1 for ln in lines[i:] if not ln.startswith(" "))
-            left = f"{results} more results" if results else f"{len(lines) - i} more lines"
-            skip = offset + sum(1 for ln in lines[:i] if not ln.startswith(" "))
-            how = f"{tool} offset={skip} reads on, or narrow the query" if tool else "ask for fewer ids at a time"
-            return f"… {left} not shown (answer budget): {how}"
-
-        text = bounded(lines, self.budget_tokens - (40 if more_exists or note else 0), head, resume)
-        if more_exists and tool and "not shown (answer budget)" not in text:
-            text += f"\n(more match: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
-        if note:
-            text += f"\n({note})"
-        shown = [r for r in refs if r in text]  # only the ids that made it into the answer
-        return ToolResult(text, refs=shown)

@@ -14,19 +14,15 @@ from episodes import EpisodeRecorder, pair_steps
 from lifecycle import EvidenceRef
 from memory_plane import MemoryPlane
 from memory_plane.bench._blame import culprits, demotions, run_scenario
+from memory_plane.bench._lesson_paths import Token, action_tokens, lcs_closeness, procedure_tokens, token
 from memory_plane.bench._lessons import (
     DATA_FILE,
-    Token,
-    action_tokens,
     asked,
     audit,
     audit_traces,
     evaluate_split,
-    lcs_closeness,
-    procedure_tokens,
     read_rows,
     run,
-    token,
 )
 
 from conftest import SHARED_DATA

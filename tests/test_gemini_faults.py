@@ -252,7 +252,7 @@ def test_verify_lists_transcripts_closed_with_pending_summaries(tmp_path: Path) 
     with MemoryPlane.open(tmp_path / "m") as plane:
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="a long task"))
         led = rec.open_transcript()
-        led._append({"kind": "close", "pending": True})  # what a bounded close leaves behind
+        led.append_record({"kind": "close", "pending": True})  # what a bounded close leaves behind
         plane.commit_episode(rec.finish(success=True))
         plane.flush()
         assert plane.verify().stats["transcripts_pending"] == [rec.id]

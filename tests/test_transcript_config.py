@@ -119,7 +119,7 @@ def test_verify_checks_config_yaml(tmp_path: Path) -> None:
 
 def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
     from episodes.transcript import OfflineVisualLens
-    from episodes.transcript._chunks import OfflineCapsuleLens
+    from episodes.transcript._capsules import OfflineCapsuleLens
 
     class DownThenUp:
         name = "flaky"

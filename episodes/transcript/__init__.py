@@ -1,17 +1,15 @@
 """The on-device transcript of a long task: four zones, a scrub edge, step summaries, beside the episode."""
 
-from ._chunks import (
+from ._capsules import (
     Capsule,
     CapsuleLens,
-    Chunk,
-    Era,
     OfflineCapsuleLens,
     capsule_input,
     check_capsule,
     coverage_problem,
-    ledger_rows,
     notes_problem,
 )
+from ._chunks import Chunk, Era
 from ._config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
 from ._ledger import TranscriptLedger, load_image_bytes
 from ._lens import (
@@ -37,6 +35,7 @@ from ._perception import (
 from ._recall import RECALL_HISTORY_TOOL, RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryEvidence, SummaryRecord
 from ._service import ServiceStats, StepMemoryService
+from ._step_rows import ledger_rows
 from ._turns import FAILED_PLACEHOLDER, PENDING_PLACEHOLDER, Staged, Turn
 
 __all__ = [

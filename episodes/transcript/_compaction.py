@@ -3,7 +3,8 @@
 A segment of turns closes at a subgoal or activity change (or a size), a capsule lens writes its
 three-band chunk in the background, and at a compaction event the ready chunks replace their raw turns
 in the frozen zone F (older chunks merge into eras); past the hard threshold an emergency snapshot
-folds everything. Mixed into TranscriptLedger, whose state it works on.
+folds everything. TranscriptLedger holds one and is its host (``CompactionHost``): the turns, the
+summaries and the prompt's size are the ledger's; segments, chunks, eras and the snapshot are its own.
 """
 
 from __future__ import annotations
@@ -12,70 +13,79 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lifecycle import Clock, atomic_write, format_ts
 
-from ._chunks import (
-    Capsule,
-    CapsuleLens,
-    Chunk,
-    Era,
-    OfflineCapsuleLens,
-    Segment,
-    check_capsule,
-    compose_snapshot,
-    ledger_rows,
-)
+from ._capsules import Capsule, OfflineCapsuleLens, check_capsule
+from ._chunks import Chunk, Era, Segment
+from ._compaction_host import CompactionHost
 from ._config import TranscriptConfig
 from ._lens import RequestBudget, current_budget
-from ._messages import Message
-from ._perception import TokenMeter, estimate_text_tokens
-from ._records import StepRecord, SummaryBook
-from ._service import StepMemoryService
-from ._turns import Turn, turn_messages
+from ._perception import estimate_text_tokens
+from ._records import StepRecord
+from ._snapshot import compose_snapshot
+from ._step_rows import ledger_rows
+from ._turns import turn_messages
 
 log = logging.getLogger("memory_plane")
 CAPSULE_RETRY_ROUNDS = 3
 
 
 class LayeredCompaction:
-    """Segments, chunks, folds, eras and the emergency snapshot of a TranscriptLedger."""
+    """Segments, chunks, folds, eras and the emergency snapshot of one transcript."""
 
-    if TYPE_CHECKING:  # the ledger's state this part works on
-        dir: Path
-        config: TranscriptConfig
-        turns: list[Turn]
-        chunks: list[Chunk]
-        eras: list[Era]
-        closed: list[Segment]
-        events: list[dict[str, Any]]
-        summaries: SummaryBook
-        service: StepMemoryService
-        capsule_lens: CapsuleLens
-        meter: TokenMeter
-        snapshot: str | None
-        seg_start: int
-        folded_until: int
-        plan_hint: str | None
-        goal: str | None
-        session_id: str
-        clock: Clock
-        snapshot_state: dict[str, Any] | None
-        era_count: int
-        chunk_count: int
-        _lock: threading.RLock
+    def __init__(self, host: CompactionHost, directory: Path, config: TranscriptConfig, clock: Clock,
+                 session_id: str, lock: threading.RLock) -> None:
+        self.host = host
+        self.dir = directory
+        self.config = config
+        self.clock = clock
+        self.session_id = session_id
+        self._lock = lock  # the ledger's: a capsule lands from a worker thread while a turn is committed
+        self.chunks: list[Chunk] = []
+        self.eras: list[Era] = []
+        self.snapshot: str | None = None
+        self.snapshot_state: dict[str, Any] | None = None  # the snapshot's structured fields (the next one merges them)
+        self.era_count = 0
+        self.chunk_count = 0
+        self.folded_until = 0
+        self.seg_start = 1
+        self.closed: list[Segment] = []
+        self.plan_hint: str | None = None
+        self.events: list[dict[str, Any]] = []  # compaction events (what the benchmark measures)
 
-        def frozen_tokens(self) -> int:
-            """Size of the frozen zone F (the ledger's)."""
+    def replay(self, r: Mapping[str, Any]) -> bool:
+        """Apply one steps.jsonl line of compaction (a cold start); False for a line that is not one."""
+        kind = r.get("kind")
+        if kind == "segment":
+            self.closed.append(self._segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
+            self.seg_start = max(self.seg_start, int(r["end"]) + 1)
+        elif kind == "fold":
+            self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
+        elif kind == "era":
+            self._apply_era(int(r["count"]), bool(r.get("paragraph")))
+        elif kind == "era_narrow":
+            self.eras[int(r["index"])].narrative = False
+        elif kind == "period_merge":
+            self._apply_period_merge(int(r["index"]))
+        elif kind == "snapshot":
+            self.snapshot = str(r["text"])
+            self.snapshot_state = r.get("state") if isinstance(r.get("state"), dict) else None
+            self.events.append({"at": int(r.get("at", 0)), "kind": "snapshot", "before": 0, "after": 0})
+            self.folded_until = max(self.folded_until, int(r["until"]))
+            self.chunks, self.eras = [], []
+            # A segment across the snapshot's edge was re-recorded as its tail: keep only segments after it.
+            self.closed = [seg for seg in self.closed if seg.start > self.folded_until]
+        else:
+            return False
+        return True
 
-        def _append(self, record: Mapping[str, Any]) -> None: ...
-        def _tokens(self, m: Message) -> int: ...
-        def estimated_tokens(self, messages: list[Message] | None = None) -> int:
-            """Heuristic size of the rendered transcript (the ledger's)."""
-
-        def prompt_tokens(self) -> int:
-            """The size the thresholds read (the ledger's)."""
+    def resume(self) -> None:
+        """After a cold start: capsules lost with the process are asked for again (their raw turns stay)."""
+        for seg in self.closed:
+            if seg.end > self.folded_until:
+                self._dispatch_capsule(seg)
 
     def plan_event(self, subgoal_hash: str) -> None:
         """A plan write announced a new subgoal: only a hint until an executed step carries it."""
@@ -87,7 +97,7 @@ class LayeredCompaction:
         seg = self._segment(self.seg_start, end, reason)
         self.closed.append(seg)
         self.seg_start = end + 1
-        self._append({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
+        self.host.append_record({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
         self._dispatch_capsule(seg)
 
     def _segment(self, start: int, end: int, reason: str) -> Segment:
@@ -99,14 +109,14 @@ class LayeredCompaction:
         def job() -> None:
             self._make_chunk(seg)
 
-        if not self.service.submit_call(job):
+        if not self.host.submit_capsule(job):
             seg.failed = True
-            seg.failed_at = len(self.turns)
+            seg.failed_at = len(self.host.turns)
 
     def _make_chunk(self, seg: Segment) -> None:
-        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
+        records = [t.record for t in self.host.turns[seg.start - 1: seg.end]]
         summaries = {s: sr.text for s in range(seg.start, seg.end + 1)
-                     if (sr := self.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
+                     if (sr := self.host.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
         token = current_budget.set(RequestBudget())  # one request budget for every attempt of this capsule
         try:
             self._capsule_attempts(seg, records, summaries)
@@ -118,7 +128,7 @@ class LayeredCompaction:
         for _ in range(self.config.transcript.summary_retries + 1):
             seg.attempts += 1
             try:
-                capsule = self.capsule_lens.capsule(records, summaries)
+                capsule = self.host.capsule_lens.capsule(records, summaries)
             except Exception as exc:
                 problem = f"{type(exc).__name__}: {exc}"
                 if getattr(exc, "retryable", True) is False:
@@ -126,11 +136,11 @@ class LayeredCompaction:
                 continue
             problem = check_capsule(capsule, records) or ""
             if not problem:
-                self._store_chunk(seg, records, capsule, getattr(self.capsule_lens, "name", "lens"),
+                self._store_chunk(seg, records, capsule, getattr(self.host.capsule_lens, "name", "lens"),
                                   getattr(capsule, "model", None))
                 return
         seg.failed = True  # raw turns stay until a retry succeeds (or the offline capsule replaces it)
-        seg.failed_at = len(self.turns)
+        seg.failed_at = len(self.host.turns)
         log.warning("transcript: capsule of steps %d-%d rejected: %s", seg.start, seg.end, problem)
 
     def _store_chunk(self, seg: Segment, records: list[StepRecord], capsule: Capsule, lens: str,
@@ -152,9 +162,9 @@ class LayeredCompaction:
 
     def _offline_fallback(self, seg: Segment) -> None:
         """A segment whose capsule lens kept failing gets the mechanical capsule, so later segments can swap."""
-        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
+        records = [t.record for t in self.host.turns[seg.start - 1: seg.end]]
         capsule = OfflineCapsuleLens().capsule(records, {})
-        self._append({"kind": "capsule_fallback", "start": seg.start, "end": seg.end, "rounds": seg.rounds})
+        self.host.append_record({"kind": "capsule_fallback", "start": seg.start, "end": seg.end, "rounds": seg.rounds})
         self._store_chunk(seg, records, capsule, "offline-fallback", None)
 
     def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None, lens: str = "lens",
@@ -195,7 +205,7 @@ class LayeredCompaction:
                     by_range = isinstance(steps, (list, tuple)) and len(steps) == 2 and all(
                         isinstance(x, int) for x in steps) and steps[0] <= c.end and steps[1] >= c.start
                     by_goal = subgoal is not None and (subgoal == c.milestone or any(
-                        t.record.subgoal_hash == subgoal for t in self.turns[c.start - 1: c.end]))
+                        t.record.subgoal_hash == subgoal for t in self.host.turns[c.start - 1: c.end]))
                     if not (by_range or by_goal):
                         continue
                     c.annotations.append(f"{checkpoint_id}: {text}")
@@ -204,7 +214,7 @@ class LayeredCompaction:
                     if c.chunk_id not in hit:
                         hit.append(c.chunk_id)
             if hit:
-                self._append({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
+                self.host.append_record({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
         return hit
 
     def _read_chunk(self, chunk_id: str) -> Chunk:
@@ -235,10 +245,10 @@ class LayeredCompaction:
     def _era_op(self, n: int, count: int = 0, paragraph: bool = False, merge: int | None = None) -> None:
         if merge is not None:
             self._apply_period_merge(merge)
-            self._append({"kind": "period_merge", "index": merge, "at": n})
+            self.host.append_record({"kind": "period_merge", "index": merge, "at": n})
         else:
             self._apply_era(count, paragraph)
-            self._append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
+            self.host.append_record({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
 
     def _bound_frozen(self, n: int) -> None:
         """Keep every layer of F bounded: chunks past max_chunks merge into an era, eras past max_eras become
@@ -252,11 +262,11 @@ class LayeredCompaction:
             self._era_op(n, paragraph=True)
         self._merge_periods(n, cc.max_periods)
         limit = cc.frozen_ratio * cc.context_budget_tokens
-        while self.frozen_tokens() > limit:
+        while self.host.frozen_tokens() > limit:
             wide = next((i for i, e in enumerate(self.eras) if not e.paragraph and e.narrative), None)
             if wide is not None:
                 self.eras[wide].narrative = False  # ② goes first: ① merged and ③ keep every step
-                self._append({"kind": "era_narrow", "index": wide, "at": n})
+                self.host.append_record({"kind": "era_narrow", "index": wide, "at": n})
             elif any(not e.paragraph for e in self.eras):
                 self._era_op(n, paragraph=True)
                 self._merge_periods(n, cc.max_periods)
@@ -289,15 +299,17 @@ class LayeredCompaction:
             elif n - seg.failed_at >= 2 ** (seg.rounds + 1):
                 seg.failed = False
                 seg.rounds += 1
-                self._append({"kind": "capsule_retry", "start": seg.start, "end": seg.end, "round": seg.rounds})
+                self.host.append_record({"kind": "capsule_retry", "start": seg.start, "end": seg.end,
+                                         "round": seg.rounds})
                 self._dispatch_capsule(seg)
 
-    def _compact(self, rec: StepRecord, boundary: str | None) -> None:
+    def compact(self, rec: StepRecord, boundary: str | None) -> None:
+        """After a committed step: close segments, retry failed capsules, fold ready chunks, or the emergency."""
         cc = self.config.chunking
         n = rec.step
         budget = cc.context_budget_tokens
-        self._retry_failed(n, self.prompt_tokens() >= cc.close_ratio() * budget)
-        prev = self.turns[n - 2].record if n >= 2 else None
+        self._retry_failed(n, self.host.prompt_tokens() >= cc.close_ratio() * budget)
+        prev = self.host.turns[n - 2].record if n >= 2 else None
         # Triggers that close the open segment before this step.
         if prev is not None and n - 1 >= self.seg_start:
             reason = None
@@ -318,17 +330,17 @@ class LayeredCompaction:
             self.plan_hint = None
         if boundary == "irreversible":
             self._close(n, "irreversible")
-        open_steps = [t.record for t in self.turns[self.seg_start - 1: n]]
+        open_steps = [t.record for t in self.host.turns[self.seg_start - 1: n]]
         if open_steps:
             source_tokens = sum(estimate_text_tokens(r.action_line() + (r.result or "") + (r.thought or ""))
                                 for r in open_steps)
             if len(open_steps) >= cc.max_steps or source_tokens >= cc.target_source_tokens:
                 self._close(n, "size")
-        tokens = self.prompt_tokens()
+        tokens = self.host.prompt_tokens()
         if tokens >= cc.close_ratio() * budget:
             self._close(n - cc.min_active_steps, "soft_threshold")
         self._swap(n, tokens)
-        if self.prompt_tokens() >= cc.hard_ratio * budget:
+        if self.host.prompt_tokens() >= cc.hard_ratio * budget:
             self._emergency(n)
 
     def _swap(self, n: int, tokens: int) -> None:
@@ -346,22 +358,22 @@ class LayeredCompaction:
             return
         if self.events and n - self.events[-1]["at"] < 3 and tokens < cc.soft_ratio * cc.context_budget_tokens:
             return  # no back-to-back compactions below the soft threshold: each one costs a re-prefill
-        before = self.estimated_tokens()
-        folded = sum(self._tokens(m) for t in self.turns[self.folded_until: until]
+        before = self.host.estimated_tokens()
+        folded = sum(self.host.tokens_of(m) for t in self.host.turns[self.folded_until: until]
                      for m in turn_messages(t, n - t.record.step + 1, self.config.transcript))
         added = sum(estimate_text_tokens(c.render()) for c in ready)
         if before <= 0 or (folded - added) / before < 0.10:
             return  # a compaction that does not shrink the prompt by a tenth is not worth a re-prefill
         self._apply_fold(ready, until)
-        self._append({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
+        self.host.append_record({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
         self._bound_frozen(n)
-        self.meter = TokenMeter()  # the last measurement described the prompt before the swap
-        after = self.estimated_tokens()
+        self.host.prompt_changed()  # the last measurement described the prompt before the swap
+        after = self.host.estimated_tokens()
         self.events.append({"at": n, "kind": "fold", "before": before, "after": after})
 
     def _emergency(self, n: int) -> None:
         cc = self.config.chunking
-        before = self.estimated_tokens()
+        before = self.host.estimated_tokens()
         end = n - cc.min_active_steps
         if end <= self.folded_until:
             return
@@ -376,21 +388,22 @@ class LayeredCompaction:
                 self.closed.remove(seg)
                 tail = self._segment(end + 1, seg.end, seg.reason)
                 self.closed.append(tail)
-                self._append({"kind": "segment", "start": tail.start, "end": tail.end, "reason": tail.reason})
+                self.host.append_record({"kind": "segment", "start": tail.start, "end": tail.end,
+                                         "reason": tail.reason})
                 self._dispatch_capsule(tail)
-        records = [t.record for t in self.turns[:end]]
+        records = [t.record for t in self.host.turns[:end]]
         chunks = self.chunks + [seg.chunk for seg in self.closed if seg.chunk is not None and seg.end <= end]
-        last = self.turns[end - 1].record
+        last = self.host.turns[end - 1].record
         # Composed from everything F held, the previous snapshot included: a second emergency never forgets
         # what the first one kept (002 §2.7.3: old summaries fold into the new one).
         self.snapshot, self.snapshot_state = compose_snapshot(
-            self.snapshot_state, self.goal, last.plan, self.eras, chunks, records,
+            self.snapshot_state, self.host.goal, last.plan, self.eras, chunks, records,
             "/".join(x for x in (last.package, last.activity) if x),
             int(cc.snapshot_rows_ratio * cc.context_budget_tokens))
         self.folded_until = end
         self.chunks, self.eras = [], []
         self.closed = [seg for seg in self.closed if seg.end > end]
-        self._append({"kind": "snapshot", "text": self.snapshot, "state": self.snapshot_state, "until": end,
+        self.host.append_record({"kind": "snapshot", "text": self.snapshot, "state": self.snapshot_state, "until": end,
                       "at": n})
-        self.meter = TokenMeter()
-        self.events.append({"at": n, "kind": "snapshot", "before": before, "after": self.estimated_tokens()})
+        self.host.prompt_changed()
+        self.events.append({"at": n, "kind": "snapshot", "before": before, "after": self.host.estimated_tokens()})

@@ -32,14 +32,10 @@ from lifecycle import (
     system_clock,
 )
 
-from ._chunks import (
-    CapsuleLens,
-    Chunk,
-    Era,
-    OfflineCapsuleLens,
-    Segment,
-)
+from ._capsules import CapsuleLens, OfflineCapsuleLens
+from ._chunks import Chunk, Era, Segment
 from ._compaction import LayeredCompaction
+from ._compaction_host import CompactionState
 from ._config import TranscriptConfig
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
@@ -66,8 +62,17 @@ GUARD_MIN_TOKENS = 500  # outputs below this are kept as they are: an envelope w
 STEPS_FILE = "steps.jsonl"
 USAGE_FILE = "usage.jsonl"
 SYSTEM_FILE = "system.md"
-class TranscriptLedger(LayeredCompaction):
-    """The transcript of one episode, kept in ``<episode>/transcript/``."""
+class TranscriptLedger:
+    """The transcript of one episode, kept in ``<episode>/transcript/``; the host of its compaction."""
+
+    # F's layers are the compaction's; the ledger shows them (read-only) as it always did.
+    chunks: CompactionState[list[Chunk]] = CompactionState()
+    eras: CompactionState[list[Era]] = CompactionState()
+    closed: CompactionState[list[Segment]] = CompactionState()
+    snapshot: CompactionState[str | None] = CompactionState()
+    snapshot_state: CompactionState[dict[str, Any] | None] = CompactionState()
+    folded_until: CompactionState[int] = CompactionState()
+    events: CompactionState[list[dict[str, Any]]] = CompactionState()  # compaction events (what the benchmark measures)
 
     def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
                  lens: VisualLens | None = None, clock: Clock = system_clock, system_prompt: str = "",
@@ -89,20 +94,10 @@ class TranscriptLedger(LayeredCompaction):
         self._envelopes = 0
         self.capsule_lens: CapsuleLens = capsule_lens or OfflineCapsuleLens()
         self.goal = goal
-        self.chunks: list[Chunk] = []
-        self.eras: list[Era] = []
-        self.snapshot: str | None = None
-        self.snapshot_state: dict[str, Any] | None = None  # the snapshot's structured fields (the next one merges them)
-        self.era_count = 0
-        self.chunk_count = 0
-        self.folded_until = 0
-        self.seg_start = 1
-        self.closed: list[Segment] = []
-        self.plan_hint: str | None = None
-        self.events: list[dict[str, Any]] = []  # compaction events (what the benchmark measures)
         self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
         self._clean = InputCleaner(str(self.dir))
         self.session_id = session_id or self.episode_dir.name  # the episode when the runtime gives none
+        self.compaction = LayeredCompaction(self, self.dir, self.config, clock, self.session_id, self._lock)
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
@@ -113,7 +108,7 @@ class TranscriptLedger(LayeredCompaction):
         else:
             self.system = system_prompt
             atomic_write(self.dir / SYSTEM_FILE, system_prompt)
-            self._append({"kind": "session", "start": format_ts(self.start)})
+            self.append_record({"kind": "session", "start": format_ts(self.start)})
 
     # -- persistence ------------------------------------------------------------------
 
@@ -123,13 +118,14 @@ class TranscriptLedger(LayeredCompaction):
         """Rebuild a ledger from its files after a crash or restart (cold start)."""
         return cls(directory, config=config, lens=lens, clock=clock, _load=True)
 
-    def _append(self, record: Mapping[str, Any]) -> None:
+    def append_record(self, record: Mapping[str, Any]) -> None:
+        """Append one line to steps.jsonl (what a cold start replays)."""
         append_line(self.dir / STEPS_FILE, dumps_compact(dict(record)), fsync=False)
 
     def _publish(self, rec: SummaryRecord) -> None:
         with self._lock:
             if self.summaries.offer(rec):
-                self._append(rec.model_dump(mode="json", exclude_none=True))
+                self.append_record(rec.model_dump(mode="json", exclude_none=True))
 
     def _load(self) -> None:
         try:
@@ -149,31 +145,12 @@ class TranscriptLedger(LayeredCompaction):
                 turn = self._turn(int(r["step"]))
                 if turn is not None and turn.decision is None:
                     turn.decision, turn.decided_at = str(r["text"]), r.get("at")
-            elif kind == "segment":
-                self.closed.append(self._segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
-                self.seg_start = max(self.seg_start, int(r["end"]) + 1)
-            elif kind == "fold":
-                self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
-            elif kind == "era":
-                self._apply_era(int(r["count"]), bool(r.get("paragraph")))
-            elif kind == "era_narrow":
-                self.eras[int(r["index"])].narrative = False
-            elif kind == "period_merge":
-                self._apply_period_merge(int(r["index"]))
-            elif kind == "snapshot":
-                self.snapshot = str(r["text"])
-                self.snapshot_state = r.get("state") if isinstance(r.get("state"), dict) else None
-                self.events.append({"at": int(r.get("at", 0)), "kind": "snapshot", "before": 0, "after": 0})
-                self.folded_until = max(self.folded_until, int(r["until"]))
-                self.chunks, self.eras = [], []
-                # A segment across the snapshot's edge was re-recorded as its tail: keep only segments after it.
-                self.closed = [seg for seg in self.closed if seg.start > self.folded_until]
+            else:
+                self.compaction.replay(r)
         # Summaries still pending when the process died will not arrive: let the edge place placeholders.
         self._scrub()
         # Capsules lost with the process are asked for again; their raw turns stay until then.
-        for seg in self.closed:
-            if seg.end > self.folded_until:
-                self._dispatch_capsule(seg)
+        self.compaction.resume()
 
     # -- the turn cycle -----------------------------------------------------------------
 
@@ -243,10 +220,11 @@ class TranscriptLedger(LayeredCompaction):
                 native_thinking_ref=native_thinking_ref, post_ui_ref=post_ui_ref,
                 point_labels=point_labels if point_labels and any(point_labels) else None,
             )
-            self._append({**rec.model_dump(mode="json", exclude_none=True), "width": st.width, "height": st.height})
+            self.append_record({**rec.model_dump(mode="json", exclude_none=True), "width": st.width,
+                                "height": st.height})
             turn = Turn(rec, (st.width, st.height))
             self.turns.append(turn)
-            self.meter.add(sum(self._tokens(m) for m in turn_messages(turn, 1, self.config.transcript)))
+            self.meter.add(sum(self.tokens_of(m) for m in turn_messages(turn, 1, self.config.transcript)))
             self.staged = Staged()
             cfg = self.config.transcript
             if cfg.visual_summaries and rec.pre_image:
@@ -255,7 +233,7 @@ class TranscriptLedger(LayeredCompaction):
                 self.service.submit(job, self.summaries.next_version(n))
             self._scrub()
             if self.config.chunking.enabled:
-                self._compact(rec, boundary)
+                self.compaction.compact(rec, boundary)
             return rec
 
     def _maybe_envelope(self, n: int, result: str | None, patterns: Iterable[str]) -> tuple[str | None, str | None]:
@@ -277,7 +255,7 @@ class TranscriptLedger(LayeredCompaction):
             return result, None
         if force:
             env["reason"] = "context near its hard limit: the full output is on disk (recall_history)"
-            self._append({"kind": "turn_guard", "step": n, "room_tokens": int(room), "output_tokens": size})
+            self.append_record({"kind": "turn_guard", "step": n, "room_tokens": int(room), "output_tokens": size})
         atomic_write(self.episode_dir / ref, result)  # the full output stays on disk, recall can bring it back
         return dumps_compact(env), ref
 
@@ -362,7 +340,7 @@ class TranscriptLedger(LayeredCompaction):
                 continue
             turn.decision, turn.decided_at = decided, total
             turn._cache.clear()
-            self._append({"kind": "scrub", "step": turn.record.step, "text": decided, "at": total})
+            self.append_record({"kind": "scrub", "step": turn.record.step, "text": decided, "at": total})
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -415,15 +393,32 @@ class TranscriptLedger(LayeredCompaction):
     def estimated_tokens(self, messages: list[Message] | None = None) -> int:
         """Heuristic size of the rendered transcript."""
         msgs = messages if messages is not None else self.render()
-        return sum(self._tokens(m) for m in msgs)
+        return sum(self.tokens_of(m) for m in msgs)
 
     def prompt_tokens(self) -> int:
         """The size thresholds read: the last measured prompt plus what was added since (or the heuristic)."""
         return self.meter.estimate(fallback=self.estimated_tokens())
 
-    def _tokens(self, m: Message) -> int:
+    def tokens_of(self, m: Message) -> int:
+        """Heuristic size of one message (an image by its turn's screen size)."""
         turn = self._turn(m.step) if m.step else None
         return message_tokens(m, turn.image_size if turn else (self.staged.width, self.staged.height))
+
+    def submit_capsule(self, job: Callable[[], None]) -> bool:
+        """Run a capsule job on the summary pool; False when it was refused."""
+        return self.service.submit_call(job)
+
+    def prompt_changed(self) -> None:
+        """F was rewritten: the last measurement described the prompt before it."""
+        self.meter = TokenMeter()
+
+    def plan_event(self, subgoal_hash: str) -> None:
+        """A plan write announced a new subgoal: only a hint until an executed step carries it."""
+        self.compaction.plan_event(subgoal_hash)
+
+    def annotate_from_checkpoint(self, checkpoint_id: str, verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Add a checkpoint's post-hoc verdicts to the chunks they judge; return the chunk ids."""
+        return self.compaction.annotate_from_checkpoint(checkpoint_id, verdicts)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for background summaries (default: the configured runtime.flush_timeout_s)."""
@@ -435,7 +430,7 @@ class TranscriptLedger(LayeredCompaction):
         step stays pending); False when work was cancelled or left running."""
         done = self.service.close(self.config.transcript.flush_timeout_s if timeout is None else timeout)
         if not done:
-            self._append({"kind": "close", "pending": True, "ts": format_ts(self.clock())})
+            self.append_record({"kind": "close", "pending": True, "ts": format_ts(self.clock())})
         return done
 
 

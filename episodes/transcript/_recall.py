@@ -11,9 +11,9 @@ from rapidfuzz import fuzz
 
 from lifecycle import UsageError, safe_join
 
-from ._chunks import step_rows
 from ._perception import estimate_text_tokens
 from ._records import StepRecord
+from ._step_rows import step_rows
 
 RECALL_HISTORY_TOOL: dict[str, Any] = {
     "name": "recall_history",
@@ -71,43 +71,61 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
     by_step = {r.step: r for r in records}
     low = q.lower()
     if step_range:
-        a, b = int(step_range[0]), int(step_range[1])
-        if a > b:
-            a, b = b, a
-        chosen = [by_step[s] for s in range(a, b + 1) if s in by_step]
-        if q:
-            extra_by_step: dict[int, list[str]] = {}
-            for s, _kind, textv in extra:
-                extra_by_step.setdefault(s, []).append(textv)
-            chosen = [r for r in chosen if max((_score(low, t) for t in [
-                *(t for _k, t in _fields(r, summaries)), *extra_by_step.get(r.step, [])] if t), default=0.0) >= 60]
-        for r in chosen:
-            item: dict[str, Any] = {"step": r.step, "kind": "ledger", "text": "\n".join(step_rows(r))}
-            if include_details:
-                # Details count against the same budget as the row (a result can be long): each part is
-                # cut to what is left rather than dropped whole (JSON escaping and keys measured, then cut again).
-                parts = {"thought": r.thought, "result": r.result, "ui_text": " | ".join(r.ui_text[:40]),
-                         "screen": "/".join(x for x in (r.package, r.activity) if x) or None,
-                         "summary": summaries.get(r.step)}
-                room = budget - _cost(item) - 12
-                for _ in range(4):
-                    item["details"] = _bounded_details(parts, max(0, room))
-                    over = _cost(item) - budget
-                    if over <= 0:
-                        break
-                    room -= over + 4
-                else:
-                    item.pop("details", None)
-            cost = _cost(item)
-            if cost > budget:
-                out.truncated = True
-                break
-            budget -= cost
-            out.results.append(item)
-        if include_images:
-            shown = [r for r in chosen if any(x["step"] == r.step for x in out.results)]
-            _attach_image(out, shown or chosen, episode_dir)
+        _recall_range(out, budget, by_step, summaries, episode_dir, step_range, q, low, include_details,
+                      include_images, extra)
         return out
+    _recall_query(out, budget, records, by_step, summaries, chunk_texts, episode_dir, low, include_details,
+                  include_images, max_results, extra)
+    return out
+
+
+def _recall_range(out: RecallResult, budget: int, by_step: dict[int, StepRecord], summaries: dict[int, str],
+                  episode_dir: Path, step_range: list[int] | tuple[int, int], q: str, low: str,
+                  include_details: bool, include_images: bool, extra: list[tuple[int, str, str]]) -> None:
+    """Every step of the range (only the matching ones with a query) into ``out``, within ``budget``."""
+    a, b = int(step_range[0]), int(step_range[1])
+    if a > b:
+        a, b = b, a
+    chosen = [by_step[s] for s in range(a, b + 1) if s in by_step]
+    if q:
+        extra_by_step: dict[int, list[str]] = {}
+        for s, _kind, textv in extra:
+            extra_by_step.setdefault(s, []).append(textv)
+        chosen = [r for r in chosen if max((_score(low, t) for t in [
+            *(t for _k, t in _fields(r, summaries)), *extra_by_step.get(r.step, [])] if t), default=0.0) >= 60]
+    for r in chosen:
+        item: dict[str, Any] = {"step": r.step, "kind": "ledger", "text": "\n".join(step_rows(r))}
+        if include_details:
+            # Details count against the same budget as the row (a result can be long): each part is
+            # cut to what is left rather than dropped whole (JSON escaping and keys measured, then cut again).
+            parts = {"thought": r.thought, "result": r.result, "ui_text": " | ".join(r.ui_text[:40]),
+                     "screen": "/".join(x for x in (r.package, r.activity) if x) or None,
+                     "summary": summaries.get(r.step)}
+            room = budget - _cost(item) - 12
+            for _ in range(4):
+                item["details"] = _bounded_details(parts, max(0, room))
+                over = _cost(item) - budget
+                if over <= 0:
+                    break
+                room -= over + 4
+            else:
+                item.pop("details", None)
+        cost = _cost(item)
+        if cost > budget:
+            out.truncated = True
+            break
+        budget -= cost
+        out.results.append(item)
+    if include_images:
+        shown = [r for r in chosen if any(x["step"] == r.step for x in out.results)]
+        _attach_image(out, shown or chosen, episode_dir)
+
+
+def _recall_query(out: RecallResult, budget: int, records: list[StepRecord], by_step: dict[int, StepRecord],
+                  summaries: dict[int, str], chunk_texts: list[tuple[int, int, str]], episode_dir: Path, low: str,
+                  include_details: bool, include_images: bool, max_results: int,
+                  extra: list[tuple[int, str, str]]) -> None:
+    """The best ``max_results`` hits of the query into ``out``, within ``budget``."""
     candidates: list[tuple[float, int, str, str]] = []
     for r in records:
         for kind, textv in _fields(r, summaries):
@@ -148,7 +166,6 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
     if include_images and out.results:
         best = [by_step[out.results[0]["step"]]] if out.results[0]["step"] in by_step else []
         _attach_image(out, best, episode_dir)
-    return out
 
 
 def _fields(r: StepRecord, summaries: dict[int, str]) -> list[tuple[str, str]]:

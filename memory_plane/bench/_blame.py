@@ -27,11 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from device_memory import ITEM_TYPES, Calibration, Navigation, UiAnchor, type_of_id
-from episodes import Step, pair_steps
-from episodes._steps import coords_close
+from episodes import Step, coords_close, pair_steps
 
-from ..sim import ScriptedAgent, SimPhone, Task, tasks_for
-from ..sim._world import Element, Result
+from ..sim import Element, Result, ScriptedAgent, SimPhone, Task, tasks_for
 from ._lessons import audit_traces, traced_summary
 from ._util import r, temp_root
 

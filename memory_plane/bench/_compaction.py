@@ -127,7 +127,7 @@ def _image_figures(requests: list[dict[str, Any]]) -> dict[str, Any]:
 
     from PIL import Image
 
-    from episodes.transcript._perception import estimate_image_tokens
+    from episodes.transcript import estimate_image_tokens
 
     sent_bytes = sent_tokens = full_tokens = calls = 0
     for req in requests:

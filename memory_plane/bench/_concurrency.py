@@ -55,13 +55,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """processes, commits, lost_updates, errors (goals 0, 0)."""
     short = getattr(args, "short", False)
     procs, per = (3, 10) if short else (4, 40)
-    ctx = mp.get_context("spawn")  # no inherited locks or threads
+    spawn = mp.get_context("spawn")  # no inherited locks or threads
     t0 = time.perf_counter()
     with temp_root() as root:
-        q, stop = ctx.Queue(), ctx.Event()
-        jan = ctx.Process(target=_janitor, args=(str(root), stop, q))
+        q, stop = spawn.Queue(), spawn.Event()
+        jan = spawn.Process(target=_janitor, args=(str(root), stop, q))
         jan.start()
-        writers = [ctx.Process(target=_writer, args=(str(root), per, t, q)) for t in range(procs)]
+        writers = [spawn.Process(target=_writer, args=(str(root), per, t, q)) for t in range(procs)]
         for w in writers:
             w.start()
         for w in writers:

@@ -8,8 +8,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from lifecycle import IndexFile, collection_lock, content_hash, format_ts
-from lifecycle._yaml import emit_block_yaml
+from lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml, format_ts
 
 from ._util import r, temp_root
 

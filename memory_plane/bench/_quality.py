@@ -36,8 +36,8 @@ def _record_all(root: Path, tasks: list[dict[str, Any]]) -> dict[str, int]:
     with MemoryPlane.open(root) as plane:
         for n, t in enumerate(tasks):
             req = MemoryRetrieveRequest(input=t["goal"])
-            ctx = plane.retrieve(req)
-            rec = plane.new_episode_recorder(req, ctx)
+            memory = plane.retrieve(req)
+            rec = plane.new_episode_recorder(req, memory)
             obs = {"app": t["app"], "page": "Home"}
             if t.get("package"):
                 obs["package"] = t["package"]
@@ -66,8 +66,8 @@ def _ours(root: Path, tasks: list[dict[str, Any]], owner: dict[str, int], cap: i
     with MemoryPlane.open(root, retrieve_config=config) as plane:
         for n, t in enumerate(tasks):
             mine = [own[n]] if strict and n in own else []
-            ctx = plane.retrieve(MemoryRetrieveRequest(input=t["goal"], exclude_ids=mine))
-            out.append([owner[h.id] for h in ctx.common.similar_episodes if h.id != own.get(n) and h.id in owner])
+            memory = plane.retrieve(MemoryRetrieveRequest(input=t["goal"], exclude_ids=mine))
+            out.append([owner[h.id] for h in memory.common.similar_episodes if h.id != own.get(n) and h.id in owner])
     return out
 
 

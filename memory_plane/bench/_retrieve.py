@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from device_memory import shipped_catalog
-from lifecycle import IndexFile, collection_lock, content_hash
-from lifecycle._yaml import emit_block_yaml
+from lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml
 
 from .._tokens import tokens
 from ..retrieval import POSTINGS_CACHE_DIR as CACHE_DIR
@@ -143,11 +142,11 @@ t0 = time.perf_counter()
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, CurrentEnvironmentHints
 t1 = time.perf_counter()
 plane = MemoryPlane(sys.argv[1])
-ctx = plane.retrieve(MemoryRetrieveRequest(input=sys.argv[2], current_hints=CurrentEnvironmentHints(
+memory = plane.retrieve(MemoryRetrieveRequest(input=sys.argv[2], current_hints=CurrentEnvironmentHints(
     language="zh-CN", screen_width=640, screen_height=1200)))
-block = ctx.render()
+block = memory.render()
 t2 = time.perf_counter()
-print(json.dumps({"import_ms": (t1 - t0) * 1000, "retrieve_ms": (t2 - t1) * 1000, "refs": len(ctx.refs())}))
+print(json.dumps({"import_ms": (t1 - t0) * 1000, "retrieve_ms": (t2 - t1) * 1000, "refs": len(memory.refs())}))
 """
 
 
@@ -186,10 +185,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def ours(q: str) -> None:
             t = time.perf_counter()
-            ctx = plane.retrieve(MemoryRetrieveRequest(input=q, current_hints=hints))
-            ctx.render()
+            memory = plane.retrieve(MemoryRetrieveRequest(input=q, current_hints=hints))
+            memory.render()
             warm.append((time.perf_counter() - t) * 1000)
-            refs.append(len(ctx.refs()))
+            refs.append(len(memory.refs()))
 
         def theirs(q: str) -> None:
             t = time.perf_counter()

@@ -14,7 +14,7 @@ import argparse
 import errno
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lifecycle import MemoryPlaneError, NoRootError, StorageError, UsageError
 
@@ -34,6 +34,10 @@ from ._read import cmd_device, cmd_episodes, cmd_memory, cmd_retrieve
 __all__ = ["EXIT_NO_ROOT", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_STORAGE", "EXIT_USAGE", "build_parser", "main"]
 
 ITEM_TYPES = ["device_profile", "app_profile", "procedure", "navigation", "calibration", "failure", "ui_anchor"]
+
+
+Command = Callable[[str, str], argparse.ArgumentParser]
+"""Adds one command to the parser: (name, help) -> its parser."""
 
 
 def _global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -59,6 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
         _global_options(s, top=False)
         return s
 
+    _read_commands(command)
+    _memory_command(command)
+    _ops_commands(command)
+    _bench_command(command)
+
+    s = command("mcp", "serve this device's memory to MCP clients over stdio (needs the mcp extra)")
+    s.add_argument("--allow-write", action="store_true",
+                   help="also offer save_memory and forget_memory (read-only by default)")
+    s.set_defaults(func=cmd_mcp)
+
+    s = command("demo", "run the simulated phone twice with memory, then after a language change")
+    s.add_argument("--tasks", type=positive_int, default=None, help="tasks a round (default 3)")
+    s.add_argument("--seed", type=int, default=0, help="rotates the task targets")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def _read_commands(command: Command) -> None:
+    """init, retrieve, episodes and device: the commands that show what the tree holds."""
     s = command("init", "create the memory tree (fills in only what is missing; the only command that creates a root)")
     s.add_argument("--json", action="store_true", help="print what was created as JSON")
     s.set_defaults(func=cmd_init)
@@ -93,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print index entries (list) or the item (show) as JSON")
     s.set_defaults(func=cmd_device)
 
+
+def _memory_command(command: Command) -> None:
+    """memory save | recall | forget: the user's long-term memories."""
     s = command("memory", "save, recall or forget a long-term memory")
     s.set_defaults(func=cmd_memory)
     # One parser per action, so that `memory recall --type rule` needs no query while `memory save --type rule
@@ -127,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("text", metavar="ID", help="the memory id (mem_...)")
     a.add_argument("--reason", default="forgotten on request", help="the reason kept in the tombstone")
 
+
+def _ops_commands(command: Command) -> None:
+    """lifecycle and import: the operator's commands."""
     s = command("lifecycle", "verify the tree, collect garbage (run from cron), or restore from quarantine")
     s.add_argument("action", choices=["verify", "gc", "quarantine"], help="verify, gc, or quarantine")
     s.add_argument("what", nargs="?", choices=["list", "show", "restore"],
@@ -148,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the summary (counts, skipped lines by reason) as JSON")
     s.set_defaults(func=cmd_import)
 
+
+def _bench_command(command: Command) -> None:
+    """bench NAME: the benchmarks and their sizes."""
     s = command("bench", "run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...)")
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
                    "compaction, crash, concurrency, lessons, fuzz, or all")
@@ -174,17 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compaction --lens gemini-fake: the agent's own turn between steps, during which "
                         "background summaries may land (0: steps back to back)")
     s.set_defaults(func=cmd_bench)
-
-    s = command("mcp", "serve this device's memory to MCP clients over stdio (needs the mcp extra)")
-    s.add_argument("--allow-write", action="store_true",
-                   help="also offer save_memory and forget_memory (read-only by default)")
-    s.set_defaults(func=cmd_mcp)
-
-    s = command("demo", "run the simulated phone twice with memory, then after a language change")
-    s.add_argument("--tasks", type=positive_int, default=None, help="tasks a round (default 3)")
-    s.add_argument("--seed", type=int, default=0, help="rotates the task targets")
-    s.set_defaults(func=cmd_demo)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:

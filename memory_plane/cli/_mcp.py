@@ -55,24 +55,24 @@ def build_server(plane: Any, *, allow_write: bool = False) -> Any:
 
     tools = MemoryTools(plane, allow_write=allow_write)
 
-    async def list_tools(ctx: Any, params: Any) -> Any:
+    async def list_tools(request_ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[
             types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
             for d in tools.declarations()])
 
-    async def call_tool(ctx: Any, params: Any) -> Any:
+    async def call_tool(request_ctx: Any, params: Any) -> Any:
         # Memory calls read and write files: they run in a worker thread, never on the event loop.
         res = await anyio.to_thread.run_sync(tools.call, params.name, dict(params.arguments or {}))
         return types.CallToolResult(content=[types.TextContent(type="text", text=res.text)], is_error=res.is_error,
                                     structured_content={"memory_ids": res.refs})
 
-    async def list_resources(ctx: Any, params: Any) -> Any:
+    async def list_resources(request_ctx: Any, params: Any) -> Any:
         found = await anyio.to_thread.run_sync(mcp_resources, plane)
         return types.ListResourcesResult(resources=[
             types.Resource(uri=uri, name=name, description=desc, mime_type="text/markdown" if uri.endswith(".md")
                            else "application/yaml") for uri, (name, desc, _) in found.items()])
 
-    async def read_resource(ctx: Any, params: Any) -> Any:
+    async def read_resource(request_ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
         found = await anyio.to_thread.run_sync(mcp_resources, plane)
         if uri not in found:

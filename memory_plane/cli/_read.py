@@ -30,21 +30,21 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
             if device is not None:
                 notes.append(f"device {device} (the only device this tree knows; --device picks another)")
         req = MemoryRetrieveRequest(input=args.goal, device_id=device, current_hints=hints(args))
-        ctx = plane.explain(req) if args.explain else plane.retrieve(req)
+        memory = plane.explain(req) if args.explain else plane.retrieve(req)
         known = sorted({p.device_id or "default" for p in plane.device.profiles.all()})
-    by_device = sum(1 for d in ctx.dropped_items if str(d.get("detail") or "").startswith("device_id"))
-    if not ctx.refs() or by_device:
-        n = by_device or ctx.dropped.get("inapplicable", 0)
+    by_device = sum(1 for d in memory.dropped_items if str(d.get("detail") or "").startswith("device_id"))
+    if not memory.refs() or by_device:
+        n = by_device or memory.dropped.get("inapplicable", 0)
         if n and len(known) > 1:
             notes.append(f"{n} memories dropped as inapplicable (made on another device?): this tree knows devices "
                          f"{', '.join(known)}; --device names one")
     if args.explain:
-        data = {"goal": args.goal, "device": req.device_id or "default", **ctx.explain(), "notes": notes}
+        data = {"goal": args.goal, "device": req.device_id or "default", **memory.explain(), "notes": notes}
         print_json(data) if args.json else print("\n".join(explain_lines(data)))
     elif args.json:
-        print_json({**ctx.to_dict(), "device": req.device_id or "default", "notes": notes})
+        print_json({**memory.to_dict(), "device": req.device_id or "default", "notes": notes})
     else:
-        print(ctx.render(), end="")
+        print(memory.render(), end="")
         for n in notes:
             print(f"note: {n}", file=sys.stderr)
     return EXIT_OK

@@ -118,10 +118,10 @@ class ScriptedAgent:
         know = _Knowledge()
         rec = None
         if self.plane is not None:
-            ctx = self.plane.retrieve(req)
-            run.refs = ctx.refs()
-            know = self._read_memory(ctx, task, run)
-            rec = self.plane.new_episode_recorder(req, ctx)
+            memory = self.plane.retrieve(req)
+            run.refs = memory.refs()
+            know = self._read_memory(memory, task, run)
+            rec = self.plane.new_episode_recorder(req, memory)
         self._rec, self._run, self._know = rec, run, know
         self.obs = phone.observe()
         try:
@@ -148,18 +148,18 @@ class ScriptedAgent:
             self.plane.flush(30)
         return run
 
-    def _read_memory(self, ctx: Any, task: Task, run: TaskRun) -> _Knowledge:
+    def _read_memory(self, memory: Any, task: Task, run: TaskRun) -> _Knowledge:
         know = _Knowledge()
         get = self.plane.device.get
         lang = self.phone.language.lower()
         screen = f"{self.phone.screen[0]}x{self.phone.screen[1]}"
-        for hit in ctx.common.app_profiles:
+        for hit in memory.common.app_profiles:
             item = get(hit.id)
             if isinstance(item, AppProfile) and item.app_id == task.app and item.packages:
                 know.package = item.packages[0]
                 run.used_refs.append(hit.id)
                 break
-        for hit in ctx.common.procedures:
+        for hit in memory.common.procedures:
             item = get(hit.id)
             if not isinstance(item, Procedure):
                 continue
@@ -169,13 +169,13 @@ class ScriptedAgent:
             if know.procedure is None and item.app_id == task.app:
                 know.procedure = item
                 run.used_refs.append(hit.id)
-        for hit in ctx.common.calibration_notes:
+        for hit in memory.common.calibration_notes:
             anchor = get(hit.id) if hit.id.startswith("ui_") else None
             appl = anchor.applicability if anchor is not None else {}
             if anchor is not None and (str(appl.get("language", lang)).lower() != lang
                                        or appl.get("screen", screen) != screen):
                 run.stale_refs += 1  # screen text and a position from another UI language or screen
-        for hit in ctx.common.failure_modes:
+        for hit in memory.common.failure_modes:
             run.cautions.append(hit.id)
             item = get(hit.id) if hit.id.startswith("fail_") else None
             if isinstance(item, Failure) and item.trigger.get("input_contains_non_ascii"):

@@ -1,0 +1,112 @@
+"""The base of the lesson writers: the goal pattern, the extraction result and the upsert of one lesson."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from device_memory import DeviceMemory
+from lifecycle import FileProblemError
+
+from ._lesson_context import LessonContext
+from ._model import TaskEpisode
+from ._steps import Step
+from ._store import TaskEpisodeStore
+
+log = logging.getLogger("memory_plane")
+
+
+def goal_pattern(ep: TaskEpisode) -> str:
+    """A goal with its specifics masked: the intent when a target is its variable part (send a message
+    to anyone), else the intent plus the normalised text (dark mode and font size stay two lessons)."""
+    intent = ep.normalized_goal.intent if ep.normalized_goal.intent not in (None, "unknown") else None
+    if intent and ep.normalized_goal.target:
+        return intent
+    text = ep.user_goal.lower()
+    text = re.sub(r"[\"“”'‘’「」『』][^\"“”'‘’「」『』]{0,40}[\"“”'‘’「」『』]", "…", text)
+    text = re.sub(r"\d+(?:[.:]\d+)*", "#", text)
+    text = re.sub(r"[^\w#…\s]+", " ", text)
+    text = " ".join(text.split())[:120]
+    return f"{intent}: {text}" if intent else text
+
+
+@dataclass
+class ExtractionResult:
+    """What one extraction wrote: items created and updated by type, and what it skipped."""
+
+    created: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] = field(default_factory=dict)
+    skipped_tombstoned: int = 0
+    steps: int = 0
+    errors: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # items this episode created or updated
+
+    def bump(self, kind: str, item_type: str) -> None:
+        """Count one created or updated item."""
+        d = self.created if kind == "created" else self.updated
+        d[item_type] = d.get(item_type, 0) + 1
+
+    @property
+    def duplicates_avoided(self) -> int:
+        """Lessons that updated an existing item instead of adding a twin."""
+        return sum(self.updated.values())
+
+
+class LessonWriter:
+    """What every lesson writer shares: the device memory it writes to and the one upsert of an item."""
+
+    def __init__(self, device: DeviceMemory, episodes: TaskEpisodeStore) -> None:
+        self.device = device
+        self.episodes = episodes
+
+    def _upsert(self, lesson: LessonContext, res: ExtractionResult, item_type: str, item_id: str, create: Any,
+                merge: Any, lesson_key: str, *, evidence: list[Step]) -> Any:
+        state: dict[str, str | None] = {"kind": None}
+        ref = lesson.evidence_of(evidence)  # the calls and results that show this lesson
+
+        def change(cur: Any) -> Any:
+            now = self.device.clock()
+            if cur is None:
+                item = create()
+                item.lesson_key = lesson_key
+                item.add_evidence(ref)
+                item.renew(now)
+                state["kind"] = "created"
+                return item
+            if any(r.id == lesson.ep.id and r.type == "episode" for r in cur.evidence_refs):
+                return None  # this episode was already applied (a retried job): apply once
+            merge(cur)
+            cur.add_evidence(ref)
+            cur.updated_at = now
+            if cur.status in ("active", "expired"):
+                cur.status = "active"
+                cur.renew(now)
+            state["kind"] = "updated"
+            return cur
+
+        try:
+            out = self.device.upsert(item_type, item_id, change)
+        except FileProblemError as exc:
+            # This item's file is broken (a hand edit verify will name): skip this one lesson only; the
+            # other items of the same kind (further steps, other anchors) are still written.
+            res.errors.append(f"{item_type} {item_id}: {exc}")
+            log.error("memory: lesson %s of %s skipped, its file is unreadable: %s", item_id, lesson.ep.id, exc)
+            return None
+        if out is None and state["kind"] is None:
+            res.skipped_tombstoned += 1
+        elif state["kind"]:
+            res.bump(str(state["kind"]), item_type)
+            if item_id not in res.ids:
+                res.ids.append(item_id)
+        return out
+
+
+def setter_of(fields: dict[str, Any]) -> Any:
+    """A change function for YamlCollection.update that sets fields on an existing item."""
+
+    def change(cur: Any) -> Any:
+        return cur.model_copy(update=fields) if cur is not None else None
+
+    return change

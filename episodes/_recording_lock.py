@@ -1,0 +1,51 @@
+"""RecordingLock: the lock a live recorder holds beside its episode, which tells verify it is not a crash."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from ._store import RECORDING_LOCK
+
+
+class RecordingLock:
+    """The flock on ``<episode>/.recording.lock`` held while a recorder lives."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.fd: int | None = None
+
+    def hold(self) -> None:
+        """Take the lock (raises OSError when it cannot be had)."""
+        # Held while this recorder lives; the kernel drops it if the process dies, which is how
+        # verify tells a crashed recording from a live one.
+        fd = os.open(self.dir / RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def release(self) -> None:
+        """Remove the lock file and let go of the lock (once the episode is committed)."""
+        if self.fd is not None:
+            try:
+                # Removed while still held: a committed episode folder keeps no lock file (a tree under
+                # version control shows only real changes), and nobody can take a lock on a name that is gone.
+                try:
+                    os.unlink(self.dir / RECORDING_LOCK)
+                except OSError:
+                    pass
+                os.close(self.fd)
+            finally:
+                self.fd = None
+
+    def __del__(self) -> None:
+        fd = getattr(self, "fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
