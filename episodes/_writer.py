@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 from lifecycle import atomic_write, dumps_compact, format_ts, is_safe_id, read_bytes_nofollow
 
-from ._model import TaskEpisode, episode_year
+from ._model import TaskEpisode
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
@@ -187,7 +187,7 @@ class TaskEpisodeWriter:
             if not is_safe_id(e["id"]):
                 continue
             # A plain join (the id is checked): this looks at every episode of the store.
-            d = self.store.dir / episode_year(e["id"]) / e["id"]
+            d = self.store.layout.expected_path(e["id"]).parent
             for name in names:
                 try:
                     raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")

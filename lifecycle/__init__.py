@@ -55,6 +55,7 @@ from ._index import (
     field_str,
     field_text,
     field_words,
+    forget_loaded_indexes,
     format_entry,
     parse_index,
 )
@@ -184,6 +185,7 @@ __all__ = [
     "field_text",
     "field_words",
     "find_quarantined",
+    "forget_loaded_indexes",
     "format_duration",
     "format_entry",
     "format_ts",

@@ -190,6 +190,12 @@ _cache: dict[str, tuple[tuple[int, int, int], IndexRead]] = {}
 _cache_guard = threading.Lock()
 
 
+def forget_loaded_indexes() -> None:
+    """Drop the process's parsed copies of every index file, so the next read loads from disk (benchmarks)."""
+    with _cache_guard:
+        _cache.clear()
+
+
 def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 

@@ -270,14 +270,17 @@ class MemoryPlane:
         report.stats["jobs_failed"] = self.failed_jobs()
         # Work that did not happen is a problem for cron (exit 1), with its reason (issue 27): a lesson
         # never learned because the disk was full must not pass as "ok".
-        from episodes import FAILED_PREFIX, episode_year
+        from episodes import FAILED_PREFIX
+
+        def in_episode(ep_id: str, name: str) -> str:
+            return self.episodes.rel(self.episodes.layout.expected_path(ep_id).parent / name)
 
         for j in report.stats["jobs_failed"]:
-            report.add("job_failed", f"episodes/{episode_year(j['episode'])}/{j['episode']}/{FAILED_PREFIX}{j['job']}",
+            report.add("job_failed", in_episode(j["episode"], f"{FAILED_PREFIX}{j['job']}"),
                        None, f"background job {j['job']} failed at {j['failed_at'] or '?'}: {j['error'] or '?'}; "
                        f"retried {j['retry']}")
         for ep_id in report.stats.get("transcripts_pending") or []:
-            report.add("pending", f"episodes/{episode_year(ep_id)}/{ep_id}/transcript/steps.jsonl", None,
+            report.add("pending", in_episode(ep_id, "transcript/steps.jsonl"), None,
                        "the transcript was closed with visual summaries still pending")
         return report
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
-from typing import Any
+from typing import Any as _Any
 
-from lifecycle import UsageError
+from lifecycle import UsageError as _UsageError
+
+__all__ = ["BENCHMARKS", "names", "run_bench", "run_one"]
 
 # name -> module of this package with a run(args) -> dict function
 BENCHMARKS: dict[str, str] = {
@@ -31,25 +33,25 @@ def names() -> list[str]:
     return sorted(BENCHMARKS)
 
 
-def run_bench(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_bench(name: str, args: argparse.Namespace) -> dict[str, _Any]:
     """Run one benchmark (or ``all``) and return its figures."""
     if name == "all":
         from ._all import run_all
 
         return run_all(args)
     if name not in BENCHMARKS:
-        raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(names())}, all")
+        raise _UsageError(f"unknown benchmark {name!r}; known: {', '.join(names())}, all")
     return run_one(name, args)
 
 
-def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_one(name: str, args: argparse.Namespace) -> dict[str, _Any]:
     """Run one named benchmark; a figure that could not be measured is None (JSON null), never NaN."""
     module = importlib.import_module(f"{__name__}.{BENCHMARKS[name]}")
-    result: dict[str, Any] = _finite(module.run(args))
+    result: dict[str, _Any] = _finite(module.run(args))
     return result
 
 
-def _finite(obj: Any) -> Any:
+def _finite(obj: _Any) -> _Any:
     # NaN and infinity are not JSON: strict readers (jq, browsers) reject the whole report.
     if isinstance(obj, float) and not math.isfinite(obj):
         return None

@@ -11,8 +11,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from lifecycle import IndexFile, Record, YamlCollection, collection_lock, format_entry
-from lifecycle import _index as index_mod
+from lifecycle import IndexFile, Record, YamlCollection, collection_lock, forget_loaded_indexes, format_entry
 
 from ._util import median_ms, r, temp_root
 
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         text = (d / "index.yaml").read_text("utf-8")
 
         def cold_load() -> None:
-            index_mod._cache.clear()
+            forget_loaded_indexes()
             got = idx.read()
             assert len(got.entries) == n
 
