@@ -44,6 +44,7 @@ class WriterStats:
         return {k: v for k, v in self.__dict__.items() if k != "errors"}
 
 
+DONE_PREFIX = ".done-"  # episode folder marker of a background job that ran (empty)
 FAILED_PREFIX = ".failed-"  # episode folder marker of a background job that failed (JSON: when, why)
 
 
@@ -142,7 +143,7 @@ class TaskEpisodeWriter:
     def job_done(self, ep: TaskEpisode, name: str) -> bool:
         """Whether a job already ran to the end for this episode (its marker file exists)."""
         try:
-            return (self.store.episode_dir(ep.id) / f".done-{name}").exists()
+            return (self.store.episode_dir(ep.id) / f"{DONE_PREFIX}{name}").exists()
         except ValueError:
             return False
 
@@ -172,7 +173,7 @@ class TaskEpisodeWriter:
             raise
         try:
             # The marker says "applied": a catch-up after a crash or an overflow skips this job.
-            (d / f".done-{name}").touch()
+            (d / f"{DONE_PREFIX}{name}").touch()
             (d / f"{FAILED_PREFIX}{name}").unlink(missing_ok=True)
         except OSError as exc:
             log.warning("memory: cannot mark %s done for %s: %s", name, ep.id, exc)
@@ -187,7 +188,8 @@ class TaskEpisodeWriter:
             if not is_safe_id(e["id"]):
                 continue
             # A plain join (the id is checked): this looks at every episode of the store.
-            d = self.store.layout.expected_path(e["id"]).parent
+            item = self.store.layout.expected_path(e["id"])
+            d = item.parent
             for name in names:
                 try:
                     raw = read_bytes_nofollow(d / f"{FAILED_PREFIX}{name}")
@@ -199,7 +201,7 @@ class TaskEpisodeWriter:
                     info = {}
                 info = info if isinstance(info, dict) else {}
                 try:
-                    due = (d / "episode.yaml").stat().st_mtime + min_age_s
+                    due = item.stat().st_mtime + min_age_s
                 except OSError:
                     due = 0.0
                 # verify's catch-up leaves recent episodes to the agent's own worker (see catch_up).
@@ -228,7 +230,8 @@ class TaskEpisodeWriter:
             except ValueError:
                 continue
             try:
-                if all((d / f".done-{n}").exists() for n in names) or (d / "episode.yaml").stat().st_mtime > cutoff:
+                done_all = all((d / f"{DONE_PREFIX}{n}").exists() for n in names)
+                if done_all or (d / self.store.layout.file).stat().st_mtime > cutoff:
                     continue
             except OSError:
                 continue
@@ -237,7 +240,7 @@ class TaskEpisodeWriter:
                 continue
             events = _EpisodeEvents(self.store, ep.id, None)
             for job, name in zip(self.jobs, names):
-                if not (d / f".done-{name}").exists():
+                if not (d / f"{DONE_PREFIX}{name}").exists():
                     try:
                         self._run_marked(job, name, ep, events)
                     except Exception as exc:  # reported, never raised into cron
