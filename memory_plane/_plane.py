@@ -95,10 +95,14 @@ class MemoryPlane:
         With ``req.session_id`` set, the first retrieval of that session freezes its rendered block and
         later ones reuse it (a stable prompt prefix); a new session id refreshes it.
         """
+        return self._retrieve(req, explain=False)
+
+    def _retrieve(self, req: MemoryRetrieveRequest | str, explain: bool) -> MemoryContext:
+        """``retrieve``; with ``explain``, each candidate a filter dropped is named in the context."""
         if isinstance(req, str):
             req = MemoryRetrieveRequest(input=req)
         try:
-            memory = self.retriever.retrieve(req, self.clock())
+            memory = self.retriever.retrieve(req, self.clock(), explain=explain)
         except Exception:
             self.retrieve_errors += 1
             log.exception("memory: retrieve failed; continuing without memory")
@@ -131,11 +135,7 @@ class MemoryPlane:
 
     def explain(self, req: MemoryRetrieveRequest | str) -> MemoryContext:
         """Retrieve as ``retrieve`` does, also naming each candidate a filter dropped and why (``--explain``)."""
-        self.retriever.explain = True
-        try:
-            return self.retrieve(req)
-        finally:
-            self.retriever.explain = False
+        return self._retrieve(req, explain=True)
 
     def new_episode_recorder(self, req: MemoryRetrieveRequest, memory: Any = None) -> EpisodeRecorder:
         """Start recording the task described by req; the ids the retrieved memory showed are kept as its refs."""

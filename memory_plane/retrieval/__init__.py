@@ -1,15 +1,19 @@
 """Retrieval: what the device has learned that applies to a goal, ranked and rendered as the prompt block.
 
-``Retriever`` recalls candidates from the stores' indexes (``_sources``, ``_postings_cache``), judges each
-one (``_scoring``), routes the kept ones to the block's sections and fits them to the budget; ``_render``
-writes the block.
+``Retriever`` (``_retriever``) recalls each source's candidates from the stores' indexes (``_recall``,
+``_sources``, ``_postings_cache``), has each one judged (``Scorer.judge`` in ``_scoring``: the filters of
+its kind in their order, the score, the section it belongs to), routes the kept ones to the block's
+sections, keeps each section's best within its cap and fits the block to its budget (``_budget``);
+``_user_rules`` orders the user's rules and preferences, ``_render`` writes the block; ``RetrieveConfig``
+(``_config``) holds the caps and thresholds.
 """
 
+from ._config import RetrieveConfig
 from ._context import MemoryContext
 from ._postings_cache import CACHE_DIR as POSTINGS_CACHE_DIR
 from ._query import ParsedQuery, parse_query
 from ._render import quote_cut, quote_data, render_context
-from ._retriever import RetrieveConfig, Retriever
+from ._retriever import Retriever
 
 __all__ = [
     "POSTINGS_CACHE_DIR",

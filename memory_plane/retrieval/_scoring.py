@@ -1,23 +1,23 @@
 """Filters and the design's weighted score: what a candidate memory is worth to a goal.
 
 Everything here looks at one candidate at a time (its features, the parsed goal and the request's
-environment); recall, routing and the prompt block are the retriever's.
+environment): ``Scorer.judge`` applies each kind's filters in their order, counts why a candidate is
+turned away (``DropLog``) and names the section it belongs to; recall, the caps and the prompt block
+are the retriever's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from lifecycle import STATUSES, field_text, field_words
+from lifecycle import STATUSES, field_str, field_text, field_words
 
+from .._long_term import PROFILE_TYPES
+from ._config import ROUTE, RetrieveConfig
 from ._query import ParsedQuery
-from ._sources import BAD_TIME, ENV_KEYS, Feat
-
-if TYPE_CHECKING:
-    from ._retriever import RetrieveConfig
+from ._sources import BAD_TIME, ENV_KEYS, Feat, Source, features
 
 WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability": 0.15, "confidence": 0.10,
            "recency": 0.10, "validation": 0.10}
@@ -35,8 +35,43 @@ class Query(NamedTuple):
     exclude: frozenset[str]  # memory ids the caller asked to leave out of everything
 
 
-Drop = Callable[..., None]
-"""Counts why a candidate was not offered: drop(reason, item_id=None, detail=None)."""
+class Cand(NamedTuple):
+    """A scored candidate, turned into a MemoryHit only if it makes its category's cut."""
+
+    score: float
+    src: Source
+    i: int
+    item_type: str
+    sim: float
+    app_match: float
+    appl: float
+    bonus: float
+
+
+class EpisodeEvidence(NamedTuple):
+    """What the episode search learned of the goal as a whole, shared by every episode it recalled."""
+
+    target: str | None  # the app the goal is about (named, or made likely by the device's own goals)
+    post: dict[str, float]  # P(app | goal)
+    lead: int | None  # the closest past goal
+    fused: dict[int, float]  # each hit's similarity on the calibrated scale of the nearest-goal search
+
+
+class DropLog:
+    """Why candidates were not offered: a count per reason and, with ``explain``, each one named."""
+
+    LIMIT = 500  # named candidates kept for --explain (the counts go on)
+
+    def __init__(self, explain: bool = False) -> None:
+        self.explain = explain
+        self.counts: dict[str, int] = {}
+        self.items: list[dict[str, Any]] = []  # {id, reason, detail}, only with explain
+
+    def __call__(self, reason: str, item_id: Any = None, detail: str | None = None) -> None:
+        """Count one candidate turned away for ``reason`` (and name it, with explain)."""
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        if self.explain and item_id is not None and len(self.items) < self.LIMIT:
+            self.items.append({"id": item_id, "reason": reason, **({"detail": detail} if detail else {})})
 
 
 def mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:
@@ -102,7 +137,7 @@ class Scorer:
         self._appl_memo[memo_key] = result
         return result
 
-    def live(self, f: Feat, now: datetime, drop: Drop, item_id: str) -> bool:
+    def live(self, f: Feat, now: datetime, drop: DropLog, item_id: str) -> bool:
         """Whether a memory may be served at all (status and expiry); the reason is counted otherwise."""
         if f.status not in ("active", "conflicted"):
             # replaced, deleted, expired, and inactive or any status a person typed: not served.
@@ -146,3 +181,127 @@ class Scorer:
         if q.app and app == q.app:
             return sim >= 0.1
         return sim >= self.config.min_similarity + 0.05
+
+    # -- judging one candidate: the filters of its kind in their order, then its score ----------------
+
+    def judge(self, src: Source, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
+              evidence: EpisodeEvidence | None = None) -> tuple[str, Cand] | None:
+        """The section a recalled candidate belongs to, with its score; None (the reason counted, or no reason
+        when it is merely not relevant) when a filter turns it away. Episodes need the search's ``evidence``."""
+        if src.kind == "episode":
+            assert evidence is not None
+            return self._judge_episode(src, i, sim, ctx, drop, evidence)
+        if src.kind == "long_term":
+            return self._judge_long_term(src, i, sim, ctx, drop)
+        return self._judge_device(src, i, item_type, sim, ctx, drop)
+
+    def admit(self, f: Feat, ctx: Query, drop: DropLog, app_bound: bool, item_id: str) -> float | None:
+        """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
+        if not self.live(f, ctx.now, drop, item_id):
+            return None
+        appl = self.applicability(f.appl, ctx.env, app_bound)
+        if appl is None:
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
+        return appl
+
+    def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query,
+                      drop: DropLog) -> tuple[str, Cand] | None:
+        f = src.feat(i)
+        e = src.entries[i]
+        q = ctx.q
+        status = f.status
+        stale = e.get("stale")
+        if status == "conflicted" and stale in ENV_KEYS:
+            # Demoted only because the device's environment changed; the request's own hints are
+            # fresher: if they match what the memory was made under, it applies again.
+            k = ENV_KEYS.index(stale)
+            if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
+                status = "active"
+        sim = intent_sim(q, field_str(e.get("intent")), sim)
+        # Relevance first: it is the cheap test that most recalled items fail (the hard filters
+        # below then count what they drop among memories that would otherwise have been shown).
+        if not self.relevant(item_type, sim, q, f.app, status):
+            return None
+        appl = self.admit(f, ctx, drop, False, e["id"])
+        if appl is None:
+            return None
+        if item_type == "calibration" and not f.has_evidence:
+            drop("calibration_without_evidence", e["id"], "no evidence_refs")
+            return None
+        if ctx.tools and not tools_available(e, ctx.tools):
+            # A path the agent could not follow with the tools it has now.
+            drop("tool_unavailable", e["id"], f"needs {field_text(e.get('tools'))}")
+            return None
+        app_match = app_match_of(ctx, f.app, e, "summary")
+        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
+        return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
+
+    def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
+                       ev: EpisodeEvidence) -> tuple[str, Cand] | None:
+        e = src.entries[i]
+        q, now = ctx.q, ctx.now
+        floor = self.config.min_similarity
+        f = src.feat(i)
+        if f.status not in ("active", "interrupted"):
+            drop(f.status, e["id"], f"status {f.status}")
+            return None
+        if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
+            drop("expired", e["id"], f"older than {self.config.episode_max_age_days:g} days")
+            return None
+        appl = self.applicability(f.appl, ctx.env, False)
+        if appl is None:
+            drop("inapplicable", e["id"], mismatch(f.appl, ctx.env) if drop.explain else None)
+            return None
+        app = src.canon[i]
+        sim = intent_sim(q, field_str(e.get("intent")), max(sim, ev.fused.get(i, 0.0)))
+        success = f.validation == 1.0
+        if success:
+            if sim < floor and not (ev.target is not None and app == ev.target):
+                return None
+        elif sim < floor + 0.1:
+            return None
+        app_match = max(app_match_of(ctx, app, e, "goal"), ev.post.get(app, 0.0) if app else 0.0)
+        if i == ev.lead:
+            # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
+            # and the app prior must not push it below episodes that only share the app.
+            app_match = 1.0
+        score = self.score(f, sim, app_match, appl, now)
+        cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
+        return ("similar_episodes" if success else "failure_modes"), cand
+
+    def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog) -> tuple[str, Cand] | None:
+        e = src.entries[i]
+        user_rule = field_str(e.get("type")) in PROFILE_TYPES
+        if not user_rule and sim < self.config.min_similarity:
+            return None
+        f = src.feat(i)
+        appl = self.admit(f, ctx, drop, True, e["id"])
+        if appl is None:
+            return None
+        # User rules outrank automatic experience: full validation (set in features) and a bonus.
+        app_match = app_match_of(ctx, None, e, "summary")
+        bonus = 0.2 if user_rule else 0.0
+        score = self.score(f, sim, app_match, appl, ctx.now) + bonus
+        cand = Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
+        return ("conflicts" if f.status == "conflicted" else "long_term"), cand
+
+    def rejudge(self, c: Cand, rec: Any, fresh: dict[str, Any], ctx: Query, drop: DropLog) -> Any:
+        """A candidate judged on its file as it is now: status, expiry, applicability, confidence and text
+        (the file is the truth at once, not after verify rebuilds the index; issue 27)."""
+        kind, item_id = c.src.kind, str(c.src.entries[c.i].get("id"))
+        f = features(fresh, kind)
+        status = str(rec.status)
+        if status not in ("active", "conflicted", "interrupted"):
+            drop(status if status in STATUSES else "inactive", item_id, f"the file now says status {status}")
+            return None
+        if kind == "long_term" and not str(getattr(rec, "content", "")).strip():
+            drop("file_empty", item_id, "the memory's text is empty")
+            return None
+        if kind != "episode" and not self.live(f, ctx.now, drop, item_id):
+            return None
+        appl = self.applicability(f.appl, ctx.env, kind == "long_term")
+        if appl is None:
+            drop("inapplicable", item_id, "the file now says " + mismatch(f.appl, ctx.env))
+            return None
+        score = self.score(f, c.sim, c.app_match, appl, ctx.now) + c.bonus
+        return rec, (fresh, f), c._replace(score=score, appl=appl)

@@ -11,12 +11,15 @@ list them.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable
 from typing import Any
 
 from device_memory import GENERIC_NAMES, AppCatalog
-from lifecycle import field_str, field_text, field_words
+from lifecycle import field_num, field_str, field_text, field_words
 
 from ._query import ParsedQuery
+from ._scoring import Cand
 
 RULE_SHARE = 0.5
 """At most this share of the block's characters goes to the user's rules and preferences."""
@@ -91,3 +94,30 @@ class RuleScope:
     def names_goal_app(self, e: dict[str, Any], q: ParsedQuery) -> bool:
         """Whether a memory names the goal's own app (such a rule is about this very task: it goes first)."""
         return bool(self.apps(e) & {a for a in (q.app, *q.apps) if a})
+
+
+RuleKey = tuple[bool, bool, float, float, str]
+
+
+def rule_order(q: ParsedQuery, scope: RuleScope) -> Callable[[Cand], RuleKey]:
+    """The order of the rules and preferences that apply in the block: the user's own first, then those naming
+    the goal's app, then by priority, then by score (ties by id)."""
+    goal_apps = {a for a in (q.app, *q.apps) if a}
+
+    def order(c: Cand) -> RuleKey:
+        e = c.src.entries[c.i]
+        return (e.get("source") == "model", not (goal_apps and scope.apps(e) & goal_apps),
+                -field_num(e.get("priority"), 0), -c.score, e["id"])
+
+    return order
+
+
+def first_in_order(users: list[Cand], order: Callable[[Cand], RuleKey], first: int) -> tuple[list[Cand], int]:
+    """The candidates with the ``first`` best in order at the head (the rest after them, unordered when there
+    are many), and how long that ordered head is."""
+    ranked = heapq.nsmallest(first, users, key=order) if len(users) > 2 * first else sorted(users, key=order)
+    head = len(ranked)
+    if head < len(users):
+        chosen = {id(c) for c in ranked}
+        ranked += [c for c in users if id(c) not in chosen]
+    return ranked, head

@@ -1,0 +1,81 @@
+"""Recall: the candidates each source offers a goal, with their similarity (and, for episodes, the evidence
+the search found about the goal as a whole: its app, P(app | goal), the closest past goal)."""
+
+from __future__ import annotations
+
+from .._inverted_index import nearest_goal
+from ._config import RetrieveConfig
+from ._query import ParsedQuery
+from ._scoring import EpisodeEvidence, Query
+from ._sources import Source
+
+
+def recall(src: Source, q: ParsedQuery, config: RetrieveConfig) -> dict[int, float]:
+    """Candidates of one source: the best token matches, the query app's items, the always-shown ones."""
+    found = dict(src.inv.search(q.tokens, config.search_limit))
+    # Below the search cut-off a document shares no token with the query, so its similarity is 0;
+    # only when the search was truncated must the extra candidates be measured.
+    truncated = len(found) >= config.search_limit
+    weights = src.inv.weights(q.tokens) if truncated else None
+    extra = list(src.always)
+    for app in {q.app, *q.apps} - {None}:
+        extra += src.by_app.get(str(app), [])[-config.app_bound_limit:]
+    for i in extra:
+        if i not in found:
+            found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
+    return found
+
+
+def recall_episodes(src: Source, ctx: Query, config: RetrieveConfig) -> tuple[dict[int, float], EpisodeEvidence]:
+    """The episodes a goal recalls (the caller's excluded ones left out), and what the search learned."""
+    q = ctx.q
+    limit = config.search_limit
+    hits = src.inv.search(q.tokens, limit)  # best first
+    if ctx.exclude:
+        hits = [(i, sim) for i, sim in hits if src.entries[i]["id"] not in ctx.exclude]
+    found = dict(hits)
+    nearest = hits[:8]
+    lead, fused = nearest_hit(src, q, hits, ctx.exclude)
+    post = src.app_posterior(q.tokens, ctx.exclude, nearest)
+    target = target_app(q, post)
+    if target is not None:
+        # The device's experience of the app the goal is about is a candidate even when no word
+        # is shared: which app it is was learned from the device's own goals, not from the words.
+        truncated = len(hits) >= limit
+        weights = src.inv.weights(q.tokens) if truncated else None
+        # The app's most recent episodes, a few more than can be shown: they compete on score.
+        for i in src.by_canon.get(target, [])[-2 * config.caps.get("similar_episodes", 3):]:
+            if i not in found and not (ctx.exclude and src.entries[i]["id"] in ctx.exclude):
+                found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
+    return found, EpisodeEvidence(target, post, lead, fused)
+
+
+def nearest_hit(src: Source, q: ParsedQuery, hits: list[tuple[int, float]],
+                exclude: frozenset[str]) -> tuple[int | None, dict[int, float]]:
+    """The closest past goal among the word search's hits, and each hit's similarity on a calibrated scale.
+
+    The hits are ordered by BM25 over shared words and character trigrams (an inflection, a typo or a
+    phrase counts as in FTS5 trigram). A hit's similarity is the larger of its BM25 scaled so that the
+    closest gets the best word similarity (the words' scale, the trigrams' order) and its BM25 as a share
+    of the query's own score (so a goal close in characters but not in words, a typo, clears the floor)."""
+    if not hits or src.inv.grams is None:
+        return (hits[0][0] if hits else None), {}
+    left_out = [i for i, e in enumerate(src.entries) if e["id"] in exclude] if exclude else []
+    ranked, own = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.texts,
+                               left_out)
+    top = ranked[0][1]
+    if top <= 0 or own <= 0:
+        return hits[0][0], {}
+    best = hits[0][1]
+    return ranked[0][0], {i: max(best * b / top, min(1.0, b / own)) for i, b in ranked}
+
+
+def target_app(q: ParsedQuery, post: dict[str, float]) -> str | None:
+    """The app the goal is about: the one it names, else the one the device's goals make more likely
+    than all others together."""
+    if q.app and not q.app_generic:
+        return q.app
+    if not post:
+        return None
+    app, p = max(post.items(), key=lambda kv: kv[1])
+    return app if p > 0.5 else None

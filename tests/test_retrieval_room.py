@@ -1,0 +1,121 @@
+"""The retrieval room's parts on their own: the drop log, the judge, recall's app decision, the caps' order,
+the user rules' order and the budget (the whole path is tested in test_retrieve and test_user_word)."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memory_plane import CurrentEnvironmentHints, MemoryHit, MemoryPlane, MemoryRetrieveRequest, RoleMemoryContext
+from memory_plane.retrieval._budget import fit_budget, in_rank_order, rank_key
+from memory_plane.retrieval._config import RetrieveConfig
+from memory_plane.retrieval._query import ParsedQuery
+from memory_plane.retrieval._recall import target_app
+from memory_plane.retrieval._render import render_context
+from memory_plane.retrieval._scoring import Cand, DropLog, Query, Scorer
+from memory_plane.retrieval._sources import Source, long_term_text
+from memory_plane.retrieval._user_rules import first_in_order
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def _source(n: int) -> Source:
+    src = Source("long_term", long_term_text)
+    src.sync([{"id": f"mem_{k:04d}", "type": "rule" if k % 2 else "fact", "status": "active",
+               "title": f"rule {k}", "summary": f"remember thing {k}", "priority": k % 3} for k in range(n)])
+    return src
+
+
+def _query(text: str = "remember thing") -> Query:
+    q = ParsedQuery(text=text, tokens=frozenset(text.split()))
+    return Query(q, ("default", None, None, None, None), NOW, (), frozenset(), frozenset())
+
+
+def test_the_drop_log_counts_always_and_names_only_when_explaining() -> None:
+    quiet, loud = DropLog(), DropLog(explain=True)
+    for log in (quiet, loud):
+        log("expired", "a", "past expires_at")
+        log("budget", "b")
+        log("budget")  # counted, not named: no id
+    assert quiet.counts == loud.counts == {"expired": 1, "budget": 2}
+    assert quiet.items == []
+    assert loud.items == [{"id": "a", "reason": "expired", "detail": "past expires_at"},
+                          {"id": "b", "reason": "budget"}]
+    for k in range(DropLog.LIMIT + 10):
+        loud("budget", f"x{k}")
+    assert len(loud.items) == DropLog.LIMIT and loud.counts["budget"] == DropLog.LIMIT + 12
+
+
+def test_the_judge_names_the_section_and_counts_what_it_turns_away() -> None:
+    src = _source(4)
+    src.entries[2]["status"] = "replaced"
+    src.entries[3]["expires_at"] = "2020-01-01T00:00:00Z"
+    scorer, drop = Scorer(RetrieveConfig()), DropLog(explain=True)
+    verdicts = [scorer.judge(src, i, "long_term", 0.6, _query(), drop) for i in range(4)]
+    assert [v[0] if v else None for v in verdicts] == ["long_term", "long_term", None, None]
+    assert verdicts[1] is not None and verdicts[1][1].bonus == 0.2  # a rule outranks automatic experience
+    assert drop.counts == {"replaced": 1, "expired": 1}
+    assert scorer.judge(src, 0, "long_term", 0.1, _query(), drop) is None  # a fact below the floor: not counted
+    assert drop.counts == {"replaced": 1, "expired": 1}
+
+
+def test_the_target_app_is_the_named_one_else_a_majority_of_the_posterior() -> None:
+    q = ParsedQuery(text="pay", tokens=frozenset({"pay"}))
+    assert target_app(q, {}) is None
+    assert target_app(q, {"alipay": 0.6, "wechat": 0.4}) == "alipay"
+    assert target_app(q, {"alipay": 0.5, "wechat": 0.5}) is None
+    q.app = "wechat"
+    assert target_app(q, {"alipay": 0.9}) == "wechat"
+
+
+def test_the_caps_order_is_the_full_sort_for_many_candidates() -> None:
+    src = _source(1200)
+    rng = random.Random(7)
+    cands = [Cand(round(rng.random(), 2), src, i, "long_term", 0.0, 0.0, 1.0, 0.0) for i in range(1200)]
+    assert list(in_rank_order(cands, 3)) == sorted(cands, key=rank_key)
+    assert list(in_rank_order(cands[:100], 3)) == sorted(cands[:100], key=rank_key)
+
+
+def test_the_first_rules_in_order_head_the_list_and_none_is_lost() -> None:
+    src = _source(300)
+    cands = [Cand(0.5, src, i, "long_term", 0.0, 0.0, 1.0, 0.2) for i in range(300)]
+
+    def order(c: Cand) -> tuple[bool, bool, float, float, str]:
+        return (False, False, -float(c.i % 7), -c.score, src.entries[c.i]["id"])
+
+    ranked, head = first_in_order(cands, order, 10)
+    assert head == 10 and ranked[:10] == sorted(cands, key=order)[:10]
+    assert sorted(c.i for c in ranked) == list(range(300))
+    ranked, head = first_in_order(cands[:15], order, 10)  # few: everything in order
+    assert head == 15 and ranked == sorted(cands[:15], key=order)
+
+
+def test_the_budget_trims_the_weakest_and_keeps_the_users_rules() -> None:
+    common = RoleMemoryContext()
+    common.long_term = [MemoryHit(id=f"mem_{k}", type="rule", score=0.1, confidence=0.8, text="x" * 200)
+                        for k in range(3)]
+    common.similar_episodes = [MemoryHit(id=f"ep_{k}", type="task_episode", score=0.9 - k / 10, confidence=1.0,
+                                         text="y" * 200) for k in range(3)]
+    drop = DropLog(explain=True)
+    budget = len(render_context(common)) - 100
+    fit_budget(common, budget, users=3, drop=drop)
+    assert len(render_context(common)) <= budget
+    assert [h.id for h in common.long_term] == ["mem_0", "mem_1", "mem_2"]
+    assert [d["id"] for d in drop.items] == ["ep_2"]
+
+
+def test_explain_is_an_argument_not_a_state_of_the_retriever(root: Path) -> None:
+    plane = MemoryPlane(root, clock=lambda: NOW)
+    plane.long_term.save_memory(type="fact", content="the wifi password is on the fridge", title="wifi")
+    plane.long_term.save_memory(type="fact", content="wifi password at the office is on the board",
+                                title="office wifi", applicability={"language": "en-US"})
+    req = MemoryRetrieveRequest(input="wifi password", current_hints=CurrentEnvironmentHints(language="zh-CN"))
+    loud = plane.retriever.retrieve(req, NOW, explain=True)
+    quiet = plane.retriever.retrieve(req, NOW)
+    assert loud.dropped == quiet.dropped == {"inapplicable": 1}
+    assert [d["reason"] for d in loud.dropped_items] == ["inapplicable"]
+    assert "language" in loud.dropped_items[0]["detail"]
+    assert quiet.dropped_items == [] and quiet.render() == loud.render()
+    assert plane.explain(req).dropped_items == loud.dropped_items and plane.retrieve(req).dropped_items == []
+    plane.close()
