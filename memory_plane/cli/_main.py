@@ -1,4 +1,4 @@
-"""`memplane`: the command line. The only modules that print or exit are this one and its `_cli_*` parts.
+"""`memplane`: the command line. The only modules that print or exit are the ones in this folder (cli/).
 
 Exit codes (also in `memplane --help` and the README):
   0  ok
