@@ -9,8 +9,9 @@ are the retriever's.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from lifecycle import STATUSES, field_str, field_text, field_words
 
@@ -57,6 +58,14 @@ class EpisodeEvidence(NamedTuple):
     fused: dict[int, float]  # each hit's similarity on the calibrated scale of the nearest-goal search
 
 
+LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
+"""(user rule, features, status servable, applicability, bonus, section, id) of a long-term memory."""
+Settled = tuple[tuple[tuple[str, Any, Any], ...], tuple[str, Cand] | None, str]
+"""(the drop calls, the verdict, the lowercase text a goal's names are looked for in) of a long-term memory."""
+DeviceFacts = tuple[Feat, str, str | None, bool, float | None, str]
+"""(features, status in this environment, intent, status servable, applicability, id) of a device memory."""
+
+
 class DropLog:
     """Why candidates were not offered: a count per reason and, with ``explain``, each one named."""
 
@@ -72,6 +81,25 @@ class DropLog:
         self.counts[reason] = self.counts.get(reason, 0) + 1
         if self.explain and item_id is not None and len(self.items) < self.LIMIT:
             self.items.append({"id": item_id, "reason": reason, **({"detail": detail} if detail else {})})
+
+    def many(self, reason: str, item_ids: list[Any], detail: str | None = None) -> None:
+        """Count each of ``item_ids`` turned away for one reason, as one call per id would."""
+        if self.explain:
+            for item_id in item_ids:
+                self(reason, item_id, detail)
+        elif item_ids:
+            self.counts[reason] = self.counts.get(reason, 0) + len(item_ids)
+
+
+class _Calls(DropLog):
+    """A drop log that keeps each call as made, to be replayed into another."""
+
+    def __init__(self) -> None:
+        super().__init__(explain=True)
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def __call__(self, reason: str, item_id: Any = None, detail: str | None = None) -> None:
+        self.calls.append((reason, item_id, detail))
 
 
 def mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:
@@ -112,6 +140,9 @@ class Scorer:
     def __init__(self, config: RetrieveConfig) -> None:
         self.config = config
         self._appl_memo: dict[tuple[Any, ...], float | None] = {}
+        # Memos per source (kept for one index generation) and environment: see judge_all and _judge_rules.
+        self._facts: dict[int, Any] = {}
+        self._settled: dict[int, Any] = {}
 
     def applicability(self, appl: tuple[str | None, ...], env: tuple[str | None, ...],
                        app_bound: bool) -> float | None:
@@ -195,46 +226,52 @@ class Scorer:
             return self._judge_long_term(src, i, sim, ctx, drop)
         return self._judge_device(src, i, item_type, sim, ctx, drop)
 
-    def admit(self, f: Feat, ctx: Query, drop: DropLog, app_bound: bool, item_id: str) -> float | None:
-        """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
-        if not self.live(f, ctx.now, drop, item_id):
+    def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
+                      facts: dict[int, DeviceFacts] | None = None) -> tuple[str, Cand] | None:
+        row = facts.get(i) if facts is not None else None
+        if row is None:
+            row = self._device_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
+        f, status, intent, status_ok, appl, item_id = row
+        q = ctx.q
+        sim = intent_sim(q, intent, sim)
+        # Relevance first: it is the cheap test that most recalled items fail (the hard filters
+        # below then count what they drop among memories that would otherwise have been shown).
+        if not self.relevant(item_type, sim, q, f.app, status):
             return None
-        appl = self.applicability(f.appl, ctx.env, app_bound)
+        # Status, expiry, then applicability (the status and applicability memoised; the clock asked each time).
+        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
+            return None
         if appl is None:
             drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
-        return appl
+            return None
+        if item_type == "calibration" and not f.has_evidence:
+            drop("calibration_without_evidence", item_id, "no evidence_refs")
+            return None
+        e = src.entries[i]
+        if ctx.tools and not tools_available(e, ctx.tools):
+            # A path the agent could not follow with the tools it has now.
+            drop("tool_unavailable", item_id, f"needs {field_text(e.get('tools'))}")
+            return None
+        app_match = app_match_of(ctx, f.app, e, "summary")
+        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
+        return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
 
-    def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query,
-                      drop: DropLog) -> tuple[str, Cand] | None:
+    def _device_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> DeviceFacts:
+        """What judging a device memory needs that only its index line and the environment decide."""
         f = src.feat(i)
         e = src.entries[i]
-        q = ctx.q
         status = f.status
         stale = e.get("stale")
         if status == "conflicted" and stale in ENV_KEYS:
             # Demoted only because the device's environment changed; the request's own hints are
             # fresher: if they match what the memory was made under, it applies again.
             k = ENV_KEYS.index(stale)
-            if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
+            if env[k] is not None and f.appl[k] == env[k]:
                 status = "active"
-        sim = intent_sim(q, field_str(e.get("intent")), sim)
-        # Relevance first: it is the cheap test that most recalled items fail (the hard filters
-        # below then count what they drop among memories that would otherwise have been shown).
-        if not self.relevant(item_type, sim, q, f.app, status):
-            return None
-        appl = self.admit(f, ctx, drop, False, e["id"])
-        if appl is None:
-            return None
-        if item_type == "calibration" and not f.has_evidence:
-            drop("calibration_without_evidence", e["id"], "no evidence_refs")
-            return None
-        if ctx.tools and not tools_available(e, ctx.tools):
-            # A path the agent could not follow with the tools it has now.
-            drop("tool_unavailable", e["id"], f"needs {field_text(e.get('tools'))}")
-            return None
-        app_match = app_match_of(ctx, f.app, e, "summary")
-        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
-        return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
+        return (f, status, field_str(e.get("intent")), f.status in ("active", "conflicted"),
+                self.applicability(f.appl, env, False), e["id"])
 
     def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
                        ev: EpisodeEvidence) -> tuple[str, Cand] | None:
@@ -269,21 +306,102 @@ class Scorer:
         cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
         return ("similar_episodes" if success else "failure_modes"), cand
 
-    def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog) -> tuple[str, Cand] | None:
-        e = src.entries[i]
-        user_rule = field_str(e.get("type")) in PROFILE_TYPES
+    def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
+                         facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:
+        row = facts.get(i) if facts is not None else None
+        if row is None:
+            row = self._long_term_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
+        user_rule, f, status_ok, appl, bonus, section, item_id = row
         if not user_rule and sim < self.config.min_similarity:
             return None
-        f = src.feat(i)
-        appl = self.admit(f, ctx, drop, True, e["id"])
+        # Status, expiry, then applicability (the status and applicability memoised; the clock asked each time).
+        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
+            return None
         if appl is None:
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
             return None
         # User rules outrank automatic experience: full validation (set in features) and a bonus.
-        app_match = app_match_of(ctx, None, e, "summary")
-        bonus = 0.2 if user_rule else 0.0
+        # (A memory of no app matches a goal that names nothing at 0.3: app_match_of is asked only for names.)
+        app_match = app_match_of(ctx, None, src.entries[i], "summary") if ctx.names else 0.3
         score = self.score(f, sim, app_match, appl, ctx.now) + bonus
-        cand = Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
-        return ("conflicts" if f.status == "conflicted" else "long_term"), cand
+        return section, Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
+
+    def _long_term_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> LongTermFacts:
+        """What judging a long-term memory needs that only its index line and the environment decide."""
+        e = src.entries[i]
+        f = src.feat(i)
+        user_rule = field_str(e.get("type")) in PROFILE_TYPES
+        return (user_rule, f, f.status in ("active", "conflicted"), self.applicability(f.appl, env, True),
+                0.2 if user_rule else 0.0, "conflicts" if f.status == "conflicted" else "long_term", e["id"])
+
+    def _memo_for(self, slot: dict[int, Any], src: Source, env: tuple[str | None, ...]) -> dict[int, Any]:
+        """One memo of ``slot`` for a source's entries under one environment (kept until its index changes)."""
+        memo = slot.get(id(src))
+        if memo is None or memo[0] != src.generation:
+            memo = (src.generation, {})
+            slot[id(src)] = memo
+        by_env: dict[tuple[str | None, ...], dict[int, Any]] = memo[1]
+        rows = by_env.get(env)
+        if rows is None:
+            if len(by_env) >= 64:  # the environment holds the goal's app: a few dozen in a day's use
+                by_env.clear()
+            rows = by_env[env] = {}
+        return rows
+
+    def judge_all(self, src: Source, found: dict[int, float], item_type: str, ctx: Query, drop: DropLog,
+                  evidence: EpisodeEvidence | None = None) -> Iterator[tuple[str, Cand]]:
+        """``judge`` over one source's recalled candidates in recall order: the kept ones, with their section."""
+        if src.kind == "episode":
+            for i, sim in found.items():
+                verdict = self.judge(src, i, item_type, sim, ctx, drop, evidence)
+                if verdict is not None:
+                    yield verdict
+            return
+        # Hundreds of device memories and rules are candidates for every goal of an app (and every rule for
+        # every goal): what their index lines decide is judged once per index change and environment.
+        facts = self._memo_for(self._facts, src, ctx.env)
+        if src.kind == "long_term":
+            yield from self._judge_rules(src, found, ctx, drop, facts)
+            return
+        for i, sim in found.items():
+            verdict = self._judge_device(src, i, item_type, sim, ctx, drop, facts)
+            if verdict is not None:
+                yield verdict
+
+    def _judge_rules(self, src: Source, found: dict[int, float], ctx: Query, drop: DropLog,
+                     facts: dict[int, Any]) -> Iterator[tuple[str, Cand]]:
+        """The long-term candidates judged. A memory no word of the goal reaches (similarity 0: most of the
+        user's rules and preferences, on most goals) is judged once per index change and environment and its
+        verdict replayed, drops included, as long as nothing else it depends on can differ (no clock-bound
+        field, no name of the goal in its text)."""
+        settled = self._memo_for(self._settled, src, ctx.env)
+        names = ctx.names
+        for i, sim in found.items():
+            if sim == 0.0:
+                known = settled.get(i)
+                if known is None:
+                    known = settled[i] = self._settle(src, i, ctx, facts)
+                if known is not False and not (names and any(n in known[2] for n in names)):
+                    for call in known[0]:
+                        drop(*call)
+                    if known[1] is not None:
+                        yield known[1]
+                    continue
+            verdict = self._judge_long_term(src, i, sim, ctx, drop, facts)
+            if verdict is not None:
+                yield verdict
+
+    def _settle(self, src: Source, i: int, ctx: Query, facts: dict[int, Any]) -> Settled | Literal[False]:
+        """A long-term memory's verdict at similarity 0 for a goal that names nothing in it, with the drops it
+        counts; False when its verdict depends on the clock (a time it was validated, an expiry)."""
+        f = src.feat(i)
+        if f.when is not None or (f.expires is not None and f.expires is not BAD_TIME):
+            return False
+        calls = _Calls()
+        verdict = self._judge_long_term(src, i, 0.0, ctx._replace(names=()), calls, facts)
+        return tuple(calls.calls), verdict, field_text(src.entries[i].get("summary")).lower()
 
     def rejudge(self, c: Cand, rec: Any, fresh: dict[str, Any], ctx: Query, drop: DropLog) -> Any:
         """A candidate judged on its file as it is now: status, expiry, applicability, confidence and text
