@@ -24,12 +24,13 @@ from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContex
 from ._budget import fit_budget, in_rank_order
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
+from ._drops import DropLog
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
 from ._render import hit_line
 from ._scoring import Cand as _Cand
-from ._scoring import DropLog, Query, Scorer
+from ._scoring import Query, Scorer
 from ._sources import Feat, Source, device_text, episode_text, long_term_text
 from ._user_rules import RULE_SHARE, RuleScope, first_in_order
 

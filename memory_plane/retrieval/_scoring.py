@@ -2,8 +2,8 @@
 
 Everything here looks at one candidate at a time (its features, the parsed goal and the request's
 environment): ``Scorer.judge`` applies each kind's filters in their order, counts why a candidate is
-turned away (``DropLog``) and names the section it belongs to; recall, the caps and the prompt block
-are the retriever's.
+turned away (``DropLog``, in ``_drops``) and names the section it belongs to; recall, the caps and the
+prompt block are the retriever's.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from lifecycle import STATUSES, field_str, field_text, field_words
 
 from .._long_term import PROFILE_TYPES
 from ._config import ROUTE, RetrieveConfig
+from ._drops import CallLog, DropLog, mismatch
 from ._query import ParsedQuery
 from ._sources import BAD_TIME, ENV_KEYS, Feat, Source, features
 
@@ -62,50 +63,10 @@ LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
 """(user rule, features, status servable, applicability, bonus, section, id) of a long-term memory."""
 Settled = tuple[tuple[tuple[str, Any, Any], ...], tuple[str, Cand] | None, str]
 """(the drop calls, the verdict, the lowercase text a goal's names are looked for in) of a long-term memory."""
+EpisodeFacts = tuple[Feat, float | None, str | None, str]
+"""(features, applicability, intent, id) of an episode."""
 DeviceFacts = tuple[Feat, str, str | None, bool, float | None, str]
 """(features, status in this environment, intent, status servable, applicability, id) of a device memory."""
-
-
-class DropLog:
-    """Why candidates were not offered: a count per reason and, with ``explain``, each one named."""
-
-    LIMIT = 500  # named candidates kept for --explain (the counts go on)
-
-    def __init__(self, explain: bool = False) -> None:
-        self.explain = explain
-        self.counts: dict[str, int] = {}
-        self.items: list[dict[str, Any]] = []  # {id, reason, detail}, only with explain
-
-    def __call__(self, reason: str, item_id: Any = None, detail: str | None = None) -> None:
-        """Count one candidate turned away for ``reason`` (and name it, with explain)."""
-        self.counts[reason] = self.counts.get(reason, 0) + 1
-        if self.explain and item_id is not None and len(self.items) < self.LIMIT:
-            self.items.append({"id": item_id, "reason": reason, **({"detail": detail} if detail else {})})
-
-    def many(self, reason: str, item_ids: list[Any], detail: str | None = None) -> None:
-        """Count each of ``item_ids`` turned away for one reason, as one call per id would."""
-        if self.explain:
-            for item_id in item_ids:
-                self(reason, item_id, detail)
-        elif item_ids:
-            self.counts[reason] = self.counts.get(reason, 0) + len(item_ids)
-
-
-class _Calls(DropLog):
-    """A drop log that keeps each call as made, to be replayed into another."""
-
-    def __init__(self) -> None:
-        super().__init__(explain=True)
-        self.calls: list[tuple[str, Any, Any]] = []
-
-    def __call__(self, reason: str, item_id: Any = None, detail: str | None = None) -> None:
-        self.calls.append((reason, item_id, detail))
-
-
-def mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:
-    """Which applicability keys of a memory differ from the request's (for --explain)."""
-    diffs = [f"{k} {a} ≠ {b}" for k, a, b in zip(ENV_KEYS, appl, env) if a is not None and b is not None and a != b]
-    return "; ".join(diffs) or "not applicable here"
 
 
 def app_match_of(ctx: Query, app: Any, e: dict[str, Any], text_field: str) -> float:
@@ -143,6 +104,7 @@ class Scorer:
         # Memos per source (kept for one index generation) and environment: see judge_all and _judge_rules.
         self._facts: dict[int, Any] = {}
         self._settled: dict[int, Any] = {}
+        self._stale_app: dict[int, tuple[int, int, bool]] = {}
 
     def applicability(self, appl: tuple[str | None, ...], env: tuple[str | None, ...],
                        app_bound: bool) -> float | None:
@@ -273,31 +235,34 @@ class Scorer:
         return (f, status, field_str(e.get("intent")), f.status in ("active", "conflicted"),
                 self.applicability(f.appl, env, False), e["id"])
 
-    def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
-                       ev: EpisodeEvidence) -> tuple[str, Cand] | None:
-        e = src.entries[i]
+    def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog, ev: EpisodeEvidence,
+                       facts: dict[int, EpisodeFacts] | None = None) -> tuple[str, Cand] | None:
+        row = facts.get(i) if facts is not None else None
+        if row is None:
+            row = self._episode_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
+        f, appl, intent, item_id = row
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
-        f = src.feat(i)
         if f.status not in ("active", "interrupted"):
-            drop(f.status, e["id"], f"status {f.status}")
+            drop(f.status, item_id, f"status {f.status}")
             return None
         if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
-            drop("expired", e["id"], f"older than {self.config.episode_max_age_days:g} days")
+            drop("expired", item_id, f"older than {self.config.episode_max_age_days:g} days")
             return None
-        appl = self.applicability(f.appl, ctx.env, False)
         if appl is None:
-            drop("inapplicable", e["id"], mismatch(f.appl, ctx.env) if drop.explain else None)
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
             return None
         app = src.canon[i]
-        sim = intent_sim(q, field_str(e.get("intent")), max(sim, ev.fused.get(i, 0.0)))
+        sim = intent_sim(q, intent, max(sim, ev.fused.get(i, 0.0)))
         success = f.validation == 1.0
         if success:
             if sim < floor and not (ev.target is not None and app == ev.target):
                 return None
         elif sim < floor + 0.1:
             return None
-        app_match = max(app_match_of(ctx, app, e, "goal"), ev.post.get(app, 0.0) if app else 0.0)
+        app_match = max(app_match_of(ctx, app, src.entries[i], "goal"), ev.post.get(app, 0.0) if app else 0.0)
         if i == ev.lead:
             # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
             # and the app prior must not push it below episodes that only share the app.
@@ -305,6 +270,12 @@ class Scorer:
         score = self.score(f, sim, app_match, appl, now)
         cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
         return ("similar_episodes" if success else "failure_modes"), cand
+
+    def _episode_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> EpisodeFacts:
+        """What judging an episode needs that only its index line and the environment decide."""
+        f = src.feat(i)
+        e = src.entries[i]
+        return f, self.applicability(f.appl, env, False), field_str(e.get("intent")), e["id"]
 
     def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
                          facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:
@@ -353,22 +324,36 @@ class Scorer:
     def judge_all(self, src: Source, found: dict[int, float], item_type: str, ctx: Query, drop: DropLog,
                   evidence: EpisodeEvidence | None = None) -> Iterator[tuple[str, Cand]]:
         """``judge`` over one source's recalled candidates in recall order: the kept ones, with their section."""
+        # Hundreds of device memories and rules are candidates for every goal of an app (and every rule for
+        # every goal): what their index lines decide is judged once per index change and environment.
+        env = ctx.env
+        # Episodes and device memories are not app-bound in applicability: their facts do not depend on the
+        # goal's app (unless a device memory was demoted for its app), so one memo serves every app.
+        any_app = (*env[:3], None, *env[4:])
         if src.kind == "episode":
+            assert evidence is not None
+            facts = self._memo_for(self._facts, src, any_app)
             for i, sim in found.items():
-                verdict = self.judge(src, i, item_type, sim, ctx, drop, evidence)
+                verdict = self._judge_episode(src, i, sim, ctx, drop, evidence, facts)
                 if verdict is not None:
                     yield verdict
             return
-        # Hundreds of device memories and rules are candidates for every goal of an app (and every rule for
-        # every goal): what their index lines decide is judged once per index change and environment.
-        facts = self._memo_for(self._facts, src, ctx.env)
         if src.kind == "long_term":
-            yield from self._judge_rules(src, found, ctx, drop, facts)
+            yield from self._judge_rules(src, found, ctx, drop, self._memo_for(self._facts, src, env))
             return
+        facts = self._memo_for(self._facts, src, env if self._stale_for_app(src) else any_app)
         for i, sim in found.items():
             verdict = self._judge_device(src, i, item_type, sim, ctx, drop, facts)
             if verdict is not None:
                 yield verdict
+
+    def _stale_for_app(self, src: Source) -> bool:
+        """Whether any entry of a source was demoted because of its app (its facts then depend on the goal's)."""
+        known = self._stale_app.get(id(src))
+        if known is None or known[0] != src.generation or known[1] != len(src.entries):
+            known = (src.generation, len(src.entries), any(e.get("stale") == "app" for e in src.entries))
+            self._stale_app[id(src)] = known
+        return known[2]
 
     def _judge_rules(self, src: Source, found: dict[int, float], ctx: Query, drop: DropLog,
                      facts: dict[int, Any]) -> Iterator[tuple[str, Cand]]:
@@ -399,7 +384,7 @@ class Scorer:
         f = src.feat(i)
         if f.when is not None or (f.expires is not None and f.expires is not BAD_TIME):
             return False
-        calls = _Calls()
+        calls = CallLog()
         verdict = self._judge_long_term(src, i, 0.0, ctx._replace(names=()), calls, facts)
         return tuple(calls.calls), verdict, field_text(src.entries[i].get("summary")).lower()
 
