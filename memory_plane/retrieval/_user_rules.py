@@ -35,7 +35,9 @@ class RuleScope:
         # The same index line (the same dict object) asks again on every retrieve: answered by identity,
         # without building the text key (the dict is kept so its id cannot be reused while it is here).
         self._seen: dict[int, tuple[dict[str, Any], frozenset[str]]] = {}
-        self._goals: dict[tuple[int, int, frozenset[str]], GoalRules] = {}
+        self._goals: dict[frozenset[str], GoalRules] = {}  # see for_goal
+        self._goals_of: list[dict[str, Any]] | None = None
+        self._goals_len = 0
 
     def apps(self, e: dict[str, Any]) -> frozenset[str]:
         """Canonical apps a memory's index line names: its applicability app, its entities, its words."""
@@ -99,12 +101,12 @@ class RuleScope:
     def for_goal(self, entries: list[dict[str, Any]], q: ParsedQuery) -> GoalRules:
         """The rules of one index seen from the goal's apps (the same object while index and apps stay)."""
         goal_apps = goal_apps_of(q)
-        key = (id(entries), len(entries), goal_apps)
-        hit = self._goals.get(key)
-        if hit is None or hit.entries is not entries:
-            if len(self._goals) > 256:
-                self._goals.clear()
-            hit = self._goals[key] = GoalRules(self, entries, goal_apps)
+        # Kept for the index as it is now only (an older index's lines are not held on to).
+        if self._goals_of is not entries or self._goals_len != len(entries) or len(self._goals) > 256:
+            self._goals_of, self._goals_len, self._goals = entries, len(entries), {}
+        hit = self._goals.get(goal_apps)
+        if hit is None:
+            hit = self._goals[goal_apps] = GoalRules(self, entries, goal_apps)
         return hit
 
     def names_goal_app(self, e: dict[str, Any], q: ParsedQuery) -> bool:
