@@ -10,10 +10,11 @@ from pathlib import Path
 from memory_plane import CurrentEnvironmentHints, MemoryHit, MemoryPlane, MemoryRetrieveRequest, RoleMemoryContext
 from memory_plane.retrieval._budget import fit_budget, in_rank_order, rank_key
 from memory_plane.retrieval._config import RetrieveConfig
+from memory_plane.retrieval._drops import DropLog
 from memory_plane.retrieval._query import ParsedQuery
 from memory_plane.retrieval._recall import target_app
 from memory_plane.retrieval._render import render_context
-from memory_plane.retrieval._scoring import Cand, DropLog, Query, Scorer
+from memory_plane.retrieval._scoring import Cand, Query, Scorer
 from memory_plane.retrieval._sources import Source, long_term_text
 from memory_plane.retrieval._user_rules import first_in_order
 
@@ -119,3 +120,41 @@ def test_explain_is_an_argument_not_a_state_of_the_retriever(root: Path) -> None
     assert quiet.dropped_items == [] and quiet.render() == loud.render()
     assert plane.explain(req).dropped_items == loud.dropped_items and plane.retrieve(req).dropped_items == []
     plane.close()
+
+
+def _verdicts(scorer: Scorer, src: Source, found: dict[int, float], ctx: Query, one_by_one: bool) -> tuple:
+    drop = DropLog(explain=True)
+    if one_by_one:
+        kept = [v for i, sim in found.items() if (v := scorer.judge(src, i, "long_term", sim, ctx, drop)) is not None]
+    else:
+        kept = list(scorer.judge_all(src, found, "long_term", ctx, drop))
+    return [(sec, c.i, c.score, c.app_match, c.appl) for sec, c in kept], drop.counts, drop.items
+
+
+def test_judging_all_at_once_replays_exactly_what_judging_one_by_one_decides() -> None:
+    src = Source("long_term", long_term_text)
+    entries = []
+    for k in range(60):
+        e = {"id": f"mem_{k:03d}", "type": ("rule", "preference", "fact", "profile")[k % 4],
+             "status": ("active", "active", "conflicted", "deleted", "replaced")[k % 5],
+             "title": f"rule {k}", "summary": f"about Alipay payments {k}" if k % 3 == 0 else f"thing {k}"}
+        if k % 7 == 0:
+            e["expires_at"] = "2020-01-01T00:00:00Z" if k % 2 else "2030-01-01T00:00:00Z"
+        if k % 11 == 0:
+            e["applicability"] = {"language": "en-US"}
+        entries.append(e)
+    src.sync(entries)
+    scorer = Scorer(RetrieveConfig())
+    found = {i: (0.0 if i % 2 else 0.4) for i in range(60)}
+    for names in ((), ("alipay",)):
+        for env in (("default", "zh-cn", None, None, None), ("default", "en-us", None, "alipay", None)):
+            q = ParsedQuery(text="pay", tokens=frozenset({"pay"}))
+            ctx = Query(q, env, NOW, names, frozenset(), frozenset())
+            truth = _verdicts(scorer, src, found, ctx, one_by_one=True)
+            assert _verdicts(scorer, src, found, ctx, one_by_one=False) == truth  # judged, memoised
+            assert _verdicts(scorer, src, found, ctx, one_by_one=False) == truth  # replayed
+    src.sync([dict(e, status="deleted") for e in entries])  # a new index: nothing memoised before holds
+    ctx = Query(ParsedQuery(text="pay", tokens=frozenset({"pay"})), ("default", "zh-cn", None, None, None), NOW, (),
+                frozenset(), frozenset())
+    assert _verdicts(scorer, src, found, ctx, one_by_one=False) == _verdicts(scorer, src, found, ctx, True)
+    assert _verdicts(scorer, src, found, ctx, one_by_one=False)[0] == []

@@ -19,21 +19,29 @@ from episodes import TaskEpisodeStore
 from lifecycle import FileProblemError, field_str, field_text, field_words, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns
-from .._long_term import USER_WORD_TYPES, LongTermStore
+from .._long_term import LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._budget import fit_budget, in_rank_order
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
+from ._drops import DropLog
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
 from ._render import hit_line
 from ._scoring import Cand as _Cand
-from ._scoring import DropLog, Query, Scorer
+from ._scoring import Query, Scorer
 from ._sources import Feat, Source, device_text, episode_text, long_term_text
-from ._user_rules import RULE_SHARE, RuleScope, first_in_order, rule_order
+from ._user_rules import RULE_SHARE, RuleScope, first_in_order
 
 log = logging.getLogger("memory_plane")
+
+
+def _own_copy(hit: MemoryHit) -> MemoryHit:
+    """A copy of a hit whose dict and lists are its own."""
+    out = hit.model_copy()
+    out.factors, out.conflicts_with, out.steps = dict(hit.factors), list(hit.conflicts_with), list(hit.steps)
+    return out
 
 
 class Retriever:
@@ -59,18 +67,22 @@ class Retriever:
         self.scorer = Scorer(self.config)
         self.rule_scope = RuleScope(device.catalog)
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        self._rule_hits: dict[int, tuple[_Cand, MemoryHit]] = {}  # see _rule_hit
 
     # -- the call ----------------------------------------------------------------
 
     def retrieve(self, req: MemoryRetrieveRequest, now: datetime, explain: bool = False) -> MemoryContext:
         """Build the MemoryContext for a request; with ``explain``, each candidate a filter dropped is named."""
-        ctx = self._query(req, now)
+        in_step = self._sync_all()  # once per retrieve: the hinted app's check and the candidates read the same
+        ctx = self._query(req, now, in_step)
         drop = DropLog(explain)
         picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
-        self._device_candidates(ctx, picked, drop)
-        self._episode_candidates(ctx, picked, drop)
+        self._device_candidates(ctx, picked, drop, in_step)
+        if id(self._episode_source) in in_step:
+            self._episode_candidates(ctx, picked, drop)
         users: list[_Cand] = []  # the user's rules and preferences that apply: outside the caps, budgeted first
-        self._long_term_candidates(ctx, picked, drop, users)
+        if id(self._lt_source) in in_step:
+            self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
         common = self._within_caps(picked, ctx, drop, index_mtimes)
         user_hits = self._user_hits(users, ctx, now, drop, index_mtimes, common)
@@ -83,13 +95,13 @@ class Retriever:
         self._persist_due()
         return out
 
-    def _query(self, req: MemoryRetrieveRequest, now: datetime) -> Query:
+    def _query(self, req: MemoryRetrieveRequest, now: datetime, in_step: set[int]) -> Query:
         """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
         hints = req.current_hints
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
-        if q.app is not None and not q.apps and not self._about_app(q, q.app):
+        if q.app is not None and not q.apps and not self._about_app(q, q.app, in_step):
             # The foreground app is context, not evidence: it raises the memories a goal is about, but a goal
             # that shares no word with anything the device knows of that app ("2+2等于多少？" with 微信 in
             # front) is about no app, and the app's memories are not admitted on the hint alone.
@@ -100,17 +112,15 @@ class Retriever:
         exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
         return Query(q, env, now, names, tools, exclude)
 
-    def _about_app(self, q: ParsedQuery, app: str) -> bool:
+    def _about_app(self, q: ParsedQuery, app: str, in_step: set[int]) -> bool:
         """Whether the goal shares a word with an episode or device memory of ``app`` (the hinted app); numbers
         are quantities, not what a goal is about, and do not count."""
         words = frozenset(t for t in q.tokens if not t.isdigit())
         if not words:
             return False
-        sources: list[tuple[Source, Callable[[], list[dict[str, Any]]], Any, bool]] = [
-            (self._episode_source, self.episodes.entries, "episodes index", True)]
-        sources += [(self._device_sources[t], c.entries, c.dir, False) for t, c in self.device.collections.items()]
-        for src, read, what, canon in sources:
-            if not self._sync(src, read, what):
+        sources = [(self._episode_source, True), *((self._device_sources[t], False) for t in self.device.collections)]
+        for src, canon in sources:
+            if id(src) not in in_step:
                 continue
             docs = (src.by_canon if canon else src.by_app).get(app)
             if docs and any(not src.inv.doc(i).isdisjoint(words) for i in docs[-200:]):
@@ -118,6 +128,15 @@ class Retriever:
         return False
 
     # -- the indexes ------------------------------------------------------------------
+
+    def _sync_all(self) -> set[int]:
+        """Bring every source in step with its index; the ids of those that are (an unreadable index is logged
+        and skipped)."""
+        sources: list[tuple[Source, Callable[[], list[dict[str, Any]]], Any]] = [
+            (self._device_sources[t], c.entries, c.dir) for t, c in self.device.collections.items()]
+        sources += [(self._episode_source, self.episodes.entries, "episodes index"),
+                    (self._lt_source, self.long_term.entries, "long-term index")]
+        return {id(src) for src, read, what in sources if self._sync(src, read, what)}
 
     def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
@@ -147,10 +166,7 @@ class Retriever:
     def prepare(self) -> None:
         """Bring every source in step with its index now and write the persisted postings that are missing
         or behind (at start-up, after GC), so the next retrieve finds them ready."""
-        for item_type, coll in self.device.collections.items():
-            self._sync(self._device_sources[item_type], coll.entries, coll.dir)
-        self._sync(self._episode_source, self.episodes.entries, "episodes index")
-        self._sync(self._lt_source, self.long_term.entries, "long-term index")
+        self._sync_all()
         self._persist_due()
 
     def wait(self, timeout: float = 10.0) -> bool:
@@ -239,38 +255,25 @@ class Retriever:
 
     # -- candidates: recall, judge, route ------------------------------------------------
 
-    def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog) -> None:
-        for item_type, coll in self.device.collections.items():
+    def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog, in_step: set[int]) -> None:
+        for item_type in self.device.collections:
             src = self._device_sources[item_type]
-            if self._sync(src, coll.entries, coll.dir):
-                for i, sim in recall(src, ctx.q, self.config).items():
-                    verdict = self.scorer.judge(src, i, item_type, sim, ctx, drop)
-                    if verdict is not None:
-                        picked[verdict[0]].append(verdict[1])
+            if id(src) in in_step:
+                for section, cand in self.scorer.judge_all(src, recall(src, ctx.q, self.config), item_type, ctx, drop):
+                    picked[section].append(cand)
 
     def _episode_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog) -> None:
         src = self._episode_source
-        if not self._sync(src, self.episodes.entries, "episodes index"):
-            return
         found, evidence = recall_episodes(src, ctx, self.config)
-        for i, sim in found.items():
-            verdict = self.scorer.judge(src, i, "task_episode", sim, ctx, drop, evidence)
-            if verdict is not None:
-                picked[verdict[0]].append(verdict[1])
+        for section, cand in self.scorer.judge_all(src, found, "task_episode", ctx, drop, evidence):
+            picked[section].append(cand)
 
     def _long_term_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog,
                               users: list[_Cand] | None = None) -> None:
         src = self._lt_source
-        if not self._sync(src, self.long_term.entries, "long-term index"):
-            return
-        for i, sim in recall(src, ctx.q, self.config).items():
-            verdict = self.scorer.judge(src, i, "long_term", sim, ctx, drop)
-            if verdict is None:
-                continue
-            section, cand = verdict
-            e = src.entries[i]
-            if (users is not None and section == "long_term" and field_str(e.get("type")) in USER_WORD_TYPES
-                    and self.rule_scope.applies(e, ctx.q)):
+        rules = self.rule_scope.for_goal(src.entries, ctx.q)
+        for section, cand in self.scorer.judge_all(src, recall(src, ctx.q, self.config), "long_term", ctx, drop):
+            if users is not None and section == "long_term" and rules.user_word_applies(cand.i):
                 users.append(cand)  # the user's word for this goal: always in the block (see _user_rules)
             else:
                 picked[section].append(cand)
@@ -301,9 +304,9 @@ class Retriever:
 
     def _user_hits(self, users: list[_Cand], ctx: Query, now: datetime, drop: DropLog,
                    index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
-        """The rules and preferences that apply, as many as fit their share of the block (in ``rule_order``).
+        """The rules and preferences that apply, as many as fit their share of the block (in ``GoalRules.order``).
         The rest are counted in ``common.user_rules_left_out`` (and named in --explain), never read."""
-        order = rule_order(ctx.q, self.rule_scope)
+        order = self.rule_scope.for_goal(self._lt_source.entries, ctx.q).order
         share = int(self.config.budget_chars * RULE_SHARE)
         hits: list[MemoryHit] = []
         used = 0
@@ -317,7 +320,7 @@ class Retriever:
             rec = self._current(c, drop, index_mtimes, ctx)
             if rec is None:
                 continue
-            hit = self._hit(c, "long_term", now) if rec is True else self._hit(rec[2], "long_term", now, rec[0], rec[1])
+            hit = self._rule_hit(c, now) if rec is True else self._hit(rec[2], "long_term", now, rec[0], rec[1])
             cost = len(hit_line(hit)) + 1
             if hits and used + cost > share:
                 # Beyond the share: counted and named, not checked one by one (there may be hundreds).
@@ -325,12 +328,24 @@ class Retriever:
                 common.user_rules_left_out = len(left)
                 why = (f"a rule or preference beyond their {share}-character share of the block (the block says "
                        "how many are left out and how to list them)")
-                for x in left:
-                    drop("budget", x.src.entries[x.i]["id"], why)
+                drop.many("budget", [x.src.entries[x.i]["id"] for x in left], why)
                 break
             used += cost
             hits.append(hit)
         return hits
+
+    def _rule_hit(self, c: _Cand, now: datetime) -> MemoryHit:
+        """The hit of a rule or preference that stands as indexed. The scorer hands back the same candidate
+        object for a verdict it replayed (no clock-bound field: its hit cannot differ), which gets a copy of
+        the hit it had before instead of a new one (the copy's lists are its own: a caller may edit them)."""
+        known = self._rule_hits.get(id(c))
+        if known is not None and known[0] is c:
+            return _own_copy(known[1])
+        hit = self._hit(c, "long_term", now)
+        if len(self._rule_hits) > 2048:
+            self._rule_hits.clear()
+        self._rule_hits[id(c)] = (c, _own_copy(hit))  # the candidate is kept: its id is not reused meanwhile
+        return hit
 
     # -- profile and steps --------------------------------------------------------------
 

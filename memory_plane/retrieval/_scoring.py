@@ -2,20 +2,22 @@
 
 Everything here looks at one candidate at a time (its features, the parsed goal and the request's
 environment): ``Scorer.judge`` applies each kind's filters in their order, counts why a candidate is
-turned away (``DropLog``) and names the section it belongs to; recall, the caps and the prompt block
-are the retriever's.
+turned away (``DropLog``, in ``_drops``) and names the section it belongs to; recall, the caps and the
+prompt block are the retriever's.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from lifecycle import STATUSES, field_str, field_text, field_words
 
 from .._long_term import PROFILE_TYPES
 from ._config import ROUTE, RetrieveConfig
+from ._drops import CallLog, DropLog, mismatch
 from ._query import ParsedQuery
 from ._sources import BAD_TIME, ENV_KEYS, Feat, Source, features
 
@@ -57,27 +59,14 @@ class EpisodeEvidence(NamedTuple):
     fused: dict[int, float]  # each hit's similarity on the calibrated scale of the nearest-goal search
 
 
-class DropLog:
-    """Why candidates were not offered: a count per reason and, with ``explain``, each one named."""
-
-    LIMIT = 500  # named candidates kept for --explain (the counts go on)
-
-    def __init__(self, explain: bool = False) -> None:
-        self.explain = explain
-        self.counts: dict[str, int] = {}
-        self.items: list[dict[str, Any]] = []  # {id, reason, detail}, only with explain
-
-    def __call__(self, reason: str, item_id: Any = None, detail: str | None = None) -> None:
-        """Count one candidate turned away for ``reason`` (and name it, with explain)."""
-        self.counts[reason] = self.counts.get(reason, 0) + 1
-        if self.explain and item_id is not None and len(self.items) < self.LIMIT:
-            self.items.append({"id": item_id, "reason": reason, **({"detail": detail} if detail else {})})
-
-
-def mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:
-    """Which applicability keys of a memory differ from the request's (for --explain)."""
-    diffs = [f"{k} {a} ≠ {b}" for k, a, b in zip(ENV_KEYS, appl, env) if a is not None and b is not None and a != b]
-    return "; ".join(diffs) or "not applicable here"
+LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
+"""(user rule, features, status servable, applicability, bonus, section, id) of a long-term memory."""
+Settled = tuple[tuple[tuple[str, Any, Any], ...], tuple[str, Cand] | None, str]
+"""(the drop calls, the verdict, the lowercase text a goal's names are looked for in) of a long-term memory."""
+EpisodeFacts = tuple[Feat, float | None, str | None, str]
+"""(features, applicability, intent, id) of an episode."""
+DeviceFacts = tuple[Feat, str, str | None, bool, float | None, str]
+"""(features, status in this environment, intent, status servable, applicability, id) of a device memory."""
 
 
 def app_match_of(ctx: Query, app: Any, e: dict[str, Any], text_field: str) -> float:
@@ -112,6 +101,10 @@ class Scorer:
     def __init__(self, config: RetrieveConfig) -> None:
         self.config = config
         self._appl_memo: dict[tuple[Any, ...], float | None] = {}
+        # Memos per source (kept for one index generation) and environment: see judge_all and _judge_rules.
+        self._facts: dict[int, Any] = {}
+        self._settled: dict[int, Any] = {}
+        self._stale_app: dict[int, tuple[int, int, bool]] = {}
 
     def applicability(self, appl: tuple[str | None, ...], env: tuple[str | None, ...],
                        app_bound: bool) -> float | None:
@@ -195,72 +188,81 @@ class Scorer:
             return self._judge_long_term(src, i, sim, ctx, drop)
         return self._judge_device(src, i, item_type, sim, ctx, drop)
 
-    def admit(self, f: Feat, ctx: Query, drop: DropLog, app_bound: bool, item_id: str) -> float | None:
-        """The applicability of a live, applicable memory; None (and the reason counted) otherwise."""
-        if not self.live(f, ctx.now, drop, item_id):
+    def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
+                      facts: dict[int, DeviceFacts] | None = None) -> tuple[str, Cand] | None:
+        row = facts.get(i) if facts is not None else None
+        if row is None:
+            row = self._device_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
+        f, status, intent, status_ok, appl, item_id = row
+        q = ctx.q
+        sim = intent_sim(q, intent, sim)
+        # Relevance first: it is the cheap test that most recalled items fail (the hard filters
+        # below then count what they drop among memories that would otherwise have been shown).
+        if not self.relevant(item_type, sim, q, f.app, status):
             return None
-        appl = self.applicability(f.appl, ctx.env, app_bound)
+        # Status, expiry, then applicability (the status and applicability memoised; the clock asked each time).
+        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
+            return None
         if appl is None:
             drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
-        return appl
+            return None
+        if item_type == "calibration" and not f.has_evidence:
+            drop("calibration_without_evidence", item_id, "no evidence_refs")
+            return None
+        e = src.entries[i]
+        if ctx.tools and not tools_available(e, ctx.tools):
+            # A path the agent could not follow with the tools it has now.
+            drop("tool_unavailable", item_id, f"needs {field_text(e.get('tools'))}")
+            return None
+        app_match = app_match_of(ctx, f.app, e, "summary")
+        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
+        return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
 
-    def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query,
-                      drop: DropLog) -> tuple[str, Cand] | None:
+    def _device_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> DeviceFacts:
+        """What judging a device memory needs that only its index line and the environment decide."""
         f = src.feat(i)
         e = src.entries[i]
-        q = ctx.q
         status = f.status
         stale = e.get("stale")
         if status == "conflicted" and stale in ENV_KEYS:
             # Demoted only because the device's environment changed; the request's own hints are
             # fresher: if they match what the memory was made under, it applies again.
             k = ENV_KEYS.index(stale)
-            if ctx.env[k] is not None and f.appl[k] == ctx.env[k]:
+            if env[k] is not None and f.appl[k] == env[k]:
                 status = "active"
-        sim = intent_sim(q, field_str(e.get("intent")), sim)
-        # Relevance first: it is the cheap test that most recalled items fail (the hard filters
-        # below then count what they drop among memories that would otherwise have been shown).
-        if not self.relevant(item_type, sim, q, f.app, status):
-            return None
-        appl = self.admit(f, ctx, drop, False, e["id"])
-        if appl is None:
-            return None
-        if item_type == "calibration" and not f.has_evidence:
-            drop("calibration_without_evidence", e["id"], "no evidence_refs")
-            return None
-        if ctx.tools and not tools_available(e, ctx.tools):
-            # A path the agent could not follow with the tools it has now.
-            drop("tool_unavailable", e["id"], f"needs {field_text(e.get('tools'))}")
-            return None
-        app_match = app_match_of(ctx, f.app, e, "summary")
-        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
-        return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
+        return (f, status, field_str(e.get("intent")), f.status in ("active", "conflicted"),
+                self.applicability(f.appl, env, False), e["id"])
 
-    def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
-                       ev: EpisodeEvidence) -> tuple[str, Cand] | None:
-        e = src.entries[i]
+    def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog, ev: EpisodeEvidence,
+                       facts: dict[int, EpisodeFacts] | None = None) -> tuple[str, Cand] | None:
+        row = facts.get(i) if facts is not None else None
+        if row is None:
+            row = self._episode_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
+        f, appl, intent, item_id = row
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
-        f = src.feat(i)
         if f.status not in ("active", "interrupted"):
-            drop(f.status, e["id"], f"status {f.status}")
+            drop(f.status, item_id, f"status {f.status}")
             return None
         if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
-            drop("expired", e["id"], f"older than {self.config.episode_max_age_days:g} days")
+            drop("expired", item_id, f"older than {self.config.episode_max_age_days:g} days")
             return None
-        appl = self.applicability(f.appl, ctx.env, False)
         if appl is None:
-            drop("inapplicable", e["id"], mismatch(f.appl, ctx.env) if drop.explain else None)
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
             return None
         app = src.canon[i]
-        sim = intent_sim(q, field_str(e.get("intent")), max(sim, ev.fused.get(i, 0.0)))
+        sim = intent_sim(q, intent, max(sim, ev.fused.get(i, 0.0)))
         success = f.validation == 1.0
         if success:
             if sim < floor and not (ev.target is not None and app == ev.target):
                 return None
         elif sim < floor + 0.1:
             return None
-        app_match = max(app_match_of(ctx, app, e, "goal"), ev.post.get(app, 0.0) if app else 0.0)
+        app_match = max(app_match_of(ctx, app, src.entries[i], "goal"), ev.post.get(app, 0.0) if app else 0.0)
         if i == ev.lead:
             # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
             # and the app prior must not push it below episodes that only share the app.
@@ -269,21 +271,122 @@ class Scorer:
         cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
         return ("similar_episodes" if success else "failure_modes"), cand
 
-    def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog) -> tuple[str, Cand] | None:
+    def _episode_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> EpisodeFacts:
+        """What judging an episode needs that only its index line and the environment decide."""
+        f = src.feat(i)
         e = src.entries[i]
-        user_rule = field_str(e.get("type")) in PROFILE_TYPES
+        return f, self.applicability(f.appl, env, False), field_str(e.get("intent")), e["id"]
+
+    def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
+                         facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:
+        row = facts.get(i) if facts is not None else None
+        if row is None:
+            row = self._long_term_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
+        user_rule, f, status_ok, appl, bonus, section, item_id = row
         if not user_rule and sim < self.config.min_similarity:
             return None
-        f = src.feat(i)
-        appl = self.admit(f, ctx, drop, True, e["id"])
+        # Status, expiry, then applicability (the status and applicability memoised; the clock asked each time).
+        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
+            return None
         if appl is None:
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
             return None
         # User rules outrank automatic experience: full validation (set in features) and a bonus.
-        app_match = app_match_of(ctx, None, e, "summary")
-        bonus = 0.2 if user_rule else 0.0
+        # (A memory of no app matches a goal that names nothing at 0.3: app_match_of is asked only for names.)
+        app_match = app_match_of(ctx, None, src.entries[i], "summary") if ctx.names else 0.3
         score = self.score(f, sim, app_match, appl, ctx.now) + bonus
-        cand = Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
-        return ("conflicts" if f.status == "conflicted" else "long_term"), cand
+        return section, Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
+
+    def _long_term_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> LongTermFacts:
+        """What judging a long-term memory needs that only its index line and the environment decide."""
+        e = src.entries[i]
+        f = src.feat(i)
+        user_rule = field_str(e.get("type")) in PROFILE_TYPES
+        return (user_rule, f, f.status in ("active", "conflicted"), self.applicability(f.appl, env, True),
+                0.2 if user_rule else 0.0, "conflicts" if f.status == "conflicted" else "long_term", e["id"])
+
+    def _memo_for(self, slot: dict[int, Any], src: Source, env: tuple[str | None, ...]) -> dict[int, Any]:
+        """One memo of ``slot`` for a source's entries under one environment (kept until its index changes)."""
+        memo = slot.get(id(src))
+        if memo is None or memo[0] != src.generation:
+            memo = (src.generation, {})
+            slot[id(src)] = memo
+        by_env: dict[tuple[str | None, ...], dict[int, Any]] = memo[1]
+        rows = by_env.get(env)
+        if rows is None:
+            if len(by_env) >= 64:  # the environment holds the goal's app: a few dozen in a day's use
+                by_env.clear()
+            rows = by_env[env] = {}
+        return rows
+
+    def judge_all(self, src: Source, found: dict[int, float], item_type: str, ctx: Query, drop: DropLog,
+                  evidence: EpisodeEvidence | None = None) -> Iterator[tuple[str, Cand]]:
+        """``judge`` over one source's recalled candidates in recall order: the kept ones, with their section."""
+        # Hundreds of device memories and rules are candidates for every goal of an app (and every rule for
+        # every goal): what their index lines decide is judged once per index change and environment.
+        env = ctx.env
+        # Episodes and device memories are not app-bound in applicability: their facts do not depend on the
+        # goal's app (unless a device memory was demoted for its app), so one memo serves every app.
+        any_app = (*env[:3], None, *env[4:])
+        if src.kind == "episode":
+            assert evidence is not None
+            facts = self._memo_for(self._facts, src, any_app)
+            for i, sim in found.items():
+                verdict = self._judge_episode(src, i, sim, ctx, drop, evidence, facts)
+                if verdict is not None:
+                    yield verdict
+            return
+        if src.kind == "long_term":
+            yield from self._judge_rules(src, found, ctx, drop, self._memo_for(self._facts, src, env))
+            return
+        facts = self._memo_for(self._facts, src, env if self._stale_for_app(src) else any_app)
+        for i, sim in found.items():
+            verdict = self._judge_device(src, i, item_type, sim, ctx, drop, facts)
+            if verdict is not None:
+                yield verdict
+
+    def _stale_for_app(self, src: Source) -> bool:
+        """Whether any entry of a source was demoted because of its app (its facts then depend on the goal's)."""
+        known = self._stale_app.get(id(src))
+        if known is None or known[0] != src.generation or known[1] != len(src.entries):
+            known = (src.generation, len(src.entries), any(e.get("stale") == "app" for e in src.entries))
+            self._stale_app[id(src)] = known
+        return known[2]
+
+    def _judge_rules(self, src: Source, found: dict[int, float], ctx: Query, drop: DropLog,
+                     facts: dict[int, Any]) -> Iterator[tuple[str, Cand]]:
+        """The long-term candidates judged. A memory no word of the goal reaches (similarity 0: most of the
+        user's rules and preferences, on most goals) is judged once per index change and environment and its
+        verdict replayed, drops included, as long as nothing else it depends on can differ (no clock-bound
+        field, no name of the goal in its text)."""
+        settled = self._memo_for(self._settled, src, ctx.env)
+        names = ctx.names
+        for i, sim in found.items():
+            if sim == 0.0:
+                known = settled.get(i)
+                if known is None:
+                    known = settled[i] = self._settle(src, i, ctx, facts)
+                if known is not False and not (names and any(n in known[2] for n in names)):
+                    for call in known[0]:
+                        drop(*call)
+                    if known[1] is not None:
+                        yield known[1]
+                    continue
+            verdict = self._judge_long_term(src, i, sim, ctx, drop, facts)
+            if verdict is not None:
+                yield verdict
+
+    def _settle(self, src: Source, i: int, ctx: Query, facts: dict[int, Any]) -> Settled | Literal[False]:
+        """A long-term memory's verdict at similarity 0 for a goal that names nothing in it, with the drops it
+        counts; False when its verdict depends on the clock (a time it was validated, an expiry)."""
+        f = src.feat(i)
+        if f.when is not None or (f.expires is not None and f.expires is not BAD_TIME):
+            return False
+        calls = CallLog()
+        verdict = self._judge_long_term(src, i, 0.0, ctx._replace(names=()), calls, facts)
+        return tuple(calls.calls), verdict, field_text(src.entries[i].get("summary")).lower()
 
     def rejudge(self, c: Cand, rec: Any, fresh: dict[str, Any], ctx: Query, drop: DropLog) -> Any:
         """A candidate judged on its file as it is now: status, expiry, applicability, confidence and text

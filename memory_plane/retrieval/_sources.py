@@ -101,6 +101,7 @@ class Source:
         self.by_canon: dict[str, list[int]] = {}
         self.prior = AppPrior()
         self._key: int | None = None
+        self.generation = 0  # counts the resets: what is memoised per entry index holds for one generation
         self.entries: list[dict[str, Any]] = []
         self.texts: list[str] = []  # what each entry's postings were made from (and what the cache hashes)
         self.persisted = 0  # entries whose postings the cache file holds (as loaded or last written)
@@ -115,6 +116,7 @@ class Source:
         # extends it in place, so only the new tail needs indexing.
         if id(entries) != self._key or len(entries) < len(self._feats):
             self._key = id(entries)
+            self.generation += 1
             self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
             self.canon, self.by_canon, self.prior, self.texts = [], {}, AppPrior(), []
         self.entries = entries

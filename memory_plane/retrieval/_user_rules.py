@@ -18,6 +18,7 @@ from typing import Any
 from device_memory import GENERIC_NAMES, AppCatalog
 from lifecycle import field_num, field_str, field_text, field_words
 
+from .._long_term import USER_WORD_TYPES
 from ._query import ParsedQuery
 from ._scoring import Cand
 
@@ -34,6 +35,9 @@ class RuleScope:
         # The same index line (the same dict object) asks again on every retrieve: answered by identity,
         # without building the text key (the dict is kept so its id cannot be reused while it is here).
         self._seen: dict[int, tuple[dict[str, Any], frozenset[str]]] = {}
+        self._goals: dict[frozenset[str], GoalRules] = {}  # see for_goal
+        self._goals_of: list[dict[str, Any]] | None = None
+        self._goals_len = 0
 
     def apps(self, e: dict[str, Any]) -> frozenset[str]:
         """Canonical apps a memory's index line names: its applicability app, its entities, its words."""
@@ -85,11 +89,25 @@ class RuleScope:
 
     def applies(self, e: dict[str, Any], q: ParsedQuery) -> bool:
         """Whether a rule or preference applies to the goal: global, the goal's app, or a goal of no app."""
+        return self.applies_to(e, goal_apps_of(q))
+
+    def applies_to(self, e: dict[str, Any], goal_apps: frozenset[str]) -> bool:
+        """``applies`` for a goal about ``goal_apps``."""
         apps = self.apps(e)
         if not apps:
             return True
-        goal_apps = {a for a in (q.app, *q.apps) if a}
         return not goal_apps or bool(apps & goal_apps)
+
+    def for_goal(self, entries: list[dict[str, Any]], q: ParsedQuery) -> GoalRules:
+        """The rules of one index seen from the goal's apps (the same object while index and apps stay)."""
+        goal_apps = goal_apps_of(q)
+        # Kept for the index as it is now only (an older index's lines are not held on to).
+        if self._goals_of is not entries or self._goals_len != len(entries) or len(self._goals) > 256:
+            self._goals_of, self._goals_len, self._goals = entries, len(entries), {}
+        hit = self._goals.get(goal_apps)
+        if hit is None:
+            hit = self._goals[goal_apps] = GoalRules(self, entries, goal_apps)
+        return hit
 
     def names_goal_app(self, e: dict[str, Any], q: ParsedQuery) -> bool:
         """Whether a memory names the goal's own app (such a rule is about this very task: it goes first)."""
@@ -99,17 +117,42 @@ class RuleScope:
 RuleKey = tuple[bool, bool, float, float, str]
 
 
-def rule_order(q: ParsedQuery, scope: RuleScope) -> Callable[[Cand], RuleKey]:
-    """The order of the rules and preferences that apply in the block: the user's own first, then those naming
-    the goal's app, then by priority, then by score (ties by id)."""
-    goal_apps = {a for a in (q.app, *q.apps) if a}
+def goal_apps_of(q: ParsedQuery) -> frozenset[str]:
+    """The canonical apps a goal is about (the one it names or is in, and any others it names)."""
+    return frozenset(a for a in (q.app, *q.apps) if a)
 
-    def order(c: Cand) -> RuleKey:
-        e = c.src.entries[c.i]
-        return (e.get("source") == "model", not (goal_apps and scope.apps(e) & goal_apps),
-                -field_num(e.get("priority"), 0), -c.score, e["id"])
 
-    return order
+class GoalRules:
+    """One index's rules and preferences seen from one goal's apps: which apply, and the fixed part of their
+    order in the block (memoised per entry: the same rules are asked about on every retrieve)."""
+
+    def __init__(self, scope: RuleScope, entries: list[dict[str, Any]], goal_apps: frozenset[str]) -> None:
+        self.scope = scope
+        self.entries = entries
+        self.goal_apps = goal_apps
+        self._applies: dict[int, bool] = {}
+        self._prefix: dict[int, tuple[bool, bool, float]] = {}
+
+    def user_word_applies(self, i: int) -> bool:
+        """Whether entry ``i`` is the user's word (a rule or preference) that applies to the goal."""
+        hit = self._applies.get(i)
+        if hit is None:
+            e = self.entries[i]
+            hit = field_str(e.get("type")) in USER_WORD_TYPES and self.scope.applies_to(e, self.goal_apps)
+            self._applies[i] = hit
+        return hit
+
+    def order(self, c: Cand) -> RuleKey:
+        """The order of the rules and preferences that apply in the block: the user's own first, then those
+        naming the goal's app, then by priority, then by score (ties by id)."""
+        prefix = self._prefix.get(c.i)
+        e = self.entries[c.i]
+        if prefix is None:
+            goal_apps = self.goal_apps
+            prefix = (e.get("source") == "model", not (goal_apps and self.scope.apps(e) & goal_apps),
+                      -field_num(e.get("priority"), 0))
+            self._prefix[c.i] = prefix
+        return (*prefix, -c.score, e["id"])
 
 
 def first_in_order(users: list[Cand], order: Callable[[Cand], RuleKey], first: int) -> tuple[list[Cand], int]:
