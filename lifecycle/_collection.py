@@ -197,7 +197,8 @@ class ItemCollection(Generic[R]):
         """Index entries, checked against the item files (rebuilt when missing or wrong)."""
         if self.linked():
             return []
-        return indexed_entries(self)
+        # The check of the item folder covered the store's own folder when it lies on the way there.
+        return indexed_entries(self, folder_checked=self.layout.items_dir.is_relative_to(self.dir))
 
     def referenced_files(self) -> Iterator[Path]:
         """Files the items point at that must exist (none unless a store says so)."""

@@ -113,10 +113,11 @@ def _mark_checked(coll: Any) -> None:
         _checked[str(coll.index.path)] = _stamp(coll)
 
 
-def indexed_entries(coll: _Indexed) -> list[dict[str, Any]]:
+def indexed_entries(coll: _Indexed, folder_checked: bool = False) -> list[dict[str, Any]]:
     """A collection's index entries, checked against the item files: an index that is missing, does not
-    parse or disagrees with them is rebuilt (or, when it cannot be written, read around with a warning)."""
-    if has_symlink(coll.root, coll.dir):
+    parse or disagrees with them is rebuilt (or, when it cannot be written, read around with a warning).
+    ``folder_checked``: the caller found no symlink on the way to the collection's folder just now."""
+    if not folder_checked and has_symlink(coll.root, coll.dir):
         return []  # a symlinked folder is never read
     read = coll.index.read()
     why = index_doubt(coll, read)

@@ -91,21 +91,26 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
     link planted in the tree cannot redirect a write or a delete outside it.
     """
     rel = "/".join(check_relpath(p) for p in parts if p not in ("", "."))
-    target = Path(os.path.normpath(os.path.join(root, rel))) if rel else Path(root)
-    root_norm = Path(os.path.normpath(root))
-    if target != root_norm and root_norm not in target.parents:
+    if not rel:
+        return Path(root)
+    # Plain string operations (the retriever joins a few paths on every retrieve); the same answers as
+    # comparing Path objects and their parents.
+    root_s = os.path.normpath(root)
+    target_s = os.path.normpath(os.path.join(root_s, rel))
+    prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep
+    if target_s != root_s and not target_s.startswith(prefix):
         raise UnsafePathError(rel, "resolves outside the memory root")
-    if not follow_symlinks:
-        cur = root_norm
-        for comp in target.relative_to(root_norm).parts:
-            cur = cur / comp
+    if not follow_symlinks and target_s != root_s:
+        cur = root_s
+        for comp in target_s[len(prefix):].split(os.sep):
+            cur = os.path.join(cur, comp)
             try:
                 st = os.lstat(cur)
             except FileNotFoundError:
                 break
             if stat.S_ISLNK(st.st_mode):
                 raise UnsafePathError(rel, f"symlink in path at {cur}")
-    return target
+    return Path(target_s)
 
 
 def has_symlink(root: Path, path: Path) -> bool:

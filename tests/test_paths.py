@@ -1,0 +1,72 @@
+"""safe_join (lifecycle/_paths.py) gives the answers of the plain Path-based definition, on any parts."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lifecycle import UnsafePathError, check_relpath, safe_join
+
+
+def _reference(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
+    # The definition: normalise, the result must be the root or below it, and no component a symlink.
+    rel = "/".join(check_relpath(p) for p in parts if p not in ("", "."))
+    target = Path(os.path.normpath(os.path.join(root, rel))) if rel else Path(root)
+    root_norm = Path(os.path.normpath(root))
+    if target != root_norm and root_norm not in target.parents:
+        raise UnsafePathError(rel, "resolves outside the memory root")
+    if not follow_symlinks:
+        cur = root_norm
+        for comp in target.relative_to(root_norm).parts:
+            cur = cur / comp
+            try:
+                st_ = os.lstat(cur)
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(st_.st_mode):
+                raise UnsafePathError(rel, f"symlink in path at {cur}")
+    return target
+
+
+def _answer(fn: object, *args: object, **kw: object) -> object:
+    try:
+        return fn(*args, **kw)  # type: ignore[operator]
+    except UnsafePathError as exc:
+        return ("refused", str(exc))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("root") / "memory"
+    (root / "device" / "procedures").mkdir(parents=True)
+    (root / "device" / "profile.yaml").write_text("id: default\n")
+    outside = root.parent / "outside"
+    outside.mkdir()
+    (root / "device" / "linked").symlink_to(outside)
+    (root / "episodes").symlink_to(outside)
+    return root
+
+
+PART = st.sampled_from(["device", "procedures", "profile.yaml", "linked", "episodes", "x.yaml", "..", ".", "",
+                        "a/b", "a/../..", "/abs", "a//b", "2026", "é", "a\\b"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PART, max_size=4), st.booleans())
+def test_safe_join_answers_as_the_definition(tree: Path, parts: list[str], follow: bool) -> None:
+    assert _answer(safe_join, tree, *parts, follow_symlinks=follow) == \
+        _answer(_reference, tree, *parts, follow_symlinks=follow)
+
+
+def test_safe_join_refuses_escapes_and_links(tree: Path) -> None:
+    assert safe_join(tree, "device", "profile.yaml") == tree / "device" / "profile.yaml"
+    with pytest.raises(UnsafePathError, match="symlink"):
+        safe_join(tree, "device", "linked", "x.yaml")
+    assert safe_join(tree, "episodes", "x", follow_symlinks=True) == tree / "episodes" / "x"
+    with pytest.raises(UnsafePathError):
+        safe_join(tree, "..", "outside")
