@@ -158,3 +158,25 @@ def test_judging_all_at_once_replays_exactly_what_judging_one_by_one_decides() -
                 frozenset(), frozenset())
     assert _verdicts(scorer, src, found, ctx, one_by_one=False) == _verdicts(scorer, src, found, ctx, True)
     assert _verdicts(scorer, src, found, ctx, one_by_one=False)[0] == []
+
+
+def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_first() -> None:
+    from memory_plane.retrieval._scoring import EpisodeEvidence
+    from memory_plane.retrieval._sources import episode_text
+
+    src = Source("episode", episode_text, lambda app: app)
+    # The closest goal by BM25 (the lead) gets the best word similarity on the calibrated scale, which is the
+    # word similarity of the best word match: the two tie on every factor. Its id sorts last.
+    src.sync([{"id": f"ep_2026110{k}_{name}", "status": "active", "success": True, "app": "settings",
+               "goal": goal, "started_at": "2026-11-01T00:00:00Z", "path": f"2026/x{k}/episode.yaml"}
+              for k, (name, goal) in enumerate([("aaaa", "turn off notifications"),
+                                                ("zzzz", "turn off the notification sound")])])
+    ev = EpisodeEvidence(target="settings", post={"settings": 1.0}, lead=1, fused={1: 0.65, 0: 0.55})
+    scorer = Scorer(RetrieveConfig())
+    ctx = _query("turn off the notification")
+    word_best = scorer.judge(src, 0, "task_episode", 0.65, ctx, DropLog(), ev)
+    lead = scorer.judge(src, 1, "task_episode", 0.52, ctx, DropLog(), ev)
+    assert word_best is not None and lead is not None
+    assert word_best[1].score == lead[1].score  # the tie the bench met on SPA-Bench ENG
+    assert [c.i for c in in_rank_order([word_best[1], lead[1]], 3)] == [1, 0]
+    assert [c.i for c in in_rank_order([lead[1], word_best[1]], 3)] == [1, 0]

@@ -21,7 +21,7 @@ from lifecycle import FileProblemError, field_str, field_text, field_words, safe
 from .._freshness import FileState, file_state, mtime_ns
 from .._long_term import LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
-from ._budget import fit_budget, in_rank_order
+from ._budget import fit_budget, in_rank_order, rank_key
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
 from ._drops import DropLog
@@ -284,22 +284,22 @@ class Retriever:
         common = RoleMemoryContext()
         for cat, cands in picked.items():
             cap = self.config.caps.get(cat, 3)
-            hits: list[MemoryHit] = []
+            kept: list[tuple[_Cand, MemoryHit]] = []
             rescored = False
             for c in in_rank_order(cands, cap):
-                if len(hits) >= cap:
+                if len(kept) >= cap:
                     break
                 # The index may be older than the files (a person deleted, emptied or switched one off):
                 # what is offered is checked against its own file (a stat when warm).
                 rec = self._current(c, drop, index_mtimes, ctx)
                 if rec is True:
-                    hits.append(self._hit(c, cat, ctx.now))
+                    kept.append((c, self._hit(c, cat, ctx.now)))
                 elif rec is not None:
-                    hits.append(self._hit(rec[2], cat, ctx.now, rec[0], rec[1]))
+                    kept.append((rec[2], self._hit(rec[2], cat, ctx.now, rec[0], rec[1])))
                     rescored = True
-            if rescored:  # a file read now may score other than its index line did
-                hits.sort(key=lambda h: (-h.score, h.id))
-            setattr(common, cat, hits)
+            if rescored:  # a file read now may score other than its index line did: ranked again, one order
+                kept.sort(key=lambda ch: rank_key(ch[0]))
+            setattr(common, cat, [h for _, h in kept])
         return common
 
     def _user_hits(self, users: list[_Cand], ctx: Query, now: datetime, drop: DropLog,

@@ -48,6 +48,10 @@ class Cand(NamedTuple):
     app_match: float
     appl: float
     bonus: float
+    # What decides between equal scores before the id: an episode's closeness on the nearest-goal scale. The
+    # closest past goal gets the best word similarity by construction, which ties it with the best word match
+    # whenever the two differ; the closest one leads then, not whichever id sorts first.
+    closeness: float = 0.0
 
 
 class EpisodeEvidence(NamedTuple):
@@ -268,7 +272,7 @@ class Scorer:
             # and the app prior must not push it below episodes that only share the app.
             app_match = 1.0
         score = self.score(f, sim, app_match, appl, now)
-        cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0)
+        cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0, ev.fused.get(i, 0.0))
         return ("similar_episodes" if success else "failure_modes"), cand
 
     def _episode_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> EpisodeFacts:
