@@ -9,7 +9,7 @@ prompt block are the retriever's.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -52,6 +52,17 @@ class Cand(NamedTuple):
     # closest past goal gets the best word similarity by construction, which ties it with the best word match
     # whenever the two differ; the closest one leads then, not whichever id sorts first.
     closeness: float = 0.0
+
+
+def _memoised(facts: dict[int, Any] | None, make: Callable[[Source, int, tuple[str | None, ...]], Any], src: Source,
+              i: int, env: tuple[str | None, ...]) -> Any:
+    """Entry ``i``'s facts from the memo (made and kept there on first use; made each time without a memo)."""
+    row = facts.get(i) if facts is not None else None
+    if row is None:
+        row = make(src, i, env)
+        if facts is not None:
+            facts[i] = row
+    return row
 
 
 class EpisodeEvidence(NamedTuple):
@@ -194,11 +205,7 @@ class Scorer:
 
     def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
                       facts: dict[int, DeviceFacts] | None = None) -> tuple[str, Cand] | None:
-        row = facts.get(i) if facts is not None else None
-        if row is None:
-            row = self._device_facts(src, i, ctx.env)
-            if facts is not None:
-                facts[i] = row
+        row = _memoised(facts, self._device_facts, src, i, ctx.env)
         f, status, intent, status_ok, appl, item_id = row
         q = ctx.q
         sim = intent_sim(q, intent, sim)
@@ -241,11 +248,7 @@ class Scorer:
 
     def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog, ev: EpisodeEvidence,
                        facts: dict[int, EpisodeFacts] | None = None) -> tuple[str, Cand] | None:
-        row = facts.get(i) if facts is not None else None
-        if row is None:
-            row = self._episode_facts(src, i, ctx.env)
-            if facts is not None:
-                facts[i] = row
+        row = _memoised(facts, self._episode_facts, src, i, ctx.env)
         f, appl, intent, item_id = row
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
@@ -283,11 +286,7 @@ class Scorer:
 
     def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
                          facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:
-        row = facts.get(i) if facts is not None else None
-        if row is None:
-            row = self._long_term_facts(src, i, ctx.env)
-            if facts is not None:
-                facts[i] = row
+        row = _memoised(facts, self._long_term_facts, src, i, ctx.env)
         user_rule, f, status_ok, appl, bonus, section, item_id = row
         if not user_rule and sim < self.config.min_similarity:
             return None
