@@ -277,7 +277,7 @@ class IndexFile:
             self.write(entries)
             return
         if current.problems:
-            self.write([*entries, dict(entry)])
+            self.write([*current.entries, dict(entry)])
         else:
             self.append(entry)
 
