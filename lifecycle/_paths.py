@@ -94,15 +94,17 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
     if not rel:
         return Path(root)
     # Plain string operations (the retriever joins a few paths on every retrieve); the same answers as
-    # comparing Path objects and their parents.
+    # comparing Path objects and their parents. A relative root ("." too) is compared as an absolute path.
     root_s = os.path.normpath(root)
     target_s = os.path.normpath(os.path.join(root_s, rel))
-    prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep
-    if target_s != root_s and not target_s.startswith(prefix):
+    root_a, target_a = (root_s, target_s) if os.path.isabs(root_s) else (os.path.abspath(root_s),
+                                                                         os.path.abspath(target_s))
+    prefix = root_a if root_a.endswith(os.sep) else root_a + os.sep
+    if target_a != root_a and not target_a.startswith(prefix):
         raise UnsafePathError(rel, "resolves outside the memory root")
-    if not follow_symlinks and target_s != root_s:
-        cur = root_s
-        for comp in target_s[len(prefix):].split(os.sep):
+    if not follow_symlinks and target_a != root_a:
+        cur = "" if root_s == os.curdir else root_s  # as Path(".") / "x" reads: "x"
+        for comp in target_a[len(prefix):].split(os.sep):
             cur = os.path.join(cur, comp)
             try:
                 st = os.lstat(cur)
@@ -116,8 +118,9 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
 def has_symlink(root: Path, path: Path) -> bool:
     """Whether any component of path below root is a symlink (reads and writes there are refused)."""
     # Plain string operations: this runs for every collection on every retrieve.
-    root_s = os.path.normpath(root)
-    path_s = os.path.normpath(path)
+    root_s, path_s = os.path.normpath(root), os.path.normpath(path)
+    if not (os.path.isabs(root_s) and os.path.isabs(path_s)):  # a relative root ("." too): compared absolute
+        root_s, path_s = os.path.abspath(root_s), os.path.abspath(path_s)
     if path_s == root_s:
         return False
     prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep

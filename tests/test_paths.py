@@ -57,10 +57,31 @@ PART = st.sampled_from(["device", "procedures", "profile.yaml", "linked", "episo
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(PART, max_size=4), st.booleans())
-def test_safe_join_answers_as_the_definition(tree: Path, parts: list[str], follow: bool) -> None:
-    assert _answer(safe_join, tree, *parts, follow_symlinks=follow) == \
-        _answer(_reference, tree, *parts, follow_symlinks=follow)
+@given(st.lists(PART, max_size=4), st.booleans(), st.sampled_from(["absolute", "relative", "dot", "dot-slash"]))
+def test_safe_join_answers_as_the_definition(tree: Path, parts: list[str], follow: bool, style: str) -> None:
+    # The root as a caller may pass it: absolute, relative to the working folder, or the working folder.
+    where, root = {"absolute": (Path.cwd(), tree), "relative": (tree.parent, Path("memory")),
+                   "dot": (tree, Path(".")), "dot-slash": (tree, Path("./"))}[style]
+    before = Path.cwd()
+    os.chdir(where)
+    try:
+        assert _answer(safe_join, root, *parts, follow_symlinks=follow) == \
+            _answer(_reference, root, *parts, follow_symlinks=follow)
+    finally:
+        os.chdir(before)
+
+
+def test_a_relative_root_is_a_working_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lifecycle import has_symlink
+    from memory_plane import MemoryPlane
+
+    monkeypatch.chdir(tmp_path)
+    with MemoryPlane.open(tmp_path / "memory") as plane:
+        saved = plane.long_term.save_memory(type="fact", content="the parking spot is B12")
+    monkeypatch.chdir(tmp_path / "memory")
+    assert not has_symlink(Path("."), Path("long_term"))
+    with MemoryPlane(Path(".")) as plane:
+        assert [h.id for h in plane.long_term.recall_memory("parking spot")] == [saved.id]
 
 
 def test_safe_join_refuses_escapes_and_links(tree: Path) -> None:
