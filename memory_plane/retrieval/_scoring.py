@@ -213,11 +213,7 @@ class Scorer:
         # below then count what they drop among memories that would otherwise have been shown).
         if not self.relevant(item_type, sim, q, f.app, status):
             return None
-        # Status, expiry, then applicability (the status and applicability memoised; the clock asked each time).
-        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
-            return None
-        if appl is None:
-            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
+        if not self._servable(f, status_ok, appl, ctx, drop, item_id):
             return None
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence", item_id, "no evidence_refs")
@@ -230,6 +226,16 @@ class Scorer:
         app_match = app_match_of(ctx, f.app, e, "summary")
         cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
         return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
+
+    def _servable(self, f: Feat, status_ok: bool, appl: float | None, ctx: Query, drop: DropLog, item_id: str) -> bool:
+        """Status, expiry, then applicability, each drop counted (status and applicability memoised; the clock
+        asked each time)."""
+        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
+            return False
+        if appl is None:
+            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
+            return False
+        return True
 
     def _device_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> DeviceFacts:
         """What judging a device memory needs that only its index line and the environment decide."""
@@ -290,11 +296,7 @@ class Scorer:
         user_rule, f, status_ok, appl, bonus, section, item_id = row
         if not user_rule and sim < self.config.min_similarity:
             return None
-        # Status, expiry, then applicability (the status and applicability memoised; the clock asked each time).
-        if (not status_ok or f.expires is not None) and not self.live(f, ctx.now, drop, item_id):
-            return None
-        if appl is None:
-            drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
+        if not self._servable(f, status_ok, appl, ctx, drop, item_id):
             return None
         # User rules outrank automatic experience: full validation (set in features) and a bonus.
         # (A memory of no app matches a goal that names nothing at 0.3: app_match_of is asked only for names.)
