@@ -92,6 +92,8 @@ class ItemCollection(Generic[R]):
         self.root = layout.root
         self.name = name
         self.dir = layout.dir
+        # The symlink check of the item folder covers the store's own folder when it lies on the way there.
+        self._items_under_dir = layout.items_dir.is_relative_to(layout.dir)
         self.index = IndexFile(self.dir / INDEX_NAME)
         self.lock_timeout = lock_timeout
         self.clock = clock
@@ -197,8 +199,7 @@ class ItemCollection(Generic[R]):
         """Index entries, checked against the item files (rebuilt when missing or wrong)."""
         if self.linked():
             return []
-        # The check of the item folder covered the store's own folder when it lies on the way there.
-        return indexed_entries(self, folder_checked=self.layout.items_dir.is_relative_to(self.dir))
+        return indexed_entries(self, folder_checked=self._items_under_dir)
 
     def referenced_files(self) -> Iterator[Path]:
         """Files the items point at that must exist (none unless a store says so)."""

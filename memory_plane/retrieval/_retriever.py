@@ -176,10 +176,15 @@ class Retriever:
     def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any], Callable[[Any], dict[str, Any]]]:
         """Where a candidate's item lives: (folder, its default file name there, the index, the loader, the
         index line of a record)."""
-        e_id, kind = c.src.entries[c.i]["id"], c.src.kind
-        store: Any = (self.episodes if kind == "episode" else self.long_term if kind == "long_term"
-                      else self.device.collections[c.item_type])
-        return store.dir, store.layout.name_for(e_id), store.index.path, store.load_path, store.entry_for
+        store = self._store(c)
+        return (store.dir, store.layout.name_for(c.src.entries[c.i]["id"]), store.index.path, store.load_path,
+                store.entry_for)
+
+    def _store(self, c: _Cand) -> Any:
+        """The store a candidate's item belongs to."""
+        kind = c.src.kind
+        return (self.episodes if kind == "episode" else self.long_term if kind == "long_term"
+                else self.device.collections[c.item_type])
 
     def _current(self, c: _Cand, drop: DropLog, index_mtimes: dict[Path, int], ctx: Query) -> Any:
         """Whether a candidate's file still stands behind its index line: True (trusted as indexed),
@@ -228,9 +233,7 @@ class Retriever:
             factors["no_evidence"] = 1.0  # part of the penalty: nothing on disk shows this memory
         kind = c.src.kind
         rel = field_str(e.get("path"))
-        store: Any = (self.episodes if kind == "episode" else self.long_term if kind == "long_term"
-                      else self.device.collections[c.item_type])
-        layout = store.layout
+        layout = self._store(c).layout
         if kind == "episode":
             success = f.validation == 1.0
             item_type = "task_episode" if success else "task_episode_failure"
