@@ -108,7 +108,7 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
             cur = os.path.join(cur, comp)
             try:
                 st = os.lstat(cur)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # nothing below exists, so no link either
                 break
             if stat.S_ISLNK(st.st_mode):
                 raise UnsafePathError(rel, f"symlink in path at {cur}")
@@ -132,7 +132,7 @@ def has_symlink(root: Path, path: Path) -> bool:
         try:
             if stat.S_ISLNK(os.lstat(cur).st_mode):
                 return True
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a missing part or a file on the way: no link below
             return False
     return False
 
