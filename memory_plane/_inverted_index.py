@@ -26,6 +26,9 @@ class InvertedIndex:
         self._norms: dict[int, float] = {}
         self._norms_at = 0
         self.grams: GramStats | None = None  # character trigram frequencies, where a source keeps them
+        # IDF per token while the document count stays (every change of the postings adds documents).
+        self._idf: dict[str, float] = {}
+        self._idf_at = 0
 
     @classmethod
     def from_postings(cls, postings: dict[str, list[int]], texts: Sequence[str]) -> InvertedIndex:
@@ -86,9 +89,14 @@ class InvertedIndex:
 
     def weight(self, token: str) -> float:
         """BM25-style IDF of a token (an unseen token weighs as much as the rarest)."""
-        n = max(1, len(self.docs))
-        df = len(self.postings.get(token, ()))
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+        if self._idf_at != len(self.docs) or len(self._idf) > 50_000:  # queries' unseen words stay bounded too
+            self._idf, self._idf_at = {}, len(self.docs)
+        w = self._idf.get(token)
+        if w is None:
+            n = max(1, len(self.docs))
+            df = len(self.postings.get(token, ()))
+            w = self._idf[token] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return w
 
     def _fresh_norms(self) -> dict[int, float]:
         # Norms (total IDF of a document's tokens) are recomputed lazily once the corpus grew by a tenth.
@@ -233,7 +241,9 @@ def nearest_goal(query: str, query_tokens: frozenset[str], cands: Sequence[int],
     for g in q_grams:
         d = max(0, df.get(g, 0) - minus.get(g, 0))
         g_weight[g] = math.log(1 + (n - d + 0.5) / (d + 0.5))
-    g_get = g_weight.__getitem__
+    # A document's trigrams looked up in the query's weights (absent: None, filtered out): the same shared
+    # trigrams as an intersection, without building a set per document; fsum does not depend on the order.
+    g_get = g_weight.get
     w_get = {t: inv.weight(t) for t in query_tokens}.__getitem__
     kept, doc_grams, docs = stats._docs, stats.doc_grams, inv.docs
     scale, norm = K1 + 1, K1 * B / avg
@@ -243,7 +253,7 @@ def nearest_goal(query: str, query_tokens: frozenset[str], cands: Sequence[int],
         words = docs[i]
         if words is None:
             words = inv.doc(i)
-        shared = math.fsum(map(g_get, q_grams.intersection(dg[0]))) + math.fsum(map(w_get, query_tokens & words))
+        shared = math.fsum(filter(None, map(g_get, dg[0]))) + math.fsum(map(w_get, query_tokens & words))
         out.append((i, shared * scale / (1 + K1 * (1 - B) + norm * dg[1])))
     out.sort(key=lambda x: (-x[1], x[0]))
     own = (math.fsum(g_weight.values()) + math.fsum(inv.weight(t) for t in sorted(query_tokens))) * scale / (

@@ -39,9 +39,9 @@ log = logging.getLogger("memory_plane")
 
 def _own_copy(hit: MemoryHit) -> MemoryHit:
     """A copy of a hit whose dict and lists are its own."""
-    out = hit.model_copy()
-    out.factors, out.conflicts_with, out.steps = dict(hit.factors), list(hit.conflicts_with), list(hit.steps)
-    return out
+    # One copy with its containers replaced (assigning them afterwards goes through pydantic's __setattr__).
+    return hit.model_copy(update={"factors": dict(hit.factors), "conflicts_with": list(hit.conflicts_with),
+                                  "steps": list(hit.steps)})
 
 
 class Retriever:
