@@ -402,3 +402,19 @@ def test_procedures_needing_a_tool_the_agent_lacks_are_not_offered(plane: Memory
     # The index line carries the tools, so the cold path decides without opening the file.
     line = next(e for e in plane.device.collections["procedure"].entries() if e["id"] == procs[0])
     assert line["tools"] == tools
+
+
+def test_excluded_ids_leave_out_every_kind_of_memory(plane: MemoryPlane) -> None:
+    # The README's promise: a memory the user rejected is left out of everything, whatever its kind.
+    run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
+    rule = plane.long_term.save_memory(type="rule", content="微信里转账前先问我", source="user")
+    shown = plane.retrieve(req("打开微信，给李四发消息"))
+    ids = {h.id for h in shown.common.all_hits()}
+    proc = shown.common.procedures[0].id
+    profile = shown.common.device_profile[0].id
+    assert {proc, rule.id, profile} <= ids
+    again = plane.retrieve(req("打开微信，给李四发消息", exclude_ids=[proc, rule.id, profile]))
+    left = {h.id for h in again.common.all_hits()}
+    assert not {proc, rule.id, profile} & left
+    assert left == ids - {proc, rule.id, profile}  # nothing else changes
+    assert proc not in again.render() and rule.id not in again.render()

@@ -87,7 +87,7 @@ class Retriever:
         common = self._within_caps(picked, ctx, drop, index_mtimes)
         user_hits = self._user_hits(users, ctx, now, drop, index_mtimes, common)
         common.long_term = [*user_hits, *common.long_term]
-        self._device_profile(req.device_id or "default", common, now)
+        self._device_profile(req.device_id or "default", common, now, ctx.exclude)
         self._expand_steps(common)
         fit_budget(common, self.config.budget_chars, len(user_hits), drop)
         out = MemoryContext(common, ctx.q, dropped=drop.counts)
@@ -352,7 +352,8 @@ class Retriever:
 
     # -- profile and steps --------------------------------------------------------------
 
-    def _device_profile(self, device_id: str, common: RoleMemoryContext, now: datetime) -> None:
+    def _device_profile(self, device_id: str, common: RoleMemoryContext, now: datetime,
+                        exclude: frozenset[str]) -> None:
         path = self.device.profiles.path_for(device_id)
         try:
             prof = self._cached(path, lambda: self.device.profiles.load_path(path))
@@ -361,7 +362,7 @@ class Retriever:
         except Exception as exc:  # a hand-edited profile may hold anything: no profile shown, never a failure
             log.warning("retrieve: device profile unreadable: %s", exc)
             return
-        if prof.status != "active" or prof.is_expired(now):
+        if prof.status != "active" or prof.is_expired(now) or prof.id in exclude:
             return  # an expired profile is stale knowledge of the device: not shown (verify marks it)
         common.device_profile = [MemoryHit(
             id=prof.id, type="device_profile", score=1.0, confidence=prof.confidence, text=prof.body(),

@@ -332,6 +332,8 @@ class Scorer:
         # Hundreds of device memories and rules are candidates for every goal of an app (and every rule for
         # every goal): what their index lines decide is judged once per index change and environment.
         env = ctx.env
+        if ctx.exclude and src.kind != "episode":  # episodes are left out before recall (and of the app prior)
+            found = {i: sim for i, sim in found.items() if src.entries[i]["id"] not in ctx.exclude}
         # Episodes and device memories are not app-bound in applicability: their facts do not depend on the
         # goal's app (unless a device memory was demoted for its app), so one memo serves every app.
         any_app = (*env[:3], None, *env[4:])
