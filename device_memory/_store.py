@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lifecycle import (
+    ABSENT,
     DEFAULT_LOCK_TIMEOUT,
     Clock,
     ConfigError,
@@ -221,7 +222,7 @@ class DeviceMemory:
         try:
             st = os.stat(idx)
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except FileNotFoundError:
+        except ABSENT:
             key = (0, 0, 0)
         if self._catalog is None or key != self._catalog_key:
             cat = AppCatalog()

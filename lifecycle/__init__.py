@@ -31,11 +31,13 @@ from ._envelope import (
     normalize_status,
 )
 from ._errors import (
+    ABSENT,
     ConfigError,
     FileProblemError,
     LockTimeout,
     MemoryPlaneError,
     NoRootError,
+    NotAFileError,
     OversizeError,
     ParseError,
     StorageError,
@@ -92,7 +94,7 @@ from ._quarantine import (
 )
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, record_time, verify_marks
-from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, template_files
+from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, odd_entries, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
 from ._verify import VerifyReport, check_collection, verify_collections
 from ._yaml import (
@@ -108,6 +110,7 @@ from ._yaml import (
 from ._yaml_collection import YamlCollection
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_GRACE",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_ROOT",
@@ -140,6 +143,7 @@ __all__ = [
     "LockTimeout",
     "MemoryPlaneError",
     "NoRootError",
+    "NotAFileError",
     "OversizeError",
     "ParseError",
     "Problem",
@@ -208,6 +212,7 @@ __all__ = [
     "locked",
     "normalize_status",
     "not_yet_tombstoned",
+    "odd_entries",
     "older",
     "parse_duration",
     "parse_frontmatter",

@@ -10,7 +10,7 @@ import stat
 import time
 from pathlib import Path
 
-from ._errors import UsageError
+from ._errors import ABSENT, NotAFileError, StorageError, UsageError
 
 _counter = itertools.count()
 TEMP_MARK = ".tmp."
@@ -40,7 +40,7 @@ def fsync_file(path: str | os.PathLike[str]) -> bool:
     """Flush a file's data to disk; False when it does not exist (a link is never followed)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
+    except ABSENT:
         return False
     try:
         os.fsync(fd)
@@ -150,12 +150,7 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool 
     # One write of whole lines: a crash can tear only the tail, which readers skip and verify repairs.
     payload = ("\n".join(lines) + "\n").encode("utf-8")
     target = Path(path)
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(target, flags, 0o644)
-    except FileNotFoundError:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, flags, 0o644)
+    fd = _open_append(target)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -170,11 +165,59 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool 
         os.close(fd)
 
 
-def read_bytes_nofollow(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
-    """Read a regular file without following a symlink at its last component."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+def _open_append(target: Path) -> int:
+    """A descriptor to append to a regular file (created if missing); StorageError when something else is there."""
+    # O_NONBLOCK: a named pipe there must not block the writer (the fstat below refuses it).
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
+        try:
+            fd = os.open(target, flags, 0o644)
+        except FileNotFoundError:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, flags, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR, errno.EEXIST):
+            raise StorageError(target, f"nothing appended: not a file ({exc.strerror})") from exc
+        raise
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        raise StorageError(target, f"nothing appended: {_kind_of(kind)} where a file belongs")
+    return fd
+
+
+def read_bytes_nofollow(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
+    """Read a regular file without following a symlink at its last component.
+
+    Anything else at the path (a folder, a pipe, a socket, a symlink, a file on the way) raises
+    NotAFileError, a FileNotFoundError: to a reader there is no file, and verify names what is there.
+    """
+    where = os.fspath(path)
+    try:
+        # O_NONBLOCK: a named pipe left where a file was would block the open until a writer came.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except (NotADirectoryError, IsADirectoryError) as exc:
+        raise NotAFileError(where, "not a file: a file stands where a folder of its path belongs") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotAFileError(where, "a symlink where a file belongs (never followed)") from exc
+        if exc.errno == errno.ENXIO:
+            raise NotAFileError(where, "a socket where a file belongs (never read)") from exc
+        raise
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            raise NotAFileError(where, f"{_kind_of(kind)} where a file belongs (never read)")
         with os.fdopen(fd, "rb", closefd=False) as fh:
             return fh.read() if max_bytes is None else fh.read(max_bytes)
     finally:
         os.close(fd)
+
+
+def _kind_of(mode: int) -> str:
+    """What a non-regular entry is, in words."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISLNK, "a symlink"), (stat.S_ISCHR, "a device file"), (stat.S_ISBLK, "a device file")):
+        if test(mode):
+            return name
+    return "something other than a file"

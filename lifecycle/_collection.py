@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
-from ._errors import UnsafePathError
+from ._errors import ABSENT, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
 from ._index_check import index_writes, indexed_entries
 from ._item_read import ItemRead, entries_by_file, fresh_items, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
-from ._paths import has_symlink
+from ._paths import has_symlink, is_safe_id
 from ._rules import collect_expired, verify_marks
 
 if TYPE_CHECKING:
@@ -176,15 +176,21 @@ class ItemCollection(Generic[R]):
         try:
             with os.scandir(folder) as it:
                 return [Path(e.path) for e in it if stat.S_ISLNK(e.stat(follow_symlinks=False).st_mode)]
-        except FileNotFoundError:
+        except ABSENT:
             return []
 
     # -- reading ----------------------------------------------------------------
 
     def get(self, item_id: str) -> R | None:
-        """Return an item by id, or None when the file does not exist."""
+        """Return an item by id, or None when the file does not exist (or lies through a symlink)."""
         try:
-            return self.load_path(self.path_of(item_id))
+            path = self.path_of(item_id)
+        except UnsafePathError:
+            if not is_safe_id(item_id):
+                raise  # an id that would leave the folder is the caller's error
+            return None  # a symlink on the way: nothing is read through it (verify names the link)
+        try:
+            return self.load_path(path)
         except FileNotFoundError:
             return None
 

@@ -9,6 +9,8 @@ MemoryPlaneError
 ├── ValidationError     a parsed file whose fields are wrong (path, line, field)
 ├── LockTimeout         a collection lock not acquired in time (lock_path)
 ├── StorageError        an I/O failure while writing (path)
+├── NotAFileError       something other than a file where a file belongs: a folder, a pipe, a socket, a
+│                       symlink, a file on the way (path; a FileNotFoundError: to a reader, no file is there)
 ├── ConfigError         a bad configuration value (path, line, key)
 └── NoRootError         the memory root does not exist or is not a folder (path)
 """
@@ -102,6 +104,14 @@ class StorageError(_AtPath, OSError):
     """An I/O failure while writing a memory file."""
 
 
+class NotAFileError(_AtPath, FileNotFoundError):
+    """Where a file belongs there is a folder, a pipe, a socket or a symlink, or a file stands on the way.
+
+    A FileNotFoundError because, to a reader, no file is there: each reader treats it as a missing
+    file, and verify names what is there instead (a hand edit, a sync tool, a full disk).
+    """
+
+
 class NoRootError(_AtPath, FileNotFoundError):
     """The memory root is missing or not a folder (an unmounted path, a typo): nothing is created there."""
 
@@ -109,3 +119,8 @@ class NoRootError(_AtPath, FileNotFoundError):
     def reason(self) -> str:
         """Why the path is not a memory root."""
         return self.message
+
+
+ABSENT: tuple[type[OSError], ...] = (FileNotFoundError, NotADirectoryError)
+"""What a reader takes for a missing file or folder: nothing there, or a file where a folder of the path
+belongs (nothing can be below a file). NotAFileError, from reading something that is not a file, is one too."""

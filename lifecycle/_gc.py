@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ._atomic import is_temp_name
-from ._errors import UnsafePathError
+from ._errors import ABSENT, UnsafePathError
 from ._paths import is_within
 
 
@@ -79,7 +79,7 @@ def tree_size(path: Path) -> int:
     """Bytes under a path (links counted as themselves, never followed)."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except ABSENT:
         return 0
     if not stat.S_ISDIR(st.st_mode):
         return st.st_size
@@ -102,7 +102,7 @@ def remove_path(root: Path, path: Path) -> list[Path]:
         raise UnsafePathError(str(path), "GC refuses to delete outside (or all of) the memory root")
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except ABSENT:
         return []
     if stat.S_ISLNK(st.st_mode):
         return [path]

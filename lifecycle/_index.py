@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._atomic import append_line, atomic_write, read_bytes_nofollow
-from ._errors import FileProblemError, ParseError
+from ._errors import ABSENT, FileProblemError, ParseError
 from ._jsonl import dumps_compact
 from ._yaml import decode_utf8, load_yaml
 
@@ -211,7 +211,7 @@ class IndexFile:
         """Return the parsed entries (cached until the file's stat changes); treat as read-only."""
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
+        except ABSENT:
             return IndexRead(exists=False)
         key = _stat_key(st)
         with _cache_guard:
@@ -233,7 +233,7 @@ class IndexFile:
         """Append one entry line (caller holds the collection lock)."""
         try:
             before = _stat_key(os.stat(self.path))
-        except FileNotFoundError:
+        except ABSENT:
             before = None
             atomic_write(self.path, INDEX_HEADER)
         append_line(self.path, format_entry(entry))
@@ -243,7 +243,7 @@ class IndexFile:
             if hit and before is not None and hit[0] == before and not hit[1].problems:
                 try:
                     after = _stat_key(os.stat(self.path))
-                except FileNotFoundError:
+                except ABSENT:
                     return
                 hit[1].entries.append(dict(entry))
                 _cache[self._key] = (after, hit[1])

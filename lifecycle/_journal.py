@@ -10,9 +10,10 @@ from typing import Any
 
 from ._atomic import append_line, append_lines
 from ._clock import Clock, format_ts, system_clock
+from ._errors import ABSENT, UnsafePathError
 from ._jsonl import dumps_compact, read_jsonl
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock
-from ._paths import safe_join
+from ._paths import has_symlink, safe_join
 
 
 class _Journal:
@@ -20,7 +21,9 @@ class _Journal:
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.root = Path(root)
-        self.dir = safe_join(self.root, "lifecycle")
+        # A symlink in place of lifecycle/ must not make the whole plane fail: the log is then neither read
+        # nor written (verify names the link).
+        self.dir = safe_join(self.root, "lifecycle", follow_symlinks=True)
         self.path = self.dir / self.filename
         self.clock = clock
         self.lock_timeout = lock_timeout
@@ -28,15 +31,19 @@ class _Journal:
 
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:
         record = {"ts": format_ts(self.clock()), **record}
+        if has_symlink(self.root, self.dir):
+            raise UnsafePathError("lifecycle", "the lifecycle folder is a symlink; nothing is written there")
         with collection_lock(self.dir, self.lock_timeout):
             append_line(self.path, dumps_compact({k: v for k, v in record.items() if v is not None}))
         return record
 
     def records(self) -> list[dict[str, Any]]:
         """Every record (cached until the file changes; a torn last line is skipped)."""
+        if has_symlink(self.root, self.dir):
+            return []
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
+        except ABSENT:
             return []
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         if self._cache and self._cache[0] == key:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ._errors import ABSENT
 from ._index import INDEX_NAME
 from ._paths import check_id, safe_join
 
@@ -110,7 +111,7 @@ class FlatLayout:
         try:
             with os.scandir(self.items_dir) as it:
                 return [e for e in it if is_item_name(e.name, self.suffix) and e.is_file(follow_symlinks=False)]
-        except FileNotFoundError:
+        except ABSENT:
             return []
 
     def item_paths(self) -> list[Path]:
@@ -206,7 +207,7 @@ class ProfileLayout:
         self.root = Path(root)
         self.rel_dir = "device/profiles"
         self.slug = slug
-        self.dir = safe_join(self.root, "device", "profiles")
+        self.dir = safe_join(self.root, "device", "profiles", follow_symlinks=True)  # a link: read nothing (see above)
         self.items_dir = self.dir
         self.default = self.root / "device" / "profile.yaml"
 
@@ -231,7 +232,7 @@ class ProfileLayout:
             with os.scandir(self.dir) as it:
                 paths += sorted(Path(e.path) for e in it
                                 if is_item_name(e.name, ".yaml") and e.is_file(follow_symlinks=False))
-        except FileNotFoundError:
+        except ABSENT:
             pass
         return paths
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._errors import LockTimeout
+from ._errors import LockTimeout, StorageError
 
 if TYPE_CHECKING:
     import filelock
@@ -53,14 +53,17 @@ def _lock_for(path: Path) -> filelock.FileLock:
 def locked(lock_path: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
     """Hold a collection's lock for the block; raise LockTimeout naming the lock file."""
     path = Path(lock_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_for(path)
     import filelock
 
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=timeout)
     except filelock.Timeout:
         raise LockTimeout(path, timeout) from None
+    except OSError as exc:
+        # A folder, a socket or a symlink where the lock file belongs: nothing is written unlocked.
+        raise StorageError(path, f"cannot take the lock: not a lock file ({exc.strerror or exc})") from exc
     try:
         yield
     finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -60,6 +62,8 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
         d = base / rel
         if has_symlink(base, d):
             continue  # never create anything through a link planted in the tree (verify reports it)
+        if os.path.lexists(d) and not d.is_dir():
+            continue  # a file where a folder belongs is someone's data: never replaced (verify names it)
         if not d.is_dir():
             d.mkdir(parents=True, exist_ok=True)
             created.append(rel + "/")
@@ -78,3 +82,61 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
         if create_exclusive(target, data):
             created.append(rel)
     return created
+
+
+FILE_SUFFIXES = frozenset({".yaml", ".yml", ".md", ".jsonl", ".json", ".txt", ".jpg", ".jpeg", ".png", ".webp",
+                           ".gz", ".lock"})
+"""Suffixes of the files the tree holds: a folder named like one stands where a file belongs."""
+_FOLDER_PLACES = re.compile(r"^episodes/(\.staging|\d{4}(/[^/.][^/]*(/artifacts|/transcript(/chunks|/envelopes)?)?)?)$")
+"""Where the tree keeps folders besides LAYOUT_DIRS: staging, year, episode and an episode's own folders."""
+
+
+def _file_named(name: str) -> bool:
+    """Whether a name is one the tree gives files (by suffix, or a lock or job marker)."""
+    return (os.path.splitext(name)[1].lower() in FILE_SUFFIXES or name in (".lock", ".recording.lock")
+            or name.startswith((".done-", ".failed-")))
+
+
+def _odd(rel: str, name: str, mode: int) -> str | None:
+    """What is wrong with one entry's shape, in words (None: nothing)."""
+    if stat.S_ISLNK(mode):
+        return None  # symlinks are named on their own
+    if stat.S_ISDIR(mode):
+        if _file_named(name):
+            return "a folder where a file belongs: never read (move out what it holds, then remove it)"
+        return None
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device file"
+        return f"{kind} where a file belongs: never read (remove it)"
+    if rel in LAYOUT_DIRS or _FOLDER_PLACES.match(rel):
+        return "a file where a folder belongs: what belongs there cannot be read or written (move it away)"
+    return None
+
+
+def odd_entries(root: str | os.PathLike[str]) -> tuple[list[tuple[str, bool]], list[tuple[str, str]]]:
+    """One walk of the tree (links never followed, .cache skipped): its symlinks as (path, is a folder link),
+    and the entries of the wrong shape as (path, what is wrong), paths relative to the root."""
+    links: list[tuple[str, bool]] = []
+    shapes: list[tuple[str, str]] = []
+    base = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        if os.path.basename(dirpath) == ".cache":
+            dirnames[:] = []
+            continue
+        keep = []
+        for name in (*dirnames, *filenames):
+            full = os.path.join(dirpath, name)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError:
+                continue  # gone meanwhile
+            rel = os.path.relpath(full, base)
+            if stat.S_ISLNK(mode):
+                links.append((rel, name in dirnames))
+            why = _odd(rel, name, mode)
+            if why is not None:
+                shapes.append((rel, why))
+            elif name in dirnames:
+                keep.append(name)
+        dirnames[:] = [d for d in dirnames if d in keep]
+    return links, shapes

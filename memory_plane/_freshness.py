@@ -12,6 +12,8 @@ import os
 from enum import Enum
 from pathlib import Path
 
+from lifecycle import ABSENT
+
 
 class FileState(Enum):
     """What a memory's file says about its index line."""
@@ -37,7 +39,7 @@ def file_state(base: Path, rel: str, index_mtime_ns: int) -> tuple[FileState, st
     try:
         path = file_in(base, rel)
         st = os.lstat(path)
-    except FileNotFoundError:
+    except ABSENT:
         return FileState.MISSING, rel, "the file was removed after its index line"
     except (OSError, ValueError) as exc:
         return FileState.UNREADABLE, rel, str(exc)[:200]

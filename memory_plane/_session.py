@@ -17,7 +17,10 @@ from lifecycle import (
     INDEX_NAME,
     Clock,
     IndexFile,
+    JsonlRead,
+    NotAFileError,
     ParseError,
+    UnsafePathError,
     UsageError,
     append_line,
     atomic_write,
@@ -28,6 +31,7 @@ from lifecycle import (
     field_str,
     format_entry,
     format_ts,
+    has_symlink,
     init_tree,
     is_safe_id,
     load_yaml,
@@ -65,7 +69,9 @@ class SessionStore:
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  config: SessionConfig | None = None) -> None:
         self.root = Path(root)
-        self.dir = safe_join(self.root, "session")
+        # A symlink in place of the folder must not make the whole plane fail: nothing is read or written
+        # through it (verify names it).
+        self.dir = safe_join(self.root, "session", follow_symlinks=True)
         self.chunks_dir = self.dir / "chunks"
         self.chunk_index = IndexFile(self.chunks_dir / INDEX_NAME)
         self.clock = clock
@@ -74,14 +80,30 @@ class SessionStore:
 
     def lock(self):  # type: ignore[no-untyped-def]
         """The session lock."""
+        if self._linked():
+            raise UnsafePathError("session", "the session folder is a symlink; nothing is written there")
         return collection_lock(self.dir, self.lock_timeout)
+
+    def _linked(self) -> bool:
+        """Whether the session folder is (under) a symlink: never read or written then."""
+        return has_symlink(self.root, self.dir)
+
+    def _read(self, path: Path) -> bytes:
+        """A session file's bytes; NotAFileError (a FileNotFoundError) through a symlinked session folder."""
+        if self._linked():
+            raise NotAFileError(path, "the session folder is a symlink (never followed)")
+        return read_bytes_nofollow(path)
+
+    def _jsonl(self, path: Path) -> JsonlRead:
+        """A session jsonl file as read (no records through a symlinked session folder)."""
+        return JsonlRead() if self._linked() else read_jsonl(path)
 
     # -- metadata and freeze -------------------------------------------------------
 
     def metadata(self) -> dict[str, Any]:
         """session/metadata.json ({} when missing or unreadable)."""
         try:
-            data = json.loads(read_bytes_nofollow(self.dir / "metadata.json"))
+            data = json.loads(self._read(self.dir / "metadata.json"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -147,7 +169,7 @@ class SessionStore:
                     meta["root_goal"] = ev
                 self._write_metadata(meta)
             append_line(self.dir / "events.jsonl", dumps_compact(ev))
-            events = read_jsonl(self.dir / "events.jsonl").records
+            events = self._jsonl(self.dir / "events.jsonl").records
             if len(events) > self.config.compress_after:
                 self._compress(events)
         return ev
@@ -155,7 +177,7 @@ class SessionStore:
     def window(self) -> list[dict[str, Any]]:
         """The hot window: the newest events, never starting inside a call and its result, with the session's
         first user goal pinned at its head when it was compressed away."""
-        events = read_jsonl(self.dir / "events.jsonl").records
+        events = self._jsonl(self.dir / "events.jsonl").records
         window = events[self._cut(events):]
         root = self.metadata().get("root_goal")
         if isinstance(root, dict) and root.get("event_id") not in {e.get("event_id") for e in window}:
@@ -199,7 +221,7 @@ class SessionStore:
         """The chunk index when it is in the Go layout ({version, updated_at, chunks: [...]}); None when it is
         missing or in our one-line-per-entry layout (told by its first line, without a parse)."""
         try:
-            text = decode_utf8(read_bytes_nofollow(self.chunk_index.path), self.chunk_index.path)
+            text = decode_utf8(self._read(self.chunk_index.path), self.chunk_index.path)
         except FileNotFoundError:
             return None
         first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
@@ -250,11 +272,13 @@ class SessionStore:
             path = safe_join(self.chunks_dir, name)
         except ValueError:
             return []
-        return read_jsonl(path).records
+        return self._jsonl(path).records
 
     def verify_chunks(self, *, fix: bool = False) -> list[tuple[str, str, str]]:
         """Chunk files that do not hold what their index line says (checksum, event count), as
         (category, relative path, message); with fix the index records what the file holds now."""
+        if self._linked():
+            return []  # nothing is read through a symlinked session folder (verify names the link)
         if not fix:
             # Reporting reads only (a read-only tree is checked too): chunk files and index lines are written
             # whole, the chunk before its line, so a read beside a compression sees no half state.
@@ -278,7 +302,7 @@ class SessionStore:
             name = field_str(e.get("file")) or f"{e.get('id')}.jsonl"
             rel = f"session/chunks/{name}"
             try:
-                data = read_bytes_nofollow(safe_join(self.chunks_dir, name))
+                data = self._read(safe_join(self.chunks_dir, name))
             except ValueError:
                 out.append(("unsafe_ref", "session/chunks/index.yaml", f"chunk {e.get('id')}: file {name!r} "
                             "leaves the chunks folder"))
@@ -322,7 +346,7 @@ class SessionStore:
     def summary(self) -> str:
         """summary.md of the active session ('' when none)."""
         try:
-            return read_bytes_nofollow(self.dir / "summary.md").decode("utf-8", "replace")
+            return self._read(self.dir / "summary.md").decode("utf-8", "replace")
         except FileNotFoundError:
             return ""
 
@@ -361,7 +385,7 @@ class SessionStore:
             meta = self.metadata()
             sid = meta.get("session_id")
             if not sid:
-                if not (self.dir / "events.jsonl").is_file() or not read_jsonl(self.dir / "events.jsonl").records:
+                if not (self.dir / "events.jsonl").is_file() or not self._jsonl(self.dir / "events.jsonl").records:
                     return None  # nothing was said: there is no session to archive
                 # Events from before sessions were opened on the first append: archive them under a new id.
                 sid = self._open_session(meta)
@@ -383,13 +407,15 @@ class SessionStore:
             return 0
         changed = 0
         scrubbed_chunks = False
+        if self._linked() or not self.dir.is_dir():
+            return 0  # no session folder (a symlink or a file in its place): no session text to scrub
         with self.lock():
             files = [self.dir / "events.jsonl", self.dir / "summary.md", self.dir / "summary_archive.md",
                      self.dir / "metadata.json", self.chunks_dir / INDEX_NAME]
             files += sorted(self.chunks_dir.glob("*.jsonl"))
             for f in files:
                 try:
-                    text = read_bytes_nofollow(f).decode("utf-8")
+                    text = self._read(f).decode("utf-8")
                 except (OSError, UnicodeDecodeError):
                     continue
                 new = text

@@ -11,7 +11,8 @@ retrieve fell back to an empty block, or verify named a problem without its file
 line), ``lost``
 (items of other files, or the item of a file whose field could be dropped, no longer listed), and
 ``silent_fix`` (``verify --fix`` quarantined an item for a field it could drop). All must be 0. The
-test suite runs the same property with a bounded number of examples and a fixed seed.
+test suite runs the same property with a bounded number of examples and a fixed seed. With ``--shapes``
+the tree's shape is broken instead (``_fuzz_shapes``).
 """
 
 from __future__ import annotations
@@ -260,6 +261,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("bench fuzz needs hypothesis (pip install 'memory-plane[dev]')") from exc
     n = 40 if getattr(args, "short", False) else int(getattr(args, "examples", 0) or 500)
     seed = int(getattr(args, "seed", 0) or 0)
+    if getattr(args, "shapes", False):
+        from ._fuzz_shapes import run_shapes
+
+        return run_shapes(n, seed)
     fx = Fixture()
     totals: dict[str, Any] = {"examples": 0, "raises": 0, "items_lost": 0, "silent_quarantines": 0,
                               "files_in_tree": len(fx.catalogue),

@@ -190,6 +190,9 @@ def _bench_command(command: Command) -> None:
     s.add_argument("--steps", type=positive_int, default=150, help="compaction: steps of the long task")
     s.add_argument("--kills", type=positive_int, default=300, help="crash: SIGKILLs")
     s.add_argument("--examples", type=positive_int, default=500, help="fuzz: broken trees to try")
+    s.add_argument("--shapes", action="store_true",
+                   help="fuzz: break the tree's shape instead (a folder, a pipe, a socket or a dangling symlink "
+                   "where a file or folder was), every fault of every path up to --examples")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--limit", type=positive_int, default=None,
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")

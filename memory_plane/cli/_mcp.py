@@ -7,13 +7,23 @@ SDK, an optional extra (``pip install 'memory-plane[mcp]'``); nothing here is im
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from lifecycle import UsageError, read_bytes_nofollow
+from lifecycle import UnsafePathError, UsageError, has_symlink, read_bytes_nofollow
 
 from .._tools import MemoryTools
 
 RESOURCE_PREFIX = "memory://"
+
+
+def _profile_file(plane: Any, device_id: str) -> Path | None:
+    """A device's profile file when it is a file of the tree (not a symlink, nor through one), else None."""
+    try:
+        path: Path = plane.device.profiles.path_for(device_id)
+    except UnsafePathError:  # a symlink on the way: nothing is served through it (verify names it)
+        return None
+    return path if path.is_file() and not has_symlink(plane.root, path) else None
 
 
 def mcp_resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
@@ -23,14 +33,14 @@ def mcp_resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
     # This phone's profile: the one device the tree knows (device/profiles/pixel7.yaml), else the default
     # device's (device/profile.yaml); every profile is also served by its own URI (issue 27).
     sole = profiles.sole_device_id()
-    prof = profiles.path_for(sole or "default")
-    if prof.is_file():
+    prof = _profile_file(plane, sole or "default")
+    if prof is not None:
         out[f"{RESOURCE_PREFIX}device/profile"] = ("device profile", "the phone: model, screen, language, input "
                                                    "method, what it learned about itself", prof)
     for rec in profiles.all():
         dev = rec.device_id or "default"
-        path = profiles.path_for(dev)
-        if path.is_file():
+        path = _profile_file(plane, dev)
+        if path is not None:
             out[f"{RESOURCE_PREFIX}device/profiles/{dev}"] = (f"device profile {dev}", "one device's profile", path)
     apps = plane.device.collections["app_profile"]
     for e in apps.entries():

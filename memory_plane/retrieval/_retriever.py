@@ -16,7 +16,7 @@ from typing import Any
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, field_str, field_text, field_words, safe_join
+from lifecycle import FileProblemError, UnsafePathError, field_str, field_text, field_words, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns
 from .._long_term import LongTermStore
@@ -354,10 +354,10 @@ class Retriever:
 
     def _device_profile(self, device_id: str, common: RoleMemoryContext, now: datetime,
                         exclude: frozenset[str]) -> None:
-        path = self.device.profiles.path_for(device_id)
         try:
+            path = self.device.profiles.path_for(device_id)
             prof = self._cached(path, lambda: self.device.profiles.load_path(path))
-        except FileNotFoundError:
+        except (FileNotFoundError, UnsafePathError):  # no profile, or one behind a symlink (never read)
             return
         except Exception as exc:  # a hand-edited profile may hold anything: no profile shown, never a failure
             log.warning("retrieve: device profile unreadable: %s", exc)

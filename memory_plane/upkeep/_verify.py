@@ -4,7 +4,6 @@ evidence and config.yaml, close crashed episodes; repair only with fix."""
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from lifecycle import (
     key_line,
     load_retention,
     load_yaml_file,
+    odd_entries,
     read_jsonl,
     verify_collections,
 )
@@ -57,7 +57,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     _check_jsonl(root, report, fix)
     if session is not None:
         _check_chunks(session, report, fix)
-    _report_symlinks(root, report)
+    _report_shapes(root, report)
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.
         report.problems = [p for p in report.problems if p.category not in REPAIRED]
@@ -144,24 +144,20 @@ def _check_chunks(session: SessionStore, report: VerifyReport, fix: bool) -> Non
         report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
 
 
-def _report_symlinks(root: Path, report: VerifyReport) -> None:
+def _report_shapes(root: Path, report: VerifyReport) -> None:
     """Every symlink in the tree not reported yet (a linked folder inside an episode, a year folder ...):
-    nothing reads through one, so what it points at would be silently missing (issue 27)."""
+    nothing reads through one, so what it points at would be silently missing (issue 27); and every entry
+    of the wrong shape (a folder or a named pipe where a file belongs, a file where a folder belongs)."""
     seen = {p.path for p in report.problems if p.category == "symlink"}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        if os.path.basename(dirpath) == ".cache":
-            dirnames[:] = []
-            continue
-        for name in (*dirnames, *filenames):
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                continue
-            rel = os.path.relpath(full, root)
-            if rel not in seen:
-                seen.add(rel)
-                kind = "folder" if name in dirnames else "file"
-                report.add("symlink", rel, None, f"symlinked {kind} inside the tree (never followed: what it points "
-                           "at is not memory)")
+    links, shapes = odd_entries(root)
+    for rel, is_folder in links:
+        if rel not in seen:
+            seen.add(rel)
+            kind = "folder" if is_folder else "file"
+            report.add("symlink", rel, None, f"symlinked {kind} inside the tree (never followed: what it points "
+                       "at is not memory)")
+    for rel, why in shapes:
+        report.add("shape", rel, None, why)
 
 
 def _check_config(root: Path, report: VerifyReport) -> None:
