@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from lifecycle import (
 
 from ._inverted_index import InvertedIndex
 from ._retrieve_types import MemoryHit
+from ._session_text import append_to_go_chunks, summarize_events
 from ._tokens import token_set
 
 EVENT_TYPES = ("user_input", "assistant_output", "tool_result", "system_event")
@@ -247,7 +247,7 @@ class SessionStore:
         # A Go-written index is one YAML document: a line appended after it would make it invalid YAML and
         # drop every older entry on the next read (issue 30). The entry goes inside the document instead.
         now = format_ts(self.clock())
-        fast = _append_to_go_chunks(text, format_entry(entry), now)
+        fast = append_to_go_chunks(text, format_entry(entry), now)
         if fast is not None:
             atomic_write(self.chunk_index.path, fast)
             return
@@ -428,43 +428,3 @@ class SessionStore:
             if scrubbed_chunks:
                 self._check_chunks(fix=True)  # the index records the scrubbed files' new checksums
         return changed
-
-
-def summarize_events(events: list[dict[str, Any]]) -> str:
-    """Offline summary of a run of session events: who asked what, which apps, how it ended."""
-    users = [str(e.get("content", "")) for e in events if e.get("type") == "user_input"]
-    outs = [str(e.get("content", "")) for e in events if e.get("type") == "assistant_output"]
-    apps = sorted({str(e["app_name"]) for e in events if e.get("app_name")})
-    tools = sum(1 for e in events if e.get("type") == "tool_result")
-    parts = []
-    if users:
-        parts.append("User asked: " + " | ".join(" ".join(u.split())[:80] for u in users[:3]))
-    if apps:
-        parts.append("apps: " + ", ".join(apps[:5]))
-    if tools:
-        parts.append(f"{tools} tool results")
-    if outs:
-        parts.append("last reply: " + " ".join(outs[-1].split())[:120])
-    return "; ".join(parts)[:400] or f"{len(events)} events"
-
-
-_TOP_LEVEL = re.compile(r"^[^\s#-]")
-_ITEM = re.compile(r"^(\s*)- ")
-
-
-def _append_to_go_chunks(text: str, line: str, now: str) -> str | None:
-    """The Go-layout index with one more entry (one flow-mapping line, valid YAML the Go agent reads) and a new
-    updated_at, by text: no parse and no re-dump of the older entries (a 1,000-chunk index parses in ~150 ms).
-    None when the layout is not the plain one (``chunks:`` not the last key), and the caller re-dumps."""
-    lines = text.split("\n")
-    heads = [i for i, ln in enumerate(lines) if ln.startswith("chunks:")]
-    if len(heads) != 1 or lines[heads[0]].split("#")[0].strip() != "chunks:":
-        return None
-    rest = lines[heads[0] + 1:]
-    if any(_TOP_LEVEL.match(ln) for ln in rest):
-        return None  # another key follows the list: appending would put the entry under it
-    items = [m.group(1) for m in map(_ITEM.match, rest) if m]
-    indent = items[0] if items else "  "
-    out = text.rstrip("\n") + "\n" + indent + line + "\n"
-    stamped, n = re.subn(r"^updated_at:[^\n#]*", f"updated_at: {json.dumps(now)}", out, count=1, flags=re.M)
-    return stamped if n else out

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, seed, settings
 
-from lifecycle import ABSENT, NotAFileError, StorageError, append_lines, init_tree, locked, read_bytes_nofollow
+from lifecycle import NotAFileError, StorageError, append_lines, init_tree, locked, read_bytes_nofollow
 from memory_plane import MemoryPlane
 from memory_plane.bench._fuzz_shapes import ShapeFault, ShapeFixture, release_fifos, shape_strategy, watchdog
 
@@ -216,9 +215,3 @@ def test_init_fills_in_the_tree_around_a_file_where_a_folder_belongs(tmp_path: P
     assert (root / "episodes").is_dir() and (root / "long_term" / "memories").is_dir()
     assert (root / "device" / "apps").read_text() == "not a folder"
 
-
-def test_absent_covers_a_file_on_the_way(tmp_path: Path) -> None:
-    (tmp_path / "f").write_text("x")
-    with pytest.raises(ABSENT):
-        os.stat(tmp_path / "f" / "below")
-    assert threading.main_thread() is threading.current_thread()  # the watchdog needs the main thread
