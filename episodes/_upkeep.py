@@ -17,6 +17,7 @@ from lifecycle import (
     not_yet_tombstoned,
     older,
     quarantined,
+    read_bytes_nofollow,
     read_jsonl,
     safe_join,
 )
@@ -183,8 +184,13 @@ def _orphan_artifacts(root: Path, d: Path, report: GcReport) -> None:
         return  # cannot tell what is referenced: keep everything
     used = {str(ev.get("screenshot_ref")) for ev in events.records if ev.get("screenshot_ref")}
     used |= {part.split("]")[0] for ev in events.records for part in str(ev).split("[image: ")[1:]}
+    try:
+        # Read once, never through a link or from a pipe left in its place (which would block GC).
+        episode_text = read_bytes_nofollow(d / EPISODE_FILE).decode("utf-8", "replace")
+    except OSError:
+        return  # cannot tell what the episode refers to: keep everything
     for p in sorted(art.iterdir()):
         if not p.is_file() or p.is_symlink():
             continue
-        if f"artifacts/{p.name}" not in used and not (d / EPISODE_FILE).read_text("utf-8", "replace").count(p.name):
+        if f"artifacts/{p.name}" not in used and p.name not in episode_text:
             report.discard(root, p, "unreferenced_artifact")

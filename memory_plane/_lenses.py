@@ -35,7 +35,7 @@ from episodes.transcript import (
     check_summary,
     current_budget,
 )
-from lifecycle import UsageError
+from lifecycle import UsageError, read_bytes_nofollow
 
 log = logging.getLogger("memory_plane")
 ECHO_MARKERS = ("DECISION FRAME", "POST-ACTION FRAME", "AFTER ACTION", "BEFORE ACTION", "Rules:", "Recent steps:")
@@ -359,12 +359,12 @@ class VisualTransitionLens:
         parts = [types.Part.from_text(text=textv)]
         if job.decision_image is not None:
             parts.append(types.Part.from_text(text="DECISION FRAME:"))
-            marked = draw_action_marker(job.decision_image.read_bytes(), r.action)
+            marked = draw_action_marker(read_bytes_nofollow(job.decision_image), r.action)
             data, mime = frame_bytes(marked, self.client.settings.max_image_side)
             parts.append(types.Part.from_bytes(data=data, mime_type=mime))
         if job.post_image is not None:
             parts.append(types.Part.from_text(text="POST-ACTION FRAME:"))
-            data, mime = frame_bytes(job.post_image.read_bytes(), self.client.settings.max_image_side)
+            data, mime = frame_bytes(read_bytes_nofollow(job.post_image), self.client.settings.max_image_side)
             parts.append(types.Part.from_bytes(data=data, mime_type=mime))
         chain = [self.client.settings.step_model, *self.client.settings.step_fallbacks]
         out, model = self.client.generate(chain, [types.Content(role="user", parts=parts)], system=DATA_RULE,

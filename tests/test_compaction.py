@@ -235,3 +235,25 @@ def test_similarity_hint_fires_and_stays_silent(tmp_path: Path) -> None:
     assert "resembles" not in tail()
     led.stage(screenshot=None, dhash=f"{int(h(2), 16) ^ 0xFFFF:016x}")  # 16 bits away: too far
     assert "resembles" not in tail()
+
+
+def test_a_pipe_in_place_of_a_chunk_is_a_named_missing_chunk_not_a_hang(tmp_path: Path) -> None:
+    # A cold start reads each folded chunk back; a named pipe left where one was would block that read forever.
+    import os
+
+    from lifecycle import NotAFileError
+    from memory_plane.bench._fuzz_shapes import release_fifos, watchdog
+
+    led, ep = make(tmp_path, cfg(max_steps=3, target_source_tokens=10**6, context_budget_tokens=2600))
+    for n in range(1, 21):
+        step(led, ep, n)
+    led.flush(10)
+    assert led.folded_until > 0
+    chunk = sorted((led.dir / "chunks").glob("*.md"))[0]
+    chunk.unlink()
+    os.mkfifo(chunk)
+    try:
+        with watchdog(10), pytest.raises(NotAFileError, match=chunk.name):
+            TranscriptLedger.open(led.dir, lens=OfflineVisualLens())
+    finally:
+        release_fifos(tmp_path)

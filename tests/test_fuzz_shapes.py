@@ -215,3 +215,29 @@ def test_init_fills_in_the_tree_around_a_file_where_a_folder_belongs(tmp_path: P
     assert (root / "episodes").is_dir() and (root / "long_term" / "memories").is_dir()
     assert (root / "device" / "apps").read_text() == "not a folder"
 
+
+
+def test_gc_keeps_an_episodes_screenshots_when_its_file_is_a_pipe(tmp_path: Path) -> None:
+    # GC asks the episode file which screenshots it still refers to; a pipe there must not block it, and
+    # what cannot be asked is kept.
+    from memory_plane import MemoryRetrieveRequest
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="open the camera"))
+        rec.tool_call("launch_app", {"app_name": "Camera"})
+        rec.tool_result("launch_app", observed_state={"app": "Camera"})
+        ep = rec.finish(success=True)
+        assert plane.commit_episode(ep) and plane.flush(10)
+        d = plane.episodes.episode_dir(ep.id)
+        (d / "artifacts").mkdir(exist_ok=True)
+        shot = d / "artifacts" / "step_001.jpg"
+        shot.write_bytes(b"\xff\xd8 not referenced by any event")
+        (d / "episode.yaml").unlink()
+        os.mkfifo(d / "episode.yaml")
+        try:
+            with watchdog(20):
+                plane.gc(dry_run=True)
+                plane.gc()
+        finally:
+            release_fifos(tmp_path)
+        assert shot.exists()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lifecycle import Clock, atomic_write, format_ts
+from lifecycle import Clock, atomic_write, format_ts, read_bytes_nofollow
 
 from ._capsules import Capsule, OfflineCapsuleLens, check_capsule
 from ._chunks import Chunk, Era, Segment
@@ -221,7 +221,8 @@ class LayeredCompaction:
         files = sorted((self.dir / "chunks").glob(f"{chunk_id}.v*.md"))
         if not files:
             raise FileNotFoundError(chunk_id)
-        return Chunk.from_markdown(files[-1].read_text("utf-8"), files[-1])
+        # Never from a link or a pipe left in a chunk's place (a read would follow it or block).
+        return Chunk.from_markdown(read_bytes_nofollow(files[-1]).decode("utf-8"), files[-1])
 
     def _apply_fold(self, chunks: list[Chunk], until: int) -> None:
         self.chunks.extend(chunks)

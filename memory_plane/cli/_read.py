@@ -7,7 +7,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from lifecycle import UsageError, field_num, parse_duration, parse_ts
+from lifecycle import UsageError, field_num, parse_duration, parse_ts, read_bytes_nofollow
 
 from .._retrieve_types import CATEGORY_ORDER
 from ._common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
@@ -151,7 +151,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             print_json({"episode": ep.to_yaml_dict(), "events": events})
             return EXIT_OK
         path = plane.episodes.episode_dir(args.id)
-        print((path / "episode.yaml").read_text("utf-8"), end="")
+        print(read_bytes_nofollow(path / "episode.yaml").decode("utf-8", "replace"), end="")
         print(f"# {len(events)} events in {path / 'events.jsonl'}")
         for ev in events:
             what = ev.get("tool_name") or ev.get("content") or ""

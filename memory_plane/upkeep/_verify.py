@@ -22,6 +22,7 @@ from lifecycle import (
     load_retention,
     load_yaml_file,
     odd_entries,
+    read_bytes_nofollow,
     read_jsonl,
     verify_collections,
 )
@@ -184,7 +185,7 @@ def _check_config(root: Path, report: VerifyReport) -> None:
     if not isinstance(data, dict):
         report.add("config", "config.yaml", 1, "config.yaml must be a mapping of sections")
         return
-    text = path.read_text("utf-8", "replace")
+    text = read_bytes_nofollow(path).decode("utf-8", "replace")  # the file just parsed: a regular file
     try:
         cfg = TranscriptConfig.model_validate(TranscriptConfig.normalize(data))
         for key in cfg.unknown_keys():
