@@ -50,6 +50,8 @@ OnClosed = Callable[[TaskEpisode], None]
 EPISODE_FILE = "episode.yaml"
 EVENTS_FILE = "events.jsonl"
 STAGING_DIR = ".staging"  # temp files of commits (skipped by scans; crash debris is GC'd)
+ITEM_FOLDERS = ("artifacts", "transcript", "transcript/chunks", "transcript/envelopes")
+"""The folders an episode's folder holds besides its files (screenshots, a long task's transcript)."""
 RECORDING_LOCK = ".recording.lock"
 ORPHAN_GRACE_S = 600.0  # an episode folder without episode.yaml younger than this is a recording starting
 
@@ -72,7 +74,9 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
     clock: Clock
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
-        super().__init__(DatedLayout(Path(root), "episodes", EPISODE_FILE, episode_year), name="episodes",
+        layout = DatedLayout(Path(root), "episodes", EPISODE_FILE, episode_year, inner=ITEM_FOLDERS,
+                             beside=(STAGING_DIR,))
+        super().__init__(layout, name="episodes",
                          lock_timeout=lock_timeout, clock=clock)
 
     # -- paths ------------------------------------------------------------

@@ -143,11 +143,14 @@ class FlatLayout:
 class DatedLayout:
     """Dated folders of one file each: ``episodes/<yyyy>/<id>/episode.yaml`` (``folder_of`` gives the year)."""
 
-    def __init__(self, root: Path, rel_dir: str, file: str, folder_of: Callable[[str], str]) -> None:
+    def __init__(self, root: Path, rel_dir: str, file: str, folder_of: Callable[[str], str], *,
+                 inner: tuple[str, ...] = (), beside: tuple[str, ...] = ()) -> None:
         self.root = Path(root)
         self.rel_dir = rel_dir
         self.file = file
         self.folder_of = folder_of
+        self.inner = frozenset(inner)  # the folders an item folder holds besides its file (artifacts/ ...)
+        self.beside = frozenset(beside)  # the store's own folders beside the year folders (.staging/ ...)
         self.dir = safe_join(self.root, rel_dir, follow_symlinks=True)
         self.items_dir = self.dir
 
@@ -198,6 +201,18 @@ class DatedLayout:
     def stamp_dirs(self) -> list[Path]:
         """The store folder and its year folders (an item folder appearing changes a year folder's mtime)."""
         return [self.dir, *scan_dirs(self.dir)]
+
+    def folders(self, rel: str) -> bool:
+        """Whether a path relative to the root is a folder this layout keeps (a year, an item's folder and
+        the folders in it, the store's own): a file there stands where a folder belongs."""
+        parts = rel.split("/")
+        if parts[0] != self.rel_dir or len(parts) < 2:
+            return False
+        if len(parts) == 2:
+            return parts[1] in self.beside or (len(parts[1]) == 4 and parts[1].isdecimal())
+        if not (len(parts[1]) == 4 and parts[1].isdecimal()) or parts[2].startswith("."):
+            return False
+        return len(parts) == 3 or "/".join(parts[3:]) in self.inner
 
 
 class ProfileLayout:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
+from collections.abc import Callable
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -87,8 +87,6 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
 FILE_SUFFIXES = frozenset({".yaml", ".yml", ".md", ".jsonl", ".json", ".txt", ".jpg", ".jpeg", ".png", ".webp",
                            ".gz", ".lock"})
 """Suffixes of the files the tree holds: a folder named like one stands where a file belongs."""
-_FOLDER_PLACES = re.compile(r"^episodes/(\.staging|\d{4}(/[^/.][^/]*(/artifacts|/transcript(/chunks|/envelopes)?)?)?)$")
-"""Where the tree keeps folders besides LAYOUT_DIRS: staging, year, episode and an episode's own folders."""
 
 
 def _file_named(name: str) -> bool:
@@ -97,7 +95,7 @@ def _file_named(name: str) -> bool:
             or name.startswith((".done-", ".failed-")))
 
 
-def _odd(rel: str, name: str, mode: int) -> str | None:
+def _odd(rel: str, name: str, mode: int, folder_place: Callable[[str], bool]) -> str | None:
     """What is wrong with one entry's shape, in words (None: nothing)."""
     if stat.S_ISLNK(mode):
         return None  # symlinks are named on their own
@@ -108,14 +106,16 @@ def _odd(rel: str, name: str, mode: int) -> str | None:
     if not stat.S_ISREG(mode):
         kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device file"
         return f"{kind} where a file belongs: never read (remove it)"
-    if rel in LAYOUT_DIRS or _FOLDER_PLACES.match(rel):
+    if rel in LAYOUT_DIRS or folder_place(rel):
         return "a file where a folder belongs: what belongs there cannot be read or written (move it away)"
     return None
 
 
-def odd_entries(root: str | os.PathLike[str]) -> tuple[list[tuple[str, bool]], list[tuple[str, str]]]:
+def odd_entries(root: str | os.PathLike[str], folder_place: Callable[[str], bool] = lambda rel: False
+                ) -> tuple[list[tuple[str, bool]], list[tuple[str, str]]]:
     """One walk of the tree (links never followed, .cache skipped): its symlinks as (path, is a folder link),
-    and the entries of the wrong shape as (path, what is wrong), paths relative to the root."""
+    and the entries of the wrong shape as (path, what is wrong), paths relative to the root. ``folder_place``:
+    the folders the stores keep besides LAYOUT_DIRS (their layouts answer it)."""
     links: list[tuple[str, bool]] = []
     shapes: list[tuple[str, str]] = []
     base = os.fspath(root)
@@ -133,7 +133,7 @@ def odd_entries(root: str | os.PathLike[str]) -> tuple[list[tuple[str, bool]], l
             rel = os.path.relpath(full, base)
             if stat.S_ISLNK(mode):
                 links.append((rel, name in dirnames))
-            why = _odd(rel, name, mode)
+            why = _odd(rel, name, mode, folder_place)
             if why is not None:
                 shapes.append((rel, why))
             elif name in dirnames:

@@ -113,3 +113,28 @@ def test_collect_reason_follows_the_grace_periods(root: Path) -> None:
     # A rerun writes no second tombstone; an id made again after its tombstone needs a new one.
     assert not_yet_tombstoned(tombs, "device/procedures", {"a": NOW - timedelta(days=1), "b": NOW}) == ["b"]
     assert not_yet_tombstoned(tombs, "device/procedures", {"a": NOW + timedelta(days=1)}) == ["a"]
+
+
+def test_the_episode_layout_names_the_folders_it_keeps() -> None:
+    # The places where a file would stand where a folder belongs: the store's own folders, years, episode
+    # folders and what an episode folder holds; the same answers as the pattern verify used before.
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from episodes import TaskEpisodeStore
+
+    layout = TaskEpisodeStore(Path("/nonexistent/root")).layout
+    old = re.compile(r"^episodes/(\.staging|\d{4}(/[^/.][^/]*(/artifacts|/transcript(/chunks|/envelopes)?)?)?)$")
+    part = st.sampled_from(["episodes", "2026", "202", "20266", "ep_1", ".x", "artifacts", "transcript", "chunks",
+                            "envelopes", ".staging", "episode.yaml", "long_term", "a.b", "x", "²⁰²⁶", "٢٠٢٦"])
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.lists(part, min_size=1, max_size=6))
+    def same(parts: list[str]) -> None:
+        rel = "/".join(parts)
+        assert layout.folders(rel) == bool(old.match(rel)), rel
+
+    same()
+    assert layout.folders("episodes/2026/ep_1/transcript/chunks") and not layout.folders("episodes/notes.txt")

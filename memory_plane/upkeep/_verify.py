@@ -4,7 +4,7 @@ evidence and config.yaml, close crashed episodes; repair only with fix."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     _check_jsonl(root, report, fix)
     if session is not None:
         _check_chunks(session, report, fix)
-    _report_shapes(root, report)
+    _report_shapes(root, report, episodes.layout.folders)
     if fix:
         # The second verify after --fix must be clean: drop the findings that were repaired.
         report.problems = [p for p in report.problems if p.category not in REPAIRED]
@@ -145,12 +145,12 @@ def _check_chunks(session: SessionStore, report: VerifyReport, fix: bool) -> Non
         report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
 
 
-def _report_shapes(root: Path, report: VerifyReport) -> None:
+def _report_shapes(root: Path, report: VerifyReport, folder_place: Callable[[str], bool]) -> None:
     """Every symlink in the tree not reported yet (a linked folder inside an episode, a year folder ...):
     nothing reads through one, so what it points at would be silently missing (issue 27); and every entry
     of the wrong shape (a folder or a named pipe where a file belongs, a file where a folder belongs)."""
     seen = {p.path for p in report.problems if p.category == "symlink"}
-    links, shapes = odd_entries(root)
+    links, shapes = odd_entries(root, folder_place)
     for rel, is_folder in links:
         if rel not in seen:
             seen.add(rel)
