@@ -363,7 +363,7 @@ class Retriever:
             log.warning("retrieve: device profile unreadable: %s", exc)
             return
         if prof.status != "active" or prof.is_expired(now) or prof.id in exclude:
-            return  # an expired profile is stale knowledge of the device: not shown (verify marks it)
+            return  # an expired profile is stale knowledge of the device (verify marks it); an excluded one left out
         common.device_profile = [MemoryHit(
             id=prof.id, type="device_profile", score=1.0, confidence=prof.confidence, text=prof.body(),
             path=str(path.relative_to(self.device.root)), status=prof.status)]
