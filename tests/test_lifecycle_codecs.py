@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -128,6 +130,19 @@ def test_index_hand_edited_lines_fall_back_to_yaml() -> None:
     r = parse_index(text, "index.yaml")
     assert [e["id"] for e in r.entries] == ["a", "b", "d"]
     assert len(r.problems) == 1 and r.problems[0].line == 5
+
+
+def test_index_read_in_one_piece_says_what_each_line_says() -> None:
+    # A well-formed index is read by one replace and one json.loads; every other shape (notes, blank lines,
+    # CRLF, indented or braced lines, a note ending in "}" right before an entry) must read as line by line.
+    lines = ['- {"id": "a", "t": "}"}', '- {"id": "b", "t": "- {"}', '- {"id": "c"}\r', ' - {"id": "d"}',
+             "# note }", "", "  ", "  # indented note"]
+    for k in range(1, 5):
+        for combo in itertools.product(lines, repeat=k):
+            for tail in ("", "\n", "\n\n"):
+                text = "\n".join(combo) + tail
+                expected = [json.loads(ln.strip()[2:]) for ln in combo if ln.strip().startswith("- {")]
+                assert parse_index(text).entries == expected, repr(text)
 
 
 def test_index_block_style_and_go_shape_parse() -> None:
