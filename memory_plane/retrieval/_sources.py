@@ -123,27 +123,15 @@ class Source:
         start = len(self._feats)
         if start == len(entries):
             return
-        self.texts += map(self._text, entries[start:])
+        new = entries[start:]
+        self.texts += map(self._text, new)
         loaded = 0
         if start == 0 and self.cache is not None:
             inv = self.cache.load(self.texts)
             if inv is not None:
                 self.inv, loaded = inv, len(inv.docs)
             self.persisted = loaded
-        for i in range(start, len(entries)):
-            e = entries[i]
-            self._feats.append(None)  # parsed on first use: a cold query touches few entries
-            app = e.get("app")
-            if isinstance(app, str):
-                self.by_app.setdefault(app, []).append(i)
-            if self._app_of is not None:
-                canon = self._app_of(app) if isinstance(app, str) and app else None
-                self.canon.append(canon)
-                if canon:
-                    self.by_canon.setdefault(canon, []).append(i)
-            t = field_str(e.get("type"))
-            if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
-                self.always.append(i)
+        self._add_fields(new, start)
         if self._app_of is not None:
             # Episodes only: the trigram frequencies the nearest past goal is found with (loaded with
             # the postings when the file has them, else counted for the documents they lack).
@@ -161,6 +149,30 @@ class Source:
                 app_n = self.canon[n]
                 if app_n:
                     add(app_n, docs[n] or ())
+
+    def _add_fields(self, new: list[dict[str, Any]], start: int) -> None:
+        """Index entries ``start``.. by their app (episodes: also by canonical app) and under ``always``."""
+        # One comprehension per field rather than one loop doing all: this runs for every entry when a
+        # process first retrieves.
+        self._feats += [None] * len(new)  # parsed on first use: a cold query touches few entries
+        apps = [e.get("app") for e in new]
+        by_app = self.by_app
+        for i, app in enumerate(apps, start):
+            if isinstance(app, str):
+                by_app.setdefault(app, []).append(i)
+        if self._app_of is not None:
+            # Each distinct name is looked up once (a device has tens of apps, not thousands).
+            canon_of = {a: self._app_of(a) for a in {a for a in apps if isinstance(a, str) and a}}
+            canon = [canon_of[a] if isinstance(a, str) and a else None for a in apps]
+            self.canon += canon
+            by_canon = self.by_canon
+            for i, c in enumerate(canon, start):
+                if c:
+                    by_canon.setdefault(c, []).append(i)
+        # A raw "type" compares as its field_str would: no other value equals these names.
+        profile = PROFILE_TYPES if self.kind == "long_term" else ()
+        self.always += [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
+                        if t == "calibration" or (t == "failure" and not app) or t in profile]
 
     def app_posterior(self, tokens: frozenset[str], exclude: frozenset[str],
                       nearest: list[tuple[int, float]]) -> dict[str, float]:
