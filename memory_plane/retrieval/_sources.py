@@ -16,7 +16,7 @@ from lifecycle import field_num, field_str, field_text, parse_ts
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
-from ._postings_cache import TokenCache
+from ._postings_cache import PersistJob, TokenCache
 
 log = logging.getLogger("memory_plane")
 
@@ -125,13 +125,14 @@ class Source:
             return
         new = entries[start:]
         self.texts += map(self._text, new)
-        loaded = 0
-        if start == 0 and self.cache is not None:
-            inv = self.cache.load(self.texts)
-            if inv is not None:
-                self.inv, loaded = inv, len(inv.docs)
-            self.persisted = loaded
         self._add_fields(new, start)
+        loaded = 0
+        counts = None
+        if start == 0 and self.cache is not None:
+            found = self.cache.load(self.texts, self._apps() if self._app_of is not None else None)
+            if found is not None:
+                self.inv, counts, loaded = found.inv, found.counts, len(found.inv.docs)
+            self.persisted = loaded
         if self._app_of is not None:
             # Episodes only: the trigram frequencies the nearest past goal is found with (loaded with
             # the postings when the file has them, else counted for the documents they lack).
@@ -139,7 +140,11 @@ class Source:
                 self.inv.grams = GramStats()
             self.inv.grams.add_many(self.texts[self.inv.grams.n:])
         if loaded and self._app_of is not None:
-            self.prior.add_postings(self.inv.postings, [a or "" for a in self.canon[:loaded]])
+            apps = self._apps(loaded)
+            if counts is not None:  # what add_postings would count, as the file holds it
+                self.prior = AppPrior.from_counts(counts, apps)
+            else:
+                self.prior.add_postings(self.inv.postings, apps)
         begin = max(start, loaded)
         # Entry i is document i: the documents not loaded are tokenised now (most of a start without a cache).
         first = self.inv.add_many(self.texts[begin:])
@@ -173,6 +178,21 @@ class Source:
         profile = PROFILE_TYPES if self.kind == "long_term" else ()
         self.always += [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
                         if t == "calibration" or (t == "failure" and not app) or t in profile]
+
+    def _apps(self, count: int | None = None) -> list[str]:
+        """The canonical app of each of the first ``count`` entries ("": none), as the prior counts them."""
+        return [a or "" for a in self.canon[:count]]
+
+    def persist_job(self) -> PersistJob | None:
+        """What to write of this source's postings now, as a snapshot (later appends do not change it); counted
+        as persisted from here on (one write per lag, even if it fails)."""
+        if self.cache is None:
+            return None
+        grams = self.inv.grams
+        job = PersistJob(self.cache, self.inv, self.texts[:], grams.snapshot() if grams is not None else None,
+                         self._apps() if self._app_of is not None else None)
+        self.persisted = len(self.texts)
+        return job
 
     def app_posterior(self, tokens: frozenset[str], exclude: frozenset[str],
                       nearest: list[tuple[int, float]]) -> dict[str, float]:
