@@ -100,45 +100,49 @@ def _valid_entry(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("id"), str) and bool(obj["id"])
 
 
-def _entries_array(text: str) -> str | None:
-    """The entry lines as one JSON array, when every line that is not blank or a comment is ``- {...}``;
-    None otherwise."""
-    start = 0
-    while not text.startswith("- {", start):  # the header: comments (and blank lines) before the first entry
-        end = text.find("\n", start)
-        line = text[start:] if end < 0 else text[start:end]
-        if line.strip() and not line.lstrip().startswith("#"):
-            break
-        if end < 0:
-            return None
-        start = end + 1
-    # The usual file, one ``- {...}`` per line from there on, becomes an array by one replace in C instead
-    # of a split, a check and a join per line (a fresh process spent a third of a 10,000-line index's read
-    # there). A newline left before the trailing ones means another shape: the line loop decides. (A
-    # comment ending in "}" is joined to the first entry, which then does not start at ``start``.)
-    joined = text.replace("}\n- {", "},{")
-    end = joined.find("\n", start)
-    if end < 0:
-        end = len(joined)
-    if (joined.startswith("- {", start) and joined.count("\n", end) == len(joined) - end
-            and joined.endswith("}", start, end)):
-        return "".join(("[", joined[start + 2:end], "]"))
-    lines = [ln for ln in text.split("\n") if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines or not all(ln.startswith("- {") and ln.endswith("}") for ln in lines):
-        return None
-    return "[" + ",".join(ln[2:] for ln in lines) + "]"
+_BOM = b"\xef\xbb\xbf"
 
 
 def _bulk(text: str) -> list[dict[str, Any]] | None:
     """Every entry line parsed in one json.loads (C speed); None if any line needs the slow path."""
-    array = _entries_array(text)
-    if array is None:
+    lines = [ln for ln in text.split("\n") if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines or not all(ln.startswith("- {") and ln.endswith("}") for ln in lines):
         return None
     try:
-        data = json.loads(array)
+        data = json.loads("[" + ",".join(ln[2:] for ln in lines) + "]")
     except ValueError:
         return None
     return data if all(_valid_entry(e) for e in data) else None
+
+
+def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
+    """The entries of a well-formed index file (every line after the header of comments is ``- {...}``) from its
+    bytes, in one json.loads; None for any other shape, or bytes that are not UTF-8 (the text is parsed then)."""
+    start = len(_BOM) if data.startswith(_BOM) else 0
+    while not data.startswith(b"- {", start):  # the header: comments (and blank lines) before the first entry
+        end = data.find(b"\n", start)
+        line = data[start:] if end < 0 else data[start:end]
+        if end < 0 or (line.strip() and not line.lstrip().startswith(b"#")):
+            return None
+        start = end + 1
+    # The lines become one array by a replace in C over the bytes, instead of a split, a check and a join per
+    # line over the decoded text: a fresh process spent a third of a 10,000-line index's read on those
+    # copies. UTF-8 never has these ASCII bytes inside a character, so this is the array ``_bulk`` makes of
+    # the text. A newline left before the trailing ones means another shape: ``_bulk`` and the line loop
+    # decide. (A comment ending in "}" is joined to the first entry, which then does not start at ``start``.)
+    joined = data.replace(b"}\n- {", b"},{")
+    end = joined.find(b"\n", start)
+    if end < 0:
+        end = len(joined)
+    if not (joined.startswith(b"- {", start) and joined.count(b"\n", end) == len(joined) - end
+            and joined.endswith(b"}", start, end)):
+        return None
+    try:
+        data[:start].decode("utf-8")  # the header is text too: not UTF-8, the whole file is refused (as before)
+        entries = json.loads(b"".join((b"[", memoryview(joined)[start + 2:end], b"]")).decode("utf-8"))
+    except ValueError:  # not UTF-8 (UnicodeDecodeError) or a line that is not JSON
+        return None
+    return entries if all(_valid_entry(e) for e in entries) else None
 
 
 def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
@@ -248,12 +252,14 @@ class IndexFile:
         if hit and hit[0] == key:
             return hit[1]
         try:
-            text = decode_utf8(read_bytes_nofollow(self.path), self.path)
+            data = read_bytes_nofollow(self.path)
+            bulk = _bulk_bytes(data)
+            text = decode_utf8(data, self.path) if bulk is None else ""
         except ParseError as exc:
             return IndexRead(problems=[exc])
         except FileNotFoundError:
             return IndexRead(exists=False)
-        result = parse_index(text, self.path)
+        result = IndexRead(entries=bulk) if bulk is not None else parse_index(text, self.path)
         with _cache_guard:
             _cache[self._key] = (key, result)
         return result
