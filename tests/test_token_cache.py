@@ -336,3 +336,13 @@ def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_form
     cache_file(store).write_bytes(gzip.compress(json.dumps(data).encode()))
     fourth, plane4 = answers(store)
     assert fourth == truth and plane4.retriever._episode_source.inv.grams.df == counted.df
+
+
+def test_a_source_smaller_than_the_refresh_lag_still_gets_its_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The device's failures or the long-term memories, a few hundred each: written once half is not in the file.
+    monkeypatch.setattr(token_cache, "REFRESH_AFTER", 256)
+    cache = token_cache.TokenCache(tmp_path, "long_term")
+    assert cache.due(40, 0) and cache.due(40, 19)
+    assert not cache.due(40, 21) and not cache.due(15, 0)  # below MIN_ENTRIES: no file
+    assert cache.due(10_000, 10_000 - 256) and not cache.due(10_000, 10_000 - 255)

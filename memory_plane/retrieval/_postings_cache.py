@@ -46,8 +46,11 @@ CACHE_DIR = ".cache/retrieve"
 # 2: the episodes' file also holds their character trigram frequencies ("grams"); 3: packed document
 # numbers, the digest over the texts' lengths and characters, the episodes' app prior counts ("prior")
 FORMAT = 3
-MIN_ENTRIES = 512  # below this a source is tokenised in a few milliseconds: no file for it
-REFRESH_AFTER = 256  # documents tokenised beyond the cached ones before the file is rewritten
+# Below this a source is tokenised in a millisecond or two: no file for it. (Above, loading costs about a
+# third of tokenising: the device's failures, UI anchors and app profiles and the long-term memories, a few
+# hundred each, took 30 ms of a fresh process's first retrieve to tokenise.)
+MIN_ENTRIES = 64
+REFRESH_AFTER = 256  # documents tokenised beyond the cached ones before the file is rewritten (at most)
 MAX_BYTES = 64 << 20  # a cache file (or its decompressed text) larger than this is not read
 SAMPLES = 16  # documents re-tokenised on load to check the postings against this tokenizer
 
@@ -175,7 +178,9 @@ class TokenCache:
 
     def due(self, indexed: int, persisted: int) -> bool:
         """Whether a source with this many documents, of which the file holds ``persisted``, should write it."""
-        return not self.disabled and indexed >= MIN_ENTRIES and indexed - persisted >= REFRESH_AFTER
+        # A small source is written once half of it is not in the file (a source of 100 never lags 256).
+        lag = min(REFRESH_AFTER, indexed // 2)
+        return not self.disabled and indexed >= MIN_ENTRIES and indexed - persisted >= lag
 
     def save(self, inv: InvertedIndex, texts: Sequence[str], gram_stats: GramStats | None = None,
              apps: Sequence[str] | None = None) -> None:
