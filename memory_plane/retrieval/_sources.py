@@ -24,6 +24,7 @@ APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
 ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
 _ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
             "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
+_OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
 
 
@@ -57,9 +58,13 @@ def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
     if not isinstance(appl, dict):
         appl = {}
     out = []
-    for key in ENV_KEYS:
-        v = next((field_str(appl[a]) for a in _ALIASES[key] if field_str(appl.get(a))), None)
-        if v is None and key in ("device_id", "language", "screen"):
+    for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
+        v = None
+        for alias in _ALIASES[key]:
+            v = field_str(appl.get(alias))
+            if v:
+                break
+        if not v and key in _OWN_KEYS:
             v = field_str(e.get(key))
         out.append(v.lower() if v else None)
     return tuple(out)
