@@ -142,7 +142,7 @@ def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
         entries = json.loads(b"".join((b"[", memoryview(joined)[start + 2:end], b"]")).decode("utf-8"))
     except ValueError:  # not UTF-8 (UnicodeDecodeError) or a line that is not JSON
         return None
-    return entries if all(_valid_entry(e) for e in entries) else None
+    return entries if all(map(_valid_entry, entries)) else None
 
 
 def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
