@@ -25,6 +25,9 @@ def format_ts(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_FRACTION = re.compile(r"^(.*T\d\d:\d\d:\d\d)\.(\d+)(.*)$")
+
+
 def parse_ts(value: object) -> datetime:
     """Parse an RFC 3339 timestamp (or a YAML datetime/date) into an aware UTC datetime."""
     if isinstance(value, datetime):
@@ -35,8 +38,9 @@ def parse_ts(value: object) -> datetime:
         text = value.strip()
         if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"
-        # Python 3.10's fromisoformat wants exactly 3 or 6 fraction digits.
-        m = re.match(r"^(.*T\d\d:\d\d:\d\d)\.(\d+)(.*)$", text)
+        # Python 3.10's fromisoformat wants exactly 3 or 6 fraction digits. (Most timestamps have none: the
+        # pattern is not even tried then, for the hundreds a first retrieve parses.)
+        m = _FRACTION.match(text) if "." in text else None
         if m:
             text = f"{m.group(1)}.{(m.group(2) + '000000')[:6]}{m.group(3)}"
         try:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import pytest
 
-from device_memory import CAPS, AppProfile, DeviceMemory, Failure, Navigation, Procedure, shipped_catalog
+from device_memory import (
+    CAPS,
+    AppCatalog,
+    AppInfo,
+    AppProfile,
+    DeviceMemory,
+    Failure,
+    Navigation,
+    Procedure,
+    shipped_catalog,
+)
 from episodes import EpisodeRecorder, LessonExtractor, OutcomeUpdater, TaskEpisodeStore, TaskEpisodeWriter
 from lifecycle import is_safe_id, load_yaml, read_jsonl
 
@@ -255,6 +267,29 @@ def test_catalog_knows_aliases() -> None:
         assert c.canonical(name) == "wechat"
     assert c.find_in_text("帮我在美团上点外卖")[0][0] == "meituan"
     assert c.find_in_text("Open the Gmail app and check settings")[0][0] == "gmail"
+
+
+def _one_alternation(catalog: AppCatalog, low: str) -> list[tuple[str, int]]:
+    """The Latin names in a text as the catalog once found them: one alternation of all, longest first."""
+    names = sorted((k for k in catalog._by_name if k.isascii() and len(k) > 2), key=len, reverse=True)
+    pattern = re.compile(r"(?<![a-z0-9@.])(" + "|".join(re.escape(k).replace("\\ ", "[ _.-]?") for k in names)
+                         + r")(?![a-z0-9]|\.[a-z])")
+    return [(re.sub(r"[ _.-]", " ", m.group(1)), m.start()) for m in pattern.finditer(low)]
+
+
+def test_latin_names_are_found_as_one_alternation_of_them_all_would() -> None:
+    # Names that are prefixes and parts of others, packages, and names of other characters (a "+", a leading
+    # or trailing joiner), in texts of their pieces, joiners, "@" and "." at random.
+    catalog = shipped_catalog()
+    odd = AppCatalog([AppInfo("x", ["google", "maps", "google maps", "map", "c++ studio", "_lead", "tail.", "abc",
+                                    "abc def", "abcdef", "ab-cd-ef", "com.example.app", "example app"])])
+    rng = random.Random(7)
+    for cat in (catalog, odd):
+        names = [k for k in cat._by_name if k.isascii() and len(k) > 2]
+        pieces = [*names, *(w for k in names for w in k.split(" ")), " ", "_", ".", "-", "@", "x", "9", "é", "中"]
+        for _ in range(3000):
+            low = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 7))).lower()
+            assert cat._long_hits(low, cat._matchers()) == _one_alternation(cat, low), low
 
 
 def test_app_names_inside_addresses_do_not_count() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lifecycle import IndexFile, collection_lock
+import pytest
+
+from lifecycle import INDEX_HEADER, IndexFile, collection_lock, format_entry
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 
 
@@ -45,3 +47,25 @@ def test_a_save_and_a_commit_land_in_a_hand_broken_index(tmp_path: Path) -> None
         plane.flush(10)
         assert plane.episodes.get(ep.id) is not None
         assert ep.id in {e["id"] for e in plane.episodes.entries()}
+
+
+def test_a_path_of_another_type_is_read_as_before_by_the_index_check(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    # The check's set operations take the lines' paths as they are only when all are strings (a number is read
+    # as the name of a file that is not there, a list or null as no name: the file is found by its id).
+    root = tmp_path / "memory"
+    with MemoryPlane.open(root) as plane:
+        for text in ("the wifi password is on the router", "the parking spot is B12"):
+            plane.long_term.save_memory(type="fact", content=text)
+        store = plane.long_term
+        index = store.index.path
+        good = [dict(e) for e in store.index.read().entries]
+        for odd, rebuilt in (([good[0]["path"]], False), (12, True), (None, False), ("memories/gone.md", True)):
+            lines = [dict(e) for e in good]
+            lines[0]["path"] = odd
+            index.write_text(INDEX_HEADER + "".join(format_entry(e) + "\n" for e in lines), "utf-8")
+            caplog.clear()
+            assert sorted(e["id"] for e in store.entries()) == sorted(e["id"] for e in good)
+            warned = [r.getMessage() for r in caplog.records if "rebuilt from the item files" in r.getMessage()]
+            assert bool(warned) == rebuilt, (odd, warned)
+        assert "1 line(s) name files that are not there (first: memories/gone.md)" in warned[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from lifecycle import (
     ParseError,
     YamlBombError,
     dump_yaml,
+    forget_loaded_indexes,
     format_entry,
     load_yaml,
     load_yaml_file,
@@ -128,6 +131,28 @@ def test_index_hand_edited_lines_fall_back_to_yaml() -> None:
     r = parse_index(text, "index.yaml")
     assert [e["id"] for e in r.entries] == ["a", "b", "d"]
     assert len(r.problems) == 1 and r.problems[0].line == 5
+
+
+def test_an_index_file_read_in_one_piece_says_what_each_line_says(tmp_path: Path) -> None:
+    # A well-formed index file is read by one replace over its bytes and one json.loads; every other shape
+    # (notes, blank lines, CRLF, indented lines, a note ending in "}" right before an entry, a BOM, bytes that
+    # are not UTF-8) must read as the text does line by line.
+    lines = ['- {"id": "a", "t": "}"}', '- {"id": "b", "t": "- {"}', '- {"id": "c"}\r', ' - {"id": "d"}',
+             "# note }", "", "  ", '- {"id": "e", "t": "中文"}']
+    index = IndexFile(tmp_path / "index.yaml")
+    for k in range(1, 5):
+        for combo in itertools.product(lines, repeat=k):
+            for head, tail in (("", ""), ("", "\n"), (INDEX_HEADER, "\n\n"), ("\ufeff", "\n")):
+                text = head + "\n".join(combo) + tail
+                expected = [json.loads(ln.strip()[2:]) for ln in combo if ln.strip().startswith("- {")]
+                index.path.write_text(text, "utf-8")
+                forget_loaded_indexes()  # read from the file, whatever its stat
+                assert index.read().entries == expected == parse_index(text.lstrip("\ufeff")).entries, repr(text)
+    for bad in (b"# \xff\n- {\"id\": \"a\"}\n", b'- {"id": "a\xff"}\n'):
+        index.path.write_bytes(bad)
+        forget_loaded_indexes()
+        got = index.read()
+        assert got.entries == [] and got.problems and "not valid UTF-8" in str(got.problems[0])
 
 
 def test_index_block_style_and_go_shape_parse() -> None:

@@ -142,6 +142,19 @@ def _good_payload(store: Path) -> dict:
         return json.load(fh)  # type: ignore[no-any-return]
 
 
+def _postings(payload: dict) -> dict[str, list[int]]:
+    lengths, docs = token_cache._unpack(payload["lengths"]), token_cache._unpack(payload["docs"])
+    out, at = {}, 0
+    for t, n in zip(payload["tokens"], lengths):
+        out[t], at = docs[at:at + n], at + n
+    return out
+
+
+def _with_postings(payload: dict, postings: dict[str, list[int]]) -> dict:
+    return {**payload, "tokens": list(postings), "lengths": token_cache._pack([len(p) for p in postings.values()]),
+            "docs": token_cache._pack([n for p in postings.values() for n in p])}
+
+
 def _damaged(kind: str, good: dict) -> bytes:
     if kind == "garbage":
         return b"\x00not gzip at all"
@@ -150,22 +163,29 @@ def _damaged(kind: str, good: dict) -> bytes:
     if kind == "not_json":
         return gzip.compress(b"{{{ nope")
     bad = json.loads(json.dumps(good))
+    postings = _postings(bad)
+    first = next(iter(postings))
     if kind == "out_of_range":
-        first = next(iter(bad["postings"]))
-        bad["postings"][first] = [0, 10_000]
+        bad = _with_postings(bad, {**postings, first: [0, 10_000]})
     elif kind == "strings":
-        first = next(iter(bad["postings"]))
-        bad["postings"][first] = ["0"]
+        bad["docs"] = ["0"]
+    elif kind == "not_base64":
+        bad["docs"] = bad["docs"][:-3] + "!!="
+    elif kind == "lengths":
+        bad["lengths"] = token_cache._pack([1] * len(postings))
     elif kind == "swapped":  # well formed, right digest, but not this tokenizer's postings
-        toks = list(bad["postings"])
-        bad["postings"] = dict(zip(toks, reversed(list(bad["postings"].values()))))
+        bad = _with_postings(bad, dict(zip(postings, reversed(list(postings.values())))))
     elif kind == "not_mapping":
-        bad["postings"] = [1, 2, 3]
+        bad["tokens"] = {"a": 1}
+    elif kind in ("prior_counts", "prior_types"):  # a token of document 0 (always among the sampled)
+        token = next(t for t, p in postings.items() if p[0] == 0)
+        app = next(iter(bad["prior"]["counts"][token]))
+        bad["prior"]["counts"][token][app] = "1" if kind == "prior_types" else 1000
     return gzip.compress(json.dumps(bad).encode())
 
 
-@pytest.mark.parametrize("kind", ["garbage", "truncated", "not_json", "out_of_range", "strings", "swapped",
-                                  "not_mapping"])
+@pytest.mark.parametrize("kind", ["garbage", "truncated", "not_json", "out_of_range", "strings", "not_base64",
+                                  "lengths", "swapped", "not_mapping", "prior_counts", "prior_types"])
 def test_a_damaged_file_is_never_trusted_and_never_breaks_retrieval(store: Path, kind: str,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     good = _good_payload(store)
@@ -177,6 +197,30 @@ def test_a_damaged_file_is_never_trusted_and_never_breaks_retrieval(store: Path,
     assert any("not used" in r.getMessage() and "episodes.json.gz" in r.getMessage() for r in caplog.records)
     with gzip.open(cache_file(store)) as fh:
         assert json.load(fh)["count"] == 40
+
+
+def _prior_state(prior: AppPrior) -> tuple:
+    return prior.docs, prior.mass, prior.total_docs, prior.counts
+
+
+def test_the_app_prior_is_loaded_with_the_postings_and_only_for_the_apps_it_was_counted_with(store: Path) -> None:
+    truth, plane = answers(store)
+    computed = plane.retriever._episode_source.prior
+    assert "prior" in _good_payload(store)
+    again, plane2 = answers(store)
+    src = plane2.retriever._episode_source
+    assert again == truth and None in src.inv.docs  # loaded, not tokenised: the prior came from the file
+    assert _prior_state(src.prior) == _prior_state(computed)
+    q = token_set("send Alice the photo")
+    assert src.prior.posterior(q) == computed.posterior(q)
+    # Another canonical app for one episode (a catalog that learned a name since): the postings are used,
+    # the counts are not (counted again from the postings, for these apps).
+    apps = [a or "" for a in src.canon]
+    apps[0] = "some_other_app"
+    found = src.cache.load(src.texts, apps)  # type: ignore[union-attr]
+    assert found is not None and found.counts is None
+    found = src.cache.load(src.texts, [a or "" for a in src.canon])  # type: ignore[union-attr]
+    assert found is not None and found.counts == computed.counts
 
 
 def test_a_read_only_tree_is_answered_without_writing(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,8 +267,10 @@ def test_the_app_prior_from_postings_counts_as_from_documents() -> None:
     two.add_postings(postings, apps)
     assert (two.docs, two.mass, two.total_docs) == (one.docs, one.mass, one.total_docs)
     assert two.counts == one.counts
+    three = AppPrior.from_counts(json.loads(json.dumps(two.counts)), apps)  # as a file gives them back
+    assert _prior_state(three) == _prior_state(two) and list(three.docs) == list(two.docs)
     q = token_set("send Alice the photo")
-    assert two.posterior(q) == one.posterior(q)
+    assert two.posterior(q) == one.posterior(q) == three.posterior(q)
 
 
 def test_prepare_brings_the_file_up_to_date_without_a_query(store: Path) -> None:
@@ -270,7 +316,7 @@ def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_form
     assert counted is not None and counted.n == 40
     with gzip.open(cache_file(store)) as fh:
         data = json.load(fh)
-    assert data["format"] == token_cache.FORMAT == 2
+    assert data["format"] == token_cache.FORMAT == 3
     assert data["grams"] == {"n": 40, "length": counted.length, "df": counted.df}
     again, plane2 = answers(store)
     loaded = plane2.retriever._episode_source.inv.grams
@@ -286,7 +332,17 @@ def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_form
     src = plane3.retriever._episode_source
     assert third == truth and None not in src.inv.docs and src.inv.grams is not None and src.inv.grams.n == 40
     # Counts that do not match the documents make the file unused too.
-    data["format"], data["grams"] = 2, {"n": 40, "length": 1, "df": {"zzz": 1}}
+    data["format"], data["grams"] = token_cache.FORMAT, {"n": 40, "length": 1, "df": {"zzz": 1}}
     cache_file(store).write_bytes(gzip.compress(json.dumps(data).encode()))
     fourth, plane4 = answers(store)
     assert fourth == truth and plane4.retriever._episode_source.inv.grams.df == counted.df
+
+
+def test_a_source_smaller_than_the_refresh_lag_still_gets_its_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The device's failures or the long-term memories, a few hundred each: written once half is not in the file.
+    monkeypatch.setattr(token_cache, "REFRESH_AFTER", 256)
+    cache = token_cache.TokenCache(tmp_path, "long_term")
+    assert cache.due(40, 0) and cache.due(40, 19)
+    assert not cache.due(40, 21) and not cache.due(15, 0)  # below MIN_ENTRIES: no file
+    assert cache.due(10_000, 10_000 - 256) and not cache.due(10_000, 10_000 - 255)

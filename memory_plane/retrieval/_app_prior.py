@@ -27,6 +27,21 @@ class AppPrior:
         self._cache: tuple[int, dict[str, float], dict[str, float]] | None = None  # (docs, prior, denominator)
         self._gain: list[float] = []  # log((c + alpha) / alpha) for small counts c
 
+    @classmethod
+    def from_counts(cls, counts: dict[str, dict[str, int]], apps: Sequence[str], alpha: float = ALPHA) -> AppPrior:
+        """The prior ``add_postings`` makes of documents whose apps are ``apps`` ("": not counted), given the token
+        counts it made of them (``counts``, taken as they are)."""
+        prior = cls(alpha)
+        docs = Counter(apps)  # in order of first appearance, as add_postings counts them
+        docs.pop("", None)
+        prior.docs, prior.total_docs = dict(docs), sum(docs.values())
+        mass = prior.mass
+        for per in counts.values():
+            for app, c in per.items():
+                mass[app] = mass.get(app, 0) + c
+        prior.counts = counts
+        return prior
+
     def add(self, app: str, toks: Iterable[str]) -> None:
         """Count one document (its distinct tokens) for an app."""
         counts = self.counts  # this loop runs for every episode when a process first retrieves

@@ -7,45 +7,112 @@ and the tokenizer's fingerprint. A process that finds the same texts, or the sam
 new ones (episodes appended since), loads them and tokenises only the rest. Anything else (another
 tokenizer, an edited or rewritten index, a damaged file) makes the file unused and it is rewritten;
 deleting the folder loses nothing. It is gzip, so a ``grep`` over the tree does not match it.
+
+The episodes' file also holds what their app prior counted from those postings, keyed as well on the
+canonical app of each episode (a catalog that learned a name since makes the counts unused, not the
+postings). Document numbers are packed (little-endian uint32, base64) rather than JSON numbers: reading
+ninety thousand of them as JSON was most of a fresh process's load.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
 import logging
+import struct
+import sys
 import threading
 import time
 import zlib
+from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
-from itertools import chain
+from itertools import accumulate, chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lifecycle import atomic_write, has_symlink, read_bytes_nofollow
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._tokens import grams, token_set, tokenizer_fingerprint
+from ._app_prior import AppPrior
 
 log = logging.getLogger(__name__)
 
 CACHE_DIR = ".cache/retrieve"
-FORMAT = 2  # 2: the episodes' file also holds their character trigram frequencies ("grams")
-MIN_ENTRIES = 512  # below this a source is tokenised in a few milliseconds: no file for it
-REFRESH_AFTER = 256  # documents tokenised beyond the cached ones before the file is rewritten
+# 2: the episodes' file also holds their character trigram frequencies ("grams"); 3: packed document
+# numbers, the digest over the texts' lengths and characters, the episodes' app prior counts ("prior")
+FORMAT = 3
+# Below this a source is tokenised in a millisecond or two: no file for it. (Above, loading costs about a
+# third of tokenising: the device's failures, UI anchors and app profiles and the long-term memories, a few
+# hundred each, took 30 ms of a fresh process's first retrieve to tokenise.)
+MIN_ENTRIES = 64
+REFRESH_AFTER = 256  # documents tokenised beyond the cached ones before the file is rewritten (at most)
 MAX_BYTES = 64 << 20  # a cache file (or its decompressed text) larger than this is not read
 SAMPLES = 16  # documents re-tokenised on load to check the postings against this tokenizer
 
 
+_U32 = next(code for code in "IL" if array(code).itemsize == 4)
+
+
 def texts_digest(texts: Sequence[str]) -> str:
     """A digest of a list of texts (order and boundaries included)."""
-    return hashlib.sha1(json.dumps(list(texts), ensure_ascii=False).encode("utf-8")).hexdigest()
+    # The count and the lengths fix the boundaries, so the characters are hashed as they are (no separator,
+    # no escaping: a third of the time of hashing the texts' JSON).
+    lengths = array("q", map(len, texts))
+    if sys.byteorder == "big":
+        lengths.byteswap()
+    h = hashlib.sha1(struct.pack("<Q", len(texts)))
+    h.update(lengths.tobytes())
+    h.update("".join(texts).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _pack(numbers: Sequence[int]) -> str:
+    """Non-negative integers below 2**32 as base64 of little-endian uint32."""
+    packed = array(_U32, numbers)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
+
+
+def _unpack(text: Any) -> list[int]:
+    """What ``_pack`` wrote; ValueError when it is not that."""
+    if not isinstance(text, str):
+        raise ValueError("packed numbers are not a string")
+    raw = base64.b64decode(text, validate=True)
+    if len(raw) % 4:
+        raise ValueError("packed numbers are not whole uint32s")
+    numbers = array(_U32)
+    numbers.frombytes(raw)
+    if sys.byteorder == "big":
+        numbers.byteswap()
+    return numbers.tolist()
 
 
 def _samples(count: int) -> list[int]:
     return sorted({(k * (count - 1)) // max(1, SAMPLES - 1) for k in range(SAMPLES)}) if count else []
+
+
+class Persisted(NamedTuple):
+    """What a file gave: the index of the longest cached prefix, and its app prior counts (None: count them)."""
+
+    inv: InvertedIndex
+    counts: dict[str, dict[str, int]] | None
+
+
+class PersistJob(NamedTuple):
+    """One file to write: the postings of the first ``len(texts)`` documents of ``inv``, with their trigram
+    frequencies and, for the episodes, each document's canonical app ("": none)."""
+
+    cache: TokenCache
+    inv: InvertedIndex
+    texts: Sequence[str]
+    grams: GramStats | None
+    apps: Sequence[str] | None
 
 
 class TokenCache:
@@ -56,8 +123,10 @@ class TokenCache:
         self.path = self.root / CACHE_DIR / f"{name}.json.gz"
         self.disabled = False  # set after a write failed (read-only tree, full disk): not retried
 
-    def load(self, texts: Sequence[str]) -> InvertedIndex | None:
-        """An index of the longest cached prefix of ``texts``; None when there is no usable cache."""
+    def load(self, texts: Sequence[str], apps: Sequence[str] | None = None) -> Persisted | None:
+        """An index of the longest cached prefix of ``texts`` (with the app prior counts of those documents when
+        ``apps``, each document's canonical app, are those they were counted with); None when there is no
+        usable cache."""
         if len(texts) < MIN_ENTRIES or has_symlink(self.root, self.path.parent):
             return None
         try:
@@ -68,13 +137,12 @@ class TokenCache:
             log.debug("retrieve cache %s unreadable: %s", self.path, exc)
             return None
         try:
-            inv = self._parse(raw, texts)
+            return self._parse(raw, texts, apps)
         except (ValueError, TypeError, KeyError, IndexError, zlib.error, EOFError, OSError) as exc:
             log.warning("retrieve cache %s not used (rebuilt from the index): %s", self.path, exc)
             return None
-        return inv
 
-    def _parse(self, raw: bytes, texts: Sequence[str]) -> InvertedIndex | None:
+    def _parse(self, raw: bytes, texts: Sequence[str], apps: Sequence[str] | None) -> Persisted | None:
         if len(raw) > MAX_BYTES:
             raise ValueError("file too large")
         d = zlib.decompressobj(wbits=31)  # gzip; its CRC catches a damaged file
@@ -92,47 +160,100 @@ class TokenCache:
         prefix = texts[:count]
         if data.get("digest") != texts_digest(prefix):
             return None  # the texts changed (an edit, a rewrite): rebuilt
-        postings = data.get("postings")
-        if not isinstance(postings, dict):
-            raise ValueError("postings is not a mapping")
-        numbers = list(chain.from_iterable(postings.values()))
-        if not all(isinstance(p, list) for p in postings.values()) or set(map(type, numbers)) - {int}:
-            raise ValueError("postings are not lists of document numbers")
-        if numbers and (min(numbers) < 0 or max(numbers) >= count):
-            raise ValueError("a document number is out of range")
+        postings = _postings(data, count)
         inv = InvertedIndex.from_postings(postings, prefix)
         # A few documents are tokenised now and looked up: the postings must say the same.
+        sampled: set[str] = set()
         for i in _samples(count):
             for t in token_set(prefix[i]):
                 plist = postings.get(t)
                 if plist is None or bisect_left(plist, i) >= len(plist) or plist[bisect_left(plist, i)] != i:
                     raise ValueError(f"document {i} does not match its postings")
+                sampled.add(t)
         inv.grams = _gram_stats(data.get("grams"), prefix)
-        return inv
+        counts = None
+        if apps is not None and len(apps) >= count:
+            counts = _prior_counts(data.get("prior"), apps[:count], postings, sampled)
+        return Persisted(inv, counts)
 
     def due(self, indexed: int, persisted: int) -> bool:
         """Whether a source with this many documents, of which the file holds ``persisted``, should write it."""
-        return not self.disabled and indexed >= MIN_ENTRIES and indexed - persisted >= REFRESH_AFTER
+        # A small source is written once half of it is not in the file (a source of 100 never lags 256).
+        lag = min(REFRESH_AFTER, indexed // 2)
+        return not self.disabled and indexed >= MIN_ENTRIES and indexed - persisted >= lag
 
-    def save(self, inv: InvertedIndex, texts: Sequence[str], gram_stats: GramStats | None = None) -> None:
-        """Write the postings of the first ``len(texts)`` documents of ``inv`` (atomic; raises OSError), and the
-        trigram frequencies of the same documents when given."""
+    def save(self, inv: InvertedIndex, texts: Sequence[str], gram_stats: GramStats | None = None,
+             apps: Sequence[str] | None = None) -> None:
+        """Write the postings of the first ``len(texts)`` documents of ``inv`` (atomic; raises OSError), the
+        trigram frequencies of the same documents when given, and their app prior counts when ``apps`` gives
+        each one's canonical app."""
         count = len(texts)
         if has_symlink(self.root, self.path.parent):
             raise OSError(f"{self.path.parent} is a symlink: not written")
         # Each slice is taken whole (documents are numbered in order, so a later append only adds past
         # ``count``): a retrieve adding documents meanwhile does not change what is written.
-        postings: dict[str, Any] = {}
+        postings: dict[str, list[int]] = {}
         for t, plist in list(inv.postings.items()):
             cut = plist[:bisect_left(plist, count)]
             if cut:
                 postings[t] = cut
-        payload = {"format": FORMAT, "tokenizer": tokenizer_fingerprint(), "count": count,
-                   "digest": texts_digest(texts), "postings": postings}
+        payload: dict[str, Any] = {
+            "format": FORMAT, "tokenizer": tokenizer_fingerprint(), "count": count, "digest": texts_digest(texts),
+            "tokens": list(postings), "lengths": _pack(list(map(len, postings.values()))),
+            "docs": _pack(list(chain.from_iterable(postings.values())))}
         if gram_stats is not None and gram_stats.n == count:
             payload["grams"] = {"n": gram_stats.n, "length": gram_stats.length, "df": gram_stats.df}
+        if apps is not None and len(apps) == count:
+            # Counted here, off the caller's thread, exactly as a loader without them would count.
+            prior = AppPrior()
+            prior.add_postings(postings, apps)
+            payload["prior"] = {"apps": texts_digest(apps), "counts": prior.counts}
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         atomic_write(self.path, gzip.compress(body, compresslevel=1, mtime=0))
+
+
+def _postings(data: dict[str, Any], count: int) -> dict[str, list[int]]:
+    """The postings a file holds (token -> document numbers below ``count``); ValueError when malformed."""
+    tokens = data.get("tokens")
+    if not isinstance(tokens, list) or set(map(type, tokens)) - {str}:
+        raise ValueError("tokens is not a list of words")
+    lengths, docs = _unpack(data.get("lengths")), _unpack(data.get("docs"))
+    if len(lengths) != len(tokens) or sum(lengths) != len(docs) or (lengths and min(lengths) < 1):
+        raise ValueError("the postings' lengths do not add up")
+    if docs and max(docs) >= count:
+        raise ValueError("a document number is out of range")
+    offsets = list(accumulate(lengths, initial=0))
+    postings = dict(zip(tokens, map(docs.__getitem__, map(slice, offsets, offsets[1:]))))
+    if len(postings) != len(tokens):
+        raise ValueError("a token has two postings")
+    return postings
+
+
+def _prior_counts(raw: Any, apps: Sequence[str], postings: dict[str, list[int]],
+                  sampled: set[str]) -> dict[str, dict[str, int]] | None:
+    """The app prior counts a file holds for documents of these ``apps`` (None when it has none for them:
+    they are counted again); ValueError when they are malformed or a sampled token's do not match."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ValueError("prior is not a mapping")
+    if raw.get("apps") != texts_digest(apps):
+        return None  # another canonical app for some episode (the catalog learned a name): counted again
+    counts = raw.get("counts")
+    if not isinstance(counts, dict) or not all(isinstance(per, dict) for per in counts.values()):
+        raise ValueError("prior.counts is not a mapping of mappings")
+    values = list(chain.from_iterable(per.values() for per in counts.values()))
+    if set(map(type, values)) - {int} or (values and min(values) < 1):
+        raise ValueError("prior.counts holds other than positive counts")
+    if not counts.keys() <= postings.keys() or not set(chain.from_iterable(counts.values())) <= set(apps) - {""}:
+        raise ValueError("prior.counts names a token or an app the documents do not have")
+    # As for the postings: the counts of the sampled documents' tokens are counted again.
+    for t in sampled:
+        per = Counter(map(apps.__getitem__, postings[t]))
+        per.pop("", None)
+        if per != counts.get(t, {}):
+            raise ValueError(f"the prior counts of {t!r} do not match the postings")
+    return counts
 
 
 def _gram_stats(raw: Any, texts: Sequence[str]) -> GramStats | None:
@@ -157,16 +278,16 @@ class PostingsWriter:
     def __init__(self) -> None:
         self._threads: list[threading.Thread] = []
 
-    def submit(self, jobs: Sequence[tuple[TokenCache, InvertedIndex, Sequence[str], GramStats | None]]) -> None:
-        """Write each (cache, index, texts, trigram frequencies) in a background thread; a failure disables that
-        cache (logged)."""
+    def submit(self, jobs: Sequence[PersistJob]) -> None:
+        """Write each file in a background thread; a failure disables that cache (logged)."""
         if not jobs:
             return
 
         def write() -> None:
-            for cache, inv, texts, gram_stats in jobs:
+            for job in jobs:
+                cache = job.cache
                 try:
-                    cache.save(inv, texts, gram_stats)
+                    cache.save(job.inv, job.texts, job.grams, job.apps)
                 except OSError as exc:
                     cache.disabled = True  # a read-only tree or a full disk: retrieval goes on without it
                     log.info("retrieve cache %s not written: %s", cache.path, exc)

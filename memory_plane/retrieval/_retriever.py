@@ -155,14 +155,8 @@ class Retriever:
         if not self._due:
             return
         sources, self._due = self._due, []
-        jobs = []
-        for src in sources:
-            if src.cache is not None:
-                # A snapshot: later appends (or a reset after a rewrite) do not change what is written.
-                grams = src.inv.grams
-                jobs.append((src.cache, src.inv, src.texts[:], grams.snapshot() if grams is not None else None))
-                src.persisted = len(src.texts)  # one write per lag, even if it fails
-        self._writer.submit(jobs)
+        # Snapshots: later appends (or a reset after a rewrite) do not change what is written.
+        self._writer.submit([job for job in map(Source.persist_job, sources) if job is not None])
 
     def prepare(self) -> None:
         """Bring every source in step with its index now and write the persisted postings that are missing

@@ -16,7 +16,7 @@ from lifecycle import field_num, field_str, field_text, parse_ts
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
-from ._postings_cache import TokenCache
+from ._postings_cache import PersistJob, TokenCache
 
 log = logging.getLogger("memory_plane")
 
@@ -24,6 +24,7 @@ APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
 ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
 _ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
             "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
+_OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
 
 
@@ -57,9 +58,13 @@ def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
     if not isinstance(appl, dict):
         appl = {}
     out = []
-    for key in ENV_KEYS:
-        v = next((field_str(appl[a]) for a in _ALIASES[key] if field_str(appl.get(a))), None)
-        if v is None and key in ("device_id", "language", "screen"):
+    for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
+        v = None
+        for alias in _ALIASES[key]:
+            v = field_str(appl.get(alias))
+            if v:
+                break
+        if not v and key in _OWN_KEYS:
             v = field_str(e.get(key))
         out.append(v.lower() if v else None)
     return tuple(out)
@@ -123,27 +128,16 @@ class Source:
         start = len(self._feats)
         if start == len(entries):
             return
-        self.texts += map(self._text, entries[start:])
+        new = entries[start:]
+        self.texts += map(self._text, new)
+        self._add_fields(new, start)
         loaded = 0
+        counts = None
         if start == 0 and self.cache is not None:
-            inv = self.cache.load(self.texts)
-            if inv is not None:
-                self.inv, loaded = inv, len(inv.docs)
+            found = self.cache.load(self.texts, self._apps() if self._app_of is not None else None)
+            if found is not None:
+                self.inv, counts, loaded = found.inv, found.counts, len(found.inv.docs)
             self.persisted = loaded
-        for i in range(start, len(entries)):
-            e = entries[i]
-            self._feats.append(None)  # parsed on first use: a cold query touches few entries
-            app = e.get("app")
-            if isinstance(app, str):
-                self.by_app.setdefault(app, []).append(i)
-            if self._app_of is not None:
-                canon = self._app_of(app) if isinstance(app, str) and app else None
-                self.canon.append(canon)
-                if canon:
-                    self.by_canon.setdefault(canon, []).append(i)
-            t = field_str(e.get("type"))
-            if t == "calibration" or (t == "failure" and not app) or (self.kind == "long_term" and t in PROFILE_TYPES):
-                self.always.append(i)
         if self._app_of is not None:
             # Episodes only: the trigram frequencies the nearest past goal is found with (loaded with
             # the postings when the file has them, else counted for the documents they lack).
@@ -151,7 +145,11 @@ class Source:
                 self.inv.grams = GramStats()
             self.inv.grams.add_many(self.texts[self.inv.grams.n:])
         if loaded and self._app_of is not None:
-            self.prior.add_postings(self.inv.postings, [a or "" for a in self.canon[:loaded]])
+            apps = self._apps(loaded)
+            if counts is not None:  # what add_postings would count, as the file holds it
+                self.prior = AppPrior.from_counts(counts, apps)
+            else:
+                self.prior.add_postings(self.inv.postings, apps)
         begin = max(start, loaded)
         # Entry i is document i: the documents not loaded are tokenised now (most of a start without a cache).
         first = self.inv.add_many(self.texts[begin:])
@@ -161,6 +159,45 @@ class Source:
                 app_n = self.canon[n]
                 if app_n:
                     add(app_n, docs[n] or ())
+
+    def _add_fields(self, new: list[dict[str, Any]], start: int) -> None:
+        """Index entries ``start``.. by their app (episodes: also by canonical app) and under ``always``."""
+        # One comprehension per field rather than one loop doing all: this runs for every entry when a
+        # process first retrieves.
+        self._feats += [None] * len(new)  # parsed on first use: a cold query touches few entries
+        apps = [e.get("app") for e in new]
+        by_app = self.by_app
+        for i, app in enumerate(apps, start):
+            if isinstance(app, str):
+                by_app.setdefault(app, []).append(i)
+        if self._app_of is not None:
+            # Each distinct name is looked up once (a device has tens of apps, not thousands).
+            canon_of = {a: self._app_of(a) for a in {a for a in apps if isinstance(a, str) and a}}
+            canon = [canon_of[a] if isinstance(a, str) and a else None for a in apps]
+            self.canon += canon
+            by_canon = self.by_canon
+            for i, c in enumerate(canon, start):
+                if c:
+                    by_canon.setdefault(c, []).append(i)
+        # A raw "type" compares as its field_str would: no other value equals these names.
+        profile = PROFILE_TYPES if self.kind == "long_term" else ()
+        self.always += [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
+                        if t == "calibration" or (t == "failure" and not app) or t in profile]
+
+    def _apps(self, count: int | None = None) -> list[str]:
+        """The canonical app of each of the first ``count`` entries ("": none), as the prior counts them."""
+        return [a or "" for a in self.canon[:count]]
+
+    def persist_job(self) -> PersistJob | None:
+        """What to write of this source's postings now, as a snapshot (later appends do not change it); counted
+        as persisted from here on (one write per lag, even if it fails)."""
+        if self.cache is None:
+            return None
+        grams = self.inv.grams
+        job = PersistJob(self.cache, self.inv, self.texts[:], grams.snapshot() if grams is not None else None,
+                         self._apps() if self._app_of is not None else None)
+        self.persisted = len(self.texts)
+        return job
 
     def app_posterior(self, tokens: frozenset[str], exclude: frozenset[str],
                       nearest: list[tuple[int, float]]) -> dict[str, float]:
