@@ -76,3 +76,24 @@ def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setattr(os, name, guarded2)
     monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: not (mode & os.W_OK and inside(path))
                         and os.path.exists(path))
+
+
+def built_once(factory):  # type: ignore[no-untyped-def]
+    """A getter of one object built on its first use, and a module-scoped autouse fixture that closes it at the
+    module's end (bind it to a module name, e.g. ``fixture, _cleanup = built_once(Fixture)``)."""
+    import pytest
+
+    held: list = []  # type: ignore[type-arg]
+
+    def get():  # type: ignore[no-untyped-def]
+        if not held:
+            held.append(factory())
+        return held[0]
+
+    @pytest.fixture(scope="module", autouse=True)
+    def cleanup():  # type: ignore[no-untyped-def]
+        yield
+        while held:
+            held.pop().close()
+
+    return get, cleanup

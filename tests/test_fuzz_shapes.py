@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, seed, settings
@@ -20,21 +19,9 @@ from lifecycle import NotAFileError, StorageError, append_lines, init_tree, lock
 from memory_plane import MemoryPlane
 from memory_plane.bench._fuzz_shapes import ShapeFault, ShapeFixture, release_fifos, shape_strategy, watchdog
 
-_FIXTURE: list[ShapeFixture] = []
+from helpers import built_once
 
-
-def fixture() -> ShapeFixture:
-    """The template tree, built once per test session."""
-    if not _FIXTURE:
-        _FIXTURE.append(ShapeFixture())
-    return _FIXTURE[0]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cleanup() -> Any:
-    yield
-    while _FIXTURE:
-        _FIXTURE.pop().close()
+fixture, _cleanup = built_once(ShapeFixture)  # the template tree, built once for the module
 
 
 def _property(f: ShapeFault) -> None:
@@ -66,6 +53,14 @@ def _tree(tmp_path: Path) -> Path:
         coll.save(plane.device.new_item(coll.model, "proc_send", title="Send a WeChat message", app_id="wechat",
                                         intent="send", steps=[{"tool": "tap", "target_label": "Send"}]))
     return root
+
+
+def _removed(target: Path) -> Path:
+    """A folder of the tree emptied and removed, for something else to stand in its place."""
+    for p in sorted(target.rglob("*"), reverse=True):
+        p.rmdir() if p.is_dir() else p.unlink()
+    target.rmdir()
+    return target
 
 
 def _problems(plane: MemoryPlane) -> dict[str, str]:
@@ -112,10 +107,7 @@ def test_a_named_pipe_where_an_index_or_item_was_is_named_and_nothing_hangs(tmp_
 @pytest.mark.parametrize("folder", ["device/navigation", "device/profiles", "long_term/memories", "episodes"])
 def test_a_file_where_a_store_folder_belongs_is_named_and_the_rest_is_served(tmp_path: Path, folder: str) -> None:
     root = _tree(tmp_path)
-    target = root / folder
-    for p in sorted(target.rglob("*"), reverse=True):
-        p.rmdir() if p.is_dir() else p.unlink()
-    target.rmdir()
+    target = _removed(root / folder)
     target.write_bytes(b"\x00junk")
     with MemoryPlane.open(root) as plane:  # the old scandir raised NotADirectoryError from here or in verify
         refs = plane.retrieve("send a wechat message").refs()
@@ -130,10 +122,7 @@ def test_a_file_where_a_store_folder_belongs_is_named_and_the_rest_is_served(tmp
 @pytest.mark.parametrize("folder", ["session", "lifecycle", "device/profiles"])
 def test_a_dangling_symlink_where_a_folder_was_does_not_stop_the_plane(tmp_path: Path, folder: str) -> None:
     root = _tree(tmp_path)
-    target = root / folder
-    for p in sorted(target.rglob("*"), reverse=True):
-        p.rmdir() if p.is_dir() else p.unlink()
-    target.rmdir()
+    target = _removed(root / folder)
     target.symlink_to(tmp_path / "gone")
     with MemoryPlane.open(root) as plane:  # the old constructors raised UnsafePathError: no memory at all
         assert "proc_send" in plane.retrieve("send a wechat message").refs()

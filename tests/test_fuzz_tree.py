@@ -15,21 +15,9 @@ from hypothesis import HealthCheck, example, given, seed, settings
 
 from memory_plane.bench._fuzz import Fixture, Mutation, strategies
 
-_FIXTURE: list[Fixture] = []
+from helpers import built_once
 
-
-def fixture() -> Fixture:
-    """The template tree, built once per test session."""
-    if not _FIXTURE:
-        _FIXTURE.append(Fixture())
-    return _FIXTURE[0]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cleanup() -> Any:
-    yield
-    while _FIXTURE:
-        _FIXTURE.pop().close()
+fixture, _cleanup = built_once(Fixture)  # the template tree, built once for the module
 
 
 # Edits that once took all memory away, replayed on every run whatever hypothesis draws.
