@@ -180,3 +180,23 @@ def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_f
     assert word_best[1].score == lead[1].score  # the tie the bench met on SPA-Bench ENG
     assert [c.i for c in in_rank_order([word_best[1], lead[1]], 3)] == [1, 0]
     assert [c.i for c in in_rank_order([lead[1], word_best[1]], 3)] == [1, 0]
+
+
+def test_an_app_whose_only_goal_has_no_words_does_not_break_the_prior() -> None:
+    # A goal of only punctuation or spaces gives its app a document but no tokens; the prior loaded from the
+    # persisted postings must answer as the one counted document by document does, never with a KeyError.
+    from memory_plane.retrieval._app_prior import AppPrior
+
+    docs = [("wechat", ["send", "message"]), ("wechat", ["open", "chat"]), ("maps", [])]
+    counted = AppPrior()
+    for app, toks in docs:
+        counted.add(app, toks)
+    postings: dict[str, list[int]] = {}
+    for n, (_, toks) in enumerate(docs):
+        for t in toks:
+            postings.setdefault(t, []).append(n)
+    loaded = AppPrior()
+    loaded.add_postings(postings, [app for app, _ in docs])
+    assert loaded.posterior(["send"]) == counted.posterior(["send"])
+    assert loaded.posterior(["send"], without=[("wechat", ["open", "chat"])]) == \
+        counted.posterior(["send"], without=[("wechat", ["open", "chat"])])

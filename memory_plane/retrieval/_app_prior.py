@@ -111,7 +111,8 @@ class AppPrior:
         if not _evidence(known):
             return {}
         prior = {app: math.log((docs[app] + 1) / (total + len(apps))) for app in apps}
-        denominator = {app: math.log((mass[app] + a * vocab) / a) for app in apps}
+        # An app whose documents hold no token has no mass (add_postings and from_counts count none for it).
+        denominator = {app: math.log((mass.get(app, 0) + a * vocab) / a) for app in apps}
         return self._normalise(prior, denominator, known, minus)
 
     def _posterior_all(self, query: Iterable[str]) -> dict[str, float]:
@@ -121,7 +122,7 @@ class AppPrior:
             vocab = max(1, len(self.counts))
             a = self.alpha
             prior = {app: math.log((self.docs[app] + 1) / (self.total_docs + len(apps))) for app in apps}
-            denominator = {app: math.log((self.mass[app] + a * vocab) / a) for app in apps}
+            denominator = {app: math.log((self.mass.get(app, 0) + a * vocab) / a) for app in apps}
             self._cache = (self.total_docs, prior, denominator)
         _, prior, denominator = self._cache
         if not prior:
