@@ -68,7 +68,6 @@ class Retriever:
         self.rule_scope = RuleScope(device.catalog)
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self._rule_hits: dict[int, tuple[_Cand, MemoryHit]] = {}  # see _rule_hit
-        self._indexed_at: dict[int, tuple[int, dict[int, tuple[Path, str]]]] = {}  # see _current
 
     # -- the call ----------------------------------------------------------------
 
@@ -185,10 +184,7 @@ class Retriever:
         """Whether a candidate's file still stands behind its index line: True (trusted as indexed),
         (record, its index line now, the candidate scored on it) when the file changed since the index
         was written, or None (dropped, counted)."""
-        known = self._indexed_at.get(id(c.src))
-        if known is None or known[0] != c.src.generation or len(known[1]) > 20_000:
-            known = self._indexed_at[id(c.src)] = (c.src.generation, {})
-        seen = known[1].get(c.i)
+        seen = c.src.indexed_at.get(c.i)
         if seen is not None:
             # The file was found as indexed before: the same one lstat decides again, without the paths worked
             # out anew (one index line names one file for as long as the index stays).
@@ -208,7 +204,7 @@ class Retriever:
             index_mtimes[idx] = mtime_ns(idx)  # once per index and retrieve
         state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default, index_mtimes[idx])
         if state is FileState.INDEXED:
-            known[1][c.i] = (idx, path)
+            c.src.indexed_at[c.i] = (idx, path)
             return True  # what the index says is what the file says
         if state is FileState.MISSING and kind in ("device", "long_term"):
             # Renamed by a person: the item is found by the id inside it (issue 27).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from lifecycle import field_num, field_str, field_text, parse_ts
@@ -114,6 +115,8 @@ class Source:
         self.inv = InvertedIndex()
         self.by_app: dict[str, list[int]] = {}
         self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
+        # Entry -> (its index file, its item file) once the file was found as indexed (see Retriever._current).
+        self.indexed_at: dict[int, tuple[Path, str]] = {}
 
     def sync(self, entries: list[dict[str, Any]]) -> None:
         """Bring the postings in step with the current entries (incrementally after appends)."""
@@ -124,6 +127,7 @@ class Source:
             self.generation += 1
             self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
             self.canon, self.by_canon, self.prior, self.texts = [], {}, AppPrior(), []
+            self.indexed_at = {}
         self.entries = entries
         start = len(self._feats)
         if start == len(entries):
