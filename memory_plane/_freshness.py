@@ -45,9 +45,22 @@ def file_state(base: Path, rel: str, index_mtime_ns: int) -> tuple[FileState, st
         return FileState.UNREADABLE, rel, str(exc)[:200]
     if st.st_size == 0:
         return FileState.EMPTY, path, "the file is empty"
-    if st.st_mtime_ns <= index_mtime_ns:
+    if _as_indexed(st, index_mtime_ns):
         return FileState.INDEXED, path, ""
     return FileState.CHANGED, path, "changed after its index line"
+
+
+def _as_indexed(st: os.stat_result, index_mtime_ns: int) -> bool:
+    # Not empty and written no later than its index line: what the index says is what the file says.
+    return bool(st.st_size) and st.st_mtime_ns <= index_mtime_ns
+
+
+def still_indexed(path: str, index_mtime_ns: int) -> bool:
+    """Whether a file found INDEXED before still is (False: ask ``file_state`` what it is now)."""
+    try:
+        return _as_indexed(os.lstat(path), index_mtime_ns)
+    except OSError:
+        return False
 
 
 def mtime_ns(path: Path) -> int:

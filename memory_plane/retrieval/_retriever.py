@@ -18,7 +18,7 @@ from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
 from lifecycle import FileProblemError, UnsafePathError, field_str, field_text, field_words, safe_join
 
-from .._freshness import FileState, file_state, mtime_ns
+from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._budget import fit_budget, in_rank_order, rank_key
@@ -191,13 +191,8 @@ class Retriever:
             idx, path = seen
             if idx not in index_mtimes:
                 index_mtimes[idx] = mtime_ns(idx)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                pass  # gone or odd now: the full check below names it
-            else:
-                if st.st_size and st.st_mtime_ns <= index_mtimes[idx]:
-                    return True
+            if still_indexed(path, index_mtimes[idx]):
+                return True  # else gone, changed or odd now: the full check below says which
         kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
         base, default, idx, load, entry_for = self._store_of(c)
         if idx not in index_mtimes:
