@@ -16,7 +16,6 @@ from memory_plane.retrieval._recall import target_app
 from memory_plane.retrieval._render import render_context
 from memory_plane.retrieval._scoring import Cand, Query, Scorer
 from memory_plane.retrieval._sources import Source, long_term_text
-from memory_plane.retrieval._user_rules import first_in_order
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -76,20 +75,6 @@ def test_the_caps_order_is_the_full_sort_for_many_candidates() -> None:
     cands = [Cand(round(rng.random(), 2), src, i, "long_term", 0.0, 0.0, 1.0, 0.0) for i in range(1200)]
     assert list(in_rank_order(cands, 3)) == sorted(cands, key=rank_key)
     assert list(in_rank_order(cands[:100], 3)) == sorted(cands[:100], key=rank_key)
-
-
-def test_the_first_rules_in_order_head_the_list_and_none_is_lost() -> None:
-    src = _source(300)
-    cands = [Cand(0.5, src, i, "long_term", 0.0, 0.0, 1.0, 0.2) for i in range(300)]
-
-    def order(c: Cand) -> tuple[bool, bool, float, float, str]:
-        return (False, False, -float(c.i % 7), -c.score, src.entries[c.i]["id"])
-
-    ranked, head = first_in_order(cands, order, 10)
-    assert head == 10 and ranked[:10] == sorted(cands, key=order)[:10]
-    assert sorted(c.i for c in ranked) == list(range(300))
-    ranked, head = first_in_order(cands[:15], order, 10)  # few: everything in order
-    assert head == 15 and ranked == sorted(cands[:15], key=order)
 
 
 def test_the_budget_trims_the_weakest_and_keeps_the_users_rules() -> None:

@@ -32,6 +32,13 @@ class DropLog:
             self.counts[reason] = self.counts.get(reason, 0) + len(item_ids)
 
 
+    def add(self, reason: str, n: int) -> None:
+        """Count ``n`` candidates turned away for one reason, unnamed (only where ``explain`` is off)."""
+        assert not self.explain, "an explain log names each candidate: use many()"
+        if n:
+            self.counts[reason] = self.counts.get(reason, 0) + n
+
+
 class CallLog(DropLog):
     """A drop log that keeps each call as made, to be replayed into another."""
 

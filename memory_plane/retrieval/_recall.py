@@ -3,6 +3,8 @@ the search found about the goal as a whole: its app, P(app | goal), the closest 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .._inverted_index import nearest_goal
 from ._config import RetrieveConfig
 from ._query import ParsedQuery
@@ -10,14 +12,16 @@ from ._scoring import EpisodeEvidence, Query
 from ._sources import Source
 
 
-def recall(src: Source, q: ParsedQuery, config: RetrieveConfig) -> dict[int, float]:
-    """Candidates of one source: the best token matches, the query app's items, the always-shown ones."""
+def recall(src: Source, q: ParsedQuery, config: RetrieveConfig,
+           always: Sequence[int] | None = None) -> dict[int, float]:
+    """Candidates of one source: the best token matches, the query app's items, the always-shown ones (``always``
+    instead of all of them, when the caller accounts for the others at similarity 0)."""
     found = dict(src.inv.search(q.tokens, config.search_limit))
     # Below the search cut-off a document shares no token with the query, so its similarity is 0;
     # only when the search was truncated must the extra candidates be measured.
     truncated = len(found) >= config.search_limit
     weights = src.inv.weights(q.tokens) if truncated else None
-    extra = list(src.always)
+    extra = list(src.always if always is None else always)
     for app in {q.app, *q.apps} - {None}:
         extra += src.by_app.get(str(app), [])[-config.app_bound_limit:]
     for i in extra:

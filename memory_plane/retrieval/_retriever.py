@@ -6,6 +6,7 @@ when an index changes; a query only intersects postings and judges the few candi
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 from collections.abc import Callable
@@ -29,10 +30,11 @@ from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
 from ._render import hit_line
+from ._rule_plan import PlanShare, RulePlans
 from ._scoring import Cand as _Cand
 from ._scoring import Query, Scorer
 from ._sources import Feat, Source, device_text, episode_text, long_term_text
-from ._user_rules import RULE_SHARE, RuleScope, first_in_order
+from ._user_rules import RULE_SHARE, RuleScope
 
 log = logging.getLogger("memory_plane")
 
@@ -66,6 +68,7 @@ class Retriever:
         self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
         self.scorer = Scorer(self.config)
         self.rule_scope = RuleScope(device.catalog)
+        self._rule_plans = RulePlans(self.scorer)
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self._rule_hits: dict[int, tuple[_Cand, MemoryHit]] = {}  # see _rule_hit
 
@@ -81,11 +84,12 @@ class Retriever:
         if id(self._episode_source) in in_step:
             self._episode_candidates(ctx, picked, drop)
         users: list[_Cand] = []  # the user's rules and preferences that apply: outside the caps, budgeted first
+        planned = None
         if id(self._lt_source) in in_step:
-            self._long_term_candidates(ctx, picked, drop, users)
+            planned = self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
         common = self._within_caps(picked, ctx, drop, index_mtimes)
-        user_hits = self._user_hits(users, ctx, now, drop, index_mtimes, common)
+        user_hits = self._user_hits(users, planned, ctx, now, drop, index_mtimes, common)
         common.long_term = [*user_hits, *common.long_term]
         self._device_profile(req.device_id or "default", common, now, ctx.exclude)
         self._expand_steps(common)
@@ -228,45 +232,55 @@ class Retriever:
              fresh: tuple[dict[str, Any], Feat] | None = None) -> MemoryHit:
         """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
         e, f = fresh if fresh is not None else (c.src.entries[c.i], c.src.feat(c.i))
-        factors = {"goal_similarity": c.sim, "entity_or_app_match": c.app_match, "applicability": c.appl,
-                   "confidence": f.confidence, "recency": self.scorer.recency(f.when, now), "validation": f.validation,
-                   "conflict_or_stale_penalty": f.penalty}
+        # Rounded as they are made (one hit per shown memory of every retrieve: no dict made twice).
+        factors = {"goal_similarity": round(c.sim, 3), "entity_or_app_match": round(c.app_match, 3),
+                   "applicability": round(c.appl, 3), "confidence": round(f.confidence, 3),
+                   "recency": round(self.scorer.recency(f.when, now), 3), "validation": round(f.validation, 3),
+                   "conflict_or_stale_penalty": round(f.penalty, 3)}
         if c.bonus:
-            factors["user_rule_bonus"] = c.bonus
+            factors["user_rule_bonus"] = round(c.bonus, 3)
         if not f.has_evidence:
             factors["no_evidence"] = 1.0  # part of the penalty: nothing on disk shows this memory
         kind = c.src.kind
         rel = field_str(e.get("path"))
-        layout = self._store(c).layout
         if kind == "episode":
-            success = f.validation == 1.0
-            item_type = "task_episode" if success else "task_episode_failure"
+            item_type = "task_episode" if f.validation == 1.0 else "task_episode_failure"
             text, title = field_text(e.get("summary")) or field_text(e.get("goal")), field_str(e.get("goal"))
-            path = f"{layout.rel_dir}/{rel or ''}"
+            path = f"{self.episodes.layout.rel_dir}/{rel or ''}"
         elif kind == "long_term":
             item_type, text = field_str(e.get("type")) or "fact", field_text(e.get("summary"))
             if rec is not None:  # the text as the file holds it now, if a person edited it since
                 text = " ".join(str(rec.content).split())[:240] or text
             title = field_str(e.get("title"))
-            path = f"{layout.rel_dir}/{rel or ''}"
+            path = f"{self.long_term.layout.rel_dir}/{rel or ''}"
         else:
             item_type, title = c.item_type, field_str(e.get("title"))
             text = field_text(e.get("summary")) or field_text(e.get("title")) or e["id"]
+            layout = self.device.collections[c.item_type].layout
             path = f"{layout.rel_dir}/{rel or layout.name_for(e['id'])}"
         return MemoryHit(id=e["id"], type=item_type, score=round(c.score, 4), confidence=f.confidence, text=text,
                          title=title, path=path, app=f.app, page=field_str(e.get("page")), status=f.status,
-                         factors={k: round(v, 3) for k, v in factors.items()},
-                         caution=category in ("failure_modes", "conflicts"),
+                         factors=factors, caution=category in ("failure_modes", "conflicts"),
                          conflicts_with=[x for x in field_words(e.get("conflicts_with")) if x != e["id"]][:3]
                          if category == "conflicts" else [])
 
     # -- candidates: recall, judge, route ------------------------------------------------
 
     def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog, in_step: set[int]) -> None:
+        q = ctx.q
+        # The apps a memory bound to its app must have to be relevant to this goal (``Scorer.relevant``); the
+        # others recalled are left out before they are judged (they would be, without a drop counted).
+        bound: dict[str, set[Any]] = {"navigation": {q.app} - {None}, "ui_anchor": {q.app} - {None},
+                                      "app_profile": {q.app, *q.apps} - {None}}
+        if q.app:
+            bound["procedure"] = {q.app, None, ""}
         for item_type in self.device.collections:
             src = self._device_sources[item_type]
             if id(src) in in_step:
-                for section, cand in self.scorer.judge_all(src, recall(src, ctx.q, self.config), item_type, ctx, drop):
+                found = recall(src, q, self.config)
+                if item_type in bound:
+                    found = src.app_bound(found, bound[item_type])
+                for section, cand in self.scorer.judge_all(src, found, item_type, ctx, drop):
                     picked[section].append(cand)
 
     def _episode_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog) -> None:
@@ -276,14 +290,37 @@ class Retriever:
             picked[section].append(cand)
 
     def _long_term_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog,
-                              users: list[_Cand] | None = None) -> None:
+                              users: list[_Cand]) -> PlanShare | None:
+        """The long-term candidates judged and routed (the user's word that applies into ``users``); the share of
+        the rule plan in them, unless ``drop.explain`` judges each one."""
         src = self._lt_source
         rules = self.rule_scope.for_goal(src.entries, ctx.q)
-        for section, cand in self.scorer.judge_all(src, recall(src, ctx.q, self.config), "long_term", ctx, drop):
-            if users is not None and section == "long_term" and rules.user_word_applies(cand.i):
+        planned = None
+        if drop.explain:
+            found = recall(src, ctx.q, self.config)
+        else:
+            plan = self._rule_plans.plan(src, ctx, rules)
+            # Judged with the goal as usual: what its words reach, what holds a name it gives, what is clock-bound.
+            reached: set[int] = set()
+            for t in ctx.q.tokens:
+                reached.update(src.inv.postings.get(t, ()))
+            found = recall(src, ctx.q, self.config,
+                           sorted({*reached.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}))
+            apart = plan.replay.keys() & found.keys()
+            if ctx.exclude:
+                apart |= plan.excluded(ctx)
+            planned = PlanShare(plan, apart)
+        for section, cand in self.scorer.judge_all(src, found, "long_term", ctx, drop):
+            if section == "long_term" and rules.user_word_applies(cand.i):
                 users.append(cand)  # the user's word for this goal: always in the block (see _user_rules)
             else:
                 picked[section].append(cand)
+        if planned is not None:
+            for reason, n in planned.counts().items():
+                drop.add(reason, n)
+            for section, cand in planned.picks():
+                picked[section].append(cand)
+        return planned
 
     def _within_caps(self, picked: dict[str, list[_Cand]], ctx: Query, drop: DropLog,
                      index_mtimes: dict[Path, int]) -> RoleMemoryContext:
@@ -309,21 +346,20 @@ class Retriever:
             setattr(common, cat, [h for _, h in kept])
         return common
 
-    def _user_hits(self, users: list[_Cand], ctx: Query, now: datetime, drop: DropLog,
+    def _user_hits(self, users: list[_Cand], planned: PlanShare | None, ctx: Query, now: datetime, drop: DropLog,
                    index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
-        """The rules and preferences that apply, as many as fit their share of the block (in ``GoalRules.order``).
-        The rest are counted in ``common.user_rules_left_out`` (and named in --explain), never read."""
+        """The rules and preferences that apply (``users`` and the plan's), as many as fit their share of the
+        block, in ``GoalRules.order``. The rest are counted in ``common.user_rules_left_out`` (and named in
+        --explain), never read."""
         order = self.rule_scope.for_goal(self._lt_source.entries, ctx.q).order
         share = int(self.config.budget_chars * RULE_SHARE)
         hits: list[MemoryHit] = []
         used = 0
-        # Only the first few can fit their share (a line is at least ~60 characters): the rest need no order,
-        # only a count, unless some of the first are dropped as unreadable (then everything is ordered).
-        ranked, head = first_in_order(users, order, share // 60 + 1)
-        for n in range(len(ranked)):
-            if n == head and head < len(ranked):
-                ranked[head:] = sorted(ranked[head:], key=order)  # the share is not full yet: in order on
-            c = ranked[n]
+        # The plan's are in order already: merged with the few judged now, only as far as the share reaches.
+        ranked = iter(sorted(users, key=order)) if planned is None else heapq.merge(
+            sorted(users, key=order), planned.users(), key=order)
+        total = len(users) + (planned.n_users if planned is not None else 0)
+        for n, c in enumerate(ranked):
             rec = self._current(c, drop, index_mtimes, ctx)
             if rec is None:
                 continue
@@ -331,11 +367,13 @@ class Retriever:
             cost = len(hit_line(hit)) + 1
             if hits and used + cost > share:
                 # Beyond the share: counted and named, not checked one by one (there may be hundreds).
-                left = ranked[n:]
-                common.user_rules_left_out = len(left)
+                common.user_rules_left_out = total - n
                 why = (f"a rule or preference beyond their {share}-character share of the block (the block says "
                        "how many are left out and how to list them)")
-                drop.many("budget", [x.src.entries[x.i]["id"] for x in left], why)
+                if drop.explain:
+                    drop.many("budget", [x.src.entries[x.i]["id"] for x in (c, *ranked)], why)
+                else:
+                    drop.add("budget", total - n)
                 break
             used += cost
             hits.append(hit)

@@ -120,6 +120,8 @@ class Scorer:
         self._facts: dict[int, Any] = {}
         self._settled: dict[int, Any] = {}
         self._stale_app: dict[int, tuple[int, int, bool]] = {}
+        self._recency_at: datetime | None = None
+        self._recency: dict[datetime, float] = {}
 
     def applicability(self, appl: tuple[str | None, ...], env: tuple[str | None, ...],
                        app_bound: bool) -> float | None:
@@ -160,8 +162,13 @@ class Scorer:
         """1.0 for a memory of now, falling with age (0.5 when its time is unknown)."""
         if when is None or when is BAD_TIME:
             return 0.5
-        age = max(0.0, (now - when).total_seconds() / 86400)
-        return math.exp(-age / self.config.recency_days)
+        if now is not self._recency_at:  # memoised for one ``now`` (one retrieve): memories share their times
+            self._recency_at, self._recency = now, {}
+        r = self._recency.get(when)
+        if r is None:
+            age = max(0.0, (now - when).total_seconds() / 86400)
+            r = self._recency[when] = math.exp(-age / self.config.recency_days)
+        return r
 
     def score(self, f: Feat, sim: float, app_match: float, appl: float, now: datetime) -> float:
         """The design's weighted score."""
@@ -384,6 +391,19 @@ class Scorer:
             verdict = self._judge_long_term(src, i, sim, ctx, drop, facts)
             if verdict is not None:
                 yield verdict
+
+    def settled(self, src: Source, ctx: Query) -> dict[int, Settled | Literal[False]]:
+        """The settled verdicts of a source's entries under the request's environment: the memo ``_judge_rules``
+        replays, one object per index generation and environment."""
+        return self._memo_for(self._settled, src, ctx.env)
+
+    def settle_always(self, src: Source, ctx: Query) -> None:
+        """Put every entry of ``src.always`` in the ``settled`` memo (those not yet there are settled now)."""
+        settled = self._memo_for(self._settled, src, ctx.env)
+        facts = self._memo_for(self._facts, src, ctx.env)
+        for i in src.always:
+            if i not in settled:
+                settled[i] = self._settle(src, i, ctx, facts)
 
     def _settle(self, src: Source, i: int, ctx: Query, facts: dict[int, Any]) -> Settled | Literal[False]:
         """A long-term memory's verdict at similarity 0 for a goal that names nothing in it, with the drops it

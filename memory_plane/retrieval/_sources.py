@@ -115,6 +115,8 @@ class Source:
         self.inv = InvertedIndex()
         self.by_app: dict[str, list[int]] = {}
         self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
+        self.apps: list[Any] = []  # each entry's "app" field as its index line holds it
+        self.not_active: set[int] = set()  # entries whose status field is anything but "active" (see app_bound)
         # Entry -> (its index file, its item file) once the file was found as indexed (see Retriever._current).
         self.indexed_at: dict[int, tuple[Path, str]] = {}
 
@@ -126,6 +128,7 @@ class Source:
             self._key = id(entries)
             self.generation += 1
             self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
+            self.apps, self.not_active = [], set()
             self.canon, self.by_canon, self.prior, self.texts = [], {}, AppPrior(), []
             self.indexed_at = {}
         self.entries = entries
@@ -170,6 +173,8 @@ class Source:
         # process first retrieves.
         self._feats += [None] * len(new)  # parsed on first use: a cold query touches few entries
         apps = [e.get("app") for e in new]
+        self.apps += apps
+        self.not_active.update(i for i, e in enumerate(new, start) if e.get("status") != "active")
         by_app = self.by_app
         for i, app in enumerate(apps, start):
             if isinstance(app, str):
@@ -222,6 +227,19 @@ class Source:
             z = sum(post.values())
             post = {app: p / z for app, p in post.items()} if z > 0 else {}
         return post
+
+    def app_bound(self, found: dict[int, float], apps: set[Any]) -> dict[int, float]:
+        """The candidates of ``found`` whose app is one of ``apps`` (as ``Feat.app`` reads it), whose status field
+        is not plainly "active", or whose app field is no text: only these can be about a goal of those apps
+        when the memory is bound to its app."""
+        got, not_active = self.apps, self.not_active
+        out = {}
+        for i, sim in found.items():
+            a = got[i]
+            # A number or a list where the app belongs is kept (its Feat.app is not what the field says).
+            if i in not_active or (a in apps if a is None or a.__class__ is str else True):
+                out[i] = sim
+        return out
 
     def cache_due(self) -> bool:
         """Whether the persisted postings lag the index enough to be written again."""

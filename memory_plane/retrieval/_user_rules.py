@@ -11,8 +11,6 @@ list them.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable
 from typing import Any
 
 from device_memory import GENERIC_NAMES, AppCatalog
@@ -153,14 +151,3 @@ class GoalRules:
                       -field_num(e.get("priority"), 0))
             self._prefix[c.i] = prefix
         return (*prefix, -c.score, e["id"])
-
-
-def first_in_order(users: list[Cand], order: Callable[[Cand], RuleKey], first: int) -> tuple[list[Cand], int]:
-    """The candidates with the ``first`` best in order at the head (the rest after them, unordered when there
-    are many), and how long that ordered head is."""
-    ranked = heapq.nsmallest(first, users, key=order) if len(users) > 2 * first else sorted(users, key=order)
-    head = len(ranked)
-    if head < len(users):
-        chosen = {id(c) for c in ranked}
-        ranked += [c for c in users if id(c) not in chosen]
-    return ranked, head
