@@ -14,6 +14,10 @@ from ._tokens import TOKEN_PATTERN, gram_length, grams, token_parts, token_set
 _second = itemgetter(1)
 
 
+def _first_len(pair: tuple[list[int], float]) -> int:
+    return len(pair[0])
+
+
 class InvertedIndex:
     """Postings token -> document numbers; grows by appends; IDF computed from live counts."""
 
@@ -126,10 +130,13 @@ class InvertedIndex:
             return []
         # Sorted tokens and exact sums: a set's order follows the per-process string hash, and the same
         # query must recall the same documents (ties at the cut included) in every process.
-        weights = {t: self.weight(t) for t in sorted(query)}
+        idf, weight = self._idf, self.weight
+        if self._idf_at != len(self.docs):
+            idf = {}  # weight() starts the memo anew
+        weights = {t: idf.get(t) or weight(t) for t in sorted(query)}
         total = math.fsum(weights.values())
-        lists = sorted(((self.postings[t], w) for t, w in weights.items() if t in self.postings),
-                       key=lambda pw: len(pw[0]), reverse=True)
+        postings = self.postings
+        lists = sorted(((postings[t], w) for t, w in weights.items() if t in postings), key=_first_len, reverse=True)
         if not lists:
             return []
         # The longest posting list (a word most goals share) seeds the sums in one C call; only the
@@ -148,17 +155,16 @@ class InvertedIndex:
         # faster until the candidates outnumber the pool many times over.
         pool = (sorted(acc.items(), key=_second, reverse=True)[:k] if len(acc) <= 16 * k
                 else heapq.nlargest(k, acc.items(), key=_second))
-        norms = self._fresh_norms()
-        scored = []
+        # Every overlap, total and norm is positive (IDF weights are), so the blend needs no guard here.
+        norms, norm = self._fresh_norms(), self._norm
+        scored: list[tuple[int, float]] = []
+        add = scored.append
         for i, s in pool:
-            n = norms.get(i)
-            if n is None:
-                n = self._norm(i)
-            recall, precision = s / total, s / n
+            recall = s / total
+            precision = s / (norms.get(i) or norm(i))
             if precision > 1.0:
                 precision = 1.0
-            scored.append((i, 5 * precision * recall / (4 * precision + recall) if recall > 0 and precision > 0
-                           else 0.0))
+            add((i, 5 * precision * recall / (4 * precision + recall)))
         scored.sort(key=_second, reverse=True)
         return scored[:limit]
 
