@@ -5,7 +5,8 @@
 its kind in their order, the score, the section it belongs to), routes the kept ones to the block's
 sections, keeps each section's best within its cap and fits the block to its budget (``_budget``), counting
 what it turned away and why (``_drops``);
-``_user_rules`` orders the user's rules and preferences, ``_render`` writes the block; ``RetrieveConfig``
+``_user_rules`` orders the user's rules and preferences, ``_rule_plan`` keeps the verdicts of those a goal's
+words do not reach from one retrieve to the next, ``_render`` writes the block; ``RetrieveConfig``
 (``_config``) holds the caps and thresholds.
 """
 
