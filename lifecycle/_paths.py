@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -117,24 +118,38 @@ def safe_join(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
 
 def has_symlink(root: Path, path: Path) -> bool:
     """Whether any component of path below root is a symlink (reads and writes there are refused)."""
-    # Plain string operations: this runs for every collection on every retrieve.
-    root_s, path_s = os.path.normpath(root), os.path.normpath(path)
-    if not (os.path.isabs(root_s) and os.path.isabs(path_s)):  # a relative root ("." too): compared absolute
-        root_s, path_s = os.path.abspath(root_s), os.path.abspath(path_s)
-    if path_s == root_s:
-        return False
-    prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep
-    if not path_s.startswith(prefix):
+    root_s, path_s = os.fspath(root), os.fspath(path)
+    if not (os.path.isabs(root_s) and os.path.isabs(path_s)):  # a relative root ("." too): compared absolute,
+        root_s, path_s = os.path.abspath(root_s), os.path.abspath(path_s)  # from the working folder of now
+    steps = _steps_below(root_s, path_s)
+    if steps is None:
         return True  # not below root at all: treat as unsafe
-    cur = root_s
-    for comp in path_s[len(prefix):].split(os.sep):
-        cur = os.path.join(cur, comp)
+    for cur in steps:
         try:
             if stat.S_ISLNK(os.lstat(cur).st_mode):
                 return True
         except (FileNotFoundError, NotADirectoryError):  # a missing part or a file on the way: no link below
             return False
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _steps_below(root: str, path: str) -> tuple[str, ...] | None:
+    """The paths from just below ``root`` down to ``path`` (both absolute), one per component (None: not below
+    root). Plain string operations, kept per pair: every collection asks on every retrieve, and only the
+    ``lstat`` of each step can change between two asks."""
+    root_s, path_s = os.path.normpath(root), os.path.normpath(path)
+    if path_s == root_s:
+        return ()
+    prefix = root_s if root_s.endswith(os.sep) else root_s + os.sep
+    if not path_s.startswith(prefix):
+        return None
+    steps = []
+    cur = root_s
+    for comp in path_s[len(prefix):].split(os.sep):
+        cur = os.path.join(cur, comp)
+        steps.append(cur)
+    return tuple(steps)
 
 
 def is_within(root: Path, path: Path) -> bool:

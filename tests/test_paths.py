@@ -102,3 +102,40 @@ def test_a_file_on_the_way_is_an_answer_not_an_error(tree: Path) -> None:
     joined = safe_join(tree, "device", "profile.yaml", "device")
     assert joined == tree / "device" / "profile.yaml" / "device"
     assert not has_symlink(tree, joined)
+
+
+def _has_symlink_reference(root: Path, path: Path) -> bool:
+    # The definition: below the root (compared absolute), and some component on the way down a symlink.
+    root_a, path_a = Path(os.path.abspath(root)), Path(os.path.abspath(path))
+    if path_a == root_a:
+        return False
+    if root_a not in path_a.parents:
+        return True
+    cur = root_a
+    for comp in path_a.relative_to(root_a).parts:
+        cur = cur / comp
+        try:
+            if stat.S_ISLNK(os.lstat(cur).st_mode):
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PART, max_size=4), st.sampled_from(["absolute", "relative", "dot"]), st.booleans())
+def test_has_symlink_answers_as_the_definition_from_any_working_folder(
+        tree: Path, parts: list[str], style: str, twice: bool) -> None:
+    # Asked again from another working folder, a relative pair must be worked out anew (its steps are memoised).
+    from lifecycle import has_symlink
+
+    where, root = {"absolute": (Path.cwd(), tree), "relative": (tree.parent, Path("memory")),
+                   "dot": (tree, Path("."))}[style]
+    path = Path(os.path.join(root, *parts)) if parts else root
+    before = Path.cwd()
+    try:
+        for folder in ([tree.parent / "outside", where] if twice else [where]):
+            os.chdir(folder)
+            assert has_symlink(root, path) == _has_symlink_reference(root, path), (root, path, folder)
+    finally:
+        os.chdir(before)
