@@ -6,8 +6,8 @@ its kind in their order, the score, the section it belongs to), routes the kept 
 sections, keeps each section's best within its cap and fits the block to its budget (``_budget``), counting
 what it turned away and why (``_drops``);
 ``_user_rules`` orders the user's rules and preferences, ``_rule_plan`` keeps the verdicts of those a goal's
-words do not reach from one retrieve to the next, ``_render`` writes the block; ``RetrieveConfig``
-(``_config``) holds the caps and thresholds.
+words do not reach from one retrieve to the next, ``_hits`` makes the hits shown, ``_render`` writes the block;
+``RetrieveConfig`` (``_config``) holds the caps and thresholds.
 """
 
 from ._config import RetrieveConfig

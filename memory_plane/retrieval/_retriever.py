@@ -17,7 +17,7 @@ from typing import Any
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, UnsafePathError, field_str, field_text, field_words, safe_join
+from lifecycle import FileProblemError, UnsafePathError, field_str, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore
@@ -26,6 +26,7 @@ from ._budget import fit_budget, in_rank_order, rank_key
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
 from ._drops import DropLog
+from ._hits import HitMaker
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
@@ -33,17 +34,10 @@ from ._render import hit_line
 from ._rule_plan import PlanShare, RulePlans
 from ._scoring import Cand as _Cand
 from ._scoring import Query, Scorer
-from ._sources import Feat, Source, device_text, episode_text, long_term_text
+from ._sources import Source, device_text, episode_text, long_term_text
 from ._user_rules import RULE_SHARE, RuleScope
 
 log = logging.getLogger("memory_plane")
-
-
-def _own_copy(hit: MemoryHit) -> MemoryHit:
-    """A copy of a hit whose dict and lists are its own."""
-    # One copy with its containers replaced (assigning them afterwards goes through pydantic's __setattr__).
-    return hit.model_copy(update={"factors": dict(hit.factors), "conflicts_with": list(hit.conflicts_with),
-                                  "steps": list(hit.steps)})
 
 
 class Retriever:
@@ -70,7 +64,7 @@ class Retriever:
         self.rule_scope = RuleScope(device.catalog)
         self._rule_plans = RulePlans(self.scorer)
         self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
-        self._rule_hits: dict[int, tuple[_Cand, MemoryHit]] = {}  # see _rule_hit
+        self.hits = HitMaker(self.scorer, device, episodes, long_term)
 
     # -- the call ----------------------------------------------------------------
 
@@ -228,42 +222,6 @@ class Retriever:
         drop(state.value, item_id, why)
         return None
 
-    def _hit(self, c: _Cand, category: str, now: datetime, rec: Any = None,
-             fresh: tuple[dict[str, Any], Feat] | None = None) -> MemoryHit:
-        """The MemoryHit of a chosen candidate, with every score factor kept for --explain."""
-        e, f = fresh if fresh is not None else (c.src.entries[c.i], c.src.feat(c.i))
-        # Rounded as they are made (one hit per shown memory of every retrieve: no dict made twice).
-        factors = {"goal_similarity": round(c.sim, 3), "entity_or_app_match": round(c.app_match, 3),
-                   "applicability": round(c.appl, 3), "confidence": round(f.confidence, 3),
-                   "recency": round(self.scorer.recency(f.when, now), 3), "validation": round(f.validation, 3),
-                   "conflict_or_stale_penalty": round(f.penalty, 3)}
-        if c.bonus:
-            factors["user_rule_bonus"] = round(c.bonus, 3)
-        if not f.has_evidence:
-            factors["no_evidence"] = 1.0  # part of the penalty: nothing on disk shows this memory
-        kind = c.src.kind
-        rel = field_str(e.get("path"))
-        if kind == "episode":
-            item_type = "task_episode" if f.validation == 1.0 else "task_episode_failure"
-            text, title = field_text(e.get("summary")) or field_text(e.get("goal")), field_str(e.get("goal"))
-            path = f"{self.episodes.layout.rel_dir}/{rel or ''}"
-        elif kind == "long_term":
-            item_type, text = field_str(e.get("type")) or "fact", field_text(e.get("summary"))
-            if rec is not None:  # the text as the file holds it now, if a person edited it since
-                text = " ".join(str(rec.content).split())[:240] or text
-            title = field_str(e.get("title"))
-            path = f"{self.long_term.layout.rel_dir}/{rel or ''}"
-        else:
-            item_type, title = c.item_type, field_str(e.get("title"))
-            text = field_text(e.get("summary")) or field_text(e.get("title")) or e["id"]
-            layout = self.device.collections[c.item_type].layout
-            path = f"{layout.rel_dir}/{rel or layout.name_for(e['id'])}"
-        return MemoryHit(id=e["id"], type=item_type, score=round(c.score, 4), confidence=f.confidence, text=text,
-                         title=title, path=path, app=f.app, page=field_str(e.get("page")), status=f.status,
-                         factors=factors, caution=category in ("failure_modes", "conflicts"),
-                         conflicts_with=[x for x in field_words(e.get("conflicts_with")) if x != e["id"]][:3]
-                         if category == "conflicts" else [])
-
     # -- candidates: recall, judge, route ------------------------------------------------
 
     def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog, in_step: set[int]) -> None:
@@ -337,9 +295,9 @@ class Retriever:
                 # what is offered is checked against its own file (a stat when warm).
                 rec = self._current(c, drop, index_mtimes, ctx)
                 if rec is True:
-                    kept.append((c, self._hit(c, cat, ctx.now)))
+                    kept.append((c, self.hits.hit(c, cat, ctx.now)))
                 elif rec is not None:
-                    kept.append((rec[2], self._hit(rec[2], cat, ctx.now, rec[0], rec[1])))
+                    kept.append((rec[2], self.hits.hit(rec[2], cat, ctx.now, rec[0], rec[1])))
                     rescored = True
             if rescored:  # a file read now may score other than its index line did: ranked again, one order
                 kept.sort(key=lambda ch: rank_key(ch[0]))
@@ -363,7 +321,7 @@ class Retriever:
             rec = self._current(c, drop, index_mtimes, ctx)
             if rec is None:
                 continue
-            hit = self._rule_hit(c, now) if rec is True else self._hit(rec[2], "long_term", now, rec[0], rec[1])
+            hit = self.hits.rule_hit(c, now) if rec is True else self.hits.hit(rec[2], "long_term", now, rec[0], rec[1])
             cost = len(hit_line(hit)) + 1
             if hits and used + cost > share:
                 # Beyond the share: counted and named, not checked one by one (there may be hundreds).
@@ -378,19 +336,6 @@ class Retriever:
             used += cost
             hits.append(hit)
         return hits
-
-    def _rule_hit(self, c: _Cand, now: datetime) -> MemoryHit:
-        """The hit of a rule or preference that stands as indexed. The scorer hands back the same candidate
-        object for a verdict it replayed (no clock-bound field: its hit cannot differ), which gets a copy of
-        the hit it had before instead of a new one (the copy's lists are its own: a caller may edit them)."""
-        known = self._rule_hits.get(id(c))
-        if known is not None and known[0] is c:
-            return _own_copy(known[1])
-        hit = self._hit(c, "long_term", now)
-        if len(self._rule_hits) > 2048:
-            self._rule_hits.clear()
-        self._rule_hits[id(c)] = (c, _own_copy(hit))  # the candidate is kept: its id is not reused meanwhile
-        return hit
 
     # -- profile and steps --------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class RulePlan:
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
         self.texts: list[tuple[int, str]] = []  # the lowercase text a goal's names are looked for in
+        self.all_text = ""  # all of them, for the common case of a name none of them holds
         self.by_id: dict[str, list[int]] = {}
         users: list[Cand] = []
         self.picks: list[tuple[str, Cand]] = []  # verdicts of other sections (conflicts, another app's rules)
@@ -50,6 +51,7 @@ class RulePlan:
                 users.append(verdict[1])
             else:
                 self.picks.append(verdict)
+        self.all_text = "\n".join(text for _, text in self.texts)
         self.users = sorted(users, key=rules.order)
         self.user_idx = frozenset(c.i for c in users)
 
@@ -59,7 +61,7 @@ class RulePlan:
 
     def named(self, ctx: Query) -> list[int]:
         """The entries whose text holds a name the goal gives (judged with the goal, not replayed)."""
-        names = ctx.names
+        names = [n for n in ctx.names if n in self.all_text]  # a name in no text is in none of them
         if not names:
             return []
         return [i for i, text in self.texts if any(n in text for n in names)]

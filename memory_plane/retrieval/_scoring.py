@@ -212,7 +212,11 @@ class Scorer:
 
     def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
                       facts: dict[int, DeviceFacts] | None = None) -> tuple[str, Cand] | None:
-        row = _memoised(facts, self._device_facts, src, i, ctx.env)
+        row: Any = facts.get(i) if facts is not None else None  # _memoised, written out: hundreds per retrieve
+        if row is None:
+            row = self._device_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
         f, status, intent, status_ok, appl, item_id = row
         q = ctx.q
         sim = intent_sim(q, intent, sim)
