@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import string
 
 from hypothesis import given, settings
@@ -74,3 +75,33 @@ def test_documents_left_out_do_not_count_in_the_frequencies() -> None:
     # With the identical goal left out, "mom" is rarer, so the document sharing it scores higher.
     assert dict(without)[1] > dict(kept)[1]
     assert stats.snapshot().df == stats.df and stats.snapshot() is not stats
+
+
+def _search_reference(inv: InvertedIndex, query: frozenset[str], limit: int) -> list[tuple[int, float]]:
+    # The definition: each document's IDF overlap summed in the lists' order (longest first), a pool of the
+    # best three times the limit (ties in the order the documents were met), re-scored by the blend of the
+    # query's and the document's coverage, the best first (ties in pool order).
+    weights = {t: inv.weight(t) for t in sorted(query)}
+    total = math.fsum(weights.values())
+    lists = sorted(((inv.postings[t], w) for t, w in weights.items() if t in inv.postings),
+                   key=lambda pw: len(pw[0]), reverse=True)
+    acc: dict[int, float] = {}
+    for plist, w in lists:
+        for i in plist:
+            acc[i] = acc[i] + w if i in acc else w
+    pool = sorted(acc.items(), key=lambda kv: kv[1], reverse=True)[:limit * 3]
+    scored = [(i, inv._blend(s / total, min(1.0, s / inv._norm(i)))) for i, s in pool]
+    return sorted(scored, key=lambda kv: kv[1], reverse=True)[:limit]
+
+
+WORDS = ["open", "wechat", "send", "message", "alarm", "seven", "pizza", "taxi", "home", "photo", "share", "mom"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5), min_size=1, max_size=400),
+       st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), st.integers(1, 40))
+def test_search_answers_as_its_definition(docs: list[list[str]], query: list[str], limit: int) -> None:
+    # Few words over many documents: most overlaps tie, and the pool is cut inside a run of equal scores.
+    inv = InvertedIndex.build([" ".join(d) for d in docs])
+    q = token_set(" ".join(query))
+    assert inv.search(q, limit) == _search_reference(inv, q, limit)
