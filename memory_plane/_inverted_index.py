@@ -6,7 +6,7 @@ import heapq
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from itertools import chain, compress
+from itertools import chain
 from operator import itemgetter
 
 from ._tokens import TOKEN_PATTERN, gram_length, grams, token_parts, token_set
@@ -151,18 +151,10 @@ class InvertedIndex:
         # Rank a generous pool by raw overlap, then re-score it with the document-length-aware blend
         # (written out here, not called: this loop runs for a few hundred documents per search).
         k = limit * 3
-        items: Iterable[tuple[int, float]] = acc.items()
-        if len(acc) > k:
-            # No overlap is below the lightest word's weight, and the documents holding only the commonest
-            # word have just that. When at least a pool's worth score higher, those at the lowest are left out
-            # before the sort (in C): the sorted prefix stays as it was, ties in order.
-            low = min(w for _, w in lists)
-            if sum(map(low.__lt__, acc.values())) >= k:
-                items = compress(acc.items(), map(low.__lt__, acc.values()))
         # The same list either way (nlargest is defined as the sorted prefix, ties in order); a C sort is
         # faster until the candidates outnumber the pool many times over.
-        pool = (sorted(items, key=_second, reverse=True)[:k] if len(acc) <= 16 * k
-                else heapq.nlargest(k, items, key=_second))
+        pool = (sorted(acc.items(), key=_second, reverse=True)[:k] if len(acc) <= 16 * k
+                else heapq.nlargest(k, acc.items(), key=_second))
         # Every overlap, total and norm is positive (IDF weights are), so the blend needs no guard here.
         norms, norm = self._fresh_norms(), self._norm
         scored: list[tuple[int, float]] = []
