@@ -18,7 +18,7 @@ TRIM_ORDER = ("similar_episodes", "navigation", "calibration_notes", "long_term"
 
 def rank_key(c: Cand) -> tuple[float, float, str]:
     """Best score first; ties by closeness (episodes), then by id, so equal scores always come out in one order."""
-    return (-c.score, -c.closeness, c.src.entries[c.i]["id"])
+    return (-c.score, -c.closeness, c.item_id or c.src.entries[c.i]["id"])
 
 
 def in_rank_order(cands: list[Cand], cap: int) -> Iterator[Cand]:

@@ -228,10 +228,11 @@ class Retriever:
         q = ctx.q
         # The apps a memory bound to its app must have to be relevant to this goal (``Scorer.relevant``); the
         # others recalled are left out before they are judged (they would be, without a drop counted).
-        bound: dict[str, set[Any]] = {"navigation": {q.app} - {None}, "ui_anchor": {q.app} - {None},
-                                      "app_profile": {q.app, *q.apps} - {None}}
+        one = frozenset((q.app,)) if q.app is not None else frozenset()
+        bound: dict[str, frozenset[Any]] = {"navigation": one, "ui_anchor": one,
+                                            "app_profile": frozenset((q.app, *q.apps)) - {None}}
         if q.app:
-            bound["procedure"] = {q.app, None, ""}
+            bound["procedure"] = frozenset((q.app, None, ""))
         for item_type in self.device.collections:
             src = self._device_sources[item_type]
             if id(src) in in_step:

@@ -9,7 +9,7 @@ prompt block are the retriever's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -52,17 +52,7 @@ class Cand(NamedTuple):
     # closest past goal gets the best word similarity by construction, which ties it with the best word match
     # whenever the two differ; the closest one leads then, not whichever id sorts first.
     closeness: float = 0.0
-
-
-def _memoised(facts: dict[int, Any] | None, make: Callable[[Source, int, tuple[str | None, ...]], Any], src: Source,
-              i: int, env: tuple[str | None, ...]) -> Any:
-    """Entry ``i``'s facts from the memo (made and kept there on first use; made each time without a memo)."""
-    row = facts.get(i) if facts is not None else None
-    if row is None:
-        row = make(src, i, env)
-        if facts is not None:
-            facts[i] = row
-    return row
+    item_id: str = ""  # the entry's id, which breaks the last ties of the ranking (see _budget.rank_key)
 
 
 class EpisodeEvidence(NamedTuple):
@@ -212,7 +202,7 @@ class Scorer:
 
     def _judge_device(self, src: Source, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
                       facts: dict[int, DeviceFacts] | None = None) -> tuple[str, Cand] | None:
-        row: Any = facts.get(i) if facts is not None else None  # _memoised, written out: hundreds per retrieve
+        row: Any = facts.get(i) if facts is not None else None  # the memo's facts, made on first use
         if row is None:
             row = self._device_facts(src, i, ctx.env)
             if facts is not None:
@@ -235,7 +225,8 @@ class Scorer:
             drop("tool_unavailable", item_id, f"needs {field_text(e.get('tools'))}")
             return None
         app_match = app_match_of(ctx, f.app, e, "summary")
-        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0)
+        cand = Cand(self.score(f, sim, app_match, appl, ctx.now), src, i, item_type, sim, app_match, appl, 0.0, 0.0,
+                    item_id)
         return ("conflicts" if status == "conflicted" else ROUTE[item_type]), cand
 
     def _servable(self, f: Feat, status_ok: bool, appl: float | None, ctx: Query, drop: DropLog, item_id: str) -> bool:
@@ -265,7 +256,11 @@ class Scorer:
 
     def _judge_episode(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog, ev: EpisodeEvidence,
                        facts: dict[int, EpisodeFacts] | None = None) -> tuple[str, Cand] | None:
-        row = _memoised(facts, self._episode_facts, src, i, ctx.env)
+        row: Any = facts.get(i) if facts is not None else None  # the memo's facts, made on first use
+        if row is None:
+            row = self._episode_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
         f, appl, intent, item_id = row
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
@@ -292,7 +287,7 @@ class Scorer:
             # and the app prior must not push it below episodes that only share the app.
             app_match = 1.0
         score = self.score(f, sim, app_match, appl, now)
-        cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0, ev.fused.get(i, 0.0))
+        cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0, ev.fused.get(i, 0.0), item_id)
         return ("similar_episodes" if success else "failure_modes"), cand
 
     def _episode_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> EpisodeFacts:
@@ -303,7 +298,11 @@ class Scorer:
 
     def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
                          facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:
-        row = _memoised(facts, self._long_term_facts, src, i, ctx.env)
+        row: Any = facts.get(i) if facts is not None else None  # the memo's facts, made on first use
+        if row is None:
+            row = self._long_term_facts(src, i, ctx.env)
+            if facts is not None:
+                facts[i] = row
         user_rule, f, status_ok, appl, bonus, section, item_id = row
         if not user_rule and sim < self.config.min_similarity:
             return None
@@ -313,7 +312,7 @@ class Scorer:
         # (A memory of no app matches a goal that names nothing at 0.3: app_match_of is asked only for names.)
         app_match = app_match_of(ctx, None, src.entries[i], "summary") if ctx.names else 0.3
         score = self.score(f, sim, app_match, appl, ctx.now) + bonus
-        return section, Cand(score, src, i, "long_term", sim, app_match, appl, bonus)
+        return section, Cand(score, src, i, "long_term", sim, app_match, appl, bonus, 0.0, item_id)
 
     def _long_term_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> LongTermFacts:
         """What judging a long-term memory needs that only its index line and the environment decide."""

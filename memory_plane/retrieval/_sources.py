@@ -117,6 +117,8 @@ class Source:
         self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
         self.apps: list[Any] = []  # each entry's "app" field as its index line holds it
         self.not_active: set[int] = set()  # entries whose status field is anything but "active" (see app_bound)
+        self._bound: dict[frozenset[Any], frozenset[int]] = {}  # app_bound's entries, per apps, while the
+        self._bound_at = 0  # entries stay this many
         # Entry -> (its index file, its item file) once the file was found as indexed (see Retriever._current).
         self.indexed_at: dict[int, tuple[Path, str]] = {}
 
@@ -129,6 +131,7 @@ class Source:
             self.generation += 1
             self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
             self.apps, self.not_active = [], set()
+            self._bound, self._bound_at = {}, 0
             self.canon, self.by_canon, self.prior, self.texts = [], {}, AppPrior(), []
             self.indexed_at = {}
         self.entries = entries
@@ -228,18 +231,19 @@ class Source:
             post = {app: p / z for app, p in post.items()} if z > 0 else {}
         return post
 
-    def app_bound(self, found: dict[int, float], apps: set[Any]) -> dict[int, float]:
+    def app_bound(self, found: dict[int, float], apps: frozenset[Any]) -> dict[int, float]:
         """The candidates of ``found`` whose app is one of ``apps`` (as ``Feat.app`` reads it), whose status field
         is not plainly "active", or whose app field is no text: only these can be about a goal of those apps
         when the memory is bound to its app."""
-        got, not_active = self.apps, self.not_active
-        out = {}
-        for i, sim in found.items():
-            a = got[i]
+        keep = self._bound.get(apps)
+        if keep is None or self._bound_at != len(self.entries):
+            if self._bound_at != len(self.entries) or len(self._bound) > 256:
+                self._bound, self._bound_at = {}, len(self.entries)
             # A number or a list where the app belongs is kept (its Feat.app is not what the field says).
-            if i in not_active or (a in apps if a is None or a.__class__ is str else True):
-                out[i] = sim
-        return out
+            keep = self._bound[apps] = frozenset(
+                i for i, a in enumerate(self.apps)
+                if i in self.not_active or (a in apps if a is None or a.__class__ is str else True))
+        return {i: sim for i, sim in found.items() if i in keep}
 
     def cache_due(self) -> bool:
         """Whether the persisted postings lag the index enough to be written again."""
