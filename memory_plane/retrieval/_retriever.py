@@ -35,7 +35,7 @@ from ._rule_plan import PlanShare, RulePlans
 from ._scoring import Cand as _Cand
 from ._scoring import Query, Scorer
 from ._sources import Source, device_text, episode_text, long_term_text
-from ._user_rules import RULE_SHARE, RuleScope
+from ._user_rules import RULE_SHARE, GoalRules, RuleScope
 
 log = logging.getLogger("memory_plane")
 
@@ -78,12 +78,13 @@ class Retriever:
         if id(self._episode_source) in in_step:
             self._episode_candidates(ctx, picked, drop)
         users: list[_Cand] = []  # the user's rules and preferences that apply: outside the caps, budgeted first
-        planned = None
+        rules, planned = None, None
         if id(self._lt_source) in in_step:
-            planned = self._long_term_candidates(ctx, picked, drop, users)
+            rules, planned = self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
         common = self._within_caps(picked, ctx, drop, index_mtimes)
-        user_hits = self._user_hits(users, planned, ctx, now, drop, index_mtimes, common)
+        user_hits = ([] if rules is None
+                     else self._user_hits(users, planned, rules, ctx, now, drop, index_mtimes, common))
         common.long_term = [*user_hits, *common.long_term]
         self._device_profile(req.device_id or "default", common, now, ctx.exclude)
         self._expand_steps(common)
@@ -249,9 +250,9 @@ class Retriever:
             picked[section].append(cand)
 
     def _long_term_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog,
-                              users: list[_Cand]) -> PlanShare | None:
-        """The long-term candidates judged and routed (the user's word that applies into ``users``); the share of
-        the rule plan in them, unless ``drop.explain`` judges each one."""
+                              users: list[_Cand]) -> tuple[GoalRules, PlanShare | None]:
+        """The long-term candidates judged and routed (the user's word that applies into ``users``); the goal's
+        view of the rules, and the share of the rule plan in them (None when ``drop.explain`` judges each one)."""
         src = self._lt_source
         rules = self.rule_scope.for_goal(src.entries, ctx.q)
         planned = None
@@ -279,7 +280,7 @@ class Retriever:
                 drop.add(reason, n)
             for section, cand in planned.picks():
                 picked[section].append(cand)
-        return planned
+        return rules, planned
 
     def _within_caps(self, picked: dict[str, list[_Cand]], ctx: Query, drop: DropLog,
                      index_mtimes: dict[Path, int]) -> RoleMemoryContext:
@@ -305,12 +306,12 @@ class Retriever:
             setattr(common, cat, [h for _, h in kept])
         return common
 
-    def _user_hits(self, users: list[_Cand], planned: PlanShare | None, ctx: Query, now: datetime, drop: DropLog,
-                   index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
+    def _user_hits(self, users: list[_Cand], planned: PlanShare | None, rules: GoalRules, ctx: Query, now: datetime,
+                   drop: DropLog, index_mtimes: dict[Path, int], common: RoleMemoryContext) -> list[MemoryHit]:
         """The rules and preferences that apply (``users`` and the plan's), as many as fit their share of the
         block, in ``GoalRules.order``. The rest are counted in ``common.user_rules_left_out`` (and named in
         --explain), never read."""
-        order = self.rule_scope.for_goal(self._lt_source.entries, ctx.q).order
+        order = rules.order
         share = int(self.config.budget_chars * RULE_SHARE)
         hits: list[MemoryHit] = []
         used = 0
