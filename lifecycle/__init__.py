@@ -18,6 +18,7 @@ from ._atomic import (
 )
 from ._clock import Clock, elapsed_label, format_duration, format_ts, parse_duration, parse_ts, system_clock
 from ._collection import Collection, ItemCollection
+from ._collector import collector_paused
 from ._envelope import (
     STATUSES,
     EvidenceRef,
@@ -175,6 +176,7 @@ __all__ = [
     "collect_expired",
     "collect_reason",
     "collection_lock",
+    "collector_paused",
     "content_hash",
     "create_exclusive",
     "decode_utf8",

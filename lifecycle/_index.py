@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._atomic import append_line, atomic_write, read_bytes_nofollow
+from ._collector import collector_paused
 from ._errors import ABSENT, FileProblemError, ParseError
 from ._jsonl import dumps_compact
 from ._yaml import decode_utf8, load_yaml
@@ -253,13 +254,18 @@ class IndexFile:
             return hit[1]
         try:
             data = read_bytes_nofollow(self.path)
-            bulk = _bulk_bytes(data)
+            with collector_paused():  # thousands of dicts, none in a cycle
+                bulk = _bulk_bytes(data)
             text = decode_utf8(data, self.path) if bulk is None else ""
         except ParseError as exc:
             return IndexRead(problems=[exc])
         except FileNotFoundError:
             return IndexRead(exists=False)
-        result = IndexRead(entries=bulk) if bulk is not None else parse_index(text, self.path)
+        if bulk is not None:
+            result = IndexRead(entries=bulk)
+        else:
+            with collector_paused():
+                result = parse_index(text, self.path)
         with _cache_guard:
             _cache[self._key] = (key, result)
         return result

@@ -17,7 +17,7 @@ from typing import Any
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, UnsafePathError, field_str, safe_join
+from lifecycle import FileProblemError, UnsafePathError, collector_paused, field_str, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore
@@ -135,7 +135,8 @@ class Retriever:
             (self._device_sources[t], c.entries, c.dir) for t, c in self.device.collections.items()]
         sources += [(self._episode_source, self.episodes.entries, "episodes index"),
                     (self._lt_source, self.long_term.entries, "long-term index")]
-        return {id(src) for src, read, what in sources if self._sync(src, read, what)}
+        with collector_paused():  # a fresh process builds every index here, none of it cyclic
+            return {id(src) for src, read, what in sources if self._sync(src, read, what)}
 
     def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
