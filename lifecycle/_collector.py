@@ -15,10 +15,11 @@ _paused_by_us = False  # whether the outermost region found the collector runnin
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Hold off the cycle collector for the block; it runs again as before once every such block has ended."""
-    # Why: reading ten thousand index lines or a postings file makes a hundred thousand dicts, lists and
-    # strings, none in a cycle, yet each 700 of them start a collection that walks the young ones, and the
-    # older generations are walked again as they fill. In a fresh process that was a fifth of the first
-    # retrieve. Anything cyclic made meanwhile is collected at the next collection after the block.
+    # Why: reading ten thousand index lines or a postings file makes a few hundred thousand dicts, lists and
+    # strings, none in a cycle, yet every 700 of them start a collection that walks the young ones, and the
+    # older generations are walked again as they fill. Held off there, a fresh process's first retrieve took
+    # 8% less time. Anything cyclic made meanwhile is collected at the next collection after the block, so a
+    # block must stay short: never around work that reads every item file (a rebuild).
     global _depth, _paused_by_us
     with _lock:
         if _depth == 0:

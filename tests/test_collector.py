@@ -88,3 +88,33 @@ def test_an_index_read_leaves_the_collector_as_it_found_it(tmp_path: Path) -> No
         with collector(enabled):
             IndexFile(path).read()
             assert gc.isenabled() is enabled
+
+
+def test_a_retrieve_rebuilds_a_damaged_index_with_the_collector_running(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A rebuild reads every item file (and may leave cyclic garbage per file): never inside a pause.
+    from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        for i in range(3):
+            req = MemoryRetrieveRequest(input=f"open app number {i}")
+            rec = plane.new_episode_recorder(req, plane.retrieve(req))
+            rec.tool_call("launch_app", {"app": "x"})
+            rec.tool_result("launch_app", output="ok", observed_state={"app": "WeChat"})
+            assert plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+        store = type(plane.episodes)
+    (root / "episodes" / "index.yaml").write_bytes(b"\x00 not an index \xff\n")
+    seen: list[bool] = []
+    rebuild = store.rebuild_index
+
+    def watched(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return rebuild(self, *args, **kwargs)
+
+    monkeypatch.setattr(store, "rebuild_index", watched)
+    with collector(True), MemoryPlane.open(root) as plane:
+        memory = plane.retrieve(MemoryRetrieveRequest(input="open app number 1"))
+        assert gc.isenabled()
+    assert seen and all(seen)
+    assert memory.common.similar_episodes  # the episodes are found through the rebuilt index

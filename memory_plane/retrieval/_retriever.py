@@ -135,13 +135,14 @@ class Retriever:
             (self._device_sources[t], c.entries, c.dir) for t, c in self.device.collections.items()]
         sources += [(self._episode_source, self.episodes.entries, "episodes index"),
                     (self._lt_source, self.long_term.entries, "long-term index")]
-        with collector_paused():  # a fresh process builds every index here, none of it cyclic
-            return {id(src) for src, read, what in sources if self._sync(src, read, what)}
+        return {id(src) for src, read, what in sources if self._sync(src, read, what)}
 
     def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
         try:
-            src.sync(read())
+            entries = read()  # outside the pause below: a doubtful index is rebuilt here from every item file
+            with collector_paused():  # a fresh process's postings and fields: many objects, none in a cycle
+                src.sync(entries)
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: cannot read %s: %s", what, exc)
             return False
