@@ -18,8 +18,9 @@ def collector_paused() -> Iterator[None]:
     # Why: reading ten thousand index lines or a postings file makes a few hundred thousand dicts, lists and
     # strings, none in a cycle, yet every 700 of them start a collection that walks the young ones, and the
     # older generations are walked again as they fill. Held off there, a fresh process's first retrieve took
-    # 8% less time. Anything cyclic made meanwhile is collected at the next collection after the block, so a
-    # block must stay short: never around work that reads every item file (a rebuild).
+    # 8-15% less time (BENCHMARKS.md, session 10). Anything cyclic made meanwhile is collected only after the
+    # block, so a block holds no work that makes cycles as it goes: no YAML parsing (ruamel's loader is
+    # one), no rebuild from every item file.
     global _depth, _paused_by_us
     with _lock:
         if _depth == 0:

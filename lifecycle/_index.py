@@ -254,18 +254,16 @@ class IndexFile:
             return hit[1]
         try:
             data = read_bytes_nofollow(self.path)
-            with collector_paused():  # thousands of dicts, none in a cycle
+            with collector_paused():  # one json.loads: thousands of dicts, none in a cycle
                 bulk = _bulk_bytes(data)
             text = decode_utf8(data, self.path) if bulk is None else ""
         except ParseError as exc:
             return IndexRead(problems=[exc])
         except FileNotFoundError:
             return IndexRead(exists=False)
-        if bulk is not None:
-            result = IndexRead(entries=bulk)
-        else:
-            with collector_paused():
-                result = parse_index(text, self.path)
+        # The line-by-line path (a hand-edited line) runs with the collector on: its YAML parser leaves a
+        # cycle per line parsed.
+        result = IndexRead(entries=bulk) if bulk is not None else parse_index(text, self.path)
         with _cache_guard:
             _cache[self._key] = (key, result)
         return result
