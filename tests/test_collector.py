@@ -43,22 +43,18 @@ def test_an_exception_inside_restarts_it() -> None:
 @given(st.booleans(), st.lists(st.booleans(), max_size=12))
 def test_nested_blocks_restore_it_only_at_the_outermost_end(enabled: bool, steps: list[bool]) -> None:
     # steps: True opens a block, False closes the innermost open one (when there is one).
-    with collector(enabled), ExitStack() as stack:
-        depth = 0
-        inner: list[ExitStack] = []
+    with collector(enabled):
+        open_blocks: list[ExitStack] = []
         for opening in steps:
             if opening:
-                s = ExitStack()
-                s.enter_context(collector_paused())
-                inner.append(s)
-                depth += 1
-            elif inner:
-                inner.pop().close()
-                depth -= 1
-            assert gc.isenabled() is (enabled and depth == 0)
-        while inner:
-            inner.pop().close()
-        stack.close()
+                block = ExitStack()
+                block.enter_context(collector_paused())
+                open_blocks.append(block)
+            elif open_blocks:
+                open_blocks.pop().close()
+            assert gc.isenabled() is (enabled and not open_blocks)
+        while open_blocks:
+            open_blocks.pop().close()
         assert gc.isenabled() is enabled
 
 
@@ -81,18 +77,24 @@ def test_overlapping_blocks_in_two_threads_leave_it_running() -> None:
         assert gc.isenabled()
 
 
+def watch_collector(monkeypatch, owner: object, name: str) -> list[bool]:  # type: ignore[no-untyped-def]
+    """Whether the collector was running at each call of ``owner.name`` from now on."""
+    seen: list[bool] = []
+    original = getattr(owner, name)
+
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, watched)
+    return seen
+
+
 def test_a_hand_edited_index_line_is_parsed_with_the_collector_running(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # ruamel's loader leaves a cycle per parse: the YAML fallback for a hand-edited line is never held off.
     import lifecycle._index as index_module
 
-    seen: list[bool] = []
-    load = index_module.load_yaml
-
-    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(gc.isenabled())
-        return load(*args, **kwargs)
-
-    monkeypatch.setattr(index_module, "load_yaml", watched)
+    seen = watch_collector(monkeypatch, index_module, "load_yaml")
     path = tmp_path / "index.yaml"
     path.write_text('- {"id": "a"}\n- {id: b, title: edited by hand}\n', "utf-8")
     with collector(True):
@@ -125,14 +127,7 @@ def test_a_retrieve_rebuilds_a_damaged_index_with_the_collector_running(tmp_path
         plane.flush()
         store = type(plane.episodes)
     (root / "episodes" / "index.yaml").write_bytes(b"\x00 not an index \xff\n")
-    seen: list[bool] = []
-    rebuild = store.rebuild_index
-
-    def watched(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(gc.isenabled())
-        return rebuild(self, *args, **kwargs)
-
-    monkeypatch.setattr(store, "rebuild_index", watched)
+    seen = watch_collector(monkeypatch, store, "rebuild_index")
     with collector(True), MemoryPlane.open(root) as plane:
         memory = plane.retrieve(MemoryRetrieveRequest(input="open app number 1"))
         assert gc.isenabled()

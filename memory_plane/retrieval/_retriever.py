@@ -17,7 +17,7 @@ from typing import Any
 
 from device_memory import DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, UnsafePathError, collector_paused, field_str, safe_join
+from lifecycle import FileProblemError, UnsafePathError, field_str, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore
@@ -140,9 +140,7 @@ class Retriever:
     def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
         try:
-            entries = read()  # outside the pause below: a doubtful index is rebuilt here from every item file
-            with collector_paused():  # a fresh process's postings and fields: many objects, none in a cycle
-                src.sync(entries)
+            src.sync(read())
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: cannot read %s: %s", what, exc)
             return False

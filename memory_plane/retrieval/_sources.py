@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lifecycle import field_num, field_str, field_text, parse_ts
+from lifecycle import collector_paused, field_num, field_str, field_text, parse_ts
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
@@ -138,6 +138,13 @@ class Source:
         start = len(self._feats)
         if start == len(entries):
             return
+        # Postings and fields of thousands of entries (a fresh process: all of them), none in a cycle. The
+        # entries were read before this call: a rebuild of a doubtful index from its item files is not held off.
+        with collector_paused():
+            self._extend(entries, start)
+
+    def _extend(self, entries: list[dict[str, Any]], start: int) -> None:
+        """Index entries ``start``.. (the first ones of a new generation: from the persisted postings if any)."""
         new = entries[start:]
         self.texts += map(self._text, new)
         self._add_fields(new, start)
