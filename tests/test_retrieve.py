@@ -251,6 +251,13 @@ def test_query_parsing_zh_and_en(plane: MemoryPlane) -> None:
     assert (q.intent, q.app) == ("order", "meituan") and "2" in q.entities
     q = parse_query("进入用户中心的个人信息页面", plane.device.catalog)
     assert q.app_generic or q.app is None  # "信息" is a word here, not surely the Messages app
+    assert not q.app_words
+    # The words the goal calls its app by: none from a hint, a generic name or a name in quotes (text to look for).
+    assert parse_query("打开去哪儿订机票", plane.device.catalog).app_words == {"去哪", "哪儿"}
+    assert parse_query("Open Spotify and play jazz", plane.device.catalog).app_words == {"spotify"}
+    assert not parse_query("搜索“周末去哪儿玩”", plane.device.catalog).app_words
+    assert not parse_query("Turn on dark mode in Settings", plane.device.catalog).app_words
+    assert not parse_query("play jazz", plane.device.catalog, app_hint="Spotify").app_words
 
 
 def launch(app: str, package: str | None = None) -> list:
@@ -330,6 +337,28 @@ def test_the_nearest_past_goal_by_words_and_character_trigrams_leads(plane: Memo
     assert hits and hits[0].app == app
     # Its similarity is the best of the block (one calibrated scale for words and trigrams).
     assert hits[0].factors["goal_similarity"] == max(h.factors["goal_similarity"] for h in hits)
+
+
+@pytest.mark.parametrize(("past", "goal", "app"), [
+    # The nearest sentence was said of another app: the goal's own app leads, however alike the words.
+    ([("StarTracker", "Go to the Startracker app and track the movements of stars and planets."),
+      ("Stellarium", "Identify the sun star in the Stellarium app.")],
+     "Go to the Stellarium app and track the movement of stars and planets.", "Stellarium"),
+    # The nearest past goal named the same app and was done elsewhere: naming it does not move the task there.
+    ([("Google Play", "Get the search results for WhatsApp. Leave a 5-star review on its app store page."),
+      ("WhatsApp", "Send a message 'Hi' to myself."), ("WhatsApp", "Send a photo to Bob.")],
+     "Get the search results for WhatsApp.", "Google Play"),
+    # The nearest past goal named no app: a name may be what the task is about (a way to pay), so it leads.
+    ([("Telecom", "Check my phone bill and top up 10 dollars, stop at the payment method"),
+      ("WeChat", "Open Moments and like the first post"), ("WeChat", "Send a photo to Bob")],
+     "Check my phone bill and top up 10 dollars, choose WeChat as the payment method", "Telecom"),
+])
+def test_the_nearest_past_goal_does_not_lead_against_the_app_the_goal_names(plane: MemoryPlane, past, goal,
+                                                                            app) -> None:
+    for name, text in past + OTHER_TASKS:
+        run(plane, text, launch(name), hints=EN)
+    hits = plane.retrieve(req(goal, EN)).common.similar_episodes
+    assert hits and hits[0].app == app, [(h.app, h.title) for h in hits]
 
 
 def test_the_nearest_past_goal_leads_with_its_own_episode_excluded(plane: MemoryPlane) -> None:

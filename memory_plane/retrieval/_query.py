@@ -62,6 +62,9 @@ class ParsedQuery:
     entities: list[str] = field(default_factory=list)
     apps: list[str] = field(default_factory=list)
     app_generic: bool = False
+    # The words of the name the goal itself calls its app by, as written; empty when the text names no
+    # specific app (the app came from the foreground hint, or the name is a generic word).
+    app_words: frozenset[str] = frozenset()
     tokens: frozenset[str] = frozenset()
     language: str = "en"
 
@@ -95,19 +98,25 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     q.language = "zh" if re.search(r"[\u4e00-\u9fff]", clean) else "en"
     q.intent = detect_intent(clean)
     found = catalog.find_in_text(clean)
+    spelled = ""
     q.apps = [a for a, _, _ in found]
     if found:
-        q.app, _, q.app_name = found[0]
+        q.app, at, q.app_name = found[0]
         from device_memory import GENERIC_NAMES
 
         # "信息" or "settings" may name an app or just be a word: a weaker signal than "微信".
         q.app_generic = q.app_name.lower() in GENERIC_NAMES
+        # A name inside quotes is text to type or look for (搜索“周末去哪儿玩”), not where the task is done.
+        quoted = any(m.start() < at < m.end() for m in _QUOTED.finditer(clean))
+        spelled = "" if quoted else q.app_name
     elif app_hint:
         q.app = catalog.app_id_for(app_hint)
         q.app_name = app_hint
     if q.app and q.app_name:
         info = catalog.get(q.app)
         q.app_name = info.display if info else q.app_name
+        if spelled and not q.app_generic:
+            q.app_words = token_set(spelled)
     entities: list[str] = []
     entities += [m.group(1).strip() for m in _QUOTED.finditer(clean)]
     m = _ZH_TARGET.search(clean)

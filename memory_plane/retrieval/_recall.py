@@ -3,7 +3,7 @@ the search found about the goal as a whole: its app, P(app | goal), the closest 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._inverted_index import nearest_goal
 from ._config import RetrieveConfig
@@ -30,8 +30,10 @@ def recall(src: Source, q: ParsedQuery, config: RetrieveConfig,
     return found
 
 
-def recall_episodes(src: Source, ctx: Query, config: RetrieveConfig) -> tuple[dict[int, float], EpisodeEvidence]:
-    """The episodes a goal recalls (the caller's excluded ones left out), and what the search learned."""
+def recall_episodes(src: Source, ctx: Query, config: RetrieveConfig, apps_named: Callable[[str], Sequence[str]]
+                    ) -> tuple[dict[int, float], EpisodeEvidence]:
+    """The episodes a goal recalls (the caller's excluded ones left out), and what the search learned;
+    ``apps_named`` finds the apps a text names, as the goal's own were found."""
     q = ctx.q
     limit = config.search_limit
     hits = src.inv.search(q.tokens, limit)  # best first
@@ -51,7 +53,29 @@ def recall_episodes(src: Source, ctx: Query, config: RetrieveConfig) -> tuple[di
         for i in src.by_canon.get(target, [])[-2 * config.caps.get("similar_episodes", 3):]:
             if i not in found and not (ctx.exclude and src.entries[i]["id"] in ctx.exclude):
                 found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
-    return found, EpisodeEvidence(target, post, lead, fused)
+    return found, EpisodeEvidence(target, post, lead, fused, named_app(src, q, lead, apps_named))
+
+
+def named_app(src: Source, q: ParsedQuery, lead: int | None,
+              apps_named: Callable[[str], Sequence[str]]) -> frozenset[str]:
+    """The words of the app the goal names, when the device's closest past goal shows they say where it is done.
+
+    A past goal done in another app tells which: one that named its own app the same way ("track the stars in
+    the StarTracker app") says the names decide, and a goal naming Stellarium is not its task, however alike
+    the sentences. One that named an app it was not done in ("search Google Play for Facebook", "… pay with
+    WeChat"), or none, says a name may be what the task is about, not where it is done.
+    """
+    words = q.app_words
+    if not words or lead is None:
+        return words
+    app = src.canon[lead]
+    if app == q.app or app in q.apps:
+        return words
+    if words <= src.inv.doc(lead):
+        return frozenset()
+    goal = src.entries[lead].get("goal")
+    named = apps_named(goal) if isinstance(goal, str) else ()
+    return words if app and app in named else frozenset()
 
 
 def nearest_hit(src: Source, q: ParsedQuery, hits: list[tuple[int, float]],

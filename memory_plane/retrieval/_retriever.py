@@ -111,6 +111,10 @@ class Retriever:
         exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
         return Query(q, env, now, names, tools, exclude)
 
+    def _apps_named(self, text: str) -> list[str]:
+        """The apps a text names, as a goal's own apps are found (most specific first)."""
+        return [app for app, _, _ in self.device.catalog.find_in_text(text)]
+
     def _about_app(self, q: ParsedQuery, app: str, in_step: set[int]) -> bool:
         """Whether the goal shares a word with an episode or device memory of ``app`` (the hinted app); numbers
         are quantities, not what a goal is about, and do not count."""
@@ -245,7 +249,7 @@ class Retriever:
 
     def _episode_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog) -> None:
         src = self._episode_source
-        found, evidence = recall_episodes(src, ctx, self.config)
+        found, evidence = recall_episodes(src, ctx, self.config, self._apps_named)
         for section, cand in self.scorer.judge_all(src, found, "task_episode", ctx, drop, evidence):
             picked[section].append(cand)
 

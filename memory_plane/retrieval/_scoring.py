@@ -62,6 +62,9 @@ class EpisodeEvidence(NamedTuple):
     post: dict[str, float]  # P(app | goal)
     lead: int | None  # the closest past goal
     fused: dict[int, float]  # each hit's similarity on the calibrated scale of the nearest-goal search
+    # The words of the app the goal names, when that name says where the task is done (empty otherwise): an
+    # episode of another app whose goal does not name it gets neither the app prior nor the lead.
+    named: frozenset[str] = frozenset()
 
 
 LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
@@ -281,11 +284,16 @@ class Scorer:
                 return None
         elif sim < floor + 0.1:
             return None
-        app_match = max(app_match_of(ctx, app, src.entries[i], "goal"), ev.post.get(app, 0.0) if app else 0.0)
-        if i == ev.lead:
-            # The closest past goal leads: a near-duplicate task is the strongest evidence there is,
-            # and the app prior must not push it below episodes that only share the app.
-            app_match = 1.0
+        app_match = app_match_of(ctx, app, src.entries[i], "goal")
+        named = ev.named
+        if not (named and app != q.app and app not in q.apps and not named <= src.inv.doc(i)):
+            # What the device's goals make likely counts, and the closest past goal leads: a near-duplicate
+            # task is the strongest evidence there is, and the app prior must not push it below episodes
+            # that only share the app. Neither holds against the goal's own word (see ``named_app``).
+            if app:
+                app_match = max(app_match, ev.post.get(app, 0.0))
+            if i == ev.lead:
+                app_match = 1.0
         score = self.score(f, sim, app_match, appl, now)
         cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0, ev.fused.get(i, 0.0), item_id)
         return ("similar_episodes" if success else "failure_modes"), cand
