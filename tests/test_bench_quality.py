@@ -55,3 +55,36 @@ def test_fts_queries_quote_every_term() -> None:
     assert _fts_match('say "hi"', "trigram").count(" OR ") == len({'say', 'ay ', 'y "', ' "h', '"hi', 'hi"'}) - 1
     assert _fts_match("打开 微信", "unicode61") == '"打开" OR "微信"'
     assert _fts_match("", "trigram") == ""
+
+
+def test_variants_ask_the_altered_goals_of_ours_and_trigram_alike() -> None:
+    import pytest
+
+    from lifecycle import UsageError
+    from memory_plane.bench._perturb import VARIANTS, variant_goals
+    from memory_plane.bench._quality import _variant_report, _variants, answerable
+
+    goals, apps = [t["goal"] for t in TASKS], [t["app"] for t in TASKS]
+    for v in VARIANTS:
+        once = variant_goals(goals, apps, v)
+        assert once == variant_goals(goals, apps, v) and len(once) == len(goals)  # deterministic, one per goal
+    assert variant_goals(["Open Bluecoins and show my spending"], ["Bluecoins"], "no_app_name") == [
+        "Open and show my spending"]
+    assert variant_goals(["Bluecoins"], ["Bluecoins"], "no_app_name") == ["Bluecoins"]  # nothing else left
+    assert any(a != b for a, b in zip(goals, variant_goals(goals, apps, "inflection")))
+    assert _variants("all") == VARIANTS and _variants(None) == ()
+    with pytest.raises(UsageError, match="typos"):
+        _variants("typos")
+    ev = evaluate(TASKS, loose=False, variants=("typo",))
+    runs = ev["runs"]
+    assert {"strict@typo", "strict@typo_p5", "fts5_trigram@typo"} <= set(runs)
+    assert all(n not in hits for name in ("strict@typo", "fts5_trigram@typo") for n, hits in enumerate(runs[name]))
+    rep = _variant_report(TASKS, runs, "typo", answerable(TASKS))
+    assert set(rep) == {"ours_strict", "fts5_trigram", "delta_vs_trigram", "bars"}
+
+
+def test_only_goals_whose_app_has_another_goal_are_asked() -> None:
+    from memory_plane.bench._quality import answerable
+
+    tasks = [{"goal": "a", "app": "X"}, {"goal": "b", "app": "x"}, {"goal": "c", "app": "y"}]
+    assert answerable(tasks) == [0, 1]

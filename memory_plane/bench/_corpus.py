@@ -72,7 +72,30 @@ def labelled_sets(data: Path | None) -> dict[str, list[dict[str, Any]]]:
             if sep and goal.strip():
                 rows.append({"goal": goal.strip(), "app": app.strip(), "package": None})
         sets["mobiagent-zh"] = rows
+    ac = androidcontrol_app_tasks(data)
+    if ac:
+        sets["androidcontrol"] = ac
     return sets
+
+
+def androidcontrol_app_tasks(data: Path) -> list[dict[str, Any]]:
+    """The AndroidControl episodes that open an app, as tasks about that app (the first ``open`` action's name)."""
+    p = data / "androidcontrol" / "android_control_evaluation_std.jsonl"
+    if not p.is_file():
+        return []
+    out: list[dict[str, Any]] = []
+    with open(p, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                row = json.loads(line)
+                opened = [s["action_content"].get("text") for s in row["steps"]
+                          if s["action_content"].get("action") == "open"]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            goal = " ".join(str(row.get("goal", "")).split())
+            if goal and opened and isinstance(opened[0], str) and opened[0].strip():
+                out.append({"goal": goal, "app": opened[0].strip(), "package": None})
+    return out
 
 
 def androidcontrol_goals(data: Path | None) -> list[str]:

@@ -6,8 +6,10 @@ way a runtime records one (retrieve, recorder, one ``launch_app`` call whose res
 with no app hint and its own episode in ``exclude_ids`` (strict, the headline: left out of everything the
 ranking learns from the store, as a goal the device never saw); beside it, the looser figures with the own
 episode only left out of the hits. A hit is relevant when its task is about
-the same app. The same goal texts are indexed in SQLite FTS5 (``trigram``, the bar, and ``unicode61``)
-in the same run and queried for their top 5 the same leave-one-out way.
+the same app; only goals whose app has another goal in the set are asked (no ranking can answer the others).
+The same goal texts are indexed in SQLite FTS5 (``trigram``, the bar, and ``unicode61``)
+in the same run and queried for their top 5 the same leave-one-out way. With ``--variants``, every goal is
+also asked with typos, other word forms or its app's name left out (``_perturb``), ours and trigram alike.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from lifecycle import UsageError
+
 from ._corpus import labelled_sets
+from ._perturb import VARIANTS, variant_goals
 from ._util import data_dir, r, temp_root
 
 K = 5
@@ -51,9 +56,10 @@ def _record_all(root: Path, tasks: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _ours(root: Path, tasks: list[dict[str, Any]], owner: dict[str, int], cap: int | None,
-          strict: bool = False) -> list[list[int]]:
+          strict: bool = False, asked: list[str] | None = None) -> list[list[int]]:
     """The task numbers of the similar episodes each goal's retrieve shows (its own left out of the hits;
-    with ``strict``, also out of everything the ranking learns from the store, through ``exclude_ids``)."""
+    with ``strict``, also out of everything the ranking learns from the store, through ``exclude_ids``); each
+    task is asked as its goal, or as its text in ``asked``."""
     from .._plane import MemoryPlane
     from .._retrieve_types import MemoryRetrieveRequest
     from ..retrieval import RetrieveConfig
@@ -66,7 +72,8 @@ def _ours(root: Path, tasks: list[dict[str, Any]], owner: dict[str, int], cap: i
     with MemoryPlane.open(root, retrieve_config=config) as plane:
         for n, t in enumerate(tasks):
             mine = [own[n]] if strict and n in own else []
-            memory = plane.retrieve(MemoryRetrieveRequest(input=t["goal"], exclude_ids=mine))
+            text = asked[n] if asked is not None else t["goal"]
+            memory = plane.retrieve(MemoryRetrieveRequest(input=text, exclude_ids=mine))
             out.append([owner[h.id] for h in memory.common.similar_episodes if h.id != own.get(n) and h.id in owner])
     return out
 
@@ -79,15 +86,15 @@ def _fts_match(goal: str, tokenizer: str) -> str:
     return " OR ".join('"' + x.replace('"', '""') + '"' for x in terms)
 
 
-def _fts(tasks: list[dict[str, Any]], tokenizer: str) -> tuple[list[list[int]], float]:
-    """FTS5 top-K (BM25) for each goal over the other goals; and the mean ms per query."""
+def _fts(tasks: list[dict[str, Any]], tokenizer: str, asked: list[str] | None = None) -> tuple[list[list[int]], float]:
+    """FTS5 top-K (BM25) for each goal (or its text in ``asked``) over the other goals; and the mean ms per query."""
     db = sqlite3.connect(":memory:")
     db.execute(f"CREATE VIRTUAL TABLE docs USING fts5(n UNINDEXED, body, tokenize='{tokenizer}')")
     db.executemany("INSERT INTO docs VALUES (?, ?)", [(n, t["goal"]) for n, t in enumerate(tasks)])
     out: list[list[int]] = []
     t0 = time.perf_counter()
     for n, t in enumerate(tasks):
-        match = _fts_match(t["goal"], tokenizer)
+        match = _fts_match(asked[n] if asked is not None else t["goal"], tokenizer)
         rows = db.execute("SELECT n FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
                           (match, K + 1)).fetchall() if match else []
         out.append([int(i) for (i,) in rows if int(i) != n][:K])
@@ -128,9 +135,12 @@ def _bars(ours: dict[str, Any], tri: dict[str, Any]) -> dict[str, bool]:
             "precision_at_2": ours["precision_at_2"] >= tri["precision_at_2"] - 1e-9}
 
 
-def evaluate(tasks: list[dict[str, Any]], strict: bool = True, loose: bool = True) -> dict[str, Any]:
+def evaluate(tasks: list[dict[str, Any]], strict: bool = True, loose: bool = True,
+             variants: tuple[str, ...] = ()) -> dict[str, Any]:
     """Build a store from one task set and measure ours (default caps, and 6 episodes) beside FTS5: ``strict``
-    with the own episode left out of everything (``exclude_ids``), ``loose`` with it only left out of the hits."""
+    with the own episode left out of everything (``exclude_ids``), ``loose`` with it only left out of the hits;
+    each of ``variants`` asks every goal as that variant of its text (strict, and FTS5 trigram), runs named
+    ``strict@VARIANT``, ``strict@VARIANT_p5`` and ``fts5_trigram@VARIANT``."""
     with temp_root() as root:
         t0 = time.perf_counter()
         owner = _record_all(root, tasks)
@@ -144,6 +154,12 @@ def evaluate(tasks: list[dict[str, Any]], strict: bool = True, loose: bool = Tru
             runs[label] = _ours(root, tasks, owner, None, strict=leave_out)
             ours_ms = ours_ms or (time.perf_counter() - t0) * 1000 / max(1, len(tasks))
             runs[f"{label}_p5"] = _ours(root, tasks, owner, 6, strict=leave_out)
+        asked_as = {v: variant_goals([t["goal"] for t in tasks], [t["app"] for t in tasks], v) for v in variants}
+        for v, asked in asked_as.items():
+            runs[f"strict@{v}"] = _ours(root, tasks, owner, None, strict=True, asked=asked)
+            runs[f"strict@{v}_p5"] = _ours(root, tasks, owner, 6, strict=True, asked=asked)
+    for v, asked in asked_as.items():
+        runs[f"fts5_trigram@{v}"] = _fts(tasks, "trigram", asked)[0]
     tri, tri_ms = _fts(tasks, "trigram")
     uni, uni_ms = _fts(tasks, "unicode61")
     runs.update({"fts5_trigram": tri, "fts5_unicode61": uni})
@@ -188,13 +204,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sets = {k: v for k, v in sets.items() if k in only.split(",")}
     if not sets:
         return {"skipped": "../shared/data (spa-bench, android-lab, mobiagent) is not here (pass --data PATH)"}
+    variants = _variants(getattr(args, "variants", None))
     out: dict[str, Any] = {"sets": {}}
     for name, tasks in sets.items():
         # --short (bench all) measures the strict protocol only.
-        ev = evaluate(tasks, loose=not getattr(args, "short", False))
-        rep = _report(tasks, ev["runs"], list(range(len(tasks))))
-        out["sets"][name] = {"tasks": ev["tasks"], "apps": ev["apps"], **rep, "ms_per_query": ev["ms_per_query"],
-                             "build_s": ev["build_s"]}
+        ev = evaluate(tasks, loose=not getattr(args, "short", False), variants=variants)
+        queries = answerable(tasks)
+        rep = _report(tasks, ev["runs"], queries)
+        out["sets"][name] = {"tasks": ev["tasks"], "apps": ev["apps"], "queries": len(queries), **rep,
+                             "ms_per_query": ev["ms_per_query"], "build_s": ev["build_s"]}
+        if variants:
+            out["sets"][name]["variants"] = {v: _variant_report(tasks, ev["runs"], v, queries) for v in variants}
     for label, names in (("pooled", list(out["sets"])),
                          ("chinese", [n for n in out["sets"] if n in CHINESE_SETS]),
                          ("english", [n for n in out["sets"] if n not in CHINESE_SETS])):
@@ -202,18 +222,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out[label] = _pool([out["sets"][n] for n in names])
     out["all_bars_met"] = all(all(s["bars"].values()) for s in out["sets"].values())
     out["bars_met_per_set"] = {n: s["bars"] for n, s in out["sets"].items()}
+    if variants:
+        out["variant_bars_met"] = {n: {v: all(rep["bars"].values()) for v, rep in s["variants"].items()}
+                                   for n, s in out["sets"].items()}
     return out
+
+
+def answerable(tasks: list[dict[str, Any]]) -> list[int]:
+    """The goals whose app has another goal in the set: no ranking can show the right app for the others."""
+    apps = Counter(t["app"].lower() for t in tasks)
+    return [n for n, t in enumerate(tasks) if apps[t["app"].lower()] > 1]
+
+
+def _variants(spec: str | None) -> tuple[str, ...]:
+    """The query variants asked for (``all`` for every one)."""
+    if not spec:
+        return ()
+    names = VARIANTS if spec == "all" else tuple(v for v in spec.split(",") if v)
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise UsageError(f"--variants: unknown {', '.join(unknown)} (one of {', '.join(VARIANTS)}, or all)")
+    return names
+
+
+def _variant_report(tasks: list[dict[str, Any]], runs: dict[str, list[list[int]]], variant: str,
+                    queries: list[int]) -> dict[str, Any]:
+    """Ours (strict) and FTS5 trigram asked the same altered goals, with the deltas and the bars."""
+    ours = _side(tasks, runs, f"strict@{variant}", queries)
+    tri = _metrics(tasks, runs[f"fts5_trigram@{variant}"], queries)
+    return {"ours_strict": ours, "fts5_trigram": tri,
+            "delta_vs_trigram": {k: r(ours[k] - tri[k]) for k in ("hit_at_1", "precision_at_2", "precision_at_5")},
+            "bars": _bars(ours, tri)}
 
 
 def _pool(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Query-weighted means of each side's figures over several sets."""
-    total = sum(rep["tasks"] for rep in reports)
-    out: dict[str, Any] = {"tasks": total}
+    total = sum(rep["queries"] for rep in reports)
+    out: dict[str, Any] = {"tasks": sum(rep["tasks"] for rep in reports), "queries": total}
     for side in ("ours_strict", "ours_loose", "fts5_trigram", "fts5_unicode61"):
         if side not in reports[0]:
             continue
         keys = reports[0][side].keys()
-        out[side] = {k: r(sum(rep[side][k] * rep["tasks"] for rep in reports) / total) for k in keys}
+        out[side] = {k: r(sum(rep[side][k] * rep["queries"] for rep in reports) / total) for k in keys}
     out["delta_vs_trigram"] = {k: r(out["ours_strict"][k] - out["fts5_trigram"][k])
                                for k in ("hit_at_1", "precision_at_2", "precision_at_5")}
     return out

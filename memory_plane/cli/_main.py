@@ -200,6 +200,9 @@ def _bench_command(command: Command) -> None:
     s.add_argument("--seed", type=int, default=0, help="random seed")
     s.add_argument("--set", default=None,
                    help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab)")
+    s.add_argument("--variants", default=None,
+                   help="retrieval-quality: also ask every goal as these variants of its text, ours and FTS5 "
+                        "trigram alike (typo, inflection, no_app_name, comma-separated, or all)")
     s.add_argument("--lens", choices=["offline", "gemini-fake"], default="offline",
                    help="compaction: the lenses to run (gemini-fake: the real SDK against a local fake server)")
     s.add_argument("--budget", type=positive_int, default=12_000, help="compaction: the context budget in tokens")
