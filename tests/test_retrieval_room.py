@@ -167,6 +167,28 @@ def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_f
     assert [c.i for c in in_rank_order([lead[1], word_best[1]], 3)] == [1, 0]
 
 
+def test_the_closest_past_goal_is_shown_below_the_floor_only_when_no_app_is_likely() -> None:
+    from memory_plane.retrieval._scoring import EpisodeEvidence
+    from memory_plane.retrieval._sources import episode_text
+
+    src = Source("episode", episode_text, lambda app: app)
+    src.sync([{"id": f"ep_2026110{k}_{app}", "status": "active", "success": True, "app": app, "goal": goal,
+               "started_at": "2026-11-01T00:00:00Z", "path": f"2026/x{k}/episode.yaml"}
+              for k, (app, goal) in enumerate([("clock", "delete all alarms after 2pm"),
+                                               ("settings", "set my alarm volume to max")])])
+    scorer = Scorer(RetrieveConfig())
+    ctx = _query("modify silence after to 5 miuntes")
+    weak = 0.1  # under the similarity floor (0.25)
+    # No app is likely: the closest past goal is shown rather than nothing; another goal that weak is not.
+    ev = EpisodeEvidence(target=None, post={"clock": 0.4, "settings": 0.4}, lead=0, fused={0: weak})
+    assert scorer.judge(src, 0, "task_episode", weak, ctx, DropLog(), ev) is not None
+    assert scorer.judge(src, 1, "task_episode", weak, ctx, DropLog(), ev) is None
+    # The device's goals make another app likely: that app's episodes are admitted, the weak lead is not.
+    ev = ev._replace(target="settings", post={"clock": 0.1, "settings": 0.9})
+    assert scorer.judge(src, 0, "task_episode", weak, ctx, DropLog(), ev) is None
+    assert scorer.judge(src, 1, "task_episode", weak, ctx, DropLog(), ev) is not None
+
+
 def test_an_app_whose_only_goal_has_no_words_does_not_break_the_prior() -> None:
     # A goal of only punctuation or spaces gives its app a document but no tokens; the prior loaded from the
     # persisted postings must answer as the one counted document by document does, never with a KeyError.

@@ -62,9 +62,7 @@ class EpisodeEvidence(NamedTuple):
     post: dict[str, float]  # P(app | goal)
     lead: int | None  # the closest past goal
     fused: dict[int, float]  # each hit's similarity on the calibrated scale of the nearest-goal search
-    # The words of the app the goal names, when that name says where the task is done (empty otherwise): an
-    # episode of another app whose goal does not name it gets neither the app prior nor the lead.
-    named: frozenset[str] = frozenset()
+    named: frozenset[str] = frozenset()  # the words of the app the goal names, if they say where (``named_app``)
 
 
 LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
@@ -280,16 +278,17 @@ class Scorer:
         sim = intent_sim(q, intent, max(sim, ev.fused.get(i, 0.0)))
         success = f.validation == 1.0
         if success:
-            if sim < floor and not (ev.target is not None and app == ev.target):
+            # Under the floor, the app the device's goals make likely is still admitted; when none is, the
+            # closest past goal is (a goal with typos shares little text with its nearest, but nothing is worse).
+            if sim < floor and not (app == ev.target if ev.target is not None else i == ev.lead):
                 return None
         elif sim < floor + 0.1:
             return None
         app_match = app_match_of(ctx, app, src.entries[i], "goal")
         named = ev.named
         if not (named and app != q.app and app not in q.apps and not named <= src.inv.doc(i)):
-            # What the device's goals make likely counts, and the closest past goal leads: a near-duplicate
-            # task is the strongest evidence there is, and the app prior must not push it below episodes
-            # that only share the app. Neither holds against the goal's own word (see ``named_app``).
+            # What the device's goals make likely counts, and the closest past goal leads (a near-duplicate task
+            # is the strongest evidence there is); neither against the app the goal names (``named_app``).
             if app:
                 app_match = max(app_match, ev.post.get(app, 0.0))
             if i == ev.lead:
