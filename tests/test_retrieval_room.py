@@ -11,10 +11,11 @@ from memory_plane import CurrentEnvironmentHints, MemoryHit, MemoryPlane, Memory
 from memory_plane.retrieval._budget import fit_budget, in_rank_order, rank_key
 from memory_plane.retrieval._config import RetrieveConfig
 from memory_plane.retrieval._drops import DropLog
+from memory_plane.retrieval._goal_match import Query
 from memory_plane.retrieval._query import ParsedQuery
 from memory_plane.retrieval._recall import target_app
 from memory_plane.retrieval._render import render_context
-from memory_plane.retrieval._scoring import Cand, Query, Scorer
+from memory_plane.retrieval._scoring import Cand, Scorer
 from memory_plane.retrieval._sources import Source, long_term_text
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -361,6 +361,23 @@ def test_the_nearest_past_goal_does_not_lead_against_the_app_the_goal_names(plan
     assert hits and hits[0].app == app, [(h.app, h.title) for h in hits]
 
 
+def test_a_goal_of_several_steps_shares_its_intent_with_a_past_goal_of_any_of_them(plane: MemoryPlane) -> None:
+    from memory_plane.retrieval._query import detect_intent, detect_intents
+
+    goal = ("Check the details of General settings. Turn off all notifications. "
+            "Confirm that all notification settings for this device are off.")
+    assert detect_intent(goal) == "toggle_setting" and {"toggle_setting", "check_info"} <= detect_intents(goal)
+    past = [("Google Play", "Check the details of General settings."),
+            ("Settings", "Go to notification settings. Turn off the notification from Google Play Store."),
+            ("Settings", "Go to notification settings. Turn on Notification History.")]
+    for name, text in past + OTHER_TASKS:
+        run(plane, text, launch(name), hints=EN)
+    hits = plane.retrieve(req(goal, EN)).common.similar_episodes
+    # The past goal that is this goal's first step is of its intent too: no other is closer for a keyword.
+    assert hits[0].app == "Google Play"
+    assert hits[0].factors["goal_similarity"] == max(h.factors["goal_similarity"] for h in hits)
+
+
 def test_the_nearest_past_goal_leads_with_its_own_episode_excluded(plane: MemoryPlane) -> None:
     past = [("Calculator", "Get the result for '12*7'. Clear the results."),
             ("Airbnb", "Get the search results for stays for 2 adults"),

@@ -2,7 +2,8 @@
 
 ``Retriever`` (``_retriever``) recalls each source's candidates from the stores' indexes (``_recall``,
 ``_sources``, ``_postings_cache``), has each one judged (``Scorer.judge`` in ``_scoring``: the filters of
-its kind in their order, the score, the section it belongs to), routes the kept ones to the block's
+its kind in their order, the score, the section it belongs to; ``_goal_match``: how a memory's app, intent
+and tools match the goal), routes the kept ones to the block's
 sections, keeps each section's best within its cap and fits the block to its budget (``_budget``), counting
 what it turned away and why (``_drops``);
 ``_user_rules`` orders the user's rules and preferences, ``_rule_plan`` keeps the verdicts of those a goal's

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -65,6 +66,7 @@ class ParsedQuery:
     # The words of the name the goal itself calls its app by, as written; empty when the text names no
     # specific app (the app came from the foreground hint, or the name is a generic word).
     app_words: frozenset[str] = frozenset()
+    intents: frozenset[str] = frozenset()  # every intent the goal's keywords name (``intent`` is the first)
     tokens: frozenset[str] = frozenset()
     language: str = "en"
 
@@ -84,6 +86,14 @@ def detect_intent(text: str) -> str:
     return "unknown"
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def detect_intents(text: str) -> frozenset[str]:
+    """Every intent the vocabulary finds in a text: a goal of several steps asks for several things."""
+    low = " " + text.lower() + " "
+    return frozenset(intent for intent, zh, en in INTENTS
+                     if any(k in text for k in zh) or any(k in low for k in en))
+
+
 MAX_GOAL_CHARS = 2000
 
 
@@ -97,6 +107,7 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     q = ParsedQuery(text=clean, tokens=token_set(clean))
     q.language = "zh" if re.search(r"[\u4e00-\u9fff]", clean) else "en"
     q.intent = detect_intent(clean)
+    q.intents = detect_intents(clean)
     found = catalog.find_in_text(clean)
     spelled = ""
     q.apps = [a for a, _, _ in found]

@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 
 from .._inverted_index import nearest_goal
 from ._config import RetrieveConfig
+from ._goal_match import Query
 from ._query import ParsedQuery
-from ._scoring import EpisodeEvidence, Query
+from ._scoring import EpisodeEvidence
 from ._sources import Source
 
 

@@ -26,6 +26,7 @@ from ._budget import fit_budget, in_rank_order, rank_key
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
 from ._drops import DropLog
+from ._goal_match import Query
 from ._hits import HitMaker
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
@@ -33,7 +34,7 @@ from ._recall import recall, recall_episodes
 from ._render import hit_line
 from ._rule_plan import PlanShare, RulePlans
 from ._scoring import Cand as _Cand
-from ._scoring import Query, Scorer
+from ._scoring import Scorer
 from ._sources import Source, device_text, episode_text, long_term_text
 from ._user_rules import RULE_SHARE, GoalRules, RuleScope
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._scoring import Cand, Query, Scorer, Settled
+from ._goal_match import Query
+from ._scoring import Cand, Scorer, Settled
 from ._sources import Source
 from ._user_rules import GoalRules
 

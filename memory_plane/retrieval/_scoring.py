@@ -13,28 +13,18 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from lifecycle import STATUSES, field_str, field_text, field_words
+from lifecycle import STATUSES, field_str, field_text
 
 from .._long_term import PROFILE_TYPES
 from ._config import ROUTE, RetrieveConfig
 from ._drops import CallLog, DropLog, mismatch
-from ._query import ParsedQuery
+from ._goal_match import Query, app_match_of, intent_sim, tools_available
+from ._query import ParsedQuery, detect_intents
 from ._sources import BAD_TIME, ENV_KEYS, Feat, Source, features
 
 WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability": 0.15, "confidence": 0.10,
            "recency": 0.10, "validation": 0.10}
 PENALTY_WEIGHT = 0.30
-
-
-class Query(NamedTuple):
-    """A parsed goal with the request facts every candidate is judged against."""
-
-    q: ParsedQuery
-    env: tuple[str | None, ...]
-    now: datetime
-    names: tuple[str, ...]  # lowercase entity names worth looking for in a memory's text
-    tools: frozenset[str]  # lowercase tools the agent has now (empty: not told, nothing is filtered)
-    exclude: frozenset[str]  # memory ids the caller asked to leave out of everything
 
 
 class Cand(NamedTuple):
@@ -69,36 +59,10 @@ LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
 """(user rule, features, status servable, applicability, bonus, section, id) of a long-term memory."""
 Settled = tuple[tuple[tuple[str, Any, Any], ...], tuple[str, Cand] | None, str]
 """(the drop calls, the verdict, the lowercase text a goal's names are looked for in) of a long-term memory."""
-EpisodeFacts = tuple[Feat, float | None, str | None, str]
-"""(features, applicability, intent, id) of an episode."""
+EpisodeFacts = tuple[Feat, float | None, frozenset[str], str]
+"""(features, applicability, intents of its goal, id) of an episode."""
 DeviceFacts = tuple[Feat, str, str | None, bool, float | None, str]
 """(features, status in this environment, intent, status servable, applicability, id) of a device memory."""
-
-
-def app_match_of(ctx: Query, app: Any, e: dict[str, Any], text_field: str) -> float:
-    """How strongly a memory's app (or, when the goal names something, its text) points at the goal's app."""
-    q = ctx.q
-    if q.app and app == q.app:
-        return 0.4 if q.app_generic else 1.0
-    if app and app in q.apps:
-        return 0.5
-    if ctx.names:  # the memory's text is only looked at when the goal names something
-        low = field_text(e.get(text_field)).lower()
-        if any(e in low for e in ctx.names):
-            return 0.4  # the same name or quoted value elsewhere: weak evidence of the same task
-    return 0.3 if not app else 0.0
-
-
-def intent_sim(q: ParsedQuery, intent: Any, sim: float) -> float:
-    """Similarity raised for a memory of the goal's own intent."""
-    if q.intent != "unknown" and intent == q.intent:
-        return max(sim, 0.5 + 0.5 * sim)
-    return sim
-
-
-def tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
-    """Whether the agent has every tool a memory's actions need (an entry naming none needs none)."""
-    return all(t.lower() in tools for t in field_words(e.get("tools")))
 
 
 class Scorer:
@@ -262,7 +226,7 @@ class Scorer:
             row = self._episode_facts(src, i, ctx.env)
             if facts is not None:
                 facts[i] = row
-        f, appl, intent, item_id = row
+        f, appl, intents, item_id = row
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
         if f.status not in ("active", "interrupted"):
@@ -275,7 +239,11 @@ class Scorer:
             drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
             return None
         app = src.canon[i]
-        sim = intent_sim(q, intent, max(sim, ev.fused.get(i, 0.0)))
+        sim = max(sim, ev.fused.get(i, 0.0))
+        if not q.intents.isdisjoint(intents):
+            # A goal of several steps asks for several things: a past goal that shares any of them is of its
+            # intent (the first keyword found in each alone would miss "check …, then turn off …").
+            sim = max(sim, 0.5 + 0.5 * sim)
         success = f.validation == 1.0
         if success:
             # Under the floor, the app the device's goals make likely is still admitted; when none is, the
@@ -301,7 +269,11 @@ class Scorer:
         """What judging an episode needs that only its index line and the environment decide."""
         f = src.feat(i)
         e = src.entries[i]
-        return f, self.applicability(f.appl, env, False), field_str(e.get("intent")), e["id"]
+        goal, intent = e.get("goal"), field_str(e.get("intent"))
+        intents = detect_intents(goal) if isinstance(goal, str) else frozenset()
+        if intent and intent != "unknown":  # the line's own word counts too (a person may have set it)
+            intents |= {intent}
+        return f, self.applicability(f.appl, env, False), intents, e["id"]
 
     def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
                          facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:

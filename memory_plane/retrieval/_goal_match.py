@@ -1,0 +1,47 @@
+"""The goal a candidate memory is judged against, and how a memory's app, intent and tools match it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from lifecycle import field_text, field_words
+
+from ._query import ParsedQuery
+
+
+class Query(NamedTuple):
+    """A parsed goal with the request facts every candidate is judged against."""
+
+    q: ParsedQuery
+    env: tuple[str | None, ...]
+    now: datetime
+    names: tuple[str, ...]  # lowercase entity names worth looking for in a memory's text
+    tools: frozenset[str]  # lowercase tools the agent has now (empty: not told, nothing is filtered)
+    exclude: frozenset[str]  # memory ids the caller asked to leave out of everything
+
+
+def app_match_of(ctx: Query, app: Any, e: dict[str, Any], text_field: str) -> float:
+    """How strongly a memory's app (or, when the goal names something, its text) points at the goal's app."""
+    q = ctx.q
+    if q.app and app == q.app:
+        return 0.4 if q.app_generic else 1.0
+    if app and app in q.apps:
+        return 0.5
+    if ctx.names:  # the memory's text is only looked at when the goal names something
+        low = field_text(e.get(text_field)).lower()
+        if any(e in low for e in ctx.names):
+            return 0.4  # the same name or quoted value elsewhere: weak evidence of the same task
+    return 0.3 if not app else 0.0
+
+
+def intent_sim(q: ParsedQuery, intent: Any, sim: float) -> float:
+    """Similarity raised for a memory of the goal's own intent."""
+    if q.intent != "unknown" and intent == q.intent:
+        return max(sim, 0.5 + 0.5 * sim)
+    return sim
+
+
+def tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
+    """Whether the agent has every tool a memory's actions need (an entry naming none needs none)."""
+    return all(t.lower() in tools for t in field_words(e.get("tools")))
