@@ -352,6 +352,11 @@ def test_the_nearest_past_goal_by_words_and_character_trigrams_leads(plane: Memo
     ([("Telecom", "Check my phone bill and top up 10 dollars, stop at the payment method"),
       ("WeChat", "Open Moments and like the first post"), ("WeChat", "Send a photo to Bob")],
      "Check my phone bill and top up 10 dollars, choose WeChat as the payment method", "Telecom"),
+    # It named its own app only by a word that may be just a word ("notification settings"): the same.
+    ([("Settings", "Go to notification settings. Turn off the 'Likes' notification from Instagram."),
+      ("Google Play", "Get the search results for Facebook. Leave a review."),
+      ("Google Play", "Check the details of General settings.")],
+     "Go to notification. Turn off the notification from Google Play Store.", "Settings"),
 ])
 def test_the_nearest_past_goal_does_not_lead_against_the_app_the_goal_names(plane: MemoryPlane, past, goal,
                                                                             app) -> None:

@@ -64,7 +64,8 @@ def named_app(src: Source, q: ParsedQuery, lead: int | None,
     A past goal done in another app tells which: one that named its own app the same way ("track the stars in
     the StarTracker app") says the names decide, and a goal naming Stellarium is not its task, however alike
     the sentences. One that named an app it was not done in ("search Google Play for Facebook", "… pay with
-    WeChat"), or none, says a name may be what the task is about, not where it is done.
+    WeChat"), or none by a name of its own ("notification settings"), says a name may be what the task is
+    about, not where it is done.
     """
     words = q.app_words
     if not words or lead is None:

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from device_memory import DeviceMemory, type_of_id
+from device_memory import GENERIC_NAMES, DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
 from lifecycle import FileProblemError, UnsafePathError, field_str, safe_join
 
@@ -113,8 +113,9 @@ class Retriever:
         return Query(q, env, now, names, tools, exclude)
 
     def _apps_named(self, text: str) -> list[str]:
-        """The apps a text names, as a goal's own apps are found (most specific first)."""
-        return [app for app, _, _ in self.device.catalog.find_in_text(text)]
+        """The apps a text names by a name of their own, as a goal's own app words are found ("settings" or
+        "信息" may be just a word, and is not counted)."""
+        return [app for app, _, name in self.device.catalog.find_in_text(text) if name.lower() not in GENERIC_NAMES]
 
     def _about_app(self, q: ParsedQuery, app: str, in_step: set[int]) -> bool:
         """Whether the goal shares a word with an episode or device memory of ``app`` (the hinted app); numbers
