@@ -88,3 +88,18 @@ def test_only_goals_whose_app_has_another_goal_are_asked() -> None:
 
     tasks = [{"goal": "a", "app": "X"}, {"goal": "b", "app": "x"}, {"goal": "c", "app": "y"}]
     assert answerable(tasks) == [0, 1]
+
+
+def test_a_set_with_no_answerable_goal_is_reported_not_measured(monkeypatch, tmp_path) -> None:
+    import argparse
+
+    from memory_plane.bench import _quality
+
+    sets = {"one-each": [{"goal": "open the map", "app": "Maps", "package": None},
+                         {"goal": "play a song", "app": "Music", "package": None}],
+            "pairs": TASKS}
+    monkeypatch.setattr(_quality, "labelled_sets", lambda data: sets)
+    out = _quality.run(argparse.Namespace(data=str(tmp_path), set=None, short=True, variants="no_app_name"))
+    assert out["sets"]["one-each"]["queries"] == 0 and "skipped" in out["sets"]["one-each"]
+    assert set(out["bars_met_per_set"]) == {"pairs"} and out["pooled"]["queries"] == len(TASKS)
+    assert set(out["variant_bars_met"]) == {"pairs"}

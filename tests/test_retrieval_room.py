@@ -15,7 +15,7 @@ from memory_plane.retrieval._goal_match import Query
 from memory_plane.retrieval._query import ParsedQuery
 from memory_plane.retrieval._recall import target_app
 from memory_plane.retrieval._render import render_context
-from memory_plane.retrieval._scoring import Cand, Scorer
+from memory_plane.retrieval._scoring import Cand, EpisodeEvidence, Scorer
 from memory_plane.retrieval._sources import Source, long_term_text
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -147,7 +147,6 @@ def test_judging_all_at_once_replays_exactly_what_judging_one_by_one_decides() -
 
 
 def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_first() -> None:
-    from memory_plane.retrieval._scoring import EpisodeEvidence
     from memory_plane.retrieval._sources import episode_text
 
     src = Source("episode", episode_text, lambda app: app)
@@ -169,7 +168,6 @@ def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_f
 
 
 def test_the_closest_past_goal_is_shown_below_the_floor_only_when_no_app_is_likely() -> None:
-    from memory_plane.retrieval._scoring import EpisodeEvidence
     from memory_plane.retrieval._sources import episode_text
 
     src = Source("episode", episode_text, lambda app: app)
@@ -188,6 +186,21 @@ def test_the_closest_past_goal_is_shown_below_the_floor_only_when_no_app_is_like
     ev = ev._replace(target="settings", post={"clock": 0.1, "settings": 0.9})
     assert scorer.judge(src, 0, "task_episode", weak, ctx, DropLog(), ev) is None
     assert scorer.judge(src, 1, "task_episode", weak, ctx, DropLog(), ev) is not None
+
+
+def test_the_weak_closest_goal_is_shown_only_when_no_other_episode_is() -> None:
+    scorer = Scorer(RetrieveConfig())
+    src = Source("episode", lambda e: "", lambda app: app)
+    ev = EpisodeEvidence(target=None, post={}, lead=0, fused={0: 0.1})
+
+    def cand(i: int, sim: float) -> Cand:
+        return Cand(0.5, src, i, "task_episode", sim, 1.0, 1.0, 0.0)
+
+    weak_lead, other = cand(0, 0.1), cand(1, 0.59)
+    assert scorer.last_resort([weak_lead, other], ev) == [other]  # "play the latest podcast": not Gmail's "latest"
+    assert scorer.last_resort([weak_lead], ev) == [weak_lead]  # rather than nothing
+    assert scorer.last_resort([cand(0, 0.3), other], ev) == [cand(0, 0.3), other]  # over the floor: as ever
+    assert scorer.last_resort([weak_lead, other], ev._replace(target="x")) == [weak_lead, other]  # admitted by app
 
 
 def test_an_app_whose_only_goal_has_no_words_does_not_break_the_prior() -> None:

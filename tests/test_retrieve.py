@@ -258,6 +258,9 @@ def test_query_parsing_zh_and_en(plane: MemoryPlane) -> None:
     assert not parse_query("搜索“周末去哪儿玩”", plane.device.catalog).app_words
     assert not parse_query("Turn on dark mode in Settings", plane.device.catalog).app_words
     assert not parse_query("play jazz", plane.device.catalog, app_hint="Spotify").app_words
+    # An apostrophe between letters is no quote: the name still says where.
+    q = parse_query("Open Bob's profile on Instagram and like Alice's post", plane.device.catalog)
+    assert q.app_words == {"instagram"} and q.to_dict()["app_words"] == ["instagram"]
 
 
 def launch(app: str, package: str | None = None) -> list:
@@ -372,6 +375,8 @@ def test_a_goal_of_several_steps_shares_its_intent_with_a_past_goal_of_any_of_th
     goal = ("Check the details of General settings. Turn off all notifications. "
             "Confirm that all notification settings for this device are off.")
     assert detect_intent(goal) == "toggle_setting" and {"toggle_setting", "check_info"} <= detect_intents(goal)
+    # A keyword starts a word: "Facebook" is no booking.
+    assert detect_intents("Open Facebook") == {"open_app"}
     past = [("Google Play", "Check the details of General settings."),
             ("Settings", "Go to notification settings. Turn off the notification from Google Play Store."),
             ("Settings", "Go to notification settings. Turn on Notification History.")]

@@ -2,8 +2,9 @@
 
 The held-out sets the retrieval is judged on have goals written by other people: typos, other word forms, and
 goals that do not name their app. These variants make such goals from the shared ones, deterministically
-(one seed per set and variant), so that ours and FTS5 are asked the same altered text while the device keeps
-the original goals it recorded.
+(a seed per variant, a fresh generator for each set), so that ours and FTS5 are asked the same altered text
+while the device keeps the original goals it recorded. Typos and word forms touch Latin words only: on the
+Chinese sets those two variants ask the original goals.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from collections.abc import Callable
 VARIANTS = ("typo", "inflection", "no_app_name")
 
 
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+
 def typo(goal: str, rng: random.Random) -> str:
     """About one Latin word in three of five letters or more gets one edit: a letter dropped, swapped or doubled."""
-    def edit(word: str) -> str:
-        if len(word) < 5 or not (word.isascii() and word.isalpha()) or rng.random() >= 1 / 3:
+    def edit(m: re.Match[str]) -> str:
+        word = m.group()
+        if len(word) < 5 or rng.random() >= 1 / 3:
             return word
         i = rng.randrange(1, len(word) - 1)
         kind = rng.randrange(3)
@@ -27,14 +32,15 @@ def typo(goal: str, rng: random.Random) -> str:
         if kind == 1:
             return word[:i] + word[i + 1] + word[i] + word[i + 2:]
         return word[:i] + word[i] + word[i:]
-    return " ".join(map(edit, goal.split(" ")))
+    return _LATIN_WORD.sub(edit, goal)
 
 
 def inflection(goal: str, rng: random.Random) -> str:
     """About half the Latin words of four letters or more change form (-ing to -s, a plural to its singular,
     -e to -ed, else -s added)."""
-    def change(word: str) -> str:
-        if len(word) < 4 or not (word.isascii() and word.isalpha()) or rng.random() >= 0.5:
+    def change(m: re.Match[str]) -> str:
+        word = m.group()
+        if len(word) < 4 or rng.random() >= 0.5:
             return word
         low = word.lower()
         if low.endswith("ing"):
@@ -42,15 +48,20 @@ def inflection(goal: str, rng: random.Random) -> str:
         if low.endswith("s"):
             return word[:-1]
         return word + ("d" if low.endswith("e") else "s")
-    return " ".join(map(change, goal.split(" ")))
+    return _LATIN_WORD.sub(change, goal)
 
 
 def no_app_name(goal: str, app: str) -> str:
-    """The goal without the words of its app's name (the goal itself when nothing else is left)."""
-    out = goal
-    for word in sorted((w for w in app.split() if w), key=len, reverse=True):
-        out = re.sub(re.escape(word), "", out, flags=re.IGNORECASE)
-    out = " ".join(out.split())
+    """The goal without its app's name: a Latin name as a whole phrase between word boundaries (with an "app"
+    after it), a name in another script wherever it stands; the goal itself when nothing else is left."""
+    name = " ".join(app.split())
+    if not name:
+        return goal
+    if name.isascii():
+        pattern = r"(?<!\w)" + r"\s+".join(map(re.escape, name.split())) + r"(?:\s+app)?(?!\w)"
+    else:
+        pattern = re.escape(name)
+    out = " ".join(re.sub(pattern, "", goal, flags=re.IGNORECASE).split())
     return out or goal
 
 

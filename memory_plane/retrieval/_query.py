@@ -41,6 +41,8 @@ INTENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 _QUOTED = re.compile(r"[\"“”「」『』‘’']([^\"“”「」『』‘’']{1,40})[\"“”「」『』‘’']")
+# A quoted span, but not an apostrophe between letters ("Bob's profile on Instagram and Alice's post").
+_QUOTED_SPAN = re.compile(r"(?<![A-Za-z])[\"“”「」『』‘’']([^\"“”「」『』‘’']{1,40})[\"“”「」『』‘’'](?![A-Za-z])")
 _ZH_TARGET = re.compile(
     r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉|点一杯|点一份|买一杯|买一份|订一份)\s*"
     r"([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
@@ -64,7 +66,7 @@ class ParsedQuery:
     apps: list[str] = field(default_factory=list)
     app_generic: bool = False
     # The words of the name the goal itself calls its app by, as written; empty when the text names no
-    # specific app (the app came from the foreground hint, or the name is a generic word).
+    # specific app (the app came from the foreground hint, the name is a generic word, or it stands in quotes).
     app_words: frozenset[str] = frozenset()
     intents: frozenset[str] = frozenset()  # every intent the goal's keywords name (``intent`` is the first)
     tokens: frozenset[str] = frozenset()
@@ -72,7 +74,8 @@ class ParsedQuery:
 
     def to_dict(self) -> dict[str, object]:
         """JSON form for ``--explain``."""
-        return {"intent": self.intent, "app": self.app, "app_name": self.app_name, "app_generic": self.app_generic,
+        return {"intent": self.intent, "intents": sorted(self.intents), "app": self.app, "app_name": self.app_name,
+                "app_generic": self.app_generic, "app_words": sorted(self.app_words),
                 "target": self.target,
                 "entities": self.entities, "apps": self.apps, "language": self.language}
 
@@ -86,12 +89,20 @@ def detect_intent(text: str) -> str:
     return "unknown"
 
 
+# The catch-all intents at the end of INTENTS: nearly every goal also searches, checks or opens something.
+BROAD_INTENTS = frozenset(("search", "check_info", "open_app"))
+# An English keyword starts a word ("book" is not in "Facebook", "play " is in "play the song").
+_EN_INTENT_WORDS = [(intent, re.compile("(?<![a-z0-9])(?:" + "|".join(map(re.escape, en)) + ")"), zh)
+                    for intent, zh, en in INTENTS]
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def detect_intents(text: str) -> frozenset[str]:
-    """Every intent the vocabulary finds in a text: a goal of several steps asks for several things."""
+    """Every intent the vocabulary finds in a text, an English keyword only where a word starts: a goal of
+    several steps asks for several things."""
     low = " " + text.lower() + " "
-    return frozenset(intent for intent, zh, en in INTENTS
-                     if any(k in text for k in zh) or any(k in low for k in en))
+    return frozenset(intent for intent, en, zh in _EN_INTENT_WORDS
+                     if any(k in text for k in zh) or en.search(low))
 
 
 MAX_GOAL_CHARS = 2000
@@ -118,7 +129,7 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
         # "信息" or "settings" may name an app or just be a word: a weaker signal than "微信".
         q.app_generic = q.app_name.lower() in GENERIC_NAMES
         # A name inside quotes is text to type or look for (搜索“周末去哪儿玩”), not where the task is done.
-        quoted = any(m.start() < at < m.end() for m in _QUOTED.finditer(clean))
+        quoted = any(m.start() < at < m.end() for m in _QUOTED_SPAN.finditer(clean))
         spelled = "" if quoted else q.app_name
     elif app_hint:
         q.app = catalog.app_id_for(app_hint)

@@ -252,8 +252,10 @@ class Retriever:
     def _episode_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog) -> None:
         src = self._episode_source
         found, evidence = recall_episodes(src, ctx, self.config, self._apps_named)
+        shown: list[_Cand] = []
         for section, cand in self.scorer.judge_all(src, found, "task_episode", ctx, drop, evidence):
-            picked[section].append(cand)
+            (shown if section == "similar_episodes" else picked[section]).append(cand)
+        picked["similar_episodes"] += self.scorer.last_resort(shown, evidence)
 
     def _long_term_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog,
                               users: list[_Cand]) -> tuple[GoalRules, PlanShare | None]:

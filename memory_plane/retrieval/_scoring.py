@@ -19,7 +19,7 @@ from .._long_term import PROFILE_TYPES
 from ._config import ROUTE, RetrieveConfig
 from ._drops import CallLog, DropLog, mismatch
 from ._goal_match import Query, app_match_of, intent_sim, tools_available
-from ._query import ParsedQuery, detect_intents
+from ._query import BROAD_INTENTS, ParsedQuery, detect_intents
 from ._sources import BAD_TIME, ENV_KEYS, Feat, Source, features
 
 WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability": 0.15, "confidence": 0.10,
@@ -59,8 +59,8 @@ LongTermFacts = tuple[bool, Feat, bool, float | None, float, str, str]
 """(user rule, features, status servable, applicability, bonus, section, id) of a long-term memory."""
 Settled = tuple[tuple[tuple[str, Any, Any], ...], tuple[str, Cand] | None, str]
 """(the drop calls, the verdict, the lowercase text a goal's names are looked for in) of a long-term memory."""
-EpisodeFacts = tuple[Feat, float | None, frozenset[str], str]
-"""(features, applicability, intents of its goal, id) of an episode."""
+EpisodeFacts = tuple[Feat, float | None, str | None, tuple[frozenset[str], frozenset[str]], str]
+"""(features, applicability, intent, (the specific intents of its goal, all of them), id) of an episode."""
 DeviceFacts = tuple[Feat, str, str | None, bool, float | None, str]
 """(features, status in this environment, intent, status servable, applicability, id) of a device memory."""
 
@@ -226,7 +226,7 @@ class Scorer:
             row = self._episode_facts(src, i, ctx.env)
             if facts is not None:
                 facts[i] = row
-        f, appl, intents, item_id = row
+        f, appl, intent, intents, item_id = row
         q, now = ctx.q, ctx.now
         floor = self.config.min_similarity
         if f.status not in ("active", "interrupted"):
@@ -240,14 +240,18 @@ class Scorer:
             return None
         app = src.canon[i]
         sim = max(sim, ev.fused.get(i, 0.0))
-        if not q.intents.isdisjoint(intents):
-            # A goal of several steps asks for several things: a past goal that shares any of them is of its
-            # intent (the first keyword found in each alone would miss "check …, then turn off …").
+        specific, asks = intents
+        if (q.intent != "unknown" and intent == q.intent) or not q.intents.isdisjoint(specific) or (
+                asks and asks <= q.intents):
+            # A goal of several steps asks for several things: a past goal is of its intent too when the two
+            # share a specific one, or when this goal asks for all the past one did (it was one of its steps:
+            # "check the details of …" in "check …, then turn off …"). A broad intent alone (search, check,
+            # open) is asked by nearly every goal and is not shared by that.
             sim = max(sim, 0.5 + 0.5 * sim)
         success = f.validation == 1.0
         if success:
             # Under the floor, the app the device's goals make likely is still admitted; when none is, the
-            # closest past goal is (a goal with typos shares little text with its nearest, but nothing is worse).
+            # closest past goal is, for a block that would show no episode otherwise (``last_resort``).
             if sim < floor and not (app == ev.target if ev.target is not None else i == ev.lead):
                 return None
         elif sim < floor + 0.1:
@@ -265,15 +269,21 @@ class Scorer:
         cand = Cand(score, src, i, "task_episode", sim, app_match, appl, 0.0, ev.fused.get(i, 0.0), item_id)
         return ("similar_episodes" if success else "failure_modes"), cand
 
+    def last_resort(self, cands: list[Cand], ev: EpisodeEvidence) -> list[Cand]:
+        """The similar episodes to show: the closest past goal under the floor only when no other is shown (a
+        goal with typos shares little text with its nearest, and an empty block is worse than a weak hit)."""
+        floor = self.config.min_similarity
+        weak = [c for c in cands if c.i == ev.lead and c.sim < floor and ev.target is None]
+        return cands if not weak or len(cands) == len(weak) else [c for c in cands if c not in weak]
+
     def _episode_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> EpisodeFacts:
         """What judging an episode needs that only its index line and the environment decide."""
         f = src.feat(i)
         e = src.entries[i]
-        goal, intent = e.get("goal"), field_str(e.get("intent"))
-        intents = detect_intents(goal) if isinstance(goal, str) else frozenset()
-        if intent and intent != "unknown":  # the line's own word counts too (a person may have set it)
-            intents |= {intent}
-        return f, self.applicability(f.appl, env, False), intents, e["id"]
+        goal = e.get("goal")
+        asks = detect_intents(goal) if isinstance(goal, str) else frozenset()
+        intents = (asks - BROAD_INTENTS, asks)
+        return f, self.applicability(f.appl, env, False), field_str(e.get("intent")), intents, e["id"]
 
     def _judge_long_term(self, src: Source, i: int, sim: float, ctx: Query, drop: DropLog,
                          facts: dict[int, LongTermFacts] | None = None) -> tuple[str, Cand] | None:
