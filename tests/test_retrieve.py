@@ -375,8 +375,9 @@ def test_a_goal_of_several_steps_shares_its_intent_with_a_past_goal_of_any_of_th
     goal = ("Check the details of General settings. Turn off all notifications. "
             "Confirm that all notification settings for this device are off.")
     assert detect_intent(goal) == "toggle_setting" and {"toggle_setting", "check_info"} <= detect_intents(goal)
-    # A keyword starts a word: "Facebook" is no booking.
+    # A keyword starts a word: "Facebook" is no booking, "Review" no viewing.
     assert detect_intents("Open Facebook") == {"open_app"}
+    assert detect_intent("Create a new task 'Literature Review'.") == "unknown"
     past = [("Google Play", "Check the details of General settings."),
             ("Settings", "Go to notification settings. Turn off the notification from Google Play Store."),
             ("Settings", "Go to notification settings. Turn on Notification History.")]

@@ -80,13 +80,6 @@ class ParsedQuery:
                 "entities": self.entities, "apps": self.apps, "language": self.language}
 
 
-def detect_intent(text: str) -> str:
-    """The intent of a goal from a small keyword vocabulary (``unknown`` when nothing matches)."""
-    low = " " + text.lower() + " "
-    for intent, zh, en in INTENTS:
-        if any(k in text for k in zh) or any(k in low for k in en):
-            return intent
-    return "unknown"
 
 
 # The catch-all intents at the end of INTENTS: nearly every goal also searches, checks or opens something.
@@ -94,6 +87,16 @@ BROAD_INTENTS = frozenset(("search", "check_info", "open_app"))
 # An English keyword starts a word ("book" is not in "Facebook", "play " is in "play the song").
 _EN_INTENT_WORDS = [(intent, re.compile("(?<![a-z0-9])(?:" + "|".join(map(re.escape, en)) + ")"), zh)
                     for intent, zh, en in INTENTS]
+
+
+def detect_intent(text: str) -> str:
+    """The intent of a goal from a small keyword vocabulary, the most specific first (``unknown`` when nothing
+    matches; an English keyword only where a word starts: "Review" is no "view")."""
+    low = " " + text.lower() + " "
+    for intent, en, zh in _EN_INTENT_WORDS:
+        if any(k in text for k in zh) or en.search(low):
+            return intent
+    return "unknown"
 
 
 @functools.lru_cache(maxsize=1 << 14)
