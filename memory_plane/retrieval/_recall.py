@@ -73,6 +73,7 @@ def named_app(src: Source, q: ParsedQuery, lead: int | None,
     app = src.canon[lead]
     if app == q.app or app in q.apps:
         return words
+    # An episode's words are its goal's and its own app's (another app here): the goal's app is in its goal.
     if words <= src.inv.doc(lead):
         return frozenset()
     goal = src.entries[lead].get("goal")
