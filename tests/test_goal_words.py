@@ -1,0 +1,60 @@
+"""Properties of what a goal's words say: the app it names, its intents, and the bench's altered goals."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from device_memory import shipped_catalog
+from memory_plane._tokens import token_set
+from memory_plane.bench._perturb import inflection, no_app_name, typo
+from memory_plane.retrieval._query import BROAD_INTENTS, INTENTS, detect_intent, detect_intents, parse_query
+
+WORDS = st.sampled_from(["Open", "WeChat", "Spotify", "'", "’", "\"", "Bob's", "settings", "Review", "check",
+                         "turn off", "notifications", "打开", "微信", "去哪儿", "“", "”", "and", "play", ".", " "])
+GOALS = st.one_of(st.text(max_size=80), st.lists(WORDS, max_size=16).map(" ".join))
+
+
+@given(GOALS)
+def test_the_app_words_are_words_of_the_goal_and_only_for_a_named_specific_app(goal: str) -> None:
+    q = parse_query(goal, shipped_catalog())
+    assert q.app_words <= token_set(goal)
+    if q.app_words:
+        assert q.app is not None and q.app in q.apps and not q.app_generic
+    assert q.intent == detect_intent(goal)
+    assert (q.intent == "unknown") == (not q.intents) and (q.intent in q.intents or q.intent == "unknown")
+    assert q.to_dict()["intents"] == sorted(q.intents)
+
+
+@given(GOALS)
+def test_the_first_intent_is_the_most_specific_of_those_found(goal: str) -> None:
+    found = detect_intents(goal)
+    order = [intent for intent, _, _ in INTENTS]
+    if found:
+        assert detect_intent(goal) == min(found, key=order.index)
+    assert set(order) >= BROAD_INTENTS
+
+
+@given(st.text(max_size=60), st.integers(0, 2**32))
+def test_typos_and_word_forms_touch_latin_letters_only(goal: str, seed: int) -> None:
+    for alter in (typo, inflection):
+        out = alter(goal, random.Random(seed))
+        assert re.sub(r"[A-Za-z]", "", out) == re.sub(r"[A-Za-z]", "", goal)  # the rest stands as it was
+        assert alter(goal, random.Random(seed)) == out  # the same seed, the same text
+
+
+@given(st.lists(st.sampled_from(["Open", "the", "Moon", "Phase", "app", "and", "Phases", "moon", "check", "."]),
+                max_size=12).map(" ".join),
+       st.sampled_from(["Moon Phase", "Phase", "moon phase calendar", "微博"]))
+def test_the_app_name_is_left_out_as_a_whole_phrase_only(goal: str, app: str) -> None:
+    out = no_app_name(goal, app)
+    if app.isascii():
+        phrase = r"(?<!\w)" + r"\s+".join(map(re.escape, app.split())) + r"(?!\w)"
+        assert out == goal or not re.search(phrase, out, re.IGNORECASE)
+        kept = [w for w in goal.split() if w.lower() not in {x.lower() for x in app.split()} | {"app"}]
+        assert all(w in out.split() for w in kept) or out == goal  # other words, and whole words, stay
+    else:
+        assert app not in out or out == goal
