@@ -35,9 +35,16 @@ def app_match_of(ctx: Query, app: Any, e: dict[str, Any], text_field: str) -> fl
     return 0.3 if not app else 0.0
 
 
-def intent_sim(q: ParsedQuery, intent: Any, sim: float) -> float:
-    """Similarity raised for a memory of the goal's own intent."""
-    if q.intent != "unknown" and intent == q.intent:
+def intent_sim(q: ParsedQuery, intent: Any, sim: float, specific: frozenset[str] = frozenset(),
+               asks: frozenset[str] = frozenset()) -> float:
+    """Similarity raised for a memory of the goal's own intent; for a past goal whose intents are known (``asks``,
+    ``specific`` those of them that are not broad), also when the two share a specific one or this goal asks for
+    all the past one did."""
+    # A goal of several steps asks for several things: a past goal that was one of its steps ("check the
+    # details of …" in "check …, then turn off …") is of its intent too. A broad intent alone (search, check,
+    # open) is asked by nearly every goal and is not shared by that.
+    if (q.intent != "unknown" and intent == q.intent) or not q.intents.isdisjoint(specific) or (
+            asks and asks <= q.intents):
         return max(sim, 0.5 + 0.5 * sim)
     return sim
 

@@ -40,9 +40,11 @@ INTENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("open_app", ("打开", "启动", "进入", "开启"), ("open", "launch", "start", "go to")),
 )
 
-_QUOTED = re.compile(r"[\"“”「」『』‘’']([^\"“”「」『』‘’']{1,40})[\"“”「」『』‘’']")
+_QUOTE = "[\"“”「」『』‘’']"
+_IN_QUOTES = _QUOTE + "([^\"“”「」『』‘’']{1,40})" + _QUOTE
+_QUOTED = re.compile(_IN_QUOTES)
 # A quoted span, but not an apostrophe between letters ("Bob's profile on Instagram and Alice's post").
-_QUOTED_SPAN = re.compile(r"(?<![A-Za-z])[\"“”「」『』‘’']([^\"“”「」『』‘’']{1,40})[\"“”「」『』‘’'](?![A-Za-z])")
+_QUOTED_SPAN = re.compile("(?<![A-Za-z])" + _IN_QUOTES + "(?![A-Za-z])")
 _ZH_TARGET = re.compile(
     r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉|点一杯|点一份|买一杯|买一份|订一份)\s*"
     r"([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
@@ -80,8 +82,6 @@ class ParsedQuery:
                 "entities": self.entities, "apps": self.apps, "language": self.language}
 
 
-
-
 # The catch-all intents at the end of INTENTS: nearly every goal also searches, checks or opens something.
 BROAD_INTENTS = frozenset(("search", "check_info", "open_app"))
 # An English keyword starts a word ("book" is not in "Facebook", "play " is in "play the song").
@@ -92,11 +92,8 @@ _EN_INTENT_WORDS = [(intent, re.compile("(?<![a-z0-9])(?:" + "|".join(map(re.esc
 def detect_intent(text: str) -> str:
     """The intent of a goal from a small keyword vocabulary, the most specific first (``unknown`` when nothing
     matches; an English keyword only where a word starts: "Review" is no "view")."""
-    low = " " + text.lower() + " "
-    for intent, en, zh in _EN_INTENT_WORDS:
-        if any(k in text for k in zh) or en.search(low):
-            return intent
-    return "unknown"
+    found = detect_intents(text)
+    return next((intent for intent, _, _ in INTENTS if intent in found), "unknown")
 
 
 @functools.lru_cache(maxsize=1 << 14)

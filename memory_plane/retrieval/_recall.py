@@ -71,7 +71,7 @@ def named_app(src: Source, q: ParsedQuery, lead: int | None,
     if not words or lead is None:
         return words
     app = src.canon[lead]
-    if app == q.app or app in q.apps:
+    if app in q.apps:  # the goal's own app (a named one is always among them) or another it names
         return words
     # An episode's words are its goal's and its own app's (another app here): the goal's app is in its goal.
     if words <= src.inv.doc(lead):

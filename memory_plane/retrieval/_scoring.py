@@ -239,15 +239,7 @@ class Scorer:
             drop("inapplicable", item_id, mismatch(f.appl, ctx.env) if drop.explain else None)
             return None
         app = src.canon[i]
-        sim = max(sim, ev.fused.get(i, 0.0))
-        specific, asks = intents
-        if (q.intent != "unknown" and intent == q.intent) or not q.intents.isdisjoint(specific) or (
-                asks and asks <= q.intents):
-            # A goal of several steps asks for several things: a past goal is of its intent too when the two
-            # share a specific one, or when this goal asks for all the past one did (it was one of its steps:
-            # "check the details of …" in "check …, then turn off …"). A broad intent alone (search, check,
-            # open) is asked by nearly every goal and is not shared by that.
-            sim = max(sim, 0.5 + 0.5 * sim)
+        sim = intent_sim(q, intent, max(sim, ev.fused.get(i, 0.0)), *intents)
         success = f.validation == 1.0
         if success:
             # Under the floor, the app the device's goals make likely is still admitted; when none is, the
@@ -258,7 +250,7 @@ class Scorer:
             return None
         app_match = app_match_of(ctx, app, src.entries[i], "goal")
         named = ev.named
-        if not (named and app != q.app and app not in q.apps and not named <= src.inv.doc(i)):
+        if not (named and app not in q.apps and not named <= src.inv.doc(i)):
             # What the device's goals make likely counts, and the closest past goal leads (a near-duplicate task
             # is the strongest evidence there is); neither against the app the goal names (``named_app``).
             if app:
@@ -272,9 +264,10 @@ class Scorer:
     def last_resort(self, cands: list[Cand], ev: EpisodeEvidence) -> list[Cand]:
         """The similar episodes to show: the closest past goal under the floor only when no other is shown (a
         goal with typos shares little text with its nearest, and an empty block is worse than a weak hit)."""
+        if ev.target is not None or len(cands) < 2:
+            return cands
         floor = self.config.min_similarity
-        weak = [c for c in cands if c.i == ev.lead and c.sim < floor and ev.target is None]
-        return cands if not weak or len(cands) == len(weak) else [c for c in cands if c not in weak]
+        return [c for c in cands if not (c.i == ev.lead and c.sim < floor)]
 
     def _episode_facts(self, src: Source, i: int, env: tuple[str | None, ...]) -> EpisodeFacts:
         """What judging an episode needs that only its index line and the environment decide."""
