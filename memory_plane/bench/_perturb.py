@@ -61,7 +61,9 @@ def no_app_name(goal: str, app: str) -> str:
         pattern = r"(?<!\w)" + r"\s+".join(map(re.escape, name.split())) + r"(?:\s+app)?(?!\w)"
     else:
         pattern = re.escape(name)
-    out = " ".join(re.sub(pattern, "", goal, flags=re.IGNORECASE).split())
+    out, before = " ".join(goal.split()), None
+    while out != before:  # until no name is left, even one that leaving another out joined ("Moon [Moon Phase] Phase")
+        before, out = out, " ".join(re.sub(pattern, "", out, flags=re.IGNORECASE).split())
     return out or goal
 
 
