@@ -93,6 +93,7 @@ from ._quarantine import (
     quarantined,
     restore_quarantined,
 )
+from ._quoting import one_line, quote_text, strip_unsafe
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, record_time, verify_marks
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, odd_entries, template_files
@@ -216,6 +217,7 @@ __all__ = [
     "not_yet_tombstoned",
     "odd_entries",
     "older",
+    "one_line",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",
@@ -224,6 +226,7 @@ __all__ = [
     "quarantine",
     "quarantine_name",
     "quarantined",
+    "quote_text",
     "read_bytes_nofollow",
     "read_item",
     "read_item_text",
@@ -239,6 +242,7 @@ __all__ = [
     "split_frontmatter",
     "stale_temp_files",
     "stat_key",
+    "strip_unsafe",
     "system_clock",
     "template_files",
     "tree_size",

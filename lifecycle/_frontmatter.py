@@ -17,7 +17,9 @@ def split_frontmatter(text: str, path: str | Path | None = None) -> tuple[str, s
     if not lines or lines[0].strip() != "---":
         raise ParseError(path, 1, "missing '---' frontmatter fence on the first line")
     for i in range(1, len(lines)):
-        if lines[i].strip() in ("---", "..."):
+        # The closing fence starts its line: an indented "---" is a line of a block string in the YAML (a
+        # value holding a line break and "---" must not end the frontmatter there and spill into the body).
+        if lines[i].rstrip() in ("---", "..."):
             return "\n".join(lines[1:i]) + "\n", "\n".join(lines[i + 1 :]), i + 2
     raise ParseError(path, len(lines), "frontmatter is not closed by a '---' line")
 

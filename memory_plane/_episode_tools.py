@@ -6,11 +6,27 @@ import json
 from typing import Any
 
 from episodes.transcript import estimate_text_tokens as estimate_tokens
-from lifecycle import field_str, field_text, is_safe_id
+from lifecycle import field_str, field_text, is_safe_id, one_line
 
 from ._tool_answers import ToolAnswers, ToolResult, bounded
 from ._tool_args import InspectEpisodeArgs, RecallHistoryArgs, RecallSessionArgs
 from .retrieval import quote_data
+
+
+def _attr(value: object) -> str:
+    """A short name from a file (an app, a tool, a step), as one plain line of at most 80 characters."""
+    return one_line("" if value is None else str(value))[:80]
+
+
+def _as_data(value: Any) -> Any:
+    """A ledger answer with every string in it one line of data (the JSON keeps its shape)."""
+    if isinstance(value, str):
+        return one_line(value)
+    if isinstance(value, dict):
+        return {k: _as_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_data(v) for v in value]
+    return value
 
 
 class EpisodeTools(ToolAnswers):
@@ -28,7 +44,7 @@ class EpisodeTools(ToolAnswers):
         end = a.offset + len(window)
         shown = f"events {a.offset + 1}-{end} of {total}" if window else f"0 of {total} events"
         more = (f"; {total - end} more: inspect_episode offset={end}" if end < total and a.max_events else "")
-        head = (f"episode {ep.id}: goal {quote_data(ep.user_goal)}; app {ep.app() or '?'}; "
+        head = (f"episode {ep.id}: goal {quote_data(ep.user_goal)}; app {quote_data(ep.app() or '?', 80)}; "
                 f"{'succeeded' if o.success else 'failed'}"
                 + (f" ({o.failure_phase}: {quote_data(o.failure_reason or '')})" if not o.success else "")
                 + f"; {ep.metrics.tool_steps} steps; {shown}{more}")
@@ -39,15 +55,20 @@ class EpisodeTools(ToolAnswers):
         first_event: list[int] = []  # the event each line starts from, to say where a cut answer resumes
         for n, ev in enumerate(window, start=a.offset):
             kind = ev.get("type")
-            evid = f" [{ev['event_id']}]" if isinstance(ev.get("event_id"), str) else ""
+            evid = f" [{_attr(ev['event_id'])}]" if isinstance(ev.get("event_id"), str) else ""
             if kind == "tool_call":
-                args = json.dumps(ev.get("tool_input"), ensure_ascii=False)[:160]
-                lines.append(f"step {ev.get('step')}: {ev.get('tool_name')} {args}"
+                # The arguments as JSON (its strings are quoted and escaped), on one line without invisible characters.
+                args = one_line(json.dumps(ev.get("tool_input"), ensure_ascii=False, default=str))[:160]
+                lines.append(f"step {_attr(ev.get('step'))}: {_attr(ev.get('tool_name'))} {args}"
                              + (f" — {quote_data(str(ev['content']))}" if ev.get("content") else "") + evid)
             elif kind == "tool_result":
                 obs = ev.get("observed_state") or {}
+                # The page and app are what a screen said: data, quoted (a page name may hold a heading).
+                where = (f" app={quote_data(field_text(obs.get('app')), 80)} "
+                         f"page={quote_data(field_text(obs.get('page')), 120)}"
+                         ) if isinstance(obs, dict) and obs else ""
                 lines.append(f"  -> {'error ' + quote_data(str(ev.get('error'))) if ev.get('is_error') else 'ok'}"
-                             + (f" app={obs.get('app')} page={obs.get('page')}" if obs else "") + evid)
+                             + where + evid)
             else:
                 continue
             first_event.append(n)
@@ -88,7 +109,7 @@ class EpisodeTools(ToolAnswers):
             for cid in a.chunk_ids:
                 c = by_id.get(cid)
                 if c is None:
-                    lines.append(f"[{cid[:80]}] no such part of this conversation")
+                    lines.append(f"[{_attr(cid)}] no such part of this conversation")
                     continue
                 lines.append(f"[{cid}] {quote_data(field_text(c.get('summary')))}")
                 for ev in session.chunk_events(c):
@@ -119,7 +140,7 @@ class EpisodeTools(ToolAnswers):
         rng = a.step_range[:2] if a.step_range and len(a.step_range) >= 2 else None
         res = self.ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
                                          include_images=a.include_images, max_results=a.max_results)
-        data = res.to_dict()
+        data = _as_data(res.to_dict())
         text = json.dumps(data, ensure_ascii=False)
         while estimate_tokens(text) > self.budget_tokens and data["results"]:
             data["results"].pop()  # the answer fits by dropping its last rows, never by replacing all of it

@@ -35,7 +35,7 @@ from episodes.transcript import (
     check_summary,
     current_budget,
 )
-from lifecycle import UsageError, read_bytes_nofollow
+from lifecycle import UsageError, one_line, read_bytes_nofollow
 
 log = logging.getLogger("memory_plane")
 ECHO_MARKERS = ("DECISION FRAME", "POST-ACTION FRAME", "AFTER ACTION", "BEFORE ACTION", "Rules:", "Recent steps:")
@@ -348,9 +348,10 @@ class VisualTransitionLens:
         prompt = self.double if job.post_image is not None else self.single
         diff = job.ui_diff or {}
         # Everything that comes from the screen (labels, UI text, earlier summaries) goes in as JSON strings,
-        # and the system instruction says it is data: screen text cannot steer the lens.
+        # and the system instruction says it is data: screen text cannot steer the lens (nor hide or reverse
+        # text from it: the one quoting rule takes out invisible and direction characters).
         def quoted(v: Any) -> str:
-            return json.dumps(v, ensure_ascii=False)
+            return one_line(json.dumps(v, ensure_ascii=False))
 
         textv = prompt.render(banned_words=", ".join(BANNED_WORDS), step=r.step, t=r.t,
                               where=quoted("/".join(x for x in (r.package, r.activity) if x) or "the current app"),

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from lifecycle import Record, StrList
+from lifecycle import Record, StrList, one_line
 
 LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
 LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")
@@ -70,18 +70,24 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def one_line_title(title: str | None, content: str = "") -> str:
+    """A memory's title: one line (``lifecycle.one_line``), else the first line of its content, at most 120
+    characters. A title is a heading of the file: a line break in it would start the content early."""
+    first = next((ln for ln in content.split("\n") if ln.strip()), "")
+    return (one_line(title or "") or one_line(first))[:120]
+
+
 def _body(mem: LongTermMemory) -> str:
-    title = mem.title or mem.content.split("\n", 1)[0][:80]
-    return f"\n# {title}\n\n{mem.content.strip()}\n"
+    # The title is one line whatever the frontmatter holds (a hand edit, a file from before titles were one
+    # line): the first line of the body is the heading, everything after it the content.
+    return f"\n# {one_line_title(mem.title, mem.content)}\n\n{mem.content.strip()}\n"
 
 
 def _content_of(body: str) -> tuple[str | None, str]:
     text = body.strip("\n")
-    m = re.match(r"#\s+(.*)\n", text + "\n")
+    # The heading is the first line only: "[ \t]" and not "\s", which would reach over an empty title's
+    # line break and take the content's first line for the title.
+    m = re.match(r"#[ \t]+([^\n]*)(?:\n|$)", text)
     if m:
-        title = m.group(1).strip()
-        rest = text[m.end():].strip("\n") if m.end() <= len(text) else ""
-        return title, rest.strip()
+        return m.group(1).strip() or None, text[m.end():].strip()
     return None, text.strip()
-
-

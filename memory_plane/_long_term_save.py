@@ -17,6 +17,7 @@ from ._long_term_model import (
     SaveResult,
     _norm,
     is_users,
+    one_line_title,
 )
 from ._tokens import token_set
 
@@ -145,7 +146,7 @@ def _new_memory(store: LongTermStore, req: SaveRequest, plan: Plan) -> tuple[Lon
     kind = req.type
     ttl_kind = "long_term_procedure" if kind == "procedure" else kind
     mem = LongTermMemory(
-        id=req.mem_id, type=kind, title=(req.title or req.text.split("\n", 1)[0])[:120],  # type: ignore[arg-type]
+        id=req.mem_id, type=kind, title=one_line_title(req.title, req.text),  # type: ignore[arg-type]
         content=req.text, priority=req.priority if req.priority is not None else PRIORITY[kind],
         confidence=0.9 if kind == "rule" else 0.8, tags=req.tags, entities=req.entities,
         source_refs=list(req.source_refs), created_at=now, updated_at=now,

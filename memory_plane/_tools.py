@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 
 from episodes.transcript import estimate_text_tokens as estimate_tokens
-from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id
+from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id, one_line, strip_unsafe
 
 from ._episode_tools import EpisodeTools
 from ._tokens import token_set
@@ -96,6 +96,9 @@ class MemoryTools(EpisodeTools):
         """Run a tool; never raises (an unknown tool, bad arguments or an I/O problem is an error result)."""
         try:
             res = self._call(str(name)[:100], args)
+            # Each tool quotes what it read; this is the floor under all of them: whatever an answer echoes (an
+            # id the model sent, a name from a file), no invisible or direction character reaches the reader.
+            res.text = strip_unsafe(res.text)
             if estimate_tokens(res.text) > self.budget_tokens:  # whatever the tool echoed, the answer is bounded
                 cut = res.text[: self.budget_tokens * 2]
                 target = max(1, self.budget_tokens - 60 if self.budget_tokens > 120 else self.budget_tokens // 2)
@@ -108,7 +111,8 @@ class MemoryTools(EpisodeTools):
             return res
         except Exception as exc:  # the model's turn must go on: say what happened in a sentence
             log.warning("memory tool %s failed: %s", name, exc)
-            return ToolResult(f"{name} could not run ({type(exc).__name__}: {str(exc)[:200]}); continue without it "
+            return ToolResult(f"{one_line(str(name))[:100]} could not run ({type(exc).__name__}: "
+                              f"{one_line(str(exc))[:200]}); continue without it "
                               "or try again later.", is_error=True)
 
     def _call(self, name: str, args: Any) -> ToolResult:
@@ -177,7 +181,7 @@ class MemoryTools(EpisodeTools):
         for mid in a.ids:  # asked for by id: shown whole, ahead of any search results
             mem = lt.get(mid) if is_safe_id(mid) else None
             if mem is None or mem.status != "active":
-                lines.append(f"[{mid[:80]}] no active memory with this id")
+                lines.append(f"[{one_line(mid)[:80]}] no active memory with this id")
                 continue
             lines.append(f"[{mem.id} type={mem.type}] {self._whole(mem.content)}")
             refs.append(mem.id)
@@ -289,7 +293,8 @@ class MemoryTools(EpisodeTools):
         if not a.memory_id.strip():
             return ToolResult("forget_memory needs the memory id (recall it first)", is_error=True)
         if self.plane.forget(a.memory_id.strip(), reason=a.reason):
-            return ToolResult(f"forgotten {a.memory_id}; it will not be learned again", refs=[a.memory_id.strip()])
+            return ToolResult(f"forgotten {one_line(a.memory_id)}; it will not be learned again",
+                              refs=[a.memory_id.strip()])
         return ToolResult(f"no memory {a.memory_id!r} (recall it first to get its id)", is_error=True)
 
     def _recall_device(self, a: RecallDeviceArgs) -> ToolResult:
@@ -305,7 +310,7 @@ class MemoryTools(EpisodeTools):
         for item_id in a.ids:  # asked for by id: shown whole
             item = dev.get(item_id) if is_safe_id(item_id) else None
             if item is None or item.status not in ("active", "conflicted"):
-                lines.append(f"[{item_id[:80]}] no active device memory with this id")
+                lines.append(f"[{one_line(item_id)[:80]}] no active device memory with this id")
                 continue
             body = " ".join(x for x in (field_text(getattr(item, "summary", None)),
                                         field_text(getattr(item, "content", None))) if x) or item.title or ""
@@ -335,7 +340,7 @@ class MemoryTools(EpisodeTools):
             caution = " CAUTION: conflicted, do not rely on it" if e.get("status") == "conflicted" else ""
             quoted, left = quote_cut(field_text(e.get("summary")) or field_text(e.get("title")))
             tail = f" (+{left} chars: recall_device_memory ids=[\"{e['id']}\"] shows it whole)" if left else ""
-            lines.append(f"[{e['id']} {field_str(e.get('type'))} app={field_str(e.get('app'))} "
+            lines.append(f"[{e['id']} {field_str(e.get('type'))} app={one_line(field_text(e.get('app')))[:80]} "
                          f"conf={field_num(e.get('confidence'), 0.5):.2f}{caution}] {quoted}{tail}")
             refs.append(e["id"])
         return self._shown(lines, refs, f"{len(page)} device memories:", tool="recall_device_memory",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lifecycle import UnsafePathError, UsageError, has_symlink, read_bytes_nofollow
+from lifecycle import UnsafePathError, UsageError, has_symlink, one_line, read_bytes_nofollow, strip_unsafe
 
 from .._tools import MemoryTools
 
@@ -49,12 +49,21 @@ def mcp_resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
         path = apps.dir / str(e.get("path") or f"{e['id']}.yaml")
         if path.is_file() and "/" not in str(e.get("path") or ""):
             out[f"{RESOURCE_PREFIX}device/apps/{e['id']}"] = (
-                f"app profile {e.get('app_name') or e['id']}", "how the app opens, its pages, known issues", path)
+                f"app profile {one_line(str(e.get('app_name') or e['id']))[:120]}",
+                "how the app opens, its pages, known issues", path)
     user = plane.long_term.dir / "profile.md"
     if user.is_file():
         out[f"{RESOURCE_PREFIX}long_term/profile.md"] = ("user profile", "the user's rules, preferences and "
                                                          "profile facts", user)
     return out
+
+
+def resource_text(path: Path) -> str:
+    """A resource as another agent reads it: the file's text without invisible or direction characters.
+
+    ``profile.md`` already holds each memory as one quoted line; the YAML profiles keep their shape (their
+    strings are quoted by the YAML writer) and lose only what no reader should be shown unseen."""
+    return strip_unsafe(read_bytes_nofollow(path).decode("utf-8", "replace"))
 
 
 def build_server(plane: Any, *, allow_write: bool = False) -> Any:
@@ -90,7 +99,7 @@ def build_server(plane: Any, *, allow_write: bool = False) -> Any:
             from mcp.shared.exceptions import MCPError
 
             raise MCPError(types.INVALID_PARAMS, f"no resource {uri} (see resources/list)")
-        text = read_bytes_nofollow(found[uri][2]).decode("utf-8", "replace")
+        text = resource_text(found[uri][2])
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type="text/markdown" if uri.endswith(".md") else "application/yaml", text=text)])
 

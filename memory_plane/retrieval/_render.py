@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import re
 
+from lifecycle import quote_text
+
 from .._retrieve_types import MemoryHit, RoleMemoryContext
 
 MAX_LINE_BODY = 280
@@ -16,22 +18,14 @@ ROLE_CONSTRAINTS = (
 )
 CONFLICT_NOTE = "Do not rely on it unless the current observation proves it."
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def quote_data(text: str, limit: int = MAX_LINE_BODY) -> str:
-    """Stored text as one quoted line: newlines folded, controls and quote marks neutralised."""
-    return quote_cut(text, limit)[0]
+    """Stored text as one quoted line (``lifecycle.quote_text``: the one rule for what a model reads)."""
+    return quote_text(text, limit)[0]
 
 
 def quote_cut(text: str, limit: int = MAX_LINE_BODY) -> tuple[str, int]:
     """``quote_data`` and how many characters of the folded text it left out (0 when whole)."""
-    clean = _CONTROL.sub(" ", text or "")
-    clean = clean.replace("«", '"').replace("»", '"')
-    clean = " ".join(clean.split())
-    if len(clean) > limit:
-        return f"«{clean[: limit - 1]}…»", len(clean) - (limit - 1)
-    return f"«{clean}»", 0
+    return quote_text(text, limit)
 
 
 def _safe_attr(value: str) -> str:
