@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -260,12 +261,13 @@ class MemoryPlane:
         """Every collection of memory files in this tree (for verify and GC)."""
         return [*self.device.all_collections(), self.long_term]
 
-    def verify(self, *, fix: bool = False, catch_up_limit: int = 500) -> VerifyReport:
+    def verify(self, *, fix: bool = False, catch_up_limit: int = 500, now: datetime | None = None) -> VerifyReport:
         """Check the tree, rebuild indexes, mark expired, close crashed episodes, run background jobs that
-        never ran (a crash, an overflow); quarantine broken files with fix."""
+        never ran (a crash, an overflow); quarantine broken files with fix. ``now`` (the operator's time) is
+        believed as given; the plane's clock is checked against the tree first (a ``clock`` problem)."""
         self.flush(30)
-        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock(),
-                             session=self.session)
+        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix,
+                             now=now or self.clock(), session=self.session, trust_clock=now is not None)
         report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
         report.stats["jobs_failed"] = self.failed_jobs()
         # Work that did not happen is a problem for cron (exit 1), with its reason (issue 27): a lesson
@@ -302,11 +304,14 @@ class MemoryPlane:
         """Put a quarantined file back where it came from, if it now loads (or ``force``), and re-index it."""
         return restore_from_quarantine(self.root, self.device, self.episodes, self.long_term, name, force=force)
 
-    def gc(self, *, dry_run: bool = False) -> GcReport:
-        """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent."""
+    def gc(self, *, dry_run: bool = False, now: datetime | None = None) -> GcReport:
+        """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent.
+
+        Raises ClockError, removing nothing, when the plane's clock cannot be believed against the tree (before
+        the build date, behind its newest write, or far past it); ``now`` (the operator's time) is believed."""
         self.flush(30)
         report = gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
-                         now=self.clock())
+                         now=now or self.clock(), trust_clock=now is not None)
         if not dry_run and report.removed and self.retriever.config.persist_postings:
             # The indexes were rewritten: the next agent start finds the persisted postings current.
             self.retriever.prepare()
