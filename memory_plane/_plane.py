@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -48,7 +49,7 @@ class MemoryPlane:
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  queue_size: int = 64, extra_jobs: Iterable[EpisodeJob] = (),
-                 retrieve_config: RetrieveConfig | None = None) -> None:
+                 retrieve_config: RetrieveConfig | None = None, read_only: bool = False) -> None:
         self.root = Path(root)
         self.clock = clock
         self.lock_timeout = lock_timeout
@@ -59,6 +60,13 @@ class MemoryPlane:
         self.long_term = LongTermStore(self.root, clock=clock, lock_timeout=lock_timeout,
                                        retention=self.device.retention)
         self.session = SessionStore(self.root, clock=clock, lock_timeout=lock_timeout)
+        if read_only:
+            # A reader that promised not to write (`memplane mcp` without --allow-write): stale indexes are read
+            # around, never rebuilt, and no postings cache is persisted.
+            for coll in [*self.device.all_collections(), self.long_term, self.episodes]:
+                coll.read_only = True
+            retrieve_config = dataclasses.replace(retrieve_config or RetrieveConfig(), persist_postings=False)
+        self.read_only = read_only
         self.retriever = Retriever(self.device, self.episodes, self.long_term, retrieve_config)
         self.retrieve_errors = 0
         self._tools: Any = None
@@ -77,8 +85,8 @@ class MemoryPlane:
         if not create and not path.is_dir():
             why = "is not a folder" if path.exists() else "does not exist (run `memplane init` to create it)"
             raise NoRootError(path, f"memory root {why}")
-        if path.is_dir() and not os.access(path, os.W_OK):
-            return cls(path, **kwargs)  # read-only: nothing can be filled in, everything can be read
+        if (path.is_dir() and not os.access(path, os.W_OK)) or kwargs.get("read_only"):
+            return cls(path, **kwargs)  # read-only: nothing can be (or may be) filled in, everything can be read
         try:
             init_tree(path)
         except OSError as exc:

@@ -170,9 +170,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """`memplane mcp`: serve this tree's memory to MCP clients over stdio."""
+    from .._plane import MemoryPlane
     from ._mcp import serve_stdio
 
-    with open_plane(args) as plane:
+    # Without --allow-write the server never writes: not even a stale index it would otherwise rebuild.
+    with MemoryPlane.open(args.root, create=False, read_only=not args.allow_write) as plane:
         serve_stdio(plane, allow_write=args.allow_write)
     return EXIT_OK
 
