@@ -16,7 +16,21 @@ from ._atomic import (
     is_temp_name,
     read_bytes_nofollow,
 )
-from ._clock import Clock, elapsed_label, format_duration, format_ts, parse_duration, parse_ts, system_clock
+from ._clock import (
+    BUILD_DATE,
+    CLOCK_SKEW,
+    MAX_CLOCK_LEAP,
+    Clock,
+    clock_doubt,
+    elapsed_label,
+    expiry_believed,
+    format_duration,
+    format_ts,
+    parse_duration,
+    parse_ts,
+    system_clock,
+    unset_clock,
+)
 from ._collection import Collection, ItemCollection
 from ._collector import collector_paused
 from ._envelope import (
@@ -33,6 +47,7 @@ from ._envelope import (
 )
 from ._errors import (
     ABSENT,
+    ClockError,
     ConfigError,
     FileProblemError,
     LockTimeout,
@@ -113,6 +128,8 @@ from ._yaml_collection import YamlCollection
 
 __all__ = [
     "ABSENT",
+    "BUILD_DATE",
+    "CLOCK_SKEW",
     "DEFAULT_GRACE",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_ROOT",
@@ -121,12 +138,14 @@ __all__ = [
     "INDEX_HEADER",
     "INDEX_NAME",
     "LAYOUT_DIRS",
+    "MAX_CLOCK_LEAP",
     "MAX_ITEM_BYTES",
     "QUARANTINE_DIR",
     "QUARANTINE_LOG",
     "ROOT_ENV",
     "STATUSES",
     "Clock",
+    "ClockError",
     "Collection",
     "ConfigError",
     "ConflictLog",
@@ -174,6 +193,7 @@ __all__ = [
     "check_collection",
     "check_id",
     "check_relpath",
+    "clock_doubt",
     "collect_expired",
     "collect_reason",
     "collection_lock",
@@ -186,6 +206,7 @@ __all__ = [
     "elapsed_label",
     "emit_block_yaml",
     "entries_by_file",
+    "expiry_believed",
     "field_num",
     "field_problems",
     "field_str",
@@ -246,6 +267,7 @@ __all__ = [
     "system_clock",
     "template_files",
     "tree_size",
+    "unset_clock",
     "validate_record",
     "verify_collections",
     "verify_marks",

@@ -1,4 +1,4 @@
-"""Time: an injectable clock, RFC 3339 timestamps and TTL durations."""
+"""Time: an injectable clock, RFC 3339 timestamps, TTL durations, and when a clock is not to be believed."""
 
 from __future__ import annotations
 
@@ -83,6 +83,52 @@ def format_duration(td: timedelta | None) -> str:
         if secs and secs % _UNIT_SECONDS[unit] == 0:
             return f"{secs // _UNIT_SECONDS[unit]}{unit}"
     return f"{secs}s"
+
+
+BUILD_DATE = datetime(2025, 1, 1, tzinfo=timezone.utc)
+"""No correct clock reads earlier: this package did not exist before it. A time written before it came from an
+unset clock (a phone at 1970 until network time arrives): its age is unknown, never "long ago"."""
+MAX_CLOCK_LEAP = timedelta(days=730)
+"""How far past the newest write in the tree a clock may read before GC and expiry stop believing it."""
+CLOCK_SKEW = timedelta(days=1)
+"""How far before the newest write in the tree a clock may read (time zones, network time corrections)."""
+
+
+def unset_clock(*times: object) -> bool:
+    """Whether any of these write times came from an unset clock (before ``BUILD_DATE``; missing or unreadable
+    ones say nothing)."""
+    for value in times:
+        if value is None or value == "":
+            continue
+        try:
+            if parse_ts(value) < BUILD_DATE:
+                return True
+        except (ValueError, TypeError, OverflowError):
+            continue
+    return False
+
+
+def expiry_believed(expires: datetime, *written: object) -> bool:
+    """Whether a past ``expires`` may hide or remove a memory: not when it was computed under an unset clock
+    (before ``BUILD_DATE``, by a record that says it was written then); such a memory's age is unknown."""
+    return not (expires < BUILD_DATE and unset_clock(*written))
+
+
+def clock_doubt(now: datetime, newest: datetime | None, where: str = "") -> str | None:
+    """Why ``now`` cannot be believed for removing things by age, or None: a clock before ``BUILD_DATE``, earlier
+    than the newest write in the tree (``newest``, found in ``where``), or more than ``MAX_CLOCK_LEAP`` after it."""
+    at = f" ({where})" if where else ""
+    if now < BUILD_DATE:
+        return f"the clock reads {format_ts(now)}, before {BUILD_DATE.date()}: it is not set"
+    if newest is None:
+        return None
+    if now < newest - CLOCK_SKEW:
+        return (f"the clock reads {format_ts(now)}, earlier than the newest write in the tree, "
+                f"{format_ts(newest)}{at}")
+    if now > newest + MAX_CLOCK_LEAP:
+        return (f"the clock reads {format_ts(now)}, more than {MAX_CLOCK_LEAP.days} days after the newest write in "
+                f"the tree, {format_ts(newest)}{at}")
+    return None
 
 
 def elapsed_label(start: datetime, at: datetime) -> str:

@@ -85,6 +85,9 @@ class ItemCollection(Generic[R]):
     guard_linked = False
     """Whether a symlinked folder refuses the lock and the rebuild (YAML collections); the other stores only
     refuse to read through it."""
+    read_only = False
+    """Whether this process only reads the store (an MCP server without --allow-write): a stale or missing index is
+    then read around from the item files, never rewritten."""
 
     def __init__(self, layout: Layout, *, name: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  clock: Callable[[], Any] | None = None) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
-from ._clock import format_ts, parse_duration, parse_ts
+from ._clock import expiry_believed, format_ts, parse_duration, parse_ts
 from ._paths import is_safe_id
 
 Status = Literal["active", "replaced", "deleted", "conflicted", "expired", "inactive"]
@@ -187,14 +187,16 @@ class Record(BaseModel):
     # -- lifecycle helpers -------------------------------------------------
 
     def is_expired(self, now: datetime) -> bool:
-        """Tell whether the memory is past expires_at (an unparsable expires_at counts as expired)."""
+        """Tell whether the memory is past expires_at (an unparsable expires_at counts as expired; one computed
+        under an unset clock, before the build date, does not: that memory's age is unknown)."""
         if self.status == "expired":
             return True
         if self.expires_at is None:
             return False
         if isinstance(self.expires_at, str):
             return True
-        return self.expires_at <= now
+        return self.expires_at <= now and expiry_believed(self.expires_at, self.created_at, self.updated_at,
+                                                          self.last_validated_at)
 
     def renew(self, now: datetime, ttl: str | None = None) -> None:
         """Mark validated now and push expires_at to now + TTL."""

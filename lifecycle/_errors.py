@@ -12,7 +12,8 @@ MemoryPlaneError
 ├── NotAFileError       something other than a file where a file belongs: a folder, a pipe, a socket, a
 │                       symlink, a file on the way (path; a FileNotFoundError: to a reader, no file is there)
 ├── ConfigError         a bad configuration value (path, line, key)
-└── NoRootError         the memory root does not exist or is not a folder (path)
+├── NoRootError         the memory root does not exist or is not a folder (path)
+└── ClockError          a clock GC will not act on: unset, behind the tree, or far ahead of it (reason)
 """
 
 from __future__ import annotations
@@ -124,3 +125,16 @@ class NoRootError(_AtPath, FileNotFoundError):
 ABSENT: tuple[type[OSError], ...] = (FileNotFoundError, NotADirectoryError)
 """What a reader takes for a missing file or folder: nothing there, or a file where a folder of the path
 belongs (nothing can be below a file). NotAFileError, from reading something that is not a file, is one too."""
+
+
+class ClockError(MemoryPlaneError):
+    """A clock that removing things by age cannot believe: before the build date, earlier than the newest write in
+    the tree, or far past it. Nothing was removed; ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return (f"{self.reason}; nothing is removed by age on a clock that cannot be believed: set the clock, "
+                "or give the time with --now TIMESTAMP")

@@ -127,6 +127,9 @@ def indexed_entries(coll: _Indexed, folder_checked: bool = False) -> list[dict[s
     why = index_doubt(coll, read)
     if why is None:
         return read.entries
+    if getattr(coll, "read_only", False):
+        # A reader that promised not to write (a read-only MCP server) answers from the item files instead.
+        return _read_around(coll)
     try:
         if coll.rebuild_index() and read.exists:
             log.warning("%s: %s; rebuilt from the item files", coll.index.path, why)
@@ -141,3 +144,21 @@ def indexed_entries(coll: _Indexed, folder_checked: bool = False) -> list[dict[s
         _mark_checked(coll)  # just rebuilt from the files
     return read.entries
 
+
+
+# index path -> (stamp, entries) of a read-only reader's entries read from the item files: read again only when the
+# index or a folder changed, as an index is.
+_around: dict[str, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
+
+
+def _read_around(coll: _Indexed) -> list[dict[str, Any]]:
+    """A stale index's entries from the item files, without writing anything (memoised while nothing changes)."""
+    key, stamp = str(coll.index.path), _stamp(coll)
+    with _checked_guard:
+        hit = _around.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    entries = [coll.entry_for(i.record) for i in coll.iter_items() if i.record is not None]
+    with _checked_guard:
+        _around[key] = (stamp, entries)
+    return entries

@@ -6,7 +6,7 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ._clock import format_ts, parse_ts, system_clock
+from ._clock import BUILD_DATE, expiry_believed, format_ts, parse_ts, system_clock
 from ._errors import FileProblemError
 from ._gc import GcReport, tree_size
 from ._item_read import ItemRead, stat_key
@@ -18,19 +18,23 @@ if TYPE_CHECKING:
 
 
 def older(ts: Any, delta: timedelta | None, now: datetime) -> bool:
-    """Whether a timestamp is more than ``delta`` before now (never, for a missing or unreadable one)."""
+    """Whether a timestamp is more than ``delta`` before now (never, for a missing or unreadable one, nor for one
+    written under an unset clock, before the build date: its age is unknown, not ancient)."""
     if delta is None or not ts:
         return False
     try:
-        return parse_ts(ts) + delta <= now
-    except ValueError:
+        when = parse_ts(ts)
+    except (ValueError, TypeError, OverflowError):
         return False
+    return when >= BUILD_DATE and when + delta <= now
 
 
 def verify_marks(rec: Any, report: VerifyReport, now: datetime) -> dict[str, Any]:
     """The lifecycle marks verify writes on one record (field -> value): expired, and excerpt_only when every
     episode it came from is gone or trimmed; an expired record that helped tasks is a refresh candidate."""
     changes: dict[str, Any] = {}
+    if report.clock_doubt is not None:
+        return changes  # nothing is marked expired on a clock verify cannot believe (it reports why)
     if rec.status == "active" and rec.is_expired(now):
         changes["status"] = "expired"
         report.stats.setdefault("expired_marked", []).append(rec.id)
@@ -60,6 +64,8 @@ def collect_reason(rec: Any, retention: Retention, now: datetime) -> str | None:
         return "replaced_past_grace"
     if rec.is_expired(now):
         exp = rec.expires_at if not isinstance(rec.expires_at, str) else None
+        if exp is not None and not expiry_believed(exp, rec.created_at, rec.updated_at, rec.last_validated_at):
+            return None  # marked expired from an expiry computed under an unset clock: its age is unknown
         if exp is None or exp + (retention.grace_of("expired") or timedelta(0)) <= now:
             return "expired_past_grace"
     return None

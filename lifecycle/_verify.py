@@ -29,6 +29,8 @@ class VerifyReport:
     stats: dict[str, Any] = field(default_factory=dict)
     jsonl_files: list[Path] = field(default_factory=list, repr=False)
     """jsonl files a store hands to the tree-wide torn-line check (the events of every episode). Not reported."""
+    clock_doubt: str | None = field(default=None, repr=False)
+    """Why the clock cannot be believed (then nothing is marked expired); the report also names it as a problem."""
     traced: set[str] | None = field(default=None, repr=False)
     """Episodes that still hold their trace (set by the episode store's verify; None: not known). Not reported:
     the memories' excerpt-only rule reads it."""

@@ -125,6 +125,9 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             "confidence": round(mem.confidence, 3), "tags": mem.tags[:8] or None, "entities": mem.entities[:8] or None,
             "expires_at": mem.expires_at if isinstance(mem.expires_at, str) or mem.expires_at is None
             else format_ts(mem.expires_at),
+            # When it was made: an expiry computed under an unset clock (1970) is not believed (lifecycle).
+            "created_at": mem.created_at if isinstance(mem.created_at, str) or mem.created_at is None
+            else format_ts(mem.created_at),
             "superseded_by": mem.superseded_by, "conflicts_with": mem.conflicts_with or None,
             "applicability": mem.applicability or None,
             "traceability": mem.traceability if mem.traceability != "full" else None,
@@ -338,12 +341,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
 
 
 def _expired(entry: dict[str, Any], now: Any) -> bool:
-    from lifecycle import parse_ts
+    from lifecycle import expiry_believed, parse_ts
 
     exp = entry.get("expires_at")
     if not exp:
         return False
     try:
-        return bool(parse_ts(exp) <= now)
+        when = parse_ts(exp)
     except (ValueError, TypeError, OverflowError):
         return True  # an unreadable expiry counts as expired
+    # An expiry computed under an unset clock (a save at 1970) is not believed: the memory's age is unknown.
+    return when <= now and expiry_believed(when, entry.get("created_at"), entry.get("updated_at"))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -47,7 +49,7 @@ class MemoryPlane:
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  queue_size: int = 64, extra_jobs: Iterable[EpisodeJob] = (),
-                 retrieve_config: RetrieveConfig | None = None) -> None:
+                 retrieve_config: RetrieveConfig | None = None, read_only: bool = False) -> None:
         self.root = Path(root)
         self.clock = clock
         self.lock_timeout = lock_timeout
@@ -58,6 +60,13 @@ class MemoryPlane:
         self.long_term = LongTermStore(self.root, clock=clock, lock_timeout=lock_timeout,
                                        retention=self.device.retention)
         self.session = SessionStore(self.root, clock=clock, lock_timeout=lock_timeout)
+        if read_only:
+            # A reader that promised not to write (`memplane mcp` without --allow-write): stale indexes are read
+            # around, never rebuilt, and no postings cache is persisted.
+            for coll in [*self.device.all_collections(), self.long_term, self.episodes]:
+                coll.read_only = True
+            retrieve_config = dataclasses.replace(retrieve_config or RetrieveConfig(), persist_postings=False)
+        self.read_only = read_only
         self.retriever = Retriever(self.device, self.episodes, self.long_term, retrieve_config)
         self.retrieve_errors = 0
         self._tools: Any = None
@@ -76,8 +85,8 @@ class MemoryPlane:
         if not create and not path.is_dir():
             why = "is not a folder" if path.exists() else "does not exist (run `memplane init` to create it)"
             raise NoRootError(path, f"memory root {why}")
-        if path.is_dir() and not os.access(path, os.W_OK):
-            return cls(path, **kwargs)  # read-only: nothing can be filled in, everything can be read
+        if (path.is_dir() and not os.access(path, os.W_OK)) or kwargs.get("read_only"):
+            return cls(path, **kwargs)  # read-only: nothing can be (or may be) filled in, everything can be read
         try:
             init_tree(path)
         except OSError as exc:
@@ -260,12 +269,13 @@ class MemoryPlane:
         """Every collection of memory files in this tree (for verify and GC)."""
         return [*self.device.all_collections(), self.long_term]
 
-    def verify(self, *, fix: bool = False, catch_up_limit: int = 500) -> VerifyReport:
+    def verify(self, *, fix: bool = False, catch_up_limit: int = 500, now: datetime | None = None) -> VerifyReport:
         """Check the tree, rebuild indexes, mark expired, close crashed episodes, run background jobs that
-        never ran (a crash, an overflow); quarantine broken files with fix."""
+        never ran (a crash, an overflow); quarantine broken files with fix. ``now`` (the operator's time) is
+        believed as given; the plane's clock is checked against the tree first (a ``clock`` problem)."""
         self.flush(30)
-        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix, now=self.clock(),
-                             session=self.session)
+        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix,
+                             now=now or self.clock(), session=self.session, trust_clock=now is not None)
         report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
         report.stats["jobs_failed"] = self.failed_jobs()
         # Work that did not happen is a problem for cron (exit 1), with its reason (issue 27): a lesson
@@ -302,11 +312,14 @@ class MemoryPlane:
         """Put a quarantined file back where it came from, if it now loads (or ``force``), and re-index it."""
         return restore_from_quarantine(self.root, self.device, self.episodes, self.long_term, name, force=force)
 
-    def gc(self, *, dry_run: bool = False) -> GcReport:
-        """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent."""
+    def gc(self, *, dry_run: bool = False, now: datetime | None = None) -> GcReport:
+        """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent.
+
+        Raises ClockError, removing nothing, when the plane's clock cannot be believed against the tree (before
+        the build date, behind its newest write, or far past it); ``now`` (the operator's time) is believed."""
         self.flush(30)
         report = gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
-                         now=self.clock())
+                         now=now or self.clock(), trust_clock=now is not None)
         if not dry_run and report.removed and self.retriever.config.persist_postings:
             # The indexes were rewritten: the next agent start finds the persisted postings current.
             self.retriever.prepare()

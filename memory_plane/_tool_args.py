@@ -13,6 +13,71 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from lifecycle import as_text
 
+MAX_ARG_DEPTH = 8
+"""How deeply a tool's arguments may nest (the arguments object is level 1; a list of words in it, level 2)."""
+MAX_ARG_CHARS = 100_000
+"""How many characters a tool's arguments may hold altogether (keys and text; a memory is at most 4,000)."""
+MAX_LIST_ITEMS = 50
+"""How many items one list argument (ids, tags, terms ...) may hold; ask for more in pages."""
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(text: str) -> int:
+    """How deeply a JSON text nests (brackets inside strings do not count), without parsing it: a parser recurses
+    once per level, and 50,000 levels is a RecursionError, or no answer at all, instead of an error."""
+    opens = text.count("[") + text.count("{")
+    if opens <= 1:
+        return opens  # the common case (a flat object) without a scan
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def text_args_problem(text: str) -> str | None:
+    """Why arguments sent as JSON text are refused before parsing (too long, nested too deep), or None."""
+    if len(text) > MAX_ARG_CHARS:
+        return f"the arguments hold {len(text)} characters; at most {MAX_ARG_CHARS} are read"
+    if json_depth(text) > MAX_ARG_DEPTH:
+        return f"the arguments nest deeper than {MAX_ARG_DEPTH} levels; send a flat object of named fields"
+    return None
+
+
+def args_problem(args: Any) -> str | None:
+    """Why parsed arguments are refused before they are read (nested too deep, too long, a list too long), or None.
+    Walked without recursion, so no nesting can exhaust the stack."""
+    chars = 0
+    todo: list[tuple[Any, int, str]] = [(args, 1, "arguments")]
+    while todo:
+        value, depth, where = todo.pop()
+        if isinstance(value, (dict, list, tuple)):
+            if depth > MAX_ARG_DEPTH:
+                return f"the arguments nest deeper than {MAX_ARG_DEPTH} levels; send a flat object of named fields"
+            if isinstance(value, dict):
+                if len(value) > MAX_ARG_CHARS:
+                    return f"the arguments hold {len(value)} fields; send only the named fields"
+                for k, v in value.items():
+                    chars += len(str(k))
+                    todo.append((v, depth + 1, str(k)[:40] if depth == 1 else where))
+            else:
+                if len(value) > MAX_LIST_ITEMS:
+                    return (f"{where}: {len(value)} items; at most {MAX_LIST_ITEMS} at a time (ask for the rest in "
+                            "another call)")
+                todo.extend((v, depth + 1, where) for v in value)
+        elif isinstance(value, str):
+            chars += len(value)
+        else:
+            chars += 8
+        if chars > MAX_ARG_CHARS:
+            return f"the arguments hold more than {MAX_ARG_CHARS} characters; send less at a time"
+    return None
+
 
 class _Bounds:
     """Marks a count argument's range, so an answer can say when a value was brought into it."""
@@ -76,6 +141,9 @@ def _words(v: Any) -> list[str]:
         return [str(v)]
     if not isinstance(v, (list, tuple)):
         raise ValueError(f"expects a list of words, not {type(v).__name__}")
+    if len(v) > MAX_LIST_ITEMS:
+        raise ValueError(f"takes at most {MAX_LIST_ITEMS} words at a time, not {len(v)} (ask for the rest in another "
+                         "call)")
     out = []
     for x in v:
         if x is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._tool_args import MAX_LIST_ITEMS
+
 WRITE_TOOLS = ("save_memory", "forget_memory")
 
 
@@ -11,11 +13,13 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required}
 
 
-_S, _I, _L = {"type": "string"}, {"type": "integer"}, {"type": "array", "items": {"type": "string"}}
+_S, _I = {"type": "string"}, {"type": "integer"}
+_L = {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LIST_ITEMS}
 
 _B = {"type": "boolean"}
 # Said once in every declaration: how the arguments are read when a model writes them the Go agent's way.
-_LENIENT = (" Lists may also be sent as one string or as a JSON array in a string; numbers as text.")
+_LENIENT = (" Lists may also be sent as one string or as a JSON array in a string; numbers as text. At most "
+            f"{MAX_LIST_ITEMS} items a list.")
 
 DECLARATIONS: dict[str, dict[str, Any]] = {
     "recall_memory": {

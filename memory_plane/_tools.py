@@ -30,8 +30,10 @@ from ._tool_args import (
     RecallSessionArgs,
     SaveMemoryArgs,
     ToolArgs,
+    args_problem,
     clamp_notes,
     problem_text,
+    text_args_problem,
 )
 from ._tool_declarations import DECLARATIONS, WRITE_TOOLS
 from .retrieval import quote_cut, quote_data
@@ -125,6 +127,9 @@ class MemoryTools(EpisodeTools):
             if not isinstance(args, str):
                 break
             text = args.strip()
+            too_big = text_args_problem(text)  # before parsing: the parser recurses once per level of nesting
+            if too_big is not None:
+                return ToolResult(f"{name}: {too_big}", is_error=True)
             try:
                 args = json.loads(text) if text else {}
             except ValueError:
@@ -138,6 +143,9 @@ class MemoryTools(EpisodeTools):
             args = {model.PRIMARY: args}
         if args is not None and not isinstance(args, dict):
             return ToolResult(f"{name}: the arguments must be an object with named fields", is_error=True)
+        too_big = args_problem(args)  # before validation: no argument is read whole that is not bounded
+        if too_big is not None:
+            return ToolResult(f"{name}: {too_big}", is_error=True)
         args = dict(args or {})
         for alias, canon in model.ALIASES.items():  # Go's names: {"id": …} is memory_id / episode_id
             if alias not in args:

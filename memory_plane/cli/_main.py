@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from lifecycle import MemoryPlaneError, NoRootError, StorageError, UsageError
+from lifecycle import MAX_CLOCK_LEAP, MemoryPlaneError, NoRootError, StorageError, UsageError
 
 from ._common import (
     EXIT_CODES,
@@ -166,6 +166,11 @@ def _ops_commands(command: Command) -> None:
                    help="verify, gc: one JSON line (ts, root, command, exit_code, report) for a cron log")
     s.add_argument("--fix", action="store_true", help="verify: move unreadable files to lifecycle/quarantine/")
     s.add_argument("--dry-run", action="store_true", help="gc: report what would be removed, remove nothing")
+    s.add_argument("--now", metavar="TIMESTAMP", default=None,
+                   help="verify, gc: the time to act on (RFC 3339, e.g. 2026-12-01T00:00:00Z), believed as given. "
+                   "Without it the system clock is checked first: before the build date, behind the newest write "
+                   f"in the tree, or more than {MAX_CLOCK_LEAP.days} days after it, gc removes nothing and exits 1, "
+                   "and verify marks nothing expired and reports a clock problem")
     s.add_argument("--force", action="store_true", help="quarantine restore: put the file back even if it "
                    "still does not load (verify will report it)")
     s.set_defaults(func=cmd_lifecycle)

@@ -7,14 +7,63 @@ SDK, an optional extra (``pip install 'memory-plane[mcp]'``); nothing here is im
 
 from __future__ import annotations
 
+import io
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from lifecycle import UnsafePathError, UsageError, has_symlink, one_line, read_bytes_nofollow, strip_unsafe
 
+from .._tool_args import json_depth
 from .._tools import MemoryTools
 
 RESOURCE_PREFIX = "memory://"
+MAX_MESSAGE_DEPTH = 32
+"""How deeply one JSON-RPC message may nest before the SDK parses it: deeper values are cut to a string (the tool
+then answers that its arguments nest too deep), since the SDK's parser gives no answer at all past its own limit."""
+TOO_DEEP = "(nested too deep: cut)"
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def flatten_deep(line: str, limit: int = MAX_MESSAGE_DEPTH) -> str:
+    """One JSON-RPC line with every value nested deeper than ``limit`` replaced by a short string, so the message
+    still parses and its request is answered (brackets inside strings do not count). A flat line is returned as is."""
+    if json_depth(line) <= limit:
+        return line
+    out: list[str] = []
+    depth, last, start = 0, 0, -1
+    for m in _TOKENS.finditer(line):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth == limit + 1 and start < 0:
+                start = m.start()
+        elif c in "]}":
+            depth -= 1
+            if depth == limit and start >= 0:
+                out += [line[last:start], json.dumps(TOO_DEEP)]
+                last, start = m.end(), -1
+    if start >= 0:  # never closed: the line is not JSON anyway, and the SDK says so
+        return line
+    return "".join(out) + line[last:]
+
+
+class _Bounded:
+    """The server's stdin, each line passed through ``flatten_deep`` before the SDK reads it."""
+
+    def __init__(self, lines: Any) -> None:
+        self._lines = lines
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._gen()
+
+    async def _gen(self) -> AsyncIterator[str]:
+        async for line in self._lines:
+            yield flatten_deep(line)
 
 
 def _profile_file(plane: Any, device_id: str) -> Path | None:
@@ -120,8 +169,11 @@ def serve_stdio(plane: Any, *, allow_write: bool = False) -> None:
         raise UsageError("`memplane mcp` needs the mcp extra: pip install 'memory-plane[mcp]'") from None
     server = build_server(plane, allow_write=allow_write)
 
+    # Lines are read as the SDK reads them (UTF-8, undecodable bytes replaced), each bounded in depth first.
+    stdin = _Bounded(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(main)

@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from lifecycle import UsageError, format_ts, init_tree, resolve_root
+from lifecycle import UsageError, format_ts, init_tree, parse_ts, resolve_root
 
 from ._common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
 
@@ -42,8 +42,9 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
             return _quarantine(plane, args)
         if args.what or args.name:
             raise UsageError(f"lifecycle {args.action} takes no further arguments")
+        now = _given_now(args.now)
         if args.action == "verify":
-            rep = plane.verify(fix=args.fix)
+            rep = plane.verify(fix=args.fix, now=now)
             code = EXIT_OK if rep.ok else EXIT_PROBLEMS
             if args.json:
                 print_json(log_line(args, code, **rep.to_dict()), one_line=True)
@@ -56,7 +57,7 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
                 print(f"rebuilt index: {r}")
             print(f"checked {rep.checked} files: " + ("ok" if rep.ok else f"{len(rep.problems)} problems"))
             return code
-        gc = plane.gc(dry_run=args.dry_run)
+        gc = plane.gc(dry_run=args.dry_run, now=now)
         code = EXIT_OK if not gc.errors else EXIT_PROBLEMS
         if args.json:
             print_json(log_line(args, code, **gc.to_dict()), one_line=True)
@@ -64,6 +65,16 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
             for line in gc.lines():
                 print(line)
         return code
+
+
+def _given_now(text: str | None) -> datetime | None:
+    """--now as an aware datetime (None when not given); a value that is no timestamp is a usage error."""
+    if text is None:
+        return None
+    try:
+        return parse_ts(text)
+    except ValueError:
+        raise UsageError(f"--now must be an RFC 3339 timestamp such as 2026-12-01T00:00:00Z, not {text!r}") from None
 
 
 def _quarantine(plane: Any, args: argparse.Namespace) -> int:
@@ -159,9 +170,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """`memplane mcp`: serve this tree's memory to MCP clients over stdio."""
+    from .._plane import MemoryPlane
     from ._mcp import serve_stdio
 
-    with open_plane(args) as plane:
+    # Without --allow-write the server never writes: not even a stale index it would otherwise rebuild.
+    with MemoryPlane.open(args.root, create=False, read_only=not args.allow_write) as plane:
         serve_stdio(plane, allow_write=args.allow_write)
     return EXIT_OK
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lifecycle import collector_paused, field_num, field_str, field_text, parse_ts
+from lifecycle import BUILD_DATE, collector_paused, expiry_believed, field_num, field_str, field_text, parse_ts
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
@@ -88,7 +88,13 @@ def features(e: dict[str, Any], kind: str) -> Feat:
     if f > s or e.get("conflicts_with"):
         penalty = max(penalty, 0.5)
     when = parse_when(e.get("last_validated_at")) or parse_when(e.get("updated_at"))
-    return Feat(status, parse_when(e.get("expires_at")), None if when is BAD_TIME else when,
+    expires = parse_when(e.get("expires_at"))
+    if expires is not None and expires is not BAD_TIME and expires < BUILD_DATE and not expiry_believed(
+            expires, e.get("created_at"), e.get("updated_at"), e.get("last_validated_at")):
+        expires = None  # computed under an unset clock (a phone at 1970): its age is unknown, it is not hidden
+    if when is BAD_TIME or (when is not None and when < BUILD_DATE):
+        when = None  # unknown, not ancient
+    return Feat(status, expires, when,
                  appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
                  (s + 1) / (s + f + 2), penalty, evidence)
 

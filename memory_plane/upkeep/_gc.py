@@ -13,6 +13,7 @@ from device_memory import DeviceMemory
 from episodes import TaskEpisodeStore
 from lifecycle import (
     QUARANTINE_DIR,
+    ClockError,
     GcReport,
     ItemRead,
     Retention,
@@ -27,6 +28,7 @@ from lifecycle import (
 
 from .._long_term import LongTermStore
 from .._session import SessionStore
+from ._clock import doubt
 
 log = logging.getLogger("memory_plane")
 CONFLICT_LOG_MAX = 20_000
@@ -34,10 +36,19 @@ CONFLICT_LOG_MAX = 20_000
 
 def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
             session: SessionStore, *, dry_run: bool = False, now: datetime | None = None,
-            retention: Retention | None = None) -> GcReport:
-    """Remove what retention says is done with; every step is idempotent, so a killed GC resumes."""
+            retention: Retention | None = None, trust_clock: bool = False) -> GcReport:
+    """Remove what retention says is done with; every step is idempotent, so a killed GC resumes.
+
+    Raises ClockError, removing nothing, when ``now`` cannot be believed (before the build date, earlier than the
+    newest write in the tree, or far past it) unless ``trust_clock`` (the operator gave the time: ``--now``).
+    """
     now = now or device.clock()
     ret = retention or load_retention(root / "lifecycle" / "retention.yaml")  # a bad file stops GC: exit 1
+    if not trust_clock:
+        # A clock set ten years ahead would make every memory "past its TTL": one GC would empty the tree.
+        why = doubt(root, [*device.collections.values(), device.profiles, long_term, episodes], now)
+        if why is not None:
+            raise ClockError(why)
     rep = GcReport(dry_run=dry_run)
     _remove_stale_temp_files(root, ret, now, rep)
     # Every memory file is parsed once; the same records decide references and removals.

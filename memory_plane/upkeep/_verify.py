@@ -29,6 +29,7 @@ from lifecycle import (
 
 from .._long_term import LongTermStore
 from .._session import SessionStore
+from ._clock import doubt
 
 log = logging.getLogger("memory_plane")
 
@@ -42,10 +43,19 @@ REPAIRED = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "to
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
                 *, fix: bool = False, now: datetime | None = None,
-                extra: Iterable[Collection] = (), session: SessionStore | None = None) -> VerifyReport:
-    """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes."""
+                extra: Iterable[Collection] = (), session: SessionStore | None = None,
+                trust_clock: bool = False) -> VerifyReport:
+    """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes.
+
+    On a clock it cannot believe (see ``gc_tree``) verify checks everything but marks nothing expired, and
+    names the clock as a problem; ``trust_clock`` (the operator gave the time) skips that check."""
     now = now or device.clock()
     report = VerifyReport()
+    if not trust_clock:
+        report.clock_doubt = doubt(root, [*device.all_collections(), long_term, episodes], now)
+        if report.clock_doubt is not None:
+            report.add("clock", ".", None, f"{report.clock_doubt}: nothing marked expired (set the clock, or give "
+                       "the time with --now TIMESTAMP)")
     _check_retention(root, report)
     _check_config(root, report)
     report.stats.update({key: [] for key in STAT_KEYS})
