@@ -25,7 +25,8 @@ from ._model import (
     normalize_phase,
 )
 from ._recording_lock import RecordingLock
-from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
+from ._sanitize import excerpt, normalize_observation, redact_text_fields, sanitize
+from ._secrets import Secrets, marks_password, scrub_jsonl, typed_values
 from ._steps import is_system_screen
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
@@ -41,8 +42,9 @@ class EpisodeRecorder:
 
     Every method is thread-safe and swallows I/O failures (logged and counted in
     ``errors``): a memory problem never fails the task. Text typed into a sensitive field
-    (``tool_input["sensitive"]`` or the latest ``observed_state["field_type"] == "password"``)
-    is stored as ``[redacted]``.
+    (``tool_input["sensitive"]``, or a password field as the observed state reports it before the call or
+    in the call's own result: ``field_type: "password"``, ``is_password``, ``secure``, ...) is stored as
+    ``[redacted]``, and scrubbed from every later event and from the outcome.
     """
 
     def __init__(
@@ -81,7 +83,12 @@ class EpisodeRecorder:
         self._last_obs: dict[str, Any] | None = None
         self._apps_seen: dict[str, int] = {}  # observed app name -> tool results that showed it
         self._last_image: tuple[str, ImageInfo] | None = None
-        self._secrets: set[str] = set()
+        self._secrets = Secrets()
+        # A call that types text waits for its result before it is written: the result may be the first to say
+        # the field was a password one, and then the text must never reach the disk (see _reveal).
+        self._held: dict[str, Any] | None = None
+        self._held_input: Any = None
+        self._last_typed: Any = None  # the input of the latest typing call already written
         self._finished: TaskEpisode | None = None
         self._recording: RecordingLock | None = None
         self.episode = TaskEpisode(
@@ -124,17 +131,7 @@ class EpisodeRecorder:
             self._recording.release()
 
     def _scrub_secrets(self, value: Any) -> Any:
-        if not self._secrets:
-            return value
-        if isinstance(value, str):
-            for s in self._secrets:
-                value = value.replace(s, REDACTED)
-            return value
-        if isinstance(value, dict):
-            return {k: self._scrub_secrets(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._scrub_secrets(v) for v in value]
-        return value
+        return self._secrets.scrub(value)
 
     def _image_sink(self, raw: bytes) -> str | None:
         info = self._store_screenshot(raw)
@@ -160,7 +157,8 @@ class EpisodeRecorder:
         self._last_image = (sha, info)
         return info
 
-    def _emit(self, event: dict[str, Any]) -> str:
+    def _emit(self, event: dict[str, Any], hold: Any = None) -> str:
+        """Append one event; with ``hold`` (the raw tool input of a typing call) it waits for the next event."""
         with self._lock:
             self._seq += 1
             event_id = f"evt_{self._seq:04d}"
@@ -169,16 +167,44 @@ class EpisodeRecorder:
                 return event_id
             record = {"event_id": event_id, "ts": format_ts(self._clock()), **event}
             record = {k: v for k, v in record.items() if v is not None}
-            if self.dir is None:
-                return event_id
-            if self._finished is not None:
-                self._finished.take_events()  # an event after finish: the jobs read the file as it now is
-            try:
-                # One whole line per event, appended as it happens: a crash loses at most this line.
-                append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
-            except Exception as exc:
-                self._fail("cannot append event", exc)
+            self._flush_held()
+            if hold is not None:
+                self._held, self._held_input = record, hold
+            else:
+                self._write(record)
             return event_id
+
+    def _flush_held(self) -> None:
+        if self._held is not None:
+            record, self._held = self._held, None
+            self._last_typed = self._held_input
+            self._write(record)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.dir is None:
+            return
+        if self._finished is not None:
+            self._finished.take_events()  # an event after finish: the jobs read the file as it now is
+        try:
+            # One whole line per event, appended as it happens: a crash loses at most this line (and a
+            # typing call still waiting for its result).
+            append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
+        except Exception as exc:
+            self._fail("cannot append event", exc)
+
+    def _reveal(self) -> None:
+        """The latest typing call went into a password field, as its result says: its text is a secret after all."""
+        if self._held is not None:
+            if self._secrets.remember(self._held_input):
+                self._held.update(tool_input=sanitize(redact_text_fields(self._held_input)), sensitive=True)
+                self._held.pop("target_label", None)
+        elif self._last_typed is not None and self._secrets.remember(self._last_typed) and self.dir is not None:
+            # The call was already written (another event came between it and its result): the file is
+            # rewritten whole, scrubbed, rather than left holding the text.
+            try:
+                scrub_jsonl(self.dir / EVENTS_FILE, self._secrets)
+            except Exception as exc:
+                self._fail("cannot scrub a secret from the events", exc)
 
     # -- events --------------------------------------------------------------
 
@@ -197,10 +223,11 @@ class EpisodeRecorder:
                         data = json.loads(data)
                     except ValueError:
                         pass
-                sensitive = (isinstance(data, Mapping) and bool(data.get("sensitive"))) or (
-                    (self._last_obs or {}).get("field_type") == "password")
+                sensitive = (isinstance(data, Mapping) and bool(data.get("sensitive"))) or marks_password(
+                    self._last_obs)
+                raw = data
                 if sensitive:
-                    self._remember_secrets(data)
+                    self._secrets.remember(data)
                     data = redact_text_fields(data)
                 clean = sanitize(data, self._image_sink)
                 obs = self._last_obs or {}
@@ -210,18 +237,10 @@ class EpisodeRecorder:
                     "call_id": call_id, "app": obs.get("app"), "page": obs.get("page"),
                     "sensitive": True if sensitive else None,
                     "target_label": sanitize(str(target_label), limit=200) if target_label and not sensitive else None,
-                })
+                }, hold=raw if typed_values(raw) and not sensitive else None)
         except Exception as exc:
             self._fail("tool_call", exc)
             return ""
-
-    def _remember_secrets(self, data: Any) -> None:
-        if isinstance(data, Mapping):
-            for k, v in data.items():
-                if k in TEXT_KEYS and isinstance(v, str) and len(v) >= 3:
-                    self._secrets.add(v)
-        elif isinstance(data, str) and len(data) >= 3:
-            self._secrets.add(data)
 
     def tool_result(self, tool_name: str, *, is_error: bool = False, output: Any = None, screenshot: Any = None,
                     observed_state: Any = None, error: str | None = None, call_id: str | None = None) -> str:
@@ -247,6 +266,8 @@ class EpisodeRecorder:
                         self._fail("cannot store screenshot", exc)
                         shot = {"screenshot_ref": None, "error": excerpt(str(exc), 200)}
                 obs = normalize_observation(observed_state)
+                if marks_password(obs) or marks_password(output):
+                    self._reveal()
                 if obs is not None:
                     self._last_obs = obs
                     seen = obs.get("app")
@@ -265,12 +286,14 @@ class EpisodeRecorder:
                             f"{obs.get('app')} / {obs.get('page') or '?'}" + (f": {words}" if words else ""), 300)
                 if shot and shot.get("screenshot_ref") and self.episode.initial_state.screenshot_ref is None:
                     self.episode.initial_state.screenshot_ref = shot["screenshot_ref"]
-                return self._emit({
+                event_id = self._emit({
                     "type": "tool_result", "role": "tool", "step": self._tool_steps, "tool_name": str(tool_name),
                     "is_error": bool(is_error), "output": sanitize(output, self._image_sink, limit=OUTPUT_LIMIT),
                     "error": sanitize(error, limit=500) if error else None, "call_id": call_id,
                     "observed_state": obs, **(shot or {}),
                 })
+                self._last_typed = None  # the typing call has its result: a later one does not speak for it
+                return event_id
         except Exception as exc:
             self._fail("tool_result", exc)
             return ""

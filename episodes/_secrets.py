@@ -1,0 +1,87 @@
+"""Text typed into a password field: how a screen or a tool result says the field is one, and the typed
+values a recorder keeps out of every file it writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lifecycle import atomic_write, dumps_compact, read_bytes_nofollow
+
+from ._sanitize import REDACTED, TEXT_KEYS
+
+# Keys whose value names the kind of field in focus ("password", Android's "textPassword", "secure").
+_KIND_KEYS = ("field_type", "input_type", "inputType", "content_type", "keyboard_type", "text_content_type")
+_KINDS = re.compile(r"password|passcode|secure|secret|\bpin\b|^pin$", re.IGNORECASE)
+# Flags a runtime sets on the focused field (true when it is a password or otherwise secret field).
+_FLAGS = ("is_password", "password", "secure", "is_secure", "sensitive", "secure_text_entry", "is_sensitive")
+# Where a runtime nests the focused field rather than describing it at the top of the state.
+_FOCUS_KEYS = ("focused", "focused_field", "focused_element", "field", "input_field")
+MIN_SECRET = 3  # shorter values ("a", "ok") would scrub ordinary words out of every later event
+
+
+def marks_password(state: Any) -> bool:
+    """Whether an observed state (or a tool's output given as a mapping) reports a password field in focus."""
+    if not isinstance(state, Mapping):
+        return False
+    for key in _KIND_KEYS:
+        v = state.get(key)
+        if isinstance(v, str) and _KINDS.search(v.replace("_", " ")):
+            return True
+    for key in _FLAGS:
+        v = state.get(key)
+        if v is True or (isinstance(v, str) and v.strip().lower() in ("true", "yes", "1")):
+            return True
+    return any(isinstance(state.get(k), Mapping) and marks_password(state[k]) for k in _FOCUS_KEYS)
+
+
+def typed_values(data: Any) -> list[str]:
+    """The text a tool input types (its text fields, or the input itself when it is a bare string)."""
+    if isinstance(data, Mapping):
+        return [v for k, v in data.items() if k in TEXT_KEYS and isinstance(v, str) and v.strip()]
+    return [data] if isinstance(data, str) and data.strip() else []
+
+
+class Secrets:
+    """The values typed into password fields so far; every string written afterwards is scrubbed of them."""
+
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+
+    def remember(self, data: Any) -> bool:
+        """Keep the typed values of a tool input; True when one was not known yet."""
+        new = {v for v in typed_values(data) if len(v) >= MIN_SECRET} - self.values
+        self.values |= new
+        return bool(new)
+
+    def scrub(self, value: Any) -> Any:
+        """The value with every known secret replaced by ``[redacted]`` (strings inside lists and dicts too)."""
+        if not self.values:
+            return value
+        if isinstance(value, str):
+            for s in sorted(self.values, key=len, reverse=True):  # a longer secret holding a shorter one first
+                value = value.replace(s, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.scrub(v) for v in value]
+        return value
+
+
+def scrub_jsonl(path: Path, secrets: Secrets) -> None:
+    """Rewrite a jsonl file whole (atomically) with every known secret scrubbed from its records."""
+    try:
+        text = read_bytes_nofollow(path).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(dumps_compact(secrets.scrub(json.loads(line))))
+        except ValueError:  # a torn or hand-broken line: scrubbed as text
+            out.append(secrets.scrub(line))
+    atomic_write(path, "".join(f"{line}\n" for line in out if line.strip()))

@@ -1,0 +1,99 @@
+"""Text typed into a password field, whether the screen said so before the typing or only its result did
+after, is on no file of the tree and in no block, and teaches nothing about the field."""
+
+from __future__ import annotations
+
+import gzip
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+
+GOAL = "log in to the Bank app"
+SECRET = "hunter2-secret"
+MARKERS: tuple[dict[str, Any], ...] = (
+    {"field_type": "password"}, {"field_type": "textPassword"}, {"input_type": "TYPE_TEXT_VARIATION_PASSWORD"},
+    {"is_password": True}, {"secure": True}, {"focused": {"field_type": "password"}},
+)
+
+
+def grep_tree(root: Path, needle: str) -> list[str]:
+    """Files under root holding needle (gzip caches decompressed first), as ``grep -r`` after gunzip would."""
+    found = []
+    for p in root.rglob("*"):
+        if not p.is_file() or p.is_symlink():
+            continue
+        data = p.read_bytes()
+        if p.suffix == ".gz":
+            data = gzip.decompress(data)
+        if needle.encode() in data:
+            found.append(str(p.relative_to(root)))
+    return found
+
+
+def login(plane: MemoryPlane, *, ok: bool, marker: dict[str, Any], where: str, between: bool = False) -> None:
+    """One login episode: the password field is reported ``before`` the typing (the tap's result) or ``after``
+    it (the typing call's own result: its observed state or its output); ``between``: a note in between."""
+    req = MemoryRetrieveRequest(input=GOAL, current_hints=CurrentEnvironmentHints(app="Bank", page="Home"))
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    rec.tool_call("launch_app", {"app": "com.bank"}, content="open Bank")
+    rec.tool_result("launch_app", observed_state={"app": "Bank", "page": "Login", "package": "com.bank"})
+    rec.tool_call("tap", {"x": 300, "y": 400}, content="password box", target_label="Password")
+    rec.tool_result("tap", observed_state={"app": "Bank", "page": "Login", **(marker if where == "before" else {})})
+    rec.tool_call("keyboard_text", {"text": SECRET}, content=f"type {SECRET}", target_label=SECRET)
+    if between:
+        rec.note("typing")
+    after = {"app": "Bank", "page": "Login", **(marker if where == "after" else {})}
+    output: Any = dict(marker, typed=SECRET) if where == "output" else f"typed {SECRET}"
+    rec.tool_result("keyboard_text", output=output, is_error=not ok, observed_state=after)
+    rec.tool_call("tap", {"x": 300, "y": 800}, content="Log in", target_label="Log in")
+    rec.tool_result("tap", observed_state={"app": "Bank", "page": "Account" if ok else "Login"})
+    plane.commit_episode(rec.finish(success=ok, failure_reason=None if ok else f"{SECRET} was not accepted"))
+    plane.flush()
+
+
+def test_a_password_reported_only_in_the_typing_result_is_nowhere(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        login(plane, ok=False, marker={"field_type": "password"}, where="after")
+        login(plane, ok=True, marker={"field_type": "password"}, where="after")
+        block = plane.retrieve(MemoryRetrieveRequest(input=GOAL)).render()
+        device = plane.device.entries()
+    assert grep_tree(root, SECRET) == []
+    assert SECRET not in block and "[redacted]" in block  # the step is shown, its text is not
+    assert "did not reach the field" not in block
+    assert not any("input_not_accepted" in str(e) for e in device)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(marker=st.sampled_from(MARKERS), where=st.sampled_from(("before", "after", "output")),
+       between=st.booleans(), ok=st.booleans())
+def test_wherever_and_however_the_field_is_reported_the_typed_text_is_on_no_file(
+        marker: dict[str, Any], where: str, between: bool, ok: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "m"
+        with MemoryPlane.open(root) as plane:
+            login(plane, ok=ok, marker=marker, where=where, between=between)
+            block = plane.retrieve(MemoryRetrieveRequest(input=GOAL)).render()
+            assert not plane.verify().problems
+        assert grep_tree(root, SECRET) == [] and SECRET not in block
+
+
+def test_text_typed_before_a_password_field_appeared_is_kept(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        req = MemoryRetrieveRequest(input=GOAL)
+        rec = plane.new_episode_recorder(req)
+        rec.tool_call("keyboard_text", {"text": "alice-the-user"})
+        rec.tool_result("keyboard_text", observed_state={"app": "Bank", "page": "Login"})
+        rec.tool_call("tap", {"x": 300, "y": 400})
+        rec.tool_result("tap", observed_state={"app": "Bank", "page": "Login", "field_type": "password"})
+        rec.tool_call("keyboard_text", {"text": SECRET})
+        rec.tool_result("keyboard_text", observed_state={"app": "Bank", "page": "Login"})
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+    assert grep_tree(root, "alice-the-user") and grep_tree(root, SECRET) == []
