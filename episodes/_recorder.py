@@ -26,7 +26,7 @@ from ._model import (
 )
 from ._recording_lock import RecordingLock
 from ._sanitize import excerpt, normalize_observation, redact_text_fields, sanitize
-from ._secrets import Secrets, marks_password, scrub_jsonl, typed_values
+from ._secrets import TypingGuard, marks_password, typed_values
 from ._steps import is_system_screen
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
@@ -35,6 +35,7 @@ log = logging.getLogger("memory_plane")
 
 MAX_EVENTS = 20_000  # per episode; a runaway task stops growing its log here (counted in metrics)
 OUTPUT_LIMIT = 2000
+TRANSCRIPT_STEPS = "transcript/steps.jsonl"
 
 
 class EpisodeRecorder:
@@ -83,12 +84,10 @@ class EpisodeRecorder:
         self._last_obs: dict[str, Any] | None = None
         self._apps_seen: dict[str, int] = {}  # observed app name -> tool results that showed it
         self._last_image: tuple[str, ImageInfo] | None = None
-        self._secrets = Secrets()
         # A call that types text waits for its result before it is written: the result may be the first to say
-        # the field was a password one, and then the text must never reach the disk (see _reveal).
-        self._held: dict[str, Any] | None = None
-        self._held_input: Any = None
-        self._last_typed: Any = None  # the input of the latest typing call already written
+        # the field was a password one, and then the text must never reach the disk.
+        self._typing = TypingGuard()
+        self._secrets = self._typing.secrets
         self._finished: TaskEpisode | None = None
         self._recording: RecordingLock | None = None
         self.episode = TaskEpisode(
@@ -130,9 +129,6 @@ class EpisodeRecorder:
         if self._recording is not None:
             self._recording.release()
 
-    def _scrub_secrets(self, value: Any) -> Any:
-        return self._secrets.scrub(value)
-
     def _image_sink(self, raw: bytes) -> str | None:
         info = self._store_screenshot(raw)
         return info.ref if info else None
@@ -167,18 +163,14 @@ class EpisodeRecorder:
                 return event_id
             record = {"event_id": event_id, "ts": format_ts(self._clock()), **event}
             record = {k: v for k, v in record.items() if v is not None}
-            self._flush_held()
+            held = self._typing.release()
+            if held is not None:
+                self._write(held)
             if hold is not None:
-                self._held, self._held_input = record, hold
+                self._typing.hold(record, hold)
             else:
                 self._write(record)
             return event_id
-
-    def _flush_held(self) -> None:
-        if self._held is not None:
-            record, self._held = self._held, None
-            self._last_typed = self._held_input
-            self._write(record)
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.dir is None:
@@ -188,23 +180,9 @@ class EpisodeRecorder:
         try:
             # One whole line per event, appended as it happens: a crash loses at most this line (and a
             # typing call still waiting for its result).
-            append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
+            append_line(self.dir / EVENTS_FILE, dumps_compact(self._secrets.scrub(record)), fsync=False)
         except Exception as exc:
             self._fail("cannot append event", exc)
-
-    def _reveal(self) -> None:
-        """The latest typing call went into a password field, as its result says: its text is a secret after all."""
-        if self._held is not None:
-            if self._secrets.remember(self._held_input):
-                self._held.update(tool_input=sanitize(redact_text_fields(self._held_input)), sensitive=True)
-                self._held.pop("target_label", None)
-        elif self._last_typed is not None and self._secrets.remember(self._last_typed) and self.dir is not None:
-            # The call was already written (another event came between it and its result): the file is
-            # rewritten whole, scrubbed, rather than left holding the text.
-            try:
-                scrub_jsonl(self.dir / EVENTS_FILE, self._secrets)
-            except Exception as exc:
-                self._fail("cannot scrub a secret from the events", exc)
 
     # -- events --------------------------------------------------------------
 
@@ -266,8 +244,8 @@ class EpisodeRecorder:
                         self._fail("cannot store screenshot", exc)
                         shot = {"screenshot_ref": None, "error": excerpt(str(exc), 200)}
                 obs = normalize_observation(observed_state)
-                if marks_password(obs) or marks_password(output):
-                    self._reveal()
+                if (marks_password(obs) or marks_password(output)) and self.dir is not None:
+                    self._typing.reveal([self.dir / EVENTS_FILE, self.dir / TRANSCRIPT_STEPS], self._fail)
                 if obs is not None:
                     self._last_obs = obs
                     seen = obs.get("app")
@@ -292,7 +270,7 @@ class EpisodeRecorder:
                     "error": sanitize(error, limit=500) if error else None, "call_id": call_id,
                     "observed_state": obs, **(shot or {}),
                 })
-                self._last_typed = None  # the typing call has its result: a later one does not speak for it
+                self._typing.result_written()
                 return event_id
         except Exception as exc:
             self._fail("tool_result", exc)
@@ -345,9 +323,11 @@ class EpisodeRecorder:
             return self._transcript_opener(self, system_prompt=system_prompt)
         if config is None:
             config = TranscriptConfig.from_mapping(read_config(self._store.root))
-        return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
-                                system_prompt=system_prompt, session_start=self.episode.started_at
-                                if isinstance(self.episode.started_at, type(self._clock())) else None)
+        ledger = TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
+                                  system_prompt=system_prompt, session_start=self.episode.started_at
+                                  if isinstance(self.episode.started_at, type(self._clock())) else None)
+        ledger.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
+        return ledger
 
     # -- the end -------------------------------------------------------------
 
@@ -385,7 +365,7 @@ class EpisodeRecorder:
                 completion_reason=_txt(completion_reason), failure_phase=None if success else failure_phase,
                 failure_reason=_txt(failure_reason) if not success else None, error=_txt(err_text),
             )
-            ep.outcome = Outcome.model_validate(self._scrub_secrets(ep.outcome.model_dump()))
+            ep.outcome = Outcome.model_validate(self._secrets.scrub(ep.outcome.model_dump()))
             if self._apps_seen:
                 # The app the task worked in is the one the phone showed most often (the first on a tie),
                 # not an app name the goal's words happen to contain.

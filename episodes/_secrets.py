@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from lifecycle import atomic_write, dumps_compact, read_bytes_nofollow
 
-from ._sanitize import REDACTED, TEXT_KEYS
+from ._sanitize import REDACTED, TEXT_KEYS, redact_text_fields, sanitize
 
 # Keys whose value names the kind of field in focus ("password", Android's "textPassword", "secure").
 _KIND_KEYS = ("field_type", "input_type", "inputType", "content_type", "keyboard_type", "text_content_type")
@@ -85,3 +85,48 @@ def scrub_jsonl(path: Path, secrets: Secrets) -> None:
         except ValueError:  # a torn or hand-broken line: scrubbed as text
             out.append(secrets.scrub(line))
     atomic_write(path, "".join(f"{line}\n" for line in out if line.strip()))
+
+
+class TypingGuard:
+    """Keeps typed text off the disk until the field is known: a call that types text waits for its result
+    before it is written, and a result that reports a password field makes that text a secret (``reveal``)."""
+
+    def __init__(self) -> None:
+        self.secrets = Secrets()
+        self._held: dict[str, Any] | None = None  # the event of the typing call waiting for its result
+        self._held_input: Any = None
+        self._written: Any = None  # the input of a typing call already written whose result has not come
+
+    def hold(self, record: dict[str, Any], raw_input: Any) -> None:
+        """Keep a typing call's event (and its input, unredacted) until the next event."""
+        self._held, self._held_input = record, raw_input
+
+    def release(self) -> dict[str, Any] | None:
+        """The held event, to be written now (before any other); None when nothing is held."""
+        record, self._held = self._held, None
+        if record is not None:
+            self._written = self._held_input
+        return record
+
+    def result_written(self) -> None:
+        """A tool result was written: a later result does not speak for the typing call before it."""
+        self._written = None
+
+    def reveal(self, written: list[Path], on_error: Callable[[str, BaseException], None]) -> None:
+        """The latest typing call went into a password field, as its result says: its text is a secret after all.
+
+        Held, its event is redacted before it is written; the files that already hold the text (``written``:
+        the events, when another event came before the result; a transcript step the runtime committed
+        first) are rewritten whole, scrubbed, rather than left holding it."""
+        typed = self._held_input if self._held is not None else self._written
+        if typed is None or not self.secrets.remember(typed):
+            return
+        if self._held is not None:
+            self._held.update(tool_input=sanitize(redact_text_fields(typed)), sensitive=True)
+            self._held.pop("target_label", None)
+            written = written[1:]
+        for path in written:
+            try:
+                scrub_jsonl(path, self.secrets)
+            except Exception as exc:
+                on_error(f"cannot scrub a secret from {path.name}", exc)

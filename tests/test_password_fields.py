@@ -35,11 +35,19 @@ def grep_tree(root: Path, needle: str) -> list[str]:
     return found
 
 
-def login(plane: MemoryPlane, *, ok: bool, marker: dict[str, Any], where: str, between: bool = False) -> None:
+def login(plane: MemoryPlane, *, ok: bool, marker: dict[str, Any], where: str, between: bool = False,
+          ledger: str | None = None) -> None:
     """One login episode: the password field is reported ``before`` the typing (the tap's result) or ``after``
-    it (the typing call's own result: its observed state or its output); ``between``: a note in between."""
+    it (the typing call's own result: its observed state or its output); ``between``: a note in between;
+    ``ledger``: the typing step is also committed to the task's transcript, ``first`` or ``last``."""
     req = MemoryRetrieveRequest(input=GOAL, current_hints=CurrentEnvironmentHints(app="Bank", page="Home"))
     rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    led = plane.open_transcript(rec) if ledger else None
+
+    def transcript() -> None:
+        if led is not None:
+            led.commit(action="keyboard_text", args={"text": SECRET}, thought=f"I type {SECRET}",
+                       result=f"typed {SECRET}")
     rec.tool_call("launch_app", {"app": "com.bank"}, content="open Bank")
     rec.tool_result("launch_app", observed_state={"app": "Bank", "page": "Login", "package": "com.bank"})
     rec.tool_call("tap", {"x": 300, "y": 400}, content="password box", target_label="Password")
@@ -47,9 +55,13 @@ def login(plane: MemoryPlane, *, ok: bool, marker: dict[str, Any], where: str, b
     rec.tool_call("keyboard_text", {"text": SECRET}, content=f"type {SECRET}", target_label=SECRET)
     if between:
         rec.note("typing")
+    if ledger == "first":
+        transcript()
     after = {"app": "Bank", "page": "Login", **(marker if where == "after" else {})}
     output: Any = dict(marker, typed=SECRET) if where == "output" else f"typed {SECRET}"
     rec.tool_result("keyboard_text", output=output, is_error=not ok, observed_state=after)
+    if ledger == "last":
+        transcript()
     rec.tool_call("tap", {"x": 300, "y": 800}, content="Log in", target_label="Log in")
     rec.tool_result("tap", observed_state={"app": "Bank", "page": "Account" if ok else "Login"})
     plane.commit_episode(rec.finish(success=ok, failure_reason=None if ok else f"{SECRET} was not accepted"))
@@ -69,15 +81,15 @@ def test_a_password_reported_only_in_the_typing_result_is_nowhere(tmp_path: Path
     assert not any("input_not_accepted" in str(e) for e in device)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(marker=st.sampled_from(MARKERS), where=st.sampled_from(("before", "after", "output")),
-       between=st.booleans(), ok=st.booleans())
+       between=st.booleans(), ok=st.booleans(), ledger=st.sampled_from((None, "first", "last")))
 def test_wherever_and_however_the_field_is_reported_the_typed_text_is_on_no_file(
-        marker: dict[str, Any], where: str, between: bool, ok: bool) -> None:
+        marker: dict[str, Any], where: str, between: bool, ok: bool, ledger: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "m"
         with MemoryPlane.open(root) as plane:
-            login(plane, ok=ok, marker=marker, where=where, between=between)
+            login(plane, ok=ok, marker=marker, where=where, between=between, ledger=ledger)
             block = plane.retrieve(MemoryRetrieveRequest(input=GOAL)).render()
             assert not plane.verify().problems
         assert grep_tree(root, SECRET) == [] and SECRET not in block
