@@ -24,7 +24,13 @@ MIN_SECRET = 3  # shorter values ("a", "ok") would scrub ordinary words out of e
 
 
 def marks_password(state: Any) -> bool:
-    """Whether an observed state (or a tool's output given as a mapping) reports a password field in focus."""
+    """Whether an observed state (or a tool's output, a mapping or its JSON text) reports a password field in
+    focus."""
+    if isinstance(state, str) and state.lstrip().startswith("{") and len(state) < 100_000:
+        try:
+            state = json.loads(state)
+        except ValueError:
+            return False
     if not isinstance(state, Mapping):
         return False
     for key in _KIND_KEYS:

@@ -104,7 +104,7 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             label = ev.get("target_label") or ti.get("target_label") or ti.get("label")
             text = tool_text(ti)
             if ev.get("sensitive") or text == REDACTED:
-                text = None  # typed into a password field: what was typed teaches nothing, and is not known
+                text = label = None  # typed into a password field: what was typed teaches nothing, and is not known
             step = Step(
                 index=len(steps) + 1, tool=name, tool_input=ti, call_event=ev.get("event_id"),
                 content=str(ev["content"]) if ev.get("content") else None, coords=tool_coords(ti), text=text,

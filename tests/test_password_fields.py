@@ -4,6 +4,7 @@ after, is on no file of the tree and in no block, and teaches nothing about the 
 from __future__ import annotations
 
 import gzip
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,9 @@ def login(plane: MemoryPlane, *, ok: bool, marker: dict[str, Any], where: str, b
     if ledger == "first":
         transcript()
     after = {"app": "Bank", "page": "Login", **(marker if where == "after" else {})}
-    output: Any = dict(marker, typed=SECRET) if where == "output" else f"typed {SECRET}"
+    output: Any = dict(marker, typed=SECRET) if where.startswith("output") else f"typed {SECRET}"
+    if where == "output_json":
+        output = json.dumps(output)  # a runtime that answers with the JSON text of its result
     rec.tool_result("keyboard_text", output=output, is_error=not ok, observed_state=after)
     if ledger == "last":
         transcript()
@@ -82,7 +85,7 @@ def test_a_password_reported_only_in_the_typing_result_is_nowhere(tmp_path: Path
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(marker=st.sampled_from(MARKERS), where=st.sampled_from(("before", "after", "output")),
+@given(marker=st.sampled_from(MARKERS), where=st.sampled_from(("before", "after", "output", "output_json")),
        between=st.booleans(), ok=st.booleans(), ledger=st.sampled_from((None, "first", "last")))
 def test_wherever_and_however_the_field_is_reported_the_typed_text_is_on_no_file(
         marker: dict[str, Any], where: str, between: bool, ok: bool, ledger: str | None) -> None:
