@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
@@ -88,6 +89,7 @@ class EpisodeRecorder:
         # the field was a password one, and then the text must never reach the disk.
         self._typing = TypingGuard()
         self._secrets = self._typing.secrets
+        self._ledgers: list[Any] = []  # the transcripts opened for this task (their files are scrubbed too)
         self._finished: TaskEpisode | None = None
         self._recording: RecordingLock | None = None
         self.episode = TaskEpisode(
@@ -245,7 +247,10 @@ class EpisodeRecorder:
                         shot = {"screenshot_ref": None, "error": excerpt(str(exc), 200)}
                 obs = normalize_observation(observed_state)
                 if (marks_password(obs) or marks_password(output)) and self.dir is not None:
-                    self._typing.reveal([self.dir / EVENTS_FILE, self.dir / TRANSCRIPT_STEPS], self._fail)
+                    with ExitStack() as held:  # a transcript's own appends (its summary worker) wait meanwhile
+                        for led in self._ledgers:
+                            held.enter_context(led._lock)
+                        self._typing.reveal([self.dir / EVENTS_FILE, self.dir / TRANSCRIPT_STEPS], self._fail)
                 if obs is not None:
                     self._last_obs = obs
                     seen = obs.get("app")
@@ -327,6 +332,7 @@ class EpisodeRecorder:
                                   system_prompt=system_prompt, session_start=self.episode.started_at
                                   if isinstance(self.episode.started_at, type(self._clock())) else None)
         ledger.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
+        self._ledgers.append(ledger)
         return ledger
 
     # -- the end -------------------------------------------------------------

@@ -15,7 +15,7 @@ from ._sanitize import REDACTED, TEXT_KEYS, redact_text_fields, sanitize
 
 # Keys whose value names the kind of field in focus ("password", Android's "textPassword", "secure").
 _KIND_KEYS = ("field_type", "input_type", "inputType", "content_type", "keyboard_type", "text_content_type")
-_KINDS = re.compile(r"password|passcode|secure|secret|\bpin\b|^pin$", re.IGNORECASE)
+_KINDS = re.compile(r"password|passcode|secure|secret|\bpin\b", re.IGNORECASE)
 # Flags a runtime sets on the focused field (true when it is a password or otherwise secret field).
 _FLAGS = ("is_password", "password", "secure", "is_secure", "sensitive", "secure_text_entry", "is_sensitive")
 # Where a runtime nests the focused field rather than describing it at the top of the state.
@@ -29,7 +29,7 @@ def marks_password(state: Any) -> bool:
     if isinstance(state, str) and state.lstrip().startswith("{") and len(state) < 100_000:
         try:
             state = json.loads(state)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
     if not isinstance(state, Mapping):
         return False

@@ -112,3 +112,26 @@ def test_text_typed_before_a_password_field_appeared_is_kept(tmp_path: Path) -> 
         plane.commit_episode(rec.finish(success=True))
         plane.flush()
     assert grep_tree(root, "alice-the-user") and grep_tree(root, SECRET) == []
+
+
+def test_a_long_tasks_transcript_and_its_chunks_hold_no_password(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        (root / "config.yaml").write_text("chunking:\n  max_steps: 3\n")
+        req = MemoryRetrieveRequest(input=GOAL)
+        rec = plane.new_episode_recorder(req)
+        led = plane.open_transcript(rec)
+        rec.tool_call("keyboard_text", {"text": SECRET})
+        # The runtime commits the step to its transcript before it hands the result to the recorder.
+        led.commit(action="keyboard_text", args={"text": SECRET}, thought=f"I type {SECRET}", result="typed")
+        rec.tool_result("keyboard_text", observed_state={"app": "Bank", "page": "Login", "field_type": "password"})
+        for n in range(12):
+            rec.tool_call("tap", {"x": n, "y": n})
+            led.commit(action="tap", args={"x": n, "y": n}, thought=f"after typing {SECRET}, tap {n}", result="ok")
+            rec.tool_result("tap", observed_state={"app": "Bank", "page": f"Page {n}"})
+        assert led.flush(timeout=10)
+        led.close(timeout=10)
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+    assert list(root.rglob("chunks/*.md")), "the task was long enough to be compacted"
+    assert grep_tree(root, SECRET) == []
