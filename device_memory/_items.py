@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lifecycle import Record, StrList, as_list
+from lifecycle import Record, StrList, as_list, content_hash
 
 # Caps so cumulative lists never grow without bound (newest kept).
 CAPS: dict[str, int] = {
@@ -14,6 +14,17 @@ CAPS: dict[str, int] = {
     "common_dialogs": 20, "open_methods": 10, "goal_examples": 5, "steps": 30, "tags": 20, "entities": 20,
     "screens": 10, "labels": 10, "targets": 5,
 }
+
+
+MAX_KEY = 200
+"""The longest name written as a mapping key (a YAML reader refuses implicit keys over 1,024 characters)."""
+
+
+def bounded_key(name: str) -> str:
+    """A name fit to be a mapping key: a longer one is cut, with a hash of the whole so two stay apart."""
+    if len(name) <= MAX_KEY:
+        return name
+    return f"{name[:MAX_KEY - 13]}…{content_hash(name)}"
 
 
 def cap_list(values: list[Any], name: str) -> list[Any]:
@@ -135,6 +146,15 @@ class AppProfile(DeviceItem):
     known_issues: StrList = Field(default_factory=list)
     TYPE: ClassVar[str] = "app_profile"
     DEFAULT_TTL: ClassVar[str] = "30d"
+
+    @field_validator("known_entries", mode="after")
+    @classmethod
+    def _bounded_entries(cls, v: dict[str, str]) -> dict[str, str]:
+        return {bounded_key(str(k)): x for k, x in v.items()}
+
+    def note_entry(self, page: str, how: str) -> None:
+        """Remember how a page of the app was entered (keyed by the page's name, bounded)."""
+        self.known_entries[bounded_key(page)] = how
 
     def body(self) -> str:
         """App summary line: names, pages, tools, best open method."""

@@ -89,7 +89,7 @@ class ProfileLessons(LessonWriter):
             if facts["login_state"]:
                 p.login_state = facts["login_state"]
             for page, how in facts["entries"].items():
-                p.known_entries[page] = how
+                p.note_entry(page, how)
             p.pages_seen = merge_unique(p.pages_seen, pages, "pages_seen")
             p.tools_used = merge_unique(p.tools_used, tools, "tools_used")
             p.packages = merge_unique(p.packages, packages, "packages")

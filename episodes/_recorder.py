@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
@@ -25,7 +26,8 @@ from ._model import (
     normalize_phase,
 )
 from ._recording_lock import RecordingLock
-from ._sanitize import REDACTED, TEXT_KEYS, excerpt, normalize_observation, redact_text_fields, sanitize
+from ._sanitize import excerpt, normalize_observation, redact_text_fields, sanitize
+from ._secrets import TypingGuard, marks_password, typed_values
 from ._steps import is_system_screen
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
@@ -34,6 +36,7 @@ log = logging.getLogger("memory_plane")
 
 MAX_EVENTS = 20_000  # per episode; a runaway task stops growing its log here (counted in metrics)
 OUTPUT_LIMIT = 2000
+TRANSCRIPT_STEPS = "transcript/steps.jsonl"
 
 
 class EpisodeRecorder:
@@ -41,8 +44,9 @@ class EpisodeRecorder:
 
     Every method is thread-safe and swallows I/O failures (logged and counted in
     ``errors``): a memory problem never fails the task. Text typed into a sensitive field
-    (``tool_input["sensitive"]`` or the latest ``observed_state["field_type"] == "password"``)
-    is stored as ``[redacted]``.
+    (``tool_input["sensitive"]``, or a password field as the observed state reports it before the call or
+    in the call's own result: ``field_type: "password"``, ``is_password``, ``secure``, ...) is stored as
+    ``[redacted]``, and scrubbed from every later event and from the outcome.
     """
 
     def __init__(
@@ -81,7 +85,11 @@ class EpisodeRecorder:
         self._last_obs: dict[str, Any] | None = None
         self._apps_seen: dict[str, int] = {}  # observed app name -> tool results that showed it
         self._last_image: tuple[str, ImageInfo] | None = None
-        self._secrets: set[str] = set()
+        # A call that types text waits for its result before it is written: the result may be the first to say
+        # the field was a password one, and then the text must never reach the disk.
+        self._typing = TypingGuard()
+        self._secrets = self._typing.secrets
+        self._ledgers: list[Any] = []  # the transcripts opened for this task (their files are scrubbed too)
         self._finished: TaskEpisode | None = None
         self._recording: RecordingLock | None = None
         self.episode = TaskEpisode(
@@ -123,19 +131,6 @@ class EpisodeRecorder:
         if self._recording is not None:
             self._recording.release()
 
-    def _scrub_secrets(self, value: Any) -> Any:
-        if not self._secrets:
-            return value
-        if isinstance(value, str):
-            for s in self._secrets:
-                value = value.replace(s, REDACTED)
-            return value
-        if isinstance(value, dict):
-            return {k: self._scrub_secrets(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._scrub_secrets(v) for v in value]
-        return value
-
     def _image_sink(self, raw: bytes) -> str | None:
         info = self._store_screenshot(raw)
         return info.ref if info else None
@@ -160,7 +155,8 @@ class EpisodeRecorder:
         self._last_image = (sha, info)
         return info
 
-    def _emit(self, event: dict[str, Any]) -> str:
+    def _emit(self, event: dict[str, Any], hold: Any = None) -> str:
+        """Append one event; with ``hold`` (the raw tool input of a typing call) it waits for the next event."""
         with self._lock:
             self._seq += 1
             event_id = f"evt_{self._seq:04d}"
@@ -169,16 +165,26 @@ class EpisodeRecorder:
                 return event_id
             record = {"event_id": event_id, "ts": format_ts(self._clock()), **event}
             record = {k: v for k, v in record.items() if v is not None}
-            if self.dir is None:
-                return event_id
-            if self._finished is not None:
-                self._finished.take_events()  # an event after finish: the jobs read the file as it now is
-            try:
-                # One whole line per event, appended as it happens: a crash loses at most this line.
-                append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
-            except Exception as exc:
-                self._fail("cannot append event", exc)
+            held = self._typing.release()
+            if held is not None:
+                self._write(held)
+            if hold is not None:
+                self._typing.hold(record, hold)
+            else:
+                self._write(record)
             return event_id
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.dir is None:
+            return
+        if self._finished is not None:
+            self._finished.take_events()  # an event after finish: the jobs read the file as it now is
+        try:
+            # One whole line per event, appended as it happens: a crash loses at most this line (and a
+            # typing call still waiting for its result).
+            append_line(self.dir / EVENTS_FILE, dumps_compact(self._secrets.scrub(record)), fsync=False)
+        except Exception as exc:
+            self._fail("cannot append event", exc)
 
     # -- events --------------------------------------------------------------
 
@@ -197,10 +203,11 @@ class EpisodeRecorder:
                         data = json.loads(data)
                     except ValueError:
                         pass
-                sensitive = (isinstance(data, Mapping) and bool(data.get("sensitive"))) or (
-                    (self._last_obs or {}).get("field_type") == "password")
+                sensitive = (isinstance(data, Mapping) and bool(data.get("sensitive"))) or marks_password(
+                    self._last_obs)
+                raw = data
                 if sensitive:
-                    self._remember_secrets(data)
+                    self._secrets.remember(data)
                     data = redact_text_fields(data)
                 clean = sanitize(data, self._image_sink)
                 obs = self._last_obs or {}
@@ -210,18 +217,10 @@ class EpisodeRecorder:
                     "call_id": call_id, "app": obs.get("app"), "page": obs.get("page"),
                     "sensitive": True if sensitive else None,
                     "target_label": sanitize(str(target_label), limit=200) if target_label and not sensitive else None,
-                })
+                }, hold=raw if typed_values(raw) and not sensitive else None)
         except Exception as exc:
             self._fail("tool_call", exc)
             return ""
-
-    def _remember_secrets(self, data: Any) -> None:
-        if isinstance(data, Mapping):
-            for k, v in data.items():
-                if k in TEXT_KEYS and isinstance(v, str) and len(v) >= 3:
-                    self._secrets.add(v)
-        elif isinstance(data, str) and len(data) >= 3:
-            self._secrets.add(data)
 
     def tool_result(self, tool_name: str, *, is_error: bool = False, output: Any = None, screenshot: Any = None,
                     observed_state: Any = None, error: str | None = None, call_id: str | None = None) -> str:
@@ -247,6 +246,11 @@ class EpisodeRecorder:
                         self._fail("cannot store screenshot", exc)
                         shot = {"screenshot_ref": None, "error": excerpt(str(exc), 200)}
                 obs = normalize_observation(observed_state)
+                if (marks_password(obs) or marks_password(output)) and self.dir is not None:
+                    with ExitStack() as held:  # a transcript's own appends (its summary worker) wait meanwhile
+                        for led in self._ledgers:
+                            held.enter_context(led._lock)
+                        self._typing.reveal([self.dir / EVENTS_FILE, self.dir / TRANSCRIPT_STEPS], self._fail)
                 if obs is not None:
                     self._last_obs = obs
                     seen = obs.get("app")
@@ -265,12 +269,14 @@ class EpisodeRecorder:
                             f"{obs.get('app')} / {obs.get('page') or '?'}" + (f": {words}" if words else ""), 300)
                 if shot and shot.get("screenshot_ref") and self.episode.initial_state.screenshot_ref is None:
                     self.episode.initial_state.screenshot_ref = shot["screenshot_ref"]
-                return self._emit({
+                event_id = self._emit({
                     "type": "tool_result", "role": "tool", "step": self._tool_steps, "tool_name": str(tool_name),
                     "is_error": bool(is_error), "output": sanitize(output, self._image_sink, limit=OUTPUT_LIMIT),
                     "error": sanitize(error, limit=500) if error else None, "call_id": call_id,
                     "observed_state": obs, **(shot or {}),
                 })
+                self._typing.result_written()
+                return event_id
         except Exception as exc:
             self._fail("tool_result", exc)
             return ""
@@ -322,9 +328,12 @@ class EpisodeRecorder:
             return self._transcript_opener(self, system_prompt=system_prompt)
         if config is None:
             config = TranscriptConfig.from_mapping(read_config(self._store.root))
-        return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
-                                system_prompt=system_prompt, session_start=self.episode.started_at
-                                if isinstance(self.episode.started_at, type(self._clock())) else None)
+        ledger = TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
+                                  system_prompt=system_prompt, session_start=self.episode.started_at
+                                  if isinstance(self.episode.started_at, type(self._clock())) else None)
+        ledger.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
+        self._ledgers.append(ledger)
+        return ledger
 
     # -- the end -------------------------------------------------------------
 
@@ -362,7 +371,7 @@ class EpisodeRecorder:
                 completion_reason=_txt(completion_reason), failure_phase=None if success else failure_phase,
                 failure_reason=_txt(failure_reason) if not success else None, error=_txt(err_text),
             )
-            ep.outcome = Outcome.model_validate(self._scrub_secrets(ep.outcome.model_dump()))
+            ep.outcome = Outcome.model_validate(self._secrets.scrub(ep.outcome.model_dump()))
             if self._apps_seen:
                 # The app the task worked in is the one the phone showed most often (the first on a tie),
                 # not an app name the goal's words happen to contain.

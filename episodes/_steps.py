@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._sanitize import REDACTED
 from ._tool_inputs import parse_tool_input, tool_coords, tool_text
 
 TEXT_TOOLS = ("keyboard_text", "type", "input_text", "type_text", "enter_text")
@@ -101,9 +102,12 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
                 continue  # an empty action teaches nothing
             ti = parse_tool_input(ev.get("tool_input"))
             label = ev.get("target_label") or ti.get("target_label") or ti.get("label")
+            text = tool_text(ti)
+            if ev.get("sensitive") or text == REDACTED:
+                text = label = None  # typed into a password field: what was typed teaches nothing, and is not known
             step = Step(
                 index=len(steps) + 1, tool=name, tool_input=ti, call_event=ev.get("event_id"),
-                content=str(ev["content"]) if ev.get("content") else None, coords=tool_coords(ti), text=tool_text(ti),
+                content=str(ev["content"]) if ev.get("content") else None, coords=tool_coords(ti), text=text,
                 target_label=str(label) if label else None,
                 app_before=ev.get("app") or last_app, page_before=ev.get("page") or last_page,
                 obs_before=last_sig,

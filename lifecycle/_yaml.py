@@ -216,6 +216,9 @@ def _merge_into(target: CommentedMap, new: Mapping[str, Any]) -> None:
         target[key] = _to_commented(value)
 
 
+# Longer keys are written as explicit ("? key") keys, which have no length limit.
+MAX_SIMPLE_KEY = 1000
+
 _PLAIN = re.compile(r"^[A-Za-z_\u00c0-\uffff][\w\u00c0-\uffff .,/@()+=-]*$")
 _RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "nan", "inf"})
 _NUMBERISH = re.compile(r"^[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?$|^0[xob]|^\d{4}-\d\d-\d\d|^\d+:\d")
@@ -252,6 +255,11 @@ def _emit(value: Any, indent: int, out: list[str]) -> None:
     if isinstance(value, Mapping):
         for k, v in value.items():
             key = _scalar(k)
+            if len(key) > MAX_SIMPLE_KEY:
+                # A YAML reader refuses an implicit key over 1,024 characters: the whole file would stop
+                # parsing (a long page name as a key once hid everything an app profile had learned).
+                out.append(f"{pad}? {key}")
+                key = ""
             if isinstance(v, Mapping) and v:
                 out.append(f"{pad}{key}:")
                 _emit(v, indent + 2, out)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lifecycle import FileProblemError
+from lifecycle import FileProblemError, StorageError
 
 from ._contradiction import contradicts, meaning_length
 from ._long_term_model import (
@@ -71,6 +71,7 @@ def run_save(store: LongTermStore, req: SaveRequest) -> SaveResult:
         if not req.force and (req.key in store.tombstones.blocked_hashes()
                               or req.mem_id in store.tombstones.blocked_ids()):
             return SaveResult(req.mem_id, "ignored", "forgotten on purpose (force=True saves it again)")
+        req.mem_id = _own_id(store, req)
         actives = [m for m in (i.record for i in store.iter_items()) if m is not None and m.status == "active"
                    and m.type == req.type]
         early = _early_answer(store, req, actives)
@@ -88,6 +89,27 @@ def run_save(store: LongTermStore, req: SaveRequest) -> SaveResult:
             store._write(old_mem)
         store._write_profile()
     return _answer(store, req, plan, mem)
+
+
+def _own_id(store: LongTermStore, req: SaveRequest) -> str:
+    """The id a new memory of this text gets: the text's own id, unless a file of the other source holds it.
+
+    Ids come from the text, so the model saving the words of the user's replaced rule would otherwise rewrite
+    the user's file (its source, its created_at, the history its successor's ``supersedes`` points at); a
+    file of the other source is never written over: the new memory takes the first free id after it.
+    """
+    for n in range(_MAX_TWINS):
+        cand = req.mem_id if n == 0 else f"{req.mem_id}_{req.source}{n if n > 1 else ''}"
+        try:
+            cur = store.get(cand)
+        except (OSError, FileProblemError):
+            continue  # a file that does not load is nobody's to write over (verify quarantines it)
+        if cur is None or is_users(cur) != req.by_model:
+            return cand
+    raise StorageError(store.path_for(req.mem_id), f"no free id after {_MAX_TWINS} memories of the same text")
+
+
+_MAX_TWINS = 50
 
 
 def _early_answer(store: LongTermStore, req: SaveRequest, actives: list[LongTermMemory]) -> SaveResult | None:

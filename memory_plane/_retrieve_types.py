@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class CurrentEnvironmentHints(BaseModel):
     """What the runtime already knows about the device; never triggers device actions."""
 
-    model_config = ConfigDict(extra="allow")
+    # A misspelt hint ("langauge") is an error naming it: kept aside, it would silently change nothing.
+    model_config = ConfigDict(extra="forbid")
 
     app: str | None = None
     page: str | None = None
@@ -28,9 +29,13 @@ class CurrentEnvironmentHints(BaseModel):
 
 
 class MemoryRetrieveRequest(BaseModel):
-    """A task about to start: its goal text and what the runtime knows."""
+    """A task about to start: its goal text and what the runtime knows.
 
-    model_config = ConfigDict(extra="allow")
+    Unknown fields are an error naming them (``tool_name=[...]`` for ``tool_names`` would otherwise leave the
+    tool filter silently off); the request is built by the caller, never read back from disk.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     input: str
     device_id: str | None = None

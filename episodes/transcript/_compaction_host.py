@@ -20,6 +20,7 @@ class CompactionHost(Protocol):
     summaries: SummaryBook  # the visual summaries a capsule lens is given
     capsule_lens: CapsuleLens  # writes the capsule of a closed segment (may be swapped after start)
     goal: str | None  # the task's goal, as the snapshot names it
+    redact: Callable[[Any], Any]  # scrubs text typed into password fields from what is written
 
     def append_record(self, record: Mapping[str, Any]) -> None:
         """Append one line to steps.jsonl (what a restart replays)."""

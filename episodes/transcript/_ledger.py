@@ -96,6 +96,7 @@ class TranscriptLedger:
         self.goal = goal
         self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
         self._clean = InputCleaner(str(self.dir))
+        self.redact: Callable[[Any], Any] = lambda v: v  # the recorder's: text typed into password fields scrubbed
         self.session_id = session_id or self.episode_dir.name  # the episode when the runtime gives none
         self.compaction = LayeredCompaction(self, self.dir, self.config, clock, self.session_id, self._lock)
         cfg = self.config.transcript
@@ -120,7 +121,7 @@ class TranscriptLedger:
 
     def append_record(self, record: Mapping[str, Any]) -> None:
         """Append one line to steps.jsonl (what a cold start replays)."""
-        append_line(self.dir / STEPS_FILE, dumps_compact(dict(record)), fsync=False)
+        append_line(self.dir / STEPS_FILE, dumps_compact(self.redact(dict(record))), fsync=False)
 
     def _publish(self, rec: SummaryRecord) -> None:
         with self._lock:
@@ -184,8 +185,8 @@ class TranscriptLedger:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
-        args = c.mapping("args", args)
-        thought, result = c.text("thought", thought), c.text("result", result, 1_000_000)
+        args = self.redact(c.mapping("args", args))
+        thought, result = self.redact(c.text("thought", thought)), self.redact(c.text("result", result, 1_000_000))
         validator = c.mapping("validator", validator)
         failure_recovery = c.mappings("failure_recovery", failure_recovery)
         post_image = c.text("post_image", post_image, 500)
