@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
+from lifecycle import Clock, append_line, dumps_compact, format_ts, guarded_makedirs, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
 from ._config_file import read_config
@@ -100,9 +100,10 @@ class EpisodeRecorder:
         self.dir = None
         try:
             self.dir = store.episode_dir(self.episode.id)
-            (self.dir / "artifacts").mkdir(parents=True, exist_ok=True)
+            # Made by folder descriptors: a year folder swapped for a symlink is refused, never written through.
+            guarded_makedirs(store.root, self.dir / "artifacts")
             # Lock first, header second: verify must never see a recording episode nobody holds.
-            self._recording = RecordingLock(self.dir)
+            self._recording = RecordingLock(self.dir, store.root)
             self._recording.hold()
             store.write_header(self.episode)
         except Exception as exc:  # never fail the task because memory is broken
@@ -154,7 +155,7 @@ class EpisodeRecorder:
         while name in self._names:
             k += 1
             name = f"step_{self._tool_steps:03d}_{k}"
-        info = store_image(self.dir / "artifacts", name, raw, fmt)
+        info = store_image(self.dir / "artifacts", name, raw, fmt, root=self._store.root)
         self._names.add(name)
         self._screens += 1
         self._last_image = (sha, info)
@@ -175,7 +176,10 @@ class EpisodeRecorder:
                 self._finished.take_events()  # an event after finish: the jobs read the file as it now is
             try:
                 # One whole line per event, appended as it happens: a crash loses at most this line.
-                append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False)
+                # Guarded: a year or episode folder swapped for a symlink while recording is refused (the
+                # error is counted, the task goes on), never followed out of the tree.
+                append_line(self.dir / EVENTS_FILE, dumps_compact(self._scrub_secrets(record)), fsync=False,
+                            root=self._store.root)
             except Exception as exc:
                 self._fail("cannot append event", exc)
             return event_id

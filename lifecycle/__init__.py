@@ -49,6 +49,7 @@ from ._errors import (
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
 from ._gc import GcReport, remove_path, stale_temp_files, tree_size
+from ._guarded import guarded_makedirs, guarded_move, guarded_unlink, link_on_way, open_dir, remove_tree
 from ._index import (
     INDEX_HEADER,
     INDEX_NAME,
@@ -198,6 +199,9 @@ __all__ = [
     "fresh_items",
     "fsync_dir",
     "fsync_file",
+    "guarded_makedirs",
+    "guarded_move",
+    "guarded_unlink",
     "has_symlink",
     "index_writes",
     "indexed_entries",
@@ -206,6 +210,7 @@ __all__ = [
     "is_temp_name",
     "is_within",
     "key_line",
+    "link_on_way",
     "list_quarantined",
     "load_retention",
     "load_yaml",
@@ -216,6 +221,7 @@ __all__ = [
     "not_yet_tombstoned",
     "odd_entries",
     "older",
+    "open_dir",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",
@@ -230,6 +236,7 @@ __all__ = [
     "read_jsonl",
     "record_time",
     "remove_path",
+    "remove_tree",
     "render_frontmatter",
     "resolve_root",
     "restore_quarantined",

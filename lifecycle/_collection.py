@@ -225,7 +225,7 @@ class ItemCollection(Generic[R]):
         old_text = self._old_text(path)
         with index_writes(self):
             # Item first, index after: a crash in between leaves an orphan the next verify indexes.
-            atomic_write(path, self.dump(record, old_text))
+            atomic_write(path, self.dump(record, old_text), root=self.root)
             entry = self.entry_for(record)
             entry["path"] = self.layout.name_of(path)
             self.index.upsert(entry)
@@ -257,7 +257,7 @@ class ItemCollection(Generic[R]):
                 continue
             path = self.path_of(item_id)
             old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
-            atomic_write(path, self.dump(new, old_text))
+            atomic_write(path, self.dump(new, old_text), root=self.root)
             changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
         return changed
 
