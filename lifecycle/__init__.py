@@ -49,7 +49,15 @@ from ._errors import (
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
 from ._gc import GcReport, remove_path, stale_temp_files, tree_size
-from ._guarded import guarded_makedirs, guarded_move, guarded_unlink, link_on_way, open_dir, remove_tree
+from ._guarded import (
+    guarded_makedirs,
+    guarded_move,
+    guarded_touch,
+    guarded_unlink,
+    link_on_way,
+    open_dir,
+    remove_tree,
+)
 from ._index import (
     INDEX_HEADER,
     INDEX_NAME,
@@ -201,6 +209,7 @@ __all__ = [
     "fsync_file",
     "guarded_makedirs",
     "guarded_move",
+    "guarded_touch",
     "guarded_unlink",
     "has_symlink",
     "index_writes",

@@ -94,7 +94,7 @@ class ItemCollection(Generic[R]):
         self.dir = layout.dir
         # The symlink check of the item folder covers the store's own folder when it lies on the way there.
         self._items_under_dir = layout.items_dir.is_relative_to(layout.dir)
-        self.index = IndexFile(self.dir / INDEX_NAME)
+        self.index = IndexFile(self.dir / INDEX_NAME, self.root)
         self.lock_timeout = lock_timeout
         self.clock = clock
 

@@ -212,3 +212,10 @@ def file_nlink_check(fd: int, path: str | os.PathLike[str]) -> None:
 def guarded_makedirs(root: Path, path: str | os.PathLike[str]) -> None:
     """Make a folder and the missing ones above it (as ``mkdir -p``), never through a link below root."""
     os.close(open_dir(root, path, create=True))
+
+
+def guarded_touch(root: Path, path: str | os.PathLike[str]) -> None:
+    """Create an empty marker file if missing (no fsync: a marker lost to a crash is made again)."""
+    with parent_fd(root, path, create=True) as (fd, name):
+        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
+                         0o644, dir_fd=fd))

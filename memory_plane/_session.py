@@ -75,7 +75,7 @@ class SessionStore:
         # through it (verify names it).
         self.dir = safe_join(self.root, "session", follow_symlinks=True)
         self.chunks_dir = self.dir / "chunks"
-        self.chunk_index = IndexFile(self.chunks_dir / INDEX_NAME)
+        self.chunk_index = IndexFile(self.chunks_dir / INDEX_NAME, self.root)
         self.clock = clock
         self.lock_timeout = lock_timeout
         self.config = config or SessionConfig()
