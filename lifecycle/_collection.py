@@ -131,7 +131,8 @@ class ItemCollection(Generic[R]):
 
     def lock(self):  # type: ignore[no-untyped-def]
         """Return the context manager holding this collection's lock."""
-        if self.guard_linked and self.linked():
+        # The lock file is a write too: never created through a link on the way to the collection's folder.
+        if (self.guard_linked and self.linked()) or has_symlink(self.root, self.dir):
             raise UnsafePathError(self.layout.rel_dir, "the collection folder is a symlink; nothing is written there")
         return collection_lock(self.dir, self.lock_timeout)
 
