@@ -328,7 +328,8 @@ class EpisodeRecorder:
             config = TranscriptConfig.from_mapping(read_config(self._store.root))
         return TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                 system_prompt=system_prompt, session_start=self.episode.started_at
-                                if isinstance(self.episode.started_at, type(self._clock())) else None)
+                                if isinstance(self.episode.started_at, type(self._clock())) else None,
+                                root=self._store.root)
 
     # -- the end -------------------------------------------------------------
 

@@ -209,8 +209,12 @@ def file_nlink_check(fd: int, path: str | os.PathLike[str]) -> None:
                                              "(a link from elsewhere would receive the write too)")
 
 
-def guarded_makedirs(root: Path, path: str | os.PathLike[str]) -> None:
-    """Make a folder and the missing ones above it (as ``mkdir -p``), never through a link below root."""
+def guarded_makedirs(root: Path | None, path: str | os.PathLike[str]) -> None:
+    """Make a folder and the missing ones above it (as ``mkdir -p``), never through a link below root
+    (without a root, e.g. a transcript ledger used on its own: a plain ``mkdir -p``)."""
+    if root is None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        return
     os.close(open_dir(root, path, create=True))
 
 

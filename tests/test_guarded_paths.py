@@ -207,6 +207,27 @@ def test_the_recorder_never_writes_through_a_year_folder_swapped_for_a_link(tmp_
         assert rec.errors > errors
 
 
+def test_a_long_task_transcript_is_never_written_through_a_year_folder_swapped_for_a_link(tmp_path: Path) -> None:
+    from lifecycle import UnsafePathError
+
+    root = tmp_path / "M"
+    away = tmp_path / "outside"
+    with MemoryPlane.open(root) as plane:
+        rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="write a long note"))
+        ledger = rec.open_transcript(system_prompt="you are a phone agent")
+        year = rec.dir.parent
+        shutil.copytree(year, away)
+        shutil.rmtree(year)
+        year.symlink_to(away, target_is_directory=True)
+        before = _state(away)
+        with pytest.raises(UnsafePathError):
+            ledger.append_record({"kind": "note", "text": "after the swap"})
+        assert _state(away) == before
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush(10)
+        assert _state(away) == before
+
+
 def test_forget_never_appends_its_tombstone_to_a_hard_linked_journal(tmp_path: Path) -> None:
     root = tmp_path / "M"
     outside = tmp_path / "outside.jsonl"

@@ -155,7 +155,8 @@ class LayeredCompaction:
                 if path not in capsule.failed_paths:
                     capsule.failed_paths.append(path)
         chunk = self._chunk_of(seg, records, capsule, lens, model)
-        atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
+        atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown(),
+                     root=self.host.root)
         with self._lock:
             seg.chunk = chunk
             seg.failed = False
@@ -210,7 +211,8 @@ class LayeredCompaction:
                         continue
                     c.annotations.append(f"{checkpoint_id}: {text}")
                     c.version += 1
-                    atomic_write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown())
+                    atomic_write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown(),
+                                 root=self.host.root)
                     if c.chunk_id not in hit:
                         hit.append(c.chunk_id)
             if hit:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ._capsules import CapsuleLens
@@ -20,6 +21,7 @@ class CompactionHost(Protocol):
     summaries: SummaryBook  # the visual summaries a capsule lens is given
     capsule_lens: CapsuleLens  # writes the capsule of a closed segment (may be swapped after start)
     goal: str | None  # the task's goal, as the snapshot names it
+    root: Path | None  # the memory root: no write below it follows a link (None: a ledger on its own)
 
     def append_record(self, record: Mapping[str, Any]) -> None:
         """Append one line to steps.jsonl (what a restart replays)."""
