@@ -115,7 +115,7 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
     def save(self, profile: DeviceProfile) -> Path:
         """Write a profile (keeping comments a person added)."""
         path = self.path_for(profile.device_id or "default")
-        atomic_write(path, self.dump(profile, self._old_text(path)))
+        atomic_write(path, self.dump(profile, self._old_text(path)), root=self.root)
         return path
 
     def update(self, device_id: str, change: Callable[[DeviceProfile | None], DeviceProfile | None]) -> Any:

@@ -88,9 +88,10 @@ def inspect_image(raw: bytes) -> tuple[int, int, str | None]:
             return width, height, None
 
 
-def store_image(artifacts_dir: Path, name: str, raw: bytes, fmt: str) -> ImageInfo:
-    """Write a screenshot into artifacts/ atomically and return its metadata."""
+def store_image(artifacts_dir: Path, name: str, raw: bytes, fmt: str, *, root: Path | None = None) -> ImageInfo:
+    """Write a screenshot into artifacts/ atomically and return its metadata (never through a link below
+    ``root``, the memory root, when given)."""
     width, height, dh = inspect_image(raw)
     ref = f"artifacts/{name}.{fmt}"
-    atomic_write(artifacts_dir / f"{name}.{fmt}", raw)
+    atomic_write(artifacts_dir / f"{name}.{fmt}", raw, root=root)
     return ImageInfo(ref, width, height, fmt, len(raw), hashlib.sha256(raw).hexdigest(), dh)

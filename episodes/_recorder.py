@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
-from lifecycle import Clock, append_line, dumps_compact, format_ts, system_clock
+from lifecycle import Clock, append_line, dumps_compact, format_ts, guarded_makedirs, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
 from ._config_file import read_config
@@ -108,9 +108,10 @@ class EpisodeRecorder:
         self.dir = None
         try:
             self.dir = store.episode_dir(self.episode.id)
-            (self.dir / "artifacts").mkdir(parents=True, exist_ok=True)
+            # Made by folder descriptors: a year folder swapped for a symlink is refused, never written through.
+            guarded_makedirs(store.root, self.dir / "artifacts")
             # Lock first, header second: verify must never see a recording episode nobody holds.
-            self._recording = RecordingLock(self.dir)
+            self._recording = RecordingLock(self.dir, store.root)
             self._recording.hold()
             store.write_header(self.episode)
         except Exception as exc:  # never fail the task because memory is broken
@@ -149,7 +150,7 @@ class EpisodeRecorder:
         while name in self._names:
             k += 1
             name = f"step_{self._tool_steps:03d}_{k}"
-        info = store_image(self.dir / "artifacts", name, raw, fmt)
+        info = store_image(self.dir / "artifacts", name, raw, fmt, root=self._store.root)
         self._names.add(name)
         self._screens += 1
         self._last_image = (sha, info)
@@ -182,7 +183,8 @@ class EpisodeRecorder:
         try:
             # One whole line per event, appended as it happens: a crash loses at most this line (and a
             # typing call still waiting for its result).
-            append_line(self.dir / EVENTS_FILE, dumps_compact(self._secrets.scrub(record)), fsync=False)
+            append_line(self.dir / EVENTS_FILE, dumps_compact(self._secrets.scrub(record)), fsync=False,
+                        root=self._store.root)
         except Exception as exc:
             self._fail("cannot append event", exc)
 
@@ -330,7 +332,8 @@ class EpisodeRecorder:
             config = TranscriptConfig.from_mapping(read_config(self._store.root))
         ledger = TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                   system_prompt=system_prompt, session_start=self.episode.started_at
-                                  if isinstance(self.episode.started_at, type(self._clock())) else None)
+                                  if isinstance(self.episode.started_at, type(self._clock())) else None,
+                                  root=self._store.root)
         ledger.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
         self._ledgers.append(ledger)
         return ledger

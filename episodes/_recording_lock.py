@@ -6,21 +6,29 @@ import fcntl
 import os
 from pathlib import Path
 
+from lifecycle import UnsafePathError, guarded_unlink, open_dir
+
 from ._store import RECORDING_LOCK
 
 
 class RecordingLock:
     """The flock on ``<episode>/.recording.lock`` held while a recorder lives."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, root: Path) -> None:
         self.dir = directory
+        self.root = root
         self.fd: int | None = None
 
     def hold(self) -> None:
         """Take the lock (raises OSError when it cannot be had)."""
         # Held while this recorder lives; the kernel drops it if the process dies, which is how
         # verify tells a crashed recording from a live one.
-        fd = os.open(self.dir / RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        # Opened in the episode folder reached by folder descriptors: never created through a planted link.
+        dfd = open_dir(self.root, self.dir, create=True)
+        try:
+            fd = os.open(RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=dfd)
+        finally:
+            os.close(dfd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -35,9 +43,9 @@ class RecordingLock:
                 # Removed while still held: a committed episode folder keeps no lock file (a tree under
                 # version control shows only real changes), and nobody can take a lock on a name that is gone.
                 try:
-                    os.unlink(self.dir / RECORDING_LOCK)
-                except OSError:
-                    pass
+                    guarded_unlink(self.root, self.dir / RECORDING_LOCK)
+                except (OSError, UnsafePathError):
+                    pass  # a folder swapped for a link meanwhile: nothing is unlinked through it
                 os.close(self.fd)
             finally:
                 self.fd = None

@@ -22,12 +22,15 @@ from lifecycle import (
     JsonlRead,
     ParseError,
     Retention,
+    UnsafePathError,
     VerifyReport,
     atomic_write,
     dump_yaml,
     field_problems,
     format_ts,
     fsync_file,
+    guarded_makedirs,
+    guarded_unlink,
     index_writes,
     load_yaml,
     parse_ts,
@@ -91,8 +94,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         """Write episode.yaml of an episode being recorded (no index line yet)."""
         d = self.episode_dir(ep.id)
         with index_writes(self):  # a recording episode has no index line yet: the index still matches
-            (d / "artifacts").mkdir(parents=True, exist_ok=True)
-            atomic_write(d / EPISODE_FILE, dump_yaml(self._checked(ep, d / EPISODE_FILE)))
+            guarded_makedirs(self.root, d / "artifacts")
+            atomic_write(d / EPISODE_FILE, dump_yaml(self._checked(ep, d / EPISODE_FILE)), root=self.root)
 
     def entry_for(self, ep: TaskEpisode) -> dict[str, Any]:
         """The index line of an episode."""
@@ -146,7 +149,7 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         d = self.episode_dir(ep.id)
         path = d / EPISODE_FILE
         with self.lock(), index_writes(self):
-            d.mkdir(parents=True, exist_ok=True)
+            guarded_makedirs(self.root, d)
             try:
                 old = read_bytes_nofollow(path).decode("utf-8", "replace")
             except FileNotFoundError:
@@ -159,7 +162,7 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
                 log.warning("episode %s: cannot flush %s: %s", ep.id, EVENTS_FILE, exc)
             # Staged in a small folder: creating the temp beside the episode, in a year folder of
             # 10,000 episodes, cost ext4 0.3-0.7 ms more per commit (bench commit), growing with the store.
-            atomic_write(path, dump_yaml(self._checked(ep, path), old), stage_in=self.dir / STAGING_DIR)
+            atomic_write(path, dump_yaml(self._checked(ep, path), old), stage_in=self.dir / STAGING_DIR, root=self.root)
             self.index.upsert(self.entry_for(ep))
         return path
 
@@ -291,8 +294,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         ep.summary = episode_summary(ep, events)
         self.write(ep)
         try:
-            os.unlink(self.episode_dir(ep.id) / RECORDING_LOCK)  # nobody holds it: the recorder died
-        except OSError:
+            guarded_unlink(self.root, self.episode_dir(ep.id) / RECORDING_LOCK)  # nobody holds it: the recorder died
+        except (OSError, UnsafePathError):
             pass
         return ep
 
@@ -316,8 +319,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         ep.summary = episode_summary(ep, events)
         self.write(ep)
         try:
-            os.unlink(self.episode_dir(ep.id) / RECORDING_LOCK)
-        except OSError:
+            guarded_unlink(self.root, self.episode_dir(ep.id) / RECORDING_LOCK)
+        except (OSError, UnsafePathError):
             pass
         return ep
 

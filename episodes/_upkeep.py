@@ -122,9 +122,9 @@ def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRe
     # never twice), then the index lines, then the folders. A rerun finds what is left and finishes it.
     if not dry_run:
         tombs = TombstoneLog(store.root, clock=store.clock)
-        report.tombstones_written += tombs.add_many(
-            "episode", not_yet_tombstoned(tombs, "episode", {ep.id: ep.started_ts() for ep, _ in drop}),
-            reason="gc")
+        if not report.write_tombstones(
+                tombs, "episode", not_yet_tombstoned(tombs, "episode", {ep.id: ep.started_ts() for ep, _ in drop})):
+            return []
         with store.lock():
             store.index.remove([ep.id for ep, _ in drop])
     for _, d in drop:

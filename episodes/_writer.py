@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol, cast
 
-from lifecycle import atomic_write, dumps_compact, format_ts, is_safe_id, read_bytes_nofollow
+from lifecycle import (
+    UnsafePathError,
+    atomic_write,
+    dumps_compact,
+    format_ts,
+    guarded_touch,
+    guarded_unlink,
+    is_safe_id,
+    read_bytes_nofollow,
+)
 
 from ._model import TaskEpisode
 from ._store import TaskEpisodeStore
@@ -167,15 +176,15 @@ class TaskEpisodeWriter:
             try:
                 atomic_write(d / f"{FAILED_PREFIX}{name}", dumps_compact(
                     {"job": name, "episode": ep.id, "failed_at": format_ts(self.store.clock()),
-                     "error": f"{type(exc).__name__}: {exc}"[:500]}) + "\n")
-            except OSError:
+                     "error": f"{type(exc).__name__}: {exc}"[:500]}) + "\n", root=self.store.root)
+            except (OSError, UnsafePathError):
                 pass
             raise
         try:
             # The marker says "applied": a catch-up after a crash or an overflow skips this job.
-            (d / f"{DONE_PREFIX}{name}").touch()
-            (d / f"{FAILED_PREFIX}{name}").unlink(missing_ok=True)
-        except OSError as exc:
+            guarded_touch(self.store.root, d / f"{DONE_PREFIX}{name}")
+            guarded_unlink(self.store.root, d / f"{FAILED_PREFIX}{name}")
+        except (OSError, UnsafePathError) as exc:
             log.warning("memory: cannot mark %s done for %s: %s", name, ep.id, exc)
 
     # -- marker files: what verify reads and catches up (another process, from cron) -------------------

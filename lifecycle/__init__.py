@@ -64,6 +64,15 @@ from ._errors import (
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
 from ._gc import GcReport, remove_path, stale_temp_files, tree_size
+from ._guarded import (
+    guarded_makedirs,
+    guarded_move,
+    guarded_touch,
+    guarded_unlink,
+    link_on_way,
+    open_dir,
+    remove_tree,
+)
 from ._index import (
     INDEX_HEADER,
     INDEX_NAME,
@@ -220,6 +229,10 @@ __all__ = [
     "fresh_items",
     "fsync_dir",
     "fsync_file",
+    "guarded_makedirs",
+    "guarded_move",
+    "guarded_touch",
+    "guarded_unlink",
     "has_symlink",
     "index_writes",
     "indexed_entries",
@@ -228,6 +241,7 @@ __all__ = [
     "is_temp_name",
     "is_within",
     "key_line",
+    "link_on_way",
     "list_quarantined",
     "load_retention",
     "load_yaml",
@@ -239,6 +253,7 @@ __all__ = [
     "odd_entries",
     "older",
     "one_line",
+    "open_dir",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",
@@ -254,6 +269,7 @@ __all__ = [
     "read_jsonl",
     "record_time",
     "remove_path",
+    "remove_tree",
     "render_frontmatter",
     "resolve_root",
     "restore_quarantined",

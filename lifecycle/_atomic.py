@@ -10,7 +10,8 @@ import stat
 import time
 from pathlib import Path
 
-from ._errors import ABSENT, NotAFileError, StorageError, UsageError
+from ._errors import ABSENT, NotAFileError, StorageError, UnsafePathError, UsageError
+from ._guarded import DIR_NOFOLLOW, file_nlink_check, open_dir
 
 _counter = itertools.count()
 TEMP_MARK = ".tmp."
@@ -50,26 +51,55 @@ def fsync_file(path: str | os.PathLike[str]) -> bool:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
-                 stage_in: Path | None = None) -> None:
+                 stage_in: Path | None = None, root: Path | None = None) -> None:
     """Replace a file's content all at once: readers see the old file or the new, never half.
 
     ``stage_in`` is a folder on the same filesystem to create the temp file in instead of beside the
     target (the Maildir tmp/ idea); a folder that cannot take it falls back to beside the target.
+    With ``root`` (the memory root) every folder below it on the way is opened without following a
+    link (``open_dir``): a folder swapped for a symlink raises UnsafePathError and nothing is written.
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_name(target)
-    if stage_in is not None:
+    if root is not None:
+        dfd = open_dir(root, target.parent, create=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        dfd = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        sfd = _staging_fd(stage_in, root)
         try:
-            stage_in.mkdir(parents=True, exist_ok=True)
-            # A link planted there could lead outside the tree: stage beside the target instead.
-            if stat.S_ISDIR(os.lstat(stage_in).st_mode):
-                tmp = stage_in / tmp.name
-        except OSError:
-            pass
+            _write_replace(dfd, dfd if sfd is None else sfd, target, payload, mode)
+        finally:
+            if sfd is not None:
+                os.close(sfd)
+        # fsync the directory so the rename itself is durable (the gap Maildir leaves open).
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _staging_fd(stage_in: Path | None, root: Path | None) -> int | None:
+    """A descriptor of the staging folder, or None to stage beside the target."""
+    if stage_in is None:
+        return None
+    try:
+        if root is not None:
+            return open_dir(root, stage_in, create=True)
+        stage_in.mkdir(parents=True, exist_ok=True)
+        # A link planted there could lead outside the tree: stage beside the target instead.
+        if stat.S_ISDIR(os.lstat(stage_in).st_mode):
+            return os.open(stage_in, DIR_NOFOLLOW)
+    except (OSError, UnsafePathError):
+        pass
+    return None
+
+
+def _write_replace(dfd: int, sfd: int, target: Path, payload: bytes, mode: int) -> None:
+    """Write a temp file in folder ``sfd``, fsync it, then rename it over ``target`` in folder ``dfd``."""
+    tmp = temp_name(target).name
     # O_EXCL|O_NOFOLLOW: never write through a planted link or into someone else's file.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode, dir_fd=sfd)
     try:
         try:
             view = memoryview(payload)
@@ -81,23 +111,21 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
         finally:
             os.close(fd)
         try:
-            os.replace(tmp, target)
+            os.replace(tmp, target.name, src_dir_fd=sfd, dst_dir_fd=dfd)
         except OSError as exc:
-            if exc.errno != errno.EXDEV or tmp.parent == target.parent:
+            if exc.errno != errno.EXDEV or sfd == dfd:
                 raise
             # The staging folder is on another filesystem (a mount inside the tree): stage beside.
-            os.unlink(tmp)
-            atomic_write(target, payload, mode=mode)
+            os.unlink(tmp, dir_fd=sfd)
+            _write_replace(dfd, dfd, target, payload, mode)
             return
     except BaseException:
         # Remove our debris but let the original error surface.
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=sfd)
         except OSError:
             pass
         raise
-    # fsync the directory so the rename itself is durable (the gap Maildir leaves open).
-    fsync_dir(target.parent)
 
 
 def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> bool:
@@ -128,7 +156,8 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: i
             pass
 
 
-def append_line(path: str | os.PathLike[str], line: str | bytes, *, fsync: bool = True) -> None:
+def append_line(path: str | os.PathLike[str], line: str | bytes, *, fsync: bool = True,
+                root: Path | None = None) -> None:
     """Append one whole line with a single write; the caller holds the collection lock.
 
     If a previous writer died mid-line (no trailing newline), a newline is written first so
@@ -138,11 +167,16 @@ def append_line(path: str | os.PathLike[str], line: str | bytes, *, fsync: bool 
     text = text.rstrip("\n")
     if "\n" in text:
         raise UsageError("append_line takes exactly one line (no embedded newline)")
-    append_lines(path, [text], fsync=fsync)
+    append_lines(path, [text], fsync=fsync, root=root)
 
 
-def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool = True) -> None:
-    """Append several whole lines with one write (caller holds the lock); none may hold a newline."""
+def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool = True,
+                 root: Path | None = None) -> None:
+    """Append several whole lines with one write (caller holds the lock); none may hold a newline.
+
+    A file with more than one hard link is never appended to (StorageError). With ``root`` (the memory
+    root) the folders on the way are opened without following a link, as ``atomic_write`` does.
+    """
     if not lines:
         return
     if any("\n" in line for line in lines):
@@ -150,7 +184,7 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool 
     # One write of whole lines: a crash can tear only the tail, which readers skip and verify repairs.
     payload = ("\n".join(lines) + "\n").encode("utf-8")
     target = Path(path)
-    fd = _open_append(target)
+    fd = _open_append(target, root)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -165,24 +199,35 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool 
         os.close(fd)
 
 
-def _open_append(target: Path) -> int:
+def _open_append(target: Path, root: Path | None) -> int:
     """A descriptor to append to a regular file (created if missing); StorageError when something else is there."""
     # O_NONBLOCK: a named pipe there must not block the writer (the fstat below refuses it).
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        try:
-            fd = os.open(target, flags, 0o644)
-        except FileNotFoundError:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, flags, 0o644)
+        if root is not None:
+            dfd = open_dir(root, target.parent, create=True)
+            try:
+                fd = os.open(target.name, flags, 0o644, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        else:
+            try:
+                fd = os.open(target, flags, 0o644)
+            except FileNotFoundError:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(target, flags, 0o644)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR, errno.EEXIST):
             raise StorageError(target, f"nothing appended: not a file ({exc.strerror})") from exc
         raise
-    kind = os.fstat(fd).st_mode
-    if not stat.S_ISREG(kind):
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            raise StorageError(target, f"nothing appended: {_kind_of(kind)} where a file belongs")
+        file_nlink_check(fd, target)
+    except BaseException:
         os.close(fd)
-        raise StorageError(target, f"nothing appended: {_kind_of(kind)} where a file belongs")
+        raise
     return fd
 
 

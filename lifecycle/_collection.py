@@ -97,7 +97,7 @@ class ItemCollection(Generic[R]):
         self.dir = layout.dir
         # The symlink check of the item folder covers the store's own folder when it lies on the way there.
         self._items_under_dir = layout.items_dir.is_relative_to(layout.dir)
-        self.index = IndexFile(self.dir / INDEX_NAME)
+        self.index = IndexFile(self.dir / INDEX_NAME, self.root)
         self.lock_timeout = lock_timeout
         self.clock = clock
 
@@ -134,7 +134,8 @@ class ItemCollection(Generic[R]):
 
     def lock(self):  # type: ignore[no-untyped-def]
         """Return the context manager holding this collection's lock."""
-        if self.guard_linked and self.linked():
+        # The lock file is a write too: never created through a link on the way to the collection's folder.
+        if (self.guard_linked and self.linked()) or has_symlink(self.root, self.dir):
             raise UnsafePathError(self.layout.rel_dir, "the collection folder is a symlink; nothing is written there")
         return collection_lock(self.dir, self.lock_timeout)
 
@@ -228,7 +229,7 @@ class ItemCollection(Generic[R]):
         old_text = self._old_text(path)
         with index_writes(self):
             # Item first, index after: a crash in between leaves an orphan the next verify indexes.
-            atomic_write(path, self.dump(record, old_text))
+            atomic_write(path, self.dump(record, old_text), root=self.root)
             entry = self.entry_for(record)
             entry["path"] = self.layout.name_of(path)
             self.index.upsert(entry)
@@ -260,7 +261,7 @@ class ItemCollection(Generic[R]):
                 continue
             path = self.path_of(item_id)
             old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
-            atomic_write(path, self.dump(new, old_text))
+            atomic_write(path, self.dump(new, old_text), root=self.root)
             changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
         return changed
 

@@ -7,11 +7,14 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._atomic import is_temp_name
-from ._errors import ABSENT, UnsafePathError
-from ._paths import is_within
+from ._errors import ABSENT, StorageError, UnsafePathError
+from ._guarded import link_on_way, remove_tree
+
+if TYPE_CHECKING:
+    from ._journal import TombstoneLog
 
 
 @dataclass
@@ -34,10 +37,13 @@ class GcReport:
         self.bytes_freed += size
 
     def discard(self, root: Path, path: Path, reason: str) -> None:
-        """Remove a file or folder of the tree (noted; nothing removed in a dry run); a symlink is skipped."""
-        # remove_path unlinks a symlink as a link (its target is never touched) and refuses paths outside root.
-        if path.is_symlink():
-            self.skipped_symlinks.append(str(path.relative_to(root)))
+        """Remove a file or folder of the tree (noted; nothing removed in a dry run); a symlink is skipped.
+
+        A symlink anywhere on the way below the root (``session_archive/`` or a year folder swapped for
+        one) is skipped too: reported in ``skipped_symlinks``, never followed."""
+        link = link_on_way(root, path)
+        if link is not None:
+            self.skip_link(root, link)
             return
         self.note(str(path.relative_to(root)), reason, tree_size(path))
         if not self.dry_run:
@@ -45,8 +51,31 @@ class GcReport:
 
     def remove(self, root: Path, path: Path) -> None:
         """Delete a path already noted (every GC removal goes through here); symlinks inside are left."""
+        # remove_path walks by folder descriptors: a folder swapped for a link after the check above is
+        # still never followed (it is reported as skipped instead).
         for link in remove_path(root, path):
-            self.skipped_symlinks.append(str(link.relative_to(root)))
+            self.skip_link(root, link)
+
+    def skip_link(self, root: Path, link: Path) -> None:
+        """Report a symlink GC met and left alone (each once)."""
+        rel = str(link.relative_to(root))
+        if rel not in self.skipped_symlinks:
+            self.skipped_symlinks.append(rel)
+
+    def write_tombstones(self, log: TombstoneLog, ref_type: str, ids: list[str]) -> bool:
+        """Append GC tombstones first; False (the error reported) when they cannot be, and nothing may go."""
+        try:
+            self.tombstones_written += log.add_many(ref_type, ids, reason="gc")
+        except (UnsafePathError, StorageError) as exc:
+            # Tombstone first: a removal without its tombstone could be re-learned, so none is made.
+            self.errors.append(f"{ref_type}: nothing removed, tombstones cannot be written: {exc}")
+            return False
+        return True
+
+    def unnote(self, mark: int) -> None:
+        """Take back the removals noted since ``len(removed)`` was ``mark`` (they were not made)."""
+        self.bytes_freed -= sum(r["bytes"] for r in self.removed[mark:])
+        del self.removed[mark:]
 
     def keep(self, why: str) -> None:
         """Count something kept on purpose."""
@@ -96,41 +125,11 @@ def tree_size(path: Path) -> int:
 def remove_path(root: Path, path: Path) -> list[Path]:
     """Delete a file or folder tree inside root, leaving every symlink (and what it points at) alone.
 
-    Returns the symlinks left in place; a folder that still holds one is kept.
+    Returns the symlinks left in place (a link on the way to path included); a folder that still holds one
+    is kept. Walks by folder descriptors (``remove_tree``), so a folder swapped for a link meanwhile is
+    never followed.
     """
-    if not is_within(root, path) or Path(os.path.normpath(path)) == Path(os.path.normpath(root)):
-        raise UnsafePathError(str(path), "GC refuses to delete outside (or all of) the memory root")
-    try:
-        st = os.lstat(path)
-    except ABSENT:
-        return []
-    if stat.S_ISLNK(st.st_mode):
-        return [path]
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(path)
-        return []
-    kept: list[Path] = []
-    for dirpath, dirnames, files in os.walk(path, topdown=False, followlinks=False):
-        for name in files:
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full):
-                kept.append(Path(full))
-            else:
-                os.unlink(full)
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full):
-                kept.append(Path(full))
-                continue
-            try:
-                os.rmdir(full)
-            except OSError:
-                pass  # still holds a kept link
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
-    return kept
+    return remove_tree(root, path)
 
 
 def stale_temp_files(root: Path, older_than: timedelta, now: datetime) -> list[Path]:

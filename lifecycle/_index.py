@@ -237,8 +237,10 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
 class IndexFile:
     """One collection's index.yaml: cached reads, one-line appends, atomic rewrites."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, root: Path | None = None) -> None:
         self.path = Path(path)
+        self.root = root
+        """The memory root: writes open every folder below it without following a link (None: plain paths)."""
         self._key = os.path.normpath(self.path)
 
     def read(self) -> IndexRead:
@@ -274,8 +276,8 @@ class IndexFile:
             before = _stat_key(os.stat(self.path))
         except ABSENT:
             before = None
-            atomic_write(self.path, INDEX_HEADER)
-        append_line(self.path, format_entry(entry))
+            atomic_write(self.path, INDEX_HEADER, root=self.root)
+        append_line(self.path, format_entry(entry), root=self.root)
         # Keep the warm cache warm: a pure append extends the cached list instead of a re-parse.
         with _cache_guard:
             hit = _cache.get(self._key)
@@ -290,7 +292,7 @@ class IndexFile:
     def write(self, entries: Iterable[Mapping[str, Any]]) -> None:
         """Rewrite the whole index atomically (caller holds the collection lock)."""
         body = "".join(format_entry(e) + "\n" for e in entries)
-        atomic_write(self.path, INDEX_HEADER + body)
+        atomic_write(self.path, INDEX_HEADER + body, root=self.root)
         # The stat key alone cannot tell two rewrites apart when the filesystem reuses the inode within one
         # mtime tick and the size is the same (a count going from 1 to 2): this process's own rewrite
         # always drops its cached parse.

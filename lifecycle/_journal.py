@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._atomic import append_line, append_lines
+from ._atomic import append_lines
 from ._clock import Clock, format_ts, system_clock
 from ._errors import ABSENT, UnsafePathError
 from ._jsonl import dumps_compact, read_jsonl
@@ -31,11 +31,16 @@ class _Journal:
 
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:
         record = {"ts": format_ts(self.clock()), **record}
+        self._append_lines([dumps_compact({k: v for k, v in record.items() if v is not None})])
+        return record
+
+    def _append_lines(self, lines: list[str]) -> None:
+        """Append whole lines under the lifecycle lock, never through a link nor into a hard-linked file."""
+        # Checked before the lock too: taking it would create .lock through a symlinked lifecycle/.
         if has_symlink(self.root, self.dir):
             raise UnsafePathError("lifecycle", "the lifecycle folder is a symlink; nothing is written there")
         with collection_lock(self.dir, self.lock_timeout):
-            append_line(self.path, dumps_compact({k: v for k, v in record.items() if v is not None}))
-        return record
+            append_lines(self.path, lines, root=self.root)
 
     def records(self) -> list[dict[str, Any]]:
         """Every record (cached until the file changes; a torn last line is skipped)."""
@@ -73,8 +78,7 @@ class TombstoneLog(_Journal):
         ts = format_ts(self.clock())
         lines = [dumps_compact({"id": f"tomb_{os.urandom(6).hex()}", "ts": ts, "reason": reason,
                                 "ref": {"type": ref_type, "id": rid}}) for rid in ref_ids]
-        with collection_lock(self.dir, self.lock_timeout):
-            append_lines(self.path, lines)
+        self._append_lines(lines)
         return len(lines)
 
     def blocked_hashes(self) -> set[str]:

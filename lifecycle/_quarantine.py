@@ -15,7 +15,8 @@ from typing import Any
 
 from ._atomic import append_line
 from ._clock import format_ts
-from ._errors import UsageError
+from ._errors import UnsafePathError, UsageError
+from ._guarded import guarded_move
 from ._jsonl import dumps_compact, read_jsonl
 from ._locks import collection_lock
 from ._paths import check_relpath, has_symlink, is_within
@@ -30,22 +31,26 @@ def quarantine_name(root: Path, path: Path) -> str:
 
 
 def quarantine(root: Path, path: Path, now_ns: int | None = None, reason: str = "") -> Path:
-    """Move a broken file into lifecycle/quarantine/ (never deleted); return its new path."""
+    """Move a broken file into lifecycle/quarantine/ (never deleted); return its new path.
+
+    Both ends are walked by folder descriptors: with ``lifecycle/``, ``lifecycle/quarantine/`` or a folder
+    above the file a symlink, UnsafePathError is raised and the file stays where it is (never moved out
+    of the tree).
+    """
     if not is_within(root, path):
         raise ValueError(f"refusing to move {path}: outside {root}")
     rel = quarantine_name(root, path)
     qdir = root / QUARANTINE_DIR
-    qdir.mkdir(parents=True, exist_ok=True)
     stamp = now_ns or time.time_ns()
     target = qdir / f"{rel}.{stamp}"
     # Same filesystem: rename is atomic, the file is either here or there.
-    os.rename(path, target)
+    guarded_move(root, path, target, replace=True)
     try:
         with collection_lock(root / "lifecycle"):
             append_line(root / QUARANTINE_LOG, dumps_compact({
                 "name": target.name, "from": str(Path(path).relative_to(root)),
-                "at": format_ts_ns(stamp), "reason": reason[:300]}))
-    except OSError:
+                "at": format_ts_ns(stamp), "reason": reason[:300]}), root=root)
+    except (OSError, UnsafePathError):
         pass  # the name alone still says where it came from
     return target
 
@@ -84,6 +89,8 @@ def _decoded(name: str) -> tuple[str, str | None]:
 def list_quarantined(root: Path) -> list[Quarantined]:
     """Every file in quarantine, oldest first (symlinks never listed)."""
     qdir = root / QUARANTINE_DIR
+    if has_symlink(root, qdir):
+        return []  # a link in place of the quarantine: what it points at is not ours to list or restore
     log = {r.get("name"): r for r in read_jsonl(root / QUARANTINE_LOG).records if isinstance(r.get("name"), str)}
     out: list[Quarantined] = []
     try:
@@ -116,14 +123,16 @@ def restore_quarantined(root: Path, q: Quarantined) -> Path:
     """Move a quarantined file back to where it came from; refuses to replace a file that exists there."""
     rel = check_relpath(q.original)
     target = root / rel
-    if has_symlink(root, target.parent):
+    if has_symlink(root, target.parent) or has_symlink(root, root / QUARANTINE_DIR):
         raise UsageError(f"{rel}: a symlink on the way; not restored")
     if os.path.lexists(target):
         raise UsageError(f"{rel} exists; move it away first (nothing was replaced)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    source = root / QUARANTINE_DIR / q.name
-    os.link(source, target)  # fails if the target appeared meanwhile: never replaces a file
-    os.unlink(source)
+    try:
+        # A link then an unlink, by folder descriptors: fails if the target appeared meanwhile (never
+        # replaces a file), and a folder swapped for a symlink meanwhile is refused, not followed.
+        guarded_move(root, root / QUARANTINE_DIR / q.name, target)
+    except UnsafePathError as exc:
+        raise UsageError(f"{rel}: a symlink on the way ({exc.name}); not restored") from None
     return target
 
 

@@ -92,6 +92,7 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
     if not candidates:
         return []
     gone: list[str] = []
+    mark = len(report.removed)
     # A dry run only reads (every file is replaced whole, never written in place): no lock, so it
     # works on a read-only tree too (issue 27).
     with nullcontext() if dry_run else coll.lock():
@@ -116,8 +117,9 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
             tombs = TombstoneLog(coll.root, clock=coll.clock or system_clock)
             since = {i.record.id: record_time(i.record) for i in candidates
                      if i.record is not None and i.record.id in gone}
-            report.tombstones_written += tombs.add_many(coll.name, not_yet_tombstoned(tombs, coll.name, since),
-                                                        reason="gc")
+            if not report.write_tombstones(tombs, coll.name, not_yet_tombstoned(tombs, coll.name, since)):
+                report.unnote(mark)
+                return []
             coll.index.remove(gone)
             for item in candidates:
                 if item.record is not None and item.record.id in gone:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._errors import UnsafePathError
+from ._guarded import guarded_move
 from ._item_read import Problem, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
@@ -87,9 +89,9 @@ def _check_names(root: Path, coll: Collection, parsed: list[Any], report: Verify
                 continue
             if fix and expected.parent == item.path.parent and not os.path.lexists(expected):
                 try:
-                    os.link(item.path, expected)  # never replaces a file that appeared meanwhile
-                    os.unlink(item.path)
-                except OSError as exc:
+                    # Never replaces a file that appeared meanwhile, never moves through a link.
+                    guarded_move(root, item.path, expected, create=False)
+                except (OSError, UnsafePathError) as exc:
                     report.add("name_mismatch", relp(item.path), None, f"cannot rename to {expected.name}: {exc}")
                     continue
                 report.fixed.append(f"renamed {relp(item.path)} -> {relp(expected)} (its id)")
@@ -163,6 +165,10 @@ def _check_items(root: Path, coll: Any, report: VerifyReport, relp: Callable[[Pa
         if fix and item.path.is_file():
             try:
                 target = quarantine(root, item.path, reason=item.problem.message)
+            except UnsafePathError as exc:
+                report.add("symlink", relp(item.path), None,
+                           f"not quarantined: {exc.name} is a symlink (nothing is moved out of the tree)")
+                continue
             except OSError as exc:
                 report.add("io", relp(item.path), None, f"cannot quarantine: {exc.strerror or exc}")
                 continue

@@ -13,6 +13,7 @@ import pydantic
 from ._atomic import atomic_write, read_bytes_nofollow
 from ._clock import Clock
 from ._collection import ItemCollection
+from ._guarded import guarded_unlink
 from ._index import field_str, rebuild_entries
 from ._index_check import index_writes
 from ._layout import FlatLayout
@@ -133,12 +134,8 @@ class YamlCollection(ItemCollection[R]):
         with self.lock(), index_writes(self):
             path = self.path_of(item_id)
             self.index.remove([item_id])
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                return False
-            return True
+            return guarded_unlink(self.root, path)
 
     def write_raw(self, item_id: str, text: str) -> None:
         """Write an item file's text as given (tests, imports); the index is not touched."""
-        atomic_write(self.item_path(item_id), text)
+        atomic_write(self.item_path(item_id), text, root=self.root)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,6 +28,7 @@ from lifecycle import (
     field_text,
     field_words,
     format_ts,
+    guarded_unlink,
     has_symlink,
     index_writes,
     load_retention,
@@ -202,12 +202,9 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             return  # unchanged: not rewritten
         path = self.dir / "profile.md"
         if text is None:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            guarded_unlink(self.root, path)
             return
-        atomic_write(path, text)
+        atomic_write(path, text, root=self.root)
 
     def save_memory(self, *, type: str = "fact", content: str, title: str | None = None, tags: Iterable[str] = (),
                     entities: Iterable[str] = (), source_refs: Iterable[str] = (), priority: int | None = None,
@@ -256,7 +253,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
                 return False
             with index_writes(self):
                 self.index.remove([mem_id])
-                os.unlink(self.path_for(mem_id))
+                guarded_unlink(self.root, self.path_for(mem_id), missing_ok=False)
             self._write_profile()
             key = content_hash("long_term", mem.type, _norm(mem.content))
             self.tombstones.add("memory", mem_id, reason=reason, content_hashes=[key])

@@ -30,6 +30,8 @@ from lifecycle import (
     field_str,
     format_entry,
     format_ts,
+    guarded_makedirs,
+    guarded_move,
     has_symlink,
     init_tree,
     is_safe_id,
@@ -73,7 +75,7 @@ class SessionStore:
         # through it (verify names it).
         self.dir = safe_join(self.root, "session", follow_symlinks=True)
         self.chunks_dir = self.dir / "chunks"
-        self.chunk_index = IndexFile(self.chunks_dir / INDEX_NAME)
+        self.chunk_index = IndexFile(self.chunks_dir / INDEX_NAME, self.root)
         self.clock = clock
         self.lock_timeout = lock_timeout
         self.config = config or SessionConfig()
@@ -109,7 +111,8 @@ class SessionStore:
         return data if isinstance(data, dict) else {}
 
     def _write_metadata(self, data: dict[str, Any]) -> None:
-        atomic_write(self.dir / "metadata.json", json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        atomic_write(self.dir / "metadata.json", json.dumps(data, ensure_ascii=False, indent=2) + "\n",
+                     root=self.root)
 
     def session_id(self) -> str:
         """The active session's id (created on first use)."""
@@ -168,7 +171,7 @@ class SessionStore:
                 if type == "user_input" and not meta.get("root_goal"):
                     meta["root_goal"] = ev
                 self._write_metadata(meta)
-            append_line(self.dir / "events.jsonl", dumps_compact(ev))
+            append_line(self.dir / "events.jsonl", dumps_compact(ev), root=self.root)
             events = self._jsonl(self.dir / "events.jsonl").records
             if len(events) > self.config.compress_after:
                 self._compress(events)
@@ -208,13 +211,13 @@ class SessionStore:
         summary = summarize_events(old)
         # Chunk file and its index line first, then the shortened event log: a crash between
         # leaves the events twice (harmless), never zero times.
-        atomic_write(self.chunks_dir / f"{chunk_id}.jsonl", body)
+        atomic_write(self.chunks_dir / f"{chunk_id}.jsonl", body, root=self.root)
         apps = sorted({str(e["app_name"]) for e in old if e.get("app_name")})
         self._add_chunk({"id": chunk_id, "file": f"{chunk_id}.jsonl", "status": "active", "summary": summary,
                          "app_name": apps[0] if apps else None, "event_count": len(old),
                          "first_ts": old[0].get("ts"), "last_ts": old[-1].get("ts"),
                          "checksum": "sha256:" + hashlib.sha256(body.encode()).hexdigest()})
-        atomic_write(self.dir / "events.jsonl", "".join(dumps_compact(e) + "\n" for e in keep))
+        atomic_write(self.dir / "events.jsonl", "".join(dumps_compact(e) + "\n" for e in keep), root=self.root)
         self._write_summary()
 
     def _index_text(self) -> str | None:
@@ -249,7 +252,7 @@ class SessionStore:
         now = format_ts(self.clock())
         fast = append_to_go_chunks(text, format_entry(entry), now)
         if fast is not None:
-            atomic_write(self.chunk_index.path, fast)
+            atomic_write(self.chunk_index.path, fast, root=self.root)
             return
         try:
             go = self._go_layout()
@@ -263,7 +266,7 @@ class SessionStore:
         data["chunks"] = [*(data.get("chunks") or []), entry]
         data["updated_at"] = now
         data.setdefault("version", 1)
-        atomic_write(self.chunk_index.path, dump_yaml(data, text))
+        atomic_write(self.chunk_index.path, dump_yaml(data, text), root=self.root)
 
     def chunk_events(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
         """The events a chunk holds ([] when its file is missing or its name leaves the chunks folder)."""
@@ -327,7 +330,7 @@ class SessionStore:
             text, doc = go
             doc["chunks"] = entries
             doc["updated_at"] = format_ts(self.clock())
-            atomic_write(self.chunk_index.path, dump_yaml(doc, text))
+            atomic_write(self.chunk_index.path, dump_yaml(doc, text), root=self.root)
         elif changed:
             self.chunk_index.write(entries)
         return out
@@ -337,11 +340,12 @@ class SessionStore:
         newest = chunks[-self.config.summaries_kept:]
         lines = ["# Session Summary", "", "Compressed older parts of the active session, oldest first.", ""]
         lines += [f"- [{c['id']}] {c.get('summary', '')}" for c in newest]
-        atomic_write(self.dir / "summary.md", "\n".join(lines) + "\n")
+        atomic_write(self.dir / "summary.md", "\n".join(lines) + "\n", root=self.root)
         older = chunks[: -self.config.summaries_kept]
         if older:
             arch = [f"- [{c['id']}] {c.get('summary', '')}" for c in older][-self.config.archive_lines_max:]
-            atomic_write(self.dir / "summary_archive.md", "# Older session summaries\n\n" + "\n".join(arch) + "\n")
+            atomic_write(self.dir / "summary_archive.md", "# Older session summaries\n\n" + "\n".join(arch) + "\n",
+                         root=self.root)
 
     def summary(self) -> str:
         """summary.md of the active session ('' when none)."""
@@ -392,11 +396,12 @@ class SessionStore:
                 self._write_metadata(meta)
             # Named by the id close() returns, as the Go agent names it; an id a hand edit made unsafe is slugged.
             target = safe_join(self.root, "session_archive", str(sid) if is_safe_id(sid) else slug_id(str(sid)))
-            target.mkdir(parents=True, exist_ok=True)
+            guarded_makedirs(self.root, target)
             for name in ("events.jsonl", "summary.md", "summary_archive.md", "metadata.json", "chunks"):
                 src = self.dir / name
                 if src.exists() or src.is_symlink():
-                    os.replace(src, target / name)
+                    # By folder descriptors: a session_archive/ swapped for a link never takes the session out.
+                    guarded_move(self.root, src, target / name, replace=True)
         init_tree(self.root)
         return str(sid)
 
@@ -422,7 +427,7 @@ class SessionStore:
                 for n in needles:
                     new = new.replace(n, "[forgotten]").replace(json.dumps(n, ensure_ascii=False)[1:-1], "[forgotten]")
                 if new != text:
-                    atomic_write(f, new)
+                    atomic_write(f, new, root=self.root)
                     changed += 1
                     scrubbed_chunks = scrubbed_chunks or (f.suffix == ".jsonl" and f.parent == self.chunks_dir)
             if scrubbed_chunks:

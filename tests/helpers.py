@@ -31,9 +31,11 @@ def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
 
     base = os.path.realpath(root)
 
-    def inside(path) -> bool:  # type: ignore[no-untyped-def]
+    def inside(path, dir_fd=None) -> bool:  # type: ignore[no-untyped-def]
         if isinstance(path, int):
             return False
+        if dir_fd is not None:  # relative to an open folder (the guarded writes): where that folder is
+            path = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), os.fsdecode(path))
         p = os.path.realpath(os.fsdecode(path))
         return p == base or p.startswith(base + os.sep)
 
@@ -44,7 +46,7 @@ def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
     real_open, real_builtin_open = os.open, builtins.open
 
     def guarded_open(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if flags & writes and inside(path):
+        if flags & writes and inside(path, kwargs.get("dir_fd")):
             refuse(path)
         return real_open(path, flags, *args, **kwargs)
 
@@ -60,7 +62,7 @@ def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
         real = getattr(os, name)
 
         def guarded(path, *args, _real=real, **kwargs):  # type: ignore[no-untyped-def]
-            if inside(path):
+            if inside(path, kwargs.get("dir_fd")):
                 refuse(path)
             return _real(path, *args, **kwargs)
 
@@ -69,7 +71,7 @@ def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
         real2 = getattr(os, name)
 
         def guarded2(src, dst, *args, _real=real2, **kwargs):  # type: ignore[no-untyped-def]
-            if inside(src) or inside(dst):
+            if inside(src, kwargs.get("src_dir_fd")) or inside(dst, kwargs.get("dst_dir_fd")):
                 refuse(dst)
             return _real(src, dst, *args, **kwargs)
 

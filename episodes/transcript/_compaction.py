@@ -156,7 +156,7 @@ class LayeredCompaction:
                     capsule.failed_paths.append(path)
         chunk = self._chunk_of(seg, records, capsule, lens, model)
         atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md",
-                     self.host.redact(chunk.to_markdown()))
+                     self.host.redact(chunk.to_markdown()), root=self.host.root)
         with self._lock:
             seg.chunk = chunk
             seg.failed = False
@@ -212,7 +212,7 @@ class LayeredCompaction:
                     c.annotations.append(f"{checkpoint_id}: {text}")
                     c.version += 1
                     atomic_write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md",
-                                 self.host.redact(c.to_markdown()))
+                                 self.host.redact(c.to_markdown()), root=self.host.root)
                     if c.chunk_id not in hit:
                         hit.append(c.chunk_id)
             if hit:

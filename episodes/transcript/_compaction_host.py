@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ._capsules import CapsuleLens
@@ -21,6 +22,7 @@ class CompactionHost(Protocol):
     capsule_lens: CapsuleLens  # writes the capsule of a closed segment (may be swapped after start)
     goal: str | None  # the task's goal, as the snapshot names it
     redact: Callable[[Any], Any]  # scrubs text typed into password fields from what is written
+    root: Path | None  # the memory root: no write below it follows a link (None: a ledger on its own)
 
     def append_record(self, record: Mapping[str, Any]) -> None:
         """Append one line to steps.jsonl (what a restart replays)."""

@@ -25,6 +25,7 @@ from lifecycle import (
     dumps_compact,
     elapsed_label,
     format_ts,
+    guarded_makedirs,
     parse_ts,
     read_bytes_nofollow,
     read_jsonl,
@@ -77,9 +78,11 @@ class TranscriptLedger:
     def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
                  lens: VisualLens | None = None, clock: Clock = system_clock, system_prompt: str = "",
                  session_start: datetime | None = None, capsule_lens: CapsuleLens | None = None,
-                 goal: str | None = None, session_id: str | None = None, _load: bool = False) -> None:
+                 goal: str | None = None, session_id: str | None = None, _load: bool = False,
+                 root: Path | None = None) -> None:
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.root = root  # the memory root: no write below it follows a link (None: a ledger on its own)
+        guarded_makedirs(root, self.dir)
         self.episode_dir = self.dir.parent
         self.config = config or TranscriptConfig()
         self.clock = clock
@@ -108,20 +111,20 @@ class TranscriptLedger:
             self._load()
         else:
             self.system = system_prompt
-            atomic_write(self.dir / SYSTEM_FILE, system_prompt)
+            atomic_write(self.dir / SYSTEM_FILE, system_prompt, root=self.root)
             self.append_record({"kind": "session", "start": format_ts(self.start)})
 
     # -- persistence ------------------------------------------------------------------
 
     @classmethod
     def open(cls, directory: Path, *, config: TranscriptConfig | None = None, lens: VisualLens | None = None,
-             clock: Clock = system_clock) -> TranscriptLedger:
+             clock: Clock = system_clock, root: Path | None = None) -> TranscriptLedger:
         """Rebuild a ledger from its files after a crash or restart (cold start)."""
-        return cls(directory, config=config, lens=lens, clock=clock, _load=True)
+        return cls(directory, config=config, lens=lens, clock=clock, _load=True, root=root)
 
     def append_record(self, record: Mapping[str, Any]) -> None:
         """Append one line to steps.jsonl (what a cold start replays)."""
-        append_line(self.dir / STEPS_FILE, dumps_compact(self.redact(dict(record))), fsync=False)
+        append_line(self.dir / STEPS_FILE, dumps_compact(self.redact(dict(record))), fsync=False, root=self.root)
 
     def _publish(self, rec: SummaryRecord) -> None:
         with self._lock:
@@ -257,7 +260,7 @@ class TranscriptLedger:
         if force:
             env["reason"] = "context near its hard limit: the full output is on disk (recall_history)"
             self.append_record({"kind": "turn_guard", "step": n, "room_tokens": int(room), "output_tokens": size})
-        atomic_write(self.episode_dir / ref, result)  # the full output stays on disk, recall can bring it back
+        atomic_write(self.episode_dir / ref, result, root=self.root)  # the full output stays, recall brings it back
         return dumps_compact(env), ref
 
     def _path(self, ref: str) -> Path | None:
@@ -291,7 +294,7 @@ class TranscriptLedger:
         line = {"ts": format_ts(self.clock()), "source": source, "step": len(self.turns),
                 "prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "output_tokens": output_tokens,
                 **{k: v for k, v in extra.items() if v is not None}}
-        append_line(self.dir / USAGE_FILE, dumps_compact(line), fsync=False)
+        append_line(self.dir / USAGE_FILE, dumps_compact(line), fsync=False, root=self.root)
         if source == "agent":
             self.meter.observe_usage(prompt_tokens)
 

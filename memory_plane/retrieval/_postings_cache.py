@@ -34,7 +34,7 @@ from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lifecycle import atomic_write, has_symlink, read_bytes_nofollow
+from lifecycle import UnsafePathError, atomic_write, has_symlink, read_bytes_nofollow
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._tokens import grams, token_set, tokenizer_fingerprint
@@ -209,7 +209,10 @@ class TokenCache:
             prior.add_postings(postings, apps)
             payload["prior"] = {"apps": texts_digest(apps), "counts": prior.counts}
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        atomic_write(self.path, gzip.compress(body, compresslevel=1, mtime=0))
+        try:
+            atomic_write(self.path, gzip.compress(body, compresslevel=1, mtime=0), root=self.root)
+        except UnsafePathError as exc:  # a folder swapped for a link since the check above
+            raise OSError(f"{self.path.parent}: not written ({exc})") from exc
 
 
 def _postings(data: dict[str, Any], count: int) -> dict[str, list[int]]:

@@ -20,6 +20,7 @@ from lifecycle import (
     atomic_write,
     collection_lock,
     dumps_compact,
+    link_on_way,
     load_retention,
     older,
     read_jsonl,
@@ -117,7 +118,7 @@ def _trim_session_archive(root: Path, ret: Retention, now: datetime, rep: GcRepo
 def _trim_tombstones(root: Path, ret: Retention, now: datetime, rep: GcReport, dry_run: bool) -> None:
     path = root / "lifecycle" / "tombstones.jsonl"
     grace = ret.grace_of("tombstone")
-    if grace is None or not path.is_file() or path.is_symlink():
+    if grace is None or _linked(root, path, rep) or not path.is_file():
         return
     with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
@@ -126,19 +127,28 @@ def _trim_tombstones(root: Path, ret: Retention, now: datetime, rep: GcReport, d
         if dropped:
             rep.note("lifecycle/tombstones.jsonl", f"tombstones_past_grace ({dropped} lines)")
             if not dry_run:
-                atomic_write(path, "".join(dumps_compact(r) + "\n" for r in keep))
+                atomic_write(path, "".join(dumps_compact(r) + "\n" for r in keep), root=root)
+
+
+def _linked(root: Path, path: Path, rep: GcReport) -> bool:
+    """Whether a journal or its folder is a symlink (reported as skipped: never read through nor rewritten)."""
+    link = link_on_way(root, path)
+    if link is not None:
+        rep.skip_link(root, link)
+    return link is not None
 
 
 def _trim_conflicts(root: Path, rep: GcReport, dry_run: bool) -> None:
     path = root / "lifecycle" / "conflicts.jsonl"
-    if not path.is_file() or path.is_symlink():
+    if _linked(root, path, rep) or not path.is_file():
         return
     with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
         if len(read.records) > CONFLICT_LOG_MAX:
             rep.note("lifecycle/conflicts.jsonl", f"conflict_log_cap ({len(read.records) - CONFLICT_LOG_MAX} lines)")
             if not dry_run:
-                atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records[-CONFLICT_LOG_MAX:]))
+                atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records[-CONFLICT_LOG_MAX:]),
+                             root=root)
 
 
 __all__ = ["gc_tree"]

@@ -15,6 +15,7 @@ from lifecycle import (
     Collection,
     ConfigError,
     FileProblemError,
+    UnsafePathError,
     VerifyReport,
     atomic_write,
     dumps_compact,
@@ -119,12 +120,12 @@ def _jsonl_files(root: Path, store_files: Iterable[Path]) -> list[Path]:
     return [f for f in files if f.is_file() and not f.is_symlink()]
 
 
-def _repair_jsonl(path: Path) -> int:
+def _repair_jsonl(root: Path, path: Path) -> int:
     """Rewrite a jsonl file without its unreadable lines; return how many went."""
     read = read_jsonl(path)
     if not read.problems:
         return 0
-    atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records))
+    atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records), root=root)
     return len(read.problems)
 
 
@@ -139,7 +140,10 @@ def _check_jsonl(root: Path, report: VerifyReport, fix: bool) -> None:
             report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message)
         if fix:
             try:
-                n = _repair_jsonl(f)
+                n = _repair_jsonl(root, f)
+            except UnsafePathError as exc:
+                report.add("symlink", rel, None, f"not repaired: {exc.name} is a symlink (never written through)")
+                continue
             except OSError as exc:
                 report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
                 continue
