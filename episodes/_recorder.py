@@ -252,7 +252,8 @@ class EpisodeRecorder:
                     with ExitStack() as held:  # a transcript's own appends (its summary worker) wait meanwhile
                         for led in self._ledgers:
                             held.enter_context(led._lock)
-                        self._typing.reveal([self.dir / EVENTS_FILE, self.dir / TRANSCRIPT_STEPS], self._fail)
+                        self._typing.reveal([self.dir / EVENTS_FILE, self.dir / TRANSCRIPT_STEPS], self._fail,
+                                           root=self._store.root)
                 if obs is not None:
                     self._last_obs = obs
                     seen = obs.get("app")

@@ -78,7 +78,7 @@ class Secrets:
         return value
 
 
-def scrub_jsonl(path: Path, secrets: Secrets) -> None:
+def scrub_jsonl(path: Path, secrets: Secrets, root: Path | None = None) -> None:
     """Rewrite a jsonl file whole (atomically) with every known secret scrubbed from its records."""
     try:
         text = read_bytes_nofollow(path).decode("utf-8", "replace")
@@ -90,7 +90,7 @@ def scrub_jsonl(path: Path, secrets: Secrets) -> None:
             out.append(dumps_compact(secrets.scrub(json.loads(line))))
         except ValueError:  # a torn or hand-broken line: scrubbed as text
             out.append(secrets.scrub(line))
-    atomic_write(path, "".join(f"{line}\n" for line in out if line.strip()))
+    atomic_write(path, "".join(f"{line}\n" for line in out if line.strip()), root=root)
 
 
 class TypingGuard:
@@ -118,7 +118,8 @@ class TypingGuard:
         """A tool result was written: a later result does not speak for the typing call before it."""
         self._written = None
 
-    def reveal(self, written: list[Path], on_error: Callable[[str, BaseException], None]) -> None:
+    def reveal(self, written: list[Path], on_error: Callable[[str, BaseException], None],
+               root: Path | None = None) -> None:
         """The latest typing call went into a password field, as its result says: its text is a secret after all.
 
         Held, its event is redacted before it is written; the files that already hold the text (``written``:
@@ -133,6 +134,6 @@ class TypingGuard:
             written = written[1:]
         for path in written:
             try:
-                scrub_jsonl(path, self.secrets)
+                scrub_jsonl(path, self.secrets, root)
             except Exception as exc:
                 on_error(f"cannot scrub a secret from {path.name}", exc)
