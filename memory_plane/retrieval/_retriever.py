@@ -109,7 +109,8 @@ class Retriever:
         names = tuple(e.lower() for e in q.entities
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
         tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
-        exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
+        # A memory forgotten on purpose whose file a killed forget left behind is never served.
+        exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str)) | self.long_term.tombstones.blocked_ids()
         return Query(q, env, now, names, tools, exclude)
 
     def _apps_named(self, text: str) -> list[str]:
