@@ -6,13 +6,14 @@ prompt block, a session event, an episode's events and transcript, the episode i
 the episode, a persisted postings cache) is rewritten with the text replaced by ``[forgotten]``. The text is
 matched in every form it can take there: NFC, NFD, NFKC and NFKD; whitespace folded or not (a run of spaces
 or line breaks in the memory matches any run in the file, and JSON's escaped ``\\n``); quotes and non-ASCII
-characters escaped as JSON writes them; and, for a memory longer than 240 characters, the first 240
-characters of the folded text, as an index summary and the prompt block cut it.
+characters escaped as JSON writes them (once or more); and cut short (a tool call's excerpt, an index
+summary's 240 characters) after at least its first 24 characters.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
@@ -29,24 +30,55 @@ __all__ = ["FORGOTTEN", "ForgottenText", "scrub_tree"]
 FORGOTTEN = "[forgotten]"
 MIN_CHARS = 4
 """Shorter texts (a title like "Mom") are not scrubbed: they would blank unrelated words."""
-CUT = 240
-"""Where an index summary and a prompt block cut a memory's folded text."""
+HEAD = 24
+"""A copy cut short still holding this many characters of a forgotten text is scrubbed too."""
 _FORM_NAMES: tuple[Literal["NFC", "NFD", "NFKC", "NFKD"], ...] = ("NFC", "NFD", "NFKC", "NFKD")
-_SPACE = r"(?:\s|\\[nrt]|\\u00a0|\\u3000)+"
+_SPACE = r"(?:\s|\\+[nrt]|\\+u00a0|\\+u3000)+"
 _LOCKS = {".lock", ".recording.lock"}
 _SCRUB_FOLDERS = ("session_archive", "episodes", "device")
 
 
 def _char_pattern(c: str) -> str:
-    """One character as a file may hold it: itself, or escaped as JSON (quotes, backslashes, \\uXXXX)."""
+    """One character as a file may hold it: itself, or escaped as JSON (quotes, backslashes, \\uXXXX) once
+    or more (a tool call's arguments quoted inside a JSON string)."""
     forms = {re.escape(c)}
-    escaped = json.dumps(c)[1:-1]
-    if escaped != c:
-        forms.add(re.escape(escaped))
-    ascii_escaped = json.dumps(c, ensure_ascii=True)[1:-1]
-    if ascii_escaped != c:
-        forms.add(re.escape(ascii_escaped))
+    for escaped in {json.dumps(c)[1:-1], json.dumps(c, ensure_ascii=True)[1:-1]}:
+        if escaped != c and escaped.startswith("\\"):
+            forms.add(r"\\+" + re.escape(escaped[1:]))
     return forms.pop() if len(forms) == 1 else "(?:" + "|".join(sorted(forms, key=len, reverse=True)) + ")"
+
+
+@functools.lru_cache(maxsize=4096)
+def _token(c: str) -> re.Pattern[str]:
+    """One character of a folded text as a pattern (a space: any run of whitespace, raw or escaped)."""
+    return re.compile(_SPACE if c == " " else _char_pattern(c))
+
+
+def _anchors(text: str) -> set[bytes]:
+    """The longest whole word of a text (the last may be cut), as bytes raw and as JSON escapes it."""
+    words = text.split()
+    word = max(words[:-1] or words, key=len)
+    return {word.encode("utf-8", "surrogatepass"), json.dumps(word)[1:-1].encode("ascii")}
+
+
+def _cut_forms(text: str, head: re.Pattern[str], rest: list[re.Pattern[str]]) -> str:
+    """Replace each match of ``head`` and as many ``rest`` tokens as follow it (never ending on whitespace)."""
+    out: list[str] = []
+    done = 0
+    for m in head.finditer(text):
+        if m.start() < done:
+            continue
+        end = pos = m.end()
+        for tok in rest:
+            t = tok.match(text, pos)
+            if t is None:
+                break
+            pos = t.end()
+            if tok.pattern != _SPACE:
+                end = pos  # a cut at a space keeps the space (a line break between two lines stays)
+        out += [text[done:m.start()], FORGOTTEN]
+        done = end
+    return "".join(out) + text[done:] if out else text
 
 
 def _text_pattern(text: str) -> str:
@@ -67,27 +99,36 @@ class ForgottenText:
         variants: set[str] = set()
         for raw in texts:
             text = " ".join(str(raw or "").split())
-            if len(text) < MIN_CHARS:
-                continue
-            for t in (text, text[:CUT] if len(text) > CUT else ""):
-                if t:
-                    variants.update(unicodedata.normalize(f, t) for f in _FORM_NAMES)
+            if len(text) >= MIN_CHARS:
+                variants.update(unicodedata.normalize(f, text) for f in _FORM_NAMES)
         # Longest first: a text that holds another is replaced whole, not around the shorter one.
         ordered = sorted(variants, key=len, reverse=True)
         self.empty = not ordered
-        # Each form's longest word, as bytes: a file none of them is in is never decoded or searched.
-        self.anchors = sorted({max(v.split(), key=len).encode("utf-8", "surrogatepass") for v in ordered})
+        # A word every match holds (in the head, for a cut text), raw and JSON-escaped, as bytes: a file that
+        # holds none of them is never decoded or searched.
+        self.anchors = sorted({a for v in ordered for a in _anchors(v[:HEAD] if len(v) > HEAD else v)})
         # Not preceded by a backslash: a match never starts inside an escape (the "n" of "\n").
         self.pattern = re.compile(r"(?<!\\)(?:" + "|".join(_text_pattern(v) for v in ordered) + ")") \
             if ordered else None
+        # A text cut short where it was copied (a tool call's excerpt, a summary's 240 characters): its first
+        # HEAD characters, then as many of the following ones as the file holds.
+        self.heads = [(re.compile(r"(?<!\\)" + _text_pattern(v[:HEAD])), [_token(c) for c in v[HEAD:]])
+                      for v in ordered if len(v) > HEAD]
 
     def may_hold(self, data: bytes) -> bool:
         """Whether the bytes may hold a forgotten text (a cheap test before decoding)."""
         return not self.empty and any(a in data for a in self.anchors)
 
     def scrub(self, text: str) -> str:
-        """The text with every forgotten form replaced by ``[forgotten]``."""
-        return text if self.pattern is None else self.pattern.sub(FORGOTTEN, text)
+        """The text with every forgotten form, whole or cut after its first HEAD characters, replaced by
+        ``[forgotten]``."""
+        if self.pattern is None:
+            return text
+        # The long texts (whole or cut) first: a shorter one (a title, the first line) replaced first would
+        # break the head of a longer one and leave its rest.
+        for head, rest in self.heads:
+            text = _cut_forms(text, head, rest)
+        return self.pattern.sub(FORGOTTEN, text)
 
     def scrub_file(self, path: Path) -> bool:
         """Rewrite one text file (whole, atomically) without the forgotten text; True if it changed."""
