@@ -21,9 +21,22 @@ import stat
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from lifecycle import DEFAULT_LOCK_TIMEOUT, atomic_write, collection_lock, has_symlink, read_bytes_nofollow, remove_path
+from lifecycle import (
+    DEFAULT_LOCK_TIMEOUT,
+    INDEX_NAME,
+    IndexFile,
+    ParseError,
+    atomic_write,
+    collection_lock,
+    dump_yaml,
+    dumps_compact,
+    has_symlink,
+    load_yaml,
+    read_bytes_nofollow,
+    remove_path,
+)
 
 __all__ = ["FORGOTTEN", "ForgottenText", "scrub_tree"]
 
@@ -35,6 +48,11 @@ HEAD = 24
 _FORM_NAMES: tuple[Literal["NFC", "NFD", "NFKC", "NFKD"], ...] = ("NFC", "NFD", "NFKC", "NFKD")
 _SPACE = r"(?:\s|\\+[nrt]|\\+u00a0|\\+u3000)+"
 _LOCKS = {".lock", ".recording.lock"}
+_STRUCTURED = (".json", ".jsonl", ".yaml")
+_FORMAT_KEYS = frozenset({"id", "type", "status", "role", "source", "event_id", "episode_id", "session_id", "path",
+                          "ts", "reason", "kind", "category"})
+"""Fields whose values are the format's own words or ids, never stored text: never scrubbed."""
+_FIELD = re.compile(r"[a-z][a-z0-9_]*")
 _SCRUB_FOLDERS = ("session_archive", "episodes", "device")
 
 
@@ -130,8 +148,9 @@ class ForgottenText:
             text = _cut_forms(text, head, rest)
         return self.pattern.sub(FORGOTTEN, text)
 
-    def scrub_file(self, path: Path) -> bool:
-        """Rewrite one text file (whole, atomically) without the forgotten text; True if it changed."""
+    def scrub_file(self, path: Path, root: Path) -> bool:
+        """Rewrite one text file of the tree under ``root`` (whole, atomically) without the forgotten text; True
+        if it changed."""
         try:
             data = read_bytes_nofollow(path)
         except OSError:
@@ -142,11 +161,58 @@ class ForgottenText:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return False  # a screenshot or other binary file: no text of ours
-        new = self.scrub(text)
+        if path.name == INDEX_NAME:
+            # Index lines are JSON in YAML: their entries are scrubbed by value and written back as lines.
+            index = IndexFile(path)
+            read = index.read()
+            entries = [self._walk(e) for e in read.entries]
+            if read.problems or entries == read.entries:
+                return False  # a torn index is left to its rebuild
+            index.write(entries)
+            return True
+        new = self._by_value(path, text) if path.suffix in _STRUCTURED else None
+        if new is None:
+            new = self.scrub(text)  # markdown, text, or a file that does not parse
         if new == text:
             return False
         atomic_write(path, new)
         return True
+
+    def _walk(self, value: Any, key: Any = None) -> Any:
+        """A parsed value with every string scrubbed, except the format's own words (a type, a status, an id)."""
+        if isinstance(value, str):
+            return value if key in _FORMAT_KEYS else self.scrub(value)
+        if isinstance(value, list):
+            return [self._walk(v, key) for v in value]
+        if isinstance(value, dict):
+            # A key is scrubbed only when it is not a field name ("status"): a page name can be a key.
+            return {(k if not isinstance(k, str) or _FIELD.fullmatch(k) else self.scrub(k)): self._walk(v, k)
+                    for k, v in value.items()}
+        return value
+
+    def _by_value(self, path: Path, text: str) -> str | None:
+        """A JSON, jsonl or YAML mapping file with each string scrubbed, written back in its format (None: it
+        does not parse as one). Never a raw replacement: ``[forgotten]`` outside a string is a list."""
+        try:
+            if path.suffix == ".jsonl":
+                return "\n".join(self._line(x) for x in text.split("\n"))
+            if path.suffix == ".json":
+                return json.dumps(self._walk(json.loads(text)), ensure_ascii=False, indent=2) + "\n"
+            data = load_yaml(text, path)
+        except (ValueError, ParseError):
+            return None
+        return dump_yaml(self._walk(data), text) if isinstance(data, dict) else None
+
+    def _line(self, line: str) -> str:
+        """One jsonl line scrubbed by value (a torn line as text)."""
+        if not line.strip():
+            return line
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return self.scrub(line)
+        walked = self._walk(record)
+        return line if walked == record else dumps_compact(walked)  # a line without the text stays as written
 
 
 def _files(folder: Path, skip: Callable[[Path], bool] = lambda _p: False) -> Iterator[Path]:
@@ -212,7 +278,7 @@ def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAUL
             lock_dir = root / "session" if top == "session_archive" else \
                 root / "device" / "profiles" if group == base and top == "device" else group
             with collection_lock(lock_dir, lock_timeout):
-                changed += [str(f.relative_to(root)) for f in hits if matcher.scrub_file(f)]
+                changed += [str(f.relative_to(root)) for f in hits if matcher.scrub_file(f, root)]
     cache = root / ".cache" / "retrieve"
     if not has_symlink(root, cache) and cache.is_dir():
         for f in sorted(cache.iterdir()):

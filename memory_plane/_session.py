@@ -417,7 +417,7 @@ class SessionStore:
                      self.dir / "metadata.json", self.chunks_dir / INDEX_NAME]
             files += sorted(self.chunks_dir.glob("*.jsonl"))
             for f in files:
-                if matcher.scrub_file(f):
+                if matcher.scrub_file(f, self.root):
                     changed.append(f"session/{f.relative_to(self.dir).as_posix()}")
                     scrubbed_chunks = scrubbed_chunks or (f.suffix == ".jsonl" and f.parent == self.chunks_dir)
             if scrubbed_chunks:
