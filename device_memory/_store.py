@@ -22,6 +22,7 @@ from lifecycle import (
     ProfileLayout,
     Retention,
     TombstoneLog,
+    UnsafePathError,
     UsageError,
     VerifyReport,
     YamlCollection,
@@ -310,9 +311,10 @@ class DeviceMemory:
         out: list[str] = []
         for t, coll in self.collections.items():
             for item_id in self.tombstones.forgotten_of(t):
-                if not is_safe_id(item_id):
+                try:
+                    path = coll.path_of(item_id)
+                except UnsafePathError:  # an unsafe id, or a symlink on the way: nothing is removed through it
                     continue
-                path = coll.path_of(item_id)
                 if not path.exists():
                     continue
                 out.append(coll.rel(path))

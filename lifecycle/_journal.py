@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ class _Journal:
         self.lock_timeout = lock_timeout
         self._cache: tuple[tuple[int, int, int], list[dict[str, Any]]] | None = None
         self._derived: tuple[list[dict[str, Any]], dict[str, str]] | None = None
+        self._left: tuple[list[dict[str, Any]], frozenset[str]] | None = None
 
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:
         record = {"ts": format_ts(self.clock()), **record}
@@ -106,6 +107,16 @@ class TombstoneLog(_Journal):
     def forgotten_of(self, ref_type: str) -> list[str]:
         """The forgotten ids (as ``blocked_ids``) whose tombstone names this type, sorted."""
         return sorted(k for k, t in self._forgotten().items() if t == ref_type)
+
+    def left_behind(self, present: Callable[[str, str], bool]) -> frozenset[str]:
+        """Forgotten ids whose file ``present(type, id)`` finds still there: a killed forget's leftovers
+        (asked once per change of the log, not on every read)."""
+        recs = self.records()
+        if self._left is not None and self._left[0] is recs:
+            return self._left[1]
+        out = frozenset(i for i, t in self._forgotten().items() if present(t, i))
+        self._left = (recs, out)
+        return out
 
     def _forgotten(self) -> dict[str, str]:
         """Forgotten ids and the type their tombstone names (computed once per change of the file)."""

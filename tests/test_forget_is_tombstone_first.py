@@ -68,6 +68,8 @@ def test_a_killed_forgets_file_is_never_served(killed: tuple[Path, str]) -> None
     root, mem_id = killed
     assert (root / "long_term" / "memories" / f"{mem_id}.md").is_file()  # the leftover
     with MemoryPlane.open(root) as plane:
+        plane.long_term.rebuild_index()  # as verify does: the leftover's index line is back
+        assert mem_id in {e["id"] for e in plane.long_term.entries()}
         assert plane.long_term.recall_memory("spare key Zorbix flat") == []
         assert plane.long_term.list_memories(["fact"]) == []
         ctx = plane.retrieve(MemoryRetrieveRequest(input="where is the spare key of the Zorbix flat"))
