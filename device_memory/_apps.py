@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import NamedTuple
 
-from lifecycle import load_yaml, slug_id
+from lifecycle import load_yaml, nfkc, slug_id
 
 # Names that are also ordinary words: they name the app only when nothing more specific does.
 GENERIC_NAMES = frozenset({
@@ -46,7 +46,8 @@ _JOINERS = frozenset(" _.-")  # what may stand between the words of a name (or n
 
 
 def _norm(text: str) -> str:
-    return _SEPARATORS.sub(" ", text.strip().lower())
+    # NFKC: "ＷｅＣｈａｔ" is WeChat, and a name composed or decomposed is one name.
+    return _SEPARATORS.sub(" ", nfkc(text).strip().lower())
 
 
 def _long_pattern(name: str) -> re.Pattern[str]:

@@ -22,11 +22,14 @@ from lifecycle import (
     ProfileLayout,
     Retention,
     TombstoneLog,
+    UnsafePathError,
+    UsageError,
     VerifyReport,
     YamlCollection,
     atomic_write,
     dump_yaml,
     format_ts,
+    is_safe_id,
     load_retention,
     load_yaml,
     read_item_text,
@@ -271,8 +274,8 @@ class DeviceMemory:
         blocked = self.tombstones.blocked_ids()
 
         def guarded(cur: Any) -> Any:
-            if cur is None and item_id in blocked:
-                return None
+            if item_id in blocked:
+                return None  # forgotten (a file still here is a killed forget's leftover: not taught again)
             new = change(cur)
             if new is not None and cur is None and new.lesson_key in self.tombstones.blocked_hashes():
                 return None  # forgotten on purpose: the same evidence must not teach it again
@@ -281,14 +284,43 @@ class DeviceMemory:
         return coll.update(item_id, guarded)
 
     def forget(self, item_id: str, reason: str) -> bool:
-        """Delete a memory and write a tombstone (no content) that blocks re-learning it."""
-        item = self.get(item_id)
+        """Forget a memory: a tombstone (no content) that blocks re-learning it, appended and fsynced first,
+        then its index line and file (a kill between leaves a forgotten file, never served, that
+        ``finish_forgets`` removes). An id no memory can have is a UsageError naming it."""
+        if not is_safe_id(item_id):
+            text = str(item_id)
+            raise UsageError(f"no memory can have the id {text[:80]!r}"
+                             + (f" (and {len(text) - 80} more characters)" if len(text) > 80 else "")
+                             + ": ids are 1-80 characters of a-z, 0-9, _ and -")
         t = type_of_id(item_id)
-        if item is None or t is None or t == "device_profile":
+        if t is None or t == "device_profile":
             return False
-        self.collections[t].delete(item_id)
-        self.tombstones.add(t, item_id, reason=reason, content_hashes=[item.lesson_key or ""])
+        coll = self.collections[t]
+        with coll.lock():
+            item = coll.get(item_id)
+            if item is None:
+                return False
+            if item_id not in self.tombstones.blocked_ids():  # a leftover forgotten again: one tombstone
+                self.tombstones.add(t, item_id, reason=reason, content_hashes=[item.lesson_key or ""])
+            coll.delete(item_id)
         return True
+
+    def finish_forgets(self, *, dry_run: bool = False) -> list[str]:
+        """Files of forgotten device memories a killed forget left behind, removed unless ``dry_run``; their
+        paths relative to the root."""
+        out: list[str] = []
+        for t, coll in self.collections.items():
+            for item_id in self.tombstones.forgotten_of(t):
+                try:
+                    path = coll.path_of(item_id)
+                except UnsafePathError:  # an unsafe id, or a symlink on the way: nothing is removed through it
+                    continue
+                if not path.exists():
+                    continue
+                out.append(coll.rel(path))
+                if not dry_run:
+                    coll.delete(item_id)
+        return out
 
     def all_collections(self) -> list[Any]:
         """Collections for verify and GC (profiles included)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,9 @@ from ._errors import ABSENT, UnsafePathError
 from ._jsonl import dumps_compact, read_jsonl
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock
 from ._paths import has_symlink, safe_join
+
+SAVED_AGAIN = "saved_again"
+"""The reason of a tombstone-log record that lifts an earlier forget of the same id (a save with force)."""
 
 
 class _Journal:
@@ -28,6 +31,8 @@ class _Journal:
         self.clock = clock
         self.lock_timeout = lock_timeout
         self._cache: tuple[tuple[int, int, int], list[dict[str, Any]]] | None = None
+        self._derived: tuple[list[dict[str, Any]], dict[str, str]] | None = None
+        self._left: tuple[list[dict[str, Any]], frozenset[str]] | None = None
 
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:
         record = {"ts": format_ts(self.clock()), **record}
@@ -90,11 +95,47 @@ class TombstoneLog(_Journal):
                 out.update(h for h in hs if isinstance(h, str))
         return out
 
+    def saved_again(self, ref_type: str, ref_id: str) -> dict[str, Any]:
+        """Record that a forgotten id was saved again on purpose (``force``): its file is no longer forgotten."""
+        return self._append({"id": f"tomb_{os.urandom(6).hex()}", "reason": SAVED_AGAIN,
+                             "ref": {"type": ref_type, "id": ref_id}})
+
     def blocked_ids(self) -> set[str]:
-        """Ids of memories deleted on purpose (forgotten)."""
-        return {r["ref"]["id"] for r in self.records()
-                if isinstance(r.get("ref"), dict) and isinstance(r["ref"].get("id"), str)
-                and r.get("reason") != "gc"}
+        """Ids of memories deleted on purpose (forgotten) and not saved again since.
+
+        The newest record of an id decides (GC's own tombstones decide nothing): a file of such an id is what a
+        forget killed before its unlink left behind, never served and removed by the next forget, verify
+        --fix or GC."""
+        return set(self._forgotten())
+
+    def forgotten_of(self, ref_type: str) -> list[str]:
+        """The forgotten ids (as ``blocked_ids``) whose tombstone names this type, sorted."""
+        return sorted(k for k, t in self._forgotten().items() if t == ref_type)
+
+    def left_behind(self, present: Callable[[str, str], bool]) -> frozenset[str]:
+        """Forgotten ids whose file ``present(type, id)`` finds still there: a killed forget's leftovers
+        (asked once per change of the log, not on every read)."""
+        recs = self.records()
+        if self._left is not None and self._left[0] is recs:
+            return self._left[1]
+        out = frozenset(i for i, t in self._forgotten().items() if present(t, i))
+        self._left = (recs, out)
+        return out
+
+    def _forgotten(self) -> dict[str, str]:
+        """Forgotten ids and the type their tombstone names (computed once per change of the file)."""
+        recs = self.records()
+        if self._derived is not None and self._derived[0] is recs:
+            return self._derived[1]
+        state: dict[str, str | None] = {}
+        for r in recs:
+            ref = r.get("ref")
+            if not isinstance(ref, dict) or not isinstance(ref.get("id"), str) or r.get("reason") == "gc":
+                continue
+            state[ref["id"]] = None if r.get("reason") == SAVED_AGAIN else str(ref.get("type"))
+        out = {k: t for k, t in state.items() if t is not None}
+        self._derived = (recs, out)
+        return out
 
 
 class ConflictLog(_Journal):

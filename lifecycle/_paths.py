@@ -38,11 +38,19 @@ def check_id(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
+def nfkc(text: str) -> str:
+    """Text in Unicode NFKC form: composed and decomposed, full-width and ordinary forms become one.
+
+    Every text that is compared, keyed or turned into an id passes here; ASCII is left as it is, so ids of
+    ASCII text are the same as before text was normalised."""
+    return text if text.isascii() else unicodedata.normalize("NFKC", text)
+
+
 def content_hash(*parts: object, length: int = 12) -> str:
-    """Hash trimmed parts (NUL-separated) into ``length`` hex chars: stable ids from content."""
+    """Hash trimmed, NFKC-normalised parts (NUL-separated) into ``length`` hex chars: stable ids from content."""
     h = hashlib.sha1()
     for part in parts:
-        h.update(str(part if part is not None else "").strip().encode("utf-8", "surrogatepass"))
+        h.update(nfkc(str(part if part is not None else "")).strip().encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return h.hexdigest()[:length]
 
@@ -57,7 +65,7 @@ def slugify(name: str, max_len: int = 40) -> str:
 
 def slug_id(name: str, prefix: str = "") -> str:
     """Make a safe id from any name: ``prefix`` + slug, plus a short hash when the slug is lossy."""
-    raw = str(name)
+    raw = nfkc(str(name))  # "ＷｅＣｈａｔ" and "WeChat", "Café" composed or not: one id
     slug = slugify(raw)
     lossy = not slug or slug != raw.strip().lower() or len(raw) > 40
     body = slug

@@ -30,7 +30,6 @@ from lifecycle import (
     format_ts,
     guarded_unlink,
     has_symlink,
-    index_writes,
     load_retention,
     one_line,
     parse_duration,
@@ -45,6 +44,7 @@ from lifecycle import (
 
 from ._freshness import FileState, file_state, mtime_ns
 from ._inverted_index import InvertedIndex
+from ._long_term_forget import finish_forgets, run_forget
 from ._long_term_model import (
     GENERIC_ENTITIES,
     LONG_TERM_TYPES,
@@ -246,18 +246,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         return res
 
     def forget_memory(self, mem_id: str, *, reason: str = "forgotten") -> bool:
-        """Delete a memory everywhere and write a tombstone without its content; True if it existed."""
-        with self.lock():
-            mem = self.get(mem_id)
-            if mem is None:
-                return False
-            with index_writes(self):
-                self.index.remove([mem_id])
-                guarded_unlink(self.root, self.path_for(mem_id), missing_ok=False)
-            self._write_profile()
-            key = content_hash("long_term", mem.type, _norm(mem.content))
-            self.tombstones.add("memory", mem_id, reason=reason, content_hashes=[key])
-            return True
+        """Forget a memory everywhere: a tombstone without its content first, then its text scrubbed from the
+        tree, its file last (see ``_long_term_forget``); True if it existed. An id no memory can have is a
+        UsageError naming it."""
+        return run_forget(self, mem_id, reason)
+
+    def finish_forgets(self, *, dry_run: bool = False) -> list[str]:
+        """Remove the files of forgotten memories a killed forget left behind; their paths."""
+        return finish_forgets(self, dry_run=dry_run)
 
     def recall_memory(self, query: str, limit: int = 5, *, now: Any = None,
                       types: Iterable[str] | None = None) -> list[MemoryHit]:
@@ -268,8 +264,11 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         hits: list[MemoryHit] = []
         stamp = mtime_ns(self.index.path)
         wanted = {t.lower() for t in types} if types else None
+        forgotten = self.tombstones.blocked_ids()  # a file a killed forget left: never recalled
         for i, score in inv.search(q, limit=max(limit * (12 if wanted else 4), 20)):
             e = entries[i]
+            if e.get("id") in forgotten:
+                continue
             # Entries are read field by field: a hand-edited line of the wrong shape is not a crash.
             if (field_str(e.get("status")) or "active").strip().lower() != "active" or _expired(e, now):
                 continue
@@ -295,8 +294,11 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         now = now or self.clock()
         stamp = mtime_ns(self.index.path)
         hits: list[MemoryHit] = []
+        forgotten = self.tombstones.blocked_ids()
         for e in self.entries():  # the index is kept by priority, then id
             kind = field_str(e.get("type")) or "fact"
+            if e.get("id") in forgotten:
+                continue
             if kind not in wanted or (field_str(e.get("status")) or "active").strip().lower() != "active" \
                     or _expired(e, now):
                 continue

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from lifecycle import Record, StrList, one_line
+from lifecycle import Record, StrList, nfkc, one_line
 
 LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
 LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")
@@ -67,7 +67,9 @@ class SaveResult:
 
 
 def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
+    """A memory's text as saves compare and key it: NFKC (one form for composed, decomposed and full-width
+    text), lower case, whitespace folded."""
+    return " ".join(nfkc(text).lower().split())
 
 
 def one_line_title(title: str | None, content: str = "") -> str:

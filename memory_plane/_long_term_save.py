@@ -68,12 +68,16 @@ class Plan:
 def run_save(store: LongTermStore, req: SaveRequest) -> SaveResult:
     """Save under the store's lock (new file first, then the ones it replaces), then log the conflicts."""
     with store.lock():
-        if not req.force and (req.key in store.tombstones.blocked_hashes()
-                              or req.mem_id in store.tombstones.blocked_ids()):
+        blocked = store.tombstones.blocked_ids()
+        forgotten = req.mem_id in blocked
+        if not req.force and (forgotten or req.key in store.tombstones.blocked_hashes()):
             return SaveResult(req.mem_id, "ignored", "forgotten on purpose (force=True saves it again)")
+        if forgotten:
+            # Saved again on purpose: the file written now is no forget's leftover (before it is written).
+            store.tombstones.saved_again("memory", req.mem_id)
         req.mem_id = _own_id(store, req)
         actives = [m for m in (i.record for i in store.iter_items()) if m is not None and m.status == "active"
-                   and m.type == req.type]
+                   and m.type == req.type and (m.id not in blocked or m.id == req.mem_id)]
         early = _early_answer(store, req, actives)
         if early is not None:
             return early

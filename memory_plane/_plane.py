@@ -36,6 +36,7 @@ from lifecycle import (
 )
 
 from ._long_term import LongTermStore
+from ._long_term_forget import check_forget_id
 from ._retrieve_types import MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
 from .retrieval import MemoryContext, RetrieveConfig, Retriever, parse_query
@@ -254,14 +255,17 @@ class MemoryPlane:
         return result
 
     def forget(self, memory_id: str, *, reason: str = "forgotten") -> bool:
-        """Forget any memory (long-term or device) everywhere, leaving only a tombstone."""
+        """Forget any memory (long-term or device) everywhere, leaving only a tombstone; False when there is
+        no such memory, a UsageError naming an id no memory can have."""
+        check_forget_id(memory_id)
         if memory_id.startswith("mem_"):
-            mem = self.long_term.get(memory_id)
-            ok = self.long_term.forget_memory(memory_id, reason=reason)
-            if ok and mem is not None:
-                self.session.scrub([mem.content, mem.title or ""])
-            return ok
+            return self.long_term.forget_memory(memory_id, reason=reason)
         return self.device.forget(memory_id, reason)
+
+    def finish_forgets(self, *, dry_run: bool = False) -> list[str]:
+        """Files of forgotten memories a killed forget left behind (by their tombstones), removed unless
+        ``dry_run`` (their text scrubbed from the tree first); their paths. Verify --fix and GC run it."""
+        return [*self.long_term.finish_forgets(dry_run=dry_run), *self.device.finish_forgets(dry_run=dry_run)]
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -276,6 +280,7 @@ class MemoryPlane:
         self.flush(30)
         report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix,
                              now=now or self.clock(), session=self.session, trust_clock=now is not None)
+        self._verify_forgets(report, fix)
         report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
         report.stats["jobs_failed"] = self.failed_jobs()
         # Work that did not happen is a problem for cron (exit 1), with its reason (issue 27): a lesson
@@ -293,6 +298,20 @@ class MemoryPlane:
             report.add("pending", in_episode(ep_id, "transcript/steps.jsonl"), None,
                        "the transcript was closed with visual summaries still pending")
         return report
+
+    def _verify_forgets(self, report: VerifyReport, fix: bool) -> None:
+        """A forgotten memory's file (a forget killed before it removed it) is a finding; ``fix`` removes it."""
+        try:
+            left = self.finish_forgets(dry_run=not fix)
+        except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
+            report.add("io", "lifecycle/tombstones.jsonl", None, f"cannot finish forgets: {exc.strerror or exc}")
+            return
+        for path in left:
+            if fix:
+                report.fixed.append(f"{path}: a forgotten memory's file, removed")
+            else:
+                report.add("forgotten", path, None, "a forgotten memory's file is still here (a forget was "
+                                                    "stopped before removing it); verify --fix removes it")
 
     def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
         """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
@@ -320,6 +339,11 @@ class MemoryPlane:
         self.flush(30)
         report = gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
                          now=now or self.clock(), trust_clock=now is not None)
+        try:
+            for path in self.finish_forgets(dry_run=dry_run):
+                report.note(path, "forgotten")
+        except OSError as exc:
+            report.errors.append(f"cannot finish forgets: {exc.strerror or exc}")
         if not dry_run and report.removed and self.retriever.config.persist_postings:
             # The indexes were rewritten: the next agent start finds the persisted postings current.
             self.retriever.prepare()

@@ -46,6 +46,7 @@ from lifecycle import (
 
 from ._inverted_index import InvertedIndex
 from ._retrieve_types import MemoryHit
+from ._scrub import ForgottenText
 from ._session_text import append_to_go_chunks, summarize_events
 from ._tokens import token_set
 
@@ -407,28 +408,22 @@ class SessionStore:
 
     def scrub(self, texts: Iterable[str]) -> int:
         """Replace forgotten text in the session files with ``[forgotten]``; return files changed."""
-        needles = [t for t in texts if t and len(t) >= 4]
-        if not needles:
-            return 0
-        changed = 0
+        return len(self.scrub_with(ForgottenText(texts)))
+
+    def scrub_with(self, matcher: ForgottenText) -> list[str]:
+        """Replace what the matcher names in the session files (under the session lock); the files changed,
+        relative to the root."""
+        if matcher.empty or self._linked() or not self.dir.is_dir():
+            return []  # no session folder (a symlink or a file in its place): no session text to scrub
+        changed: list[str] = []
         scrubbed_chunks = False
-        if self._linked() or not self.dir.is_dir():
-            return 0  # no session folder (a symlink or a file in its place): no session text to scrub
         with self.lock():
             files = [self.dir / "events.jsonl", self.dir / "summary.md", self.dir / "summary_archive.md",
                      self.dir / "metadata.json", self.chunks_dir / INDEX_NAME]
             files += sorted(self.chunks_dir.glob("*.jsonl"))
             for f in files:
-                try:
-                    text = self._read(f).decode("utf-8")
-                except (OSError, UnicodeDecodeError):
-                    continue
-                new = text
-                for n in needles:
-                    new = new.replace(n, "[forgotten]").replace(json.dumps(n, ensure_ascii=False)[1:-1], "[forgotten]")
-                if new != text:
-                    atomic_write(f, new, root=self.root)
-                    changed += 1
+                if matcher.scrub_file(f, self.root):
+                    changed.append(f"session/{f.relative_to(self.dir).as_posix()}")
                     scrubbed_chunks = scrubbed_chunks or (f.suffix == ".jsonl" and f.parent == self.chunks_dir)
             if scrubbed_chunks:
                 self._check_chunks(fix=True)  # the index records the scrubbed files' new checksums

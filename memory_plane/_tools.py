@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 
 from episodes.transcript import estimate_text_tokens as estimate_tokens
-from lifecycle import StorageError, field_num, field_str, field_text, is_safe_id, one_line, strip_unsafe
+from lifecycle import StorageError, UsageError, field_num, field_str, field_text, is_safe_id, one_line, strip_unsafe
 
 from ._episode_tools import EpisodeTools
 from ._tokens import token_set
@@ -300,7 +300,12 @@ class MemoryTools(EpisodeTools):
             return ToolResult("forget_memory needs a reason (e.g. 'the user asked')", is_error=True)
         if not a.memory_id.strip():
             return ToolResult("forget_memory needs the memory id (recall it first)", is_error=True)
-        if self.plane.forget(a.memory_id.strip(), reason=a.reason):
+        try:
+            ok = self.plane.forget(a.memory_id.strip(), reason=a.reason)
+        except UsageError as exc:  # an id no memory can have (too long, a path): said, never an OSError
+            return ToolResult(f"forget_memory: {one_line(str(exc))} (recall the memory first to get its id)",
+                              is_error=True)
+        if ok:
             return ToolResult(f"forgotten {one_line(a.memory_id)}; it will not be learned again",
                               refs=[a.memory_id.strip()])
         return ToolResult(f"no memory {a.memory_id!r} (recall it first to get its id)", is_error=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from device_memory import GENERIC_NAMES, DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, UnsafePathError, field_str, safe_join
+from lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore
@@ -109,8 +109,15 @@ class Retriever:
         names = tuple(e.lower() for e in q.entities
                       if len(e) >= 2 and not e.replace(".", "").replace(":", "").isdigit())
         tools = frozenset(t.lower() for t in req.tool_names if isinstance(t, str) and t)
-        exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str))
+        # A memory forgotten on purpose whose file a killed forget left behind is never served.
+        exclude = frozenset(x for x in req.exclude_ids if isinstance(x, str)) \
+            | self.long_term.tombstones.left_behind(self._present)
         return Query(q, env, now, names, tools, exclude)
+
+    def _present(self, kind: str, item_id: str) -> bool:
+        """Whether the file of a memory of this tombstone type is in the tree."""
+        coll = self.long_term if kind == "memory" else self.device.collections.get(kind)
+        return coll is not None and is_safe_id(item_id) and coll.layout.expected_path(item_id).exists()
 
     def _apps_named(self, text: str) -> list[str]:
         """The apps a text names by a name of their own, as a goal's own app words are found ("settings" or

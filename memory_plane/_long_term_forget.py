@@ -1,0 +1,112 @@
+"""What a long-term forget does: the tombstone first, then the text scrubbed from the tree, the file last.
+
+Order, and why:
+1. a tombstone per memory (with its content hash) is appended and fsynced under the store's lock: from then
+   on the memory is forgotten whatever happens next (a save of the same text answers ``ignored``, retrieval
+   and recall leave its file out);
+2. the text is replaced by ``[forgotten]`` wherever the tree copied it (``_scrub``), while the memory's own
+   file still holds it;
+3. the index lines, the files and ``profile.md`` go last.
+
+A kill between 1 and 3 leaves a forgotten memory's file: the next forget, ``verify --fix`` or GC finds it
+by its tombstone and runs 2 and 3 again with the text the file still holds (``finish_forgets``).
+
+Forgetting a memory also forgets the older memories it replaced (its ``supersedes`` chain): they said the
+same, less specifically, and would keep the text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lifecycle import FileProblemError, UnsafePathError, UsageError, content_hash, index_writes, is_safe_id, remove_path
+
+from ._long_term_model import LongTermMemory, _norm
+from ._scrub import scrub_tree
+
+if TYPE_CHECKING:
+    from ._long_term import LongTermStore
+
+__all__ = ["check_forget_id", "finish_forgets", "run_forget"]
+
+KIND = "memory"
+"""The type a long-term memory's tombstone names."""
+
+
+def check_forget_id(item_id: object) -> str:
+    """The id if a memory can have it, else a UsageError naming it (never an OSError from a file name)."""
+    if isinstance(item_id, str) and is_safe_id(item_id):
+        return item_id
+    text = str(item_id)
+    shown = repr(text[:80]) + (f" (and {len(text) - 80} more characters)" if len(text) > 80 else "")
+    raise UsageError(f"no memory can have the id {shown}: ids are 1-80 characters of a-z, 0-9, _ and -")
+
+
+def _key(mem: LongTermMemory) -> str:
+    return content_hash("long_term", mem.type, _norm(mem.content))
+
+
+def run_forget(store: LongTermStore, mem_id: str, reason: str) -> bool:
+    """Forget a memory and the ones it replaced (see the module); True if it existed."""
+    check_forget_id(mem_id)
+    with store.lock():
+        mem = store.get(mem_id)
+        if mem is None:
+            return False
+        chain = _chain(store, mem)
+        already = store.tombstones.blocked_ids()
+        for m in chain:
+            if m.id not in already:  # a leftover forgotten again: its tombstone is written once
+                # Appended and fsynced before anything is removed: a kill from here on leaves a forgotten file.
+                store.tombstones.add(KIND, m.id, reason=reason, content_hashes=[_key(m), m.lesson_key or ""])
+    _complete(store, chain)
+    return True
+
+
+def _chain(store: LongTermStore, mem: LongTermMemory) -> list[LongTermMemory]:
+    """The memory and every replaced memory it superseded, directly or through another."""
+    others = [m for m in (i.record for i in store.iter_items()) if m is not None and m.status == "replaced"]
+    chain, seen = [mem], {mem.id}
+    frontier = [mem]
+    while frontier:
+        cur = frontier.pop()
+        for m in others:
+            if m.id not in seen and (m.superseded_by == cur.id or m.id == cur.supersedes):
+                seen.add(m.id)
+                chain.append(m)
+                frontier.append(m)
+    return chain
+
+
+def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
+    """Steps 2 and 3 for tombstoned memories: the text scrubbed, then their files; the paths changed."""
+    # Outside the store's lock: the scrub takes the session's, the episodes' and the device's locks.
+    changed = scrub_tree(store.root, [t for m in mems for t in (m.content, m.title or "")],
+                         lock_timeout=store.lock_timeout)
+    with store.lock():
+        with index_writes(store):
+            store.index.remove([m.id for m in mems])
+            for m in mems:
+                path = store.path_for(m.id)
+                if path.exists():
+                    remove_path(store.root, path)  # every removal of a memory file is this one
+                    changed.append(store.rel(path))
+        store.write_derived([i.record for i in store.iter_items() if i.record is not None])
+    return changed
+
+
+def finish_forgets(store: LongTermStore, *, dry_run: bool = False) -> list[str]:
+    """Files of forgotten memories a killed forget left behind, removed (and their text scrubbed) unless
+    ``dry_run``; their paths, relative to the root."""
+    left: list[LongTermMemory] = []
+    for mem_id in store.tombstones.forgotten_of(KIND):
+        try:
+            mem = store.get(mem_id)
+        except (OSError, FileProblemError, UnsafePathError):
+            continue  # unreadable: verify names the file itself
+        if mem is not None:
+            left.append(mem)
+    if dry_run or not left:
+        return [store.rel(store.path_for(m.id)) for m in left]
+    _complete(store, left)
+    return [store.rel(store.path_for(m.id)) for m in left]
