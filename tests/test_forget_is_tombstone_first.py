@@ -25,7 +25,8 @@ KILLED_FORGET = textwrap.dedent("""
     real_unlink = os.unlink
     def unlink(path, *args, **kwargs):
         p = os.fspath(path)
-        if p.endswith((".md", ".yaml")) and ("memories" in p or "procedures" in p):
+        # The guarded path unlinks by name inside an opened folder (dir_fd): the name alone is matched.
+        if p.endswith((".md", ".yaml")) and os.path.basename(p).startswith(("mem_", "proc_")):
             os._exit(9)
         return real_unlink(path, *args, **kwargs)
     os.unlink = unlink
