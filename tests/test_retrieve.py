@@ -276,15 +276,15 @@ def test_excluded_ids_leave_hits_and_the_app_prior(plane: MemoryPlane) -> None:
     got = [h.id for h in ctx.common.similar_episodes]
     assert ep_ids[0] not in got and set(got) == set(ep_ids[1:])
     # Excluding a document from the prior is the same as never having counted it.
-    src = plane.retriever._episode_source
     q = plane.retrieve(req("在美团点外卖 0")).query.tokens
+    src = plane.retriever._episode_source.gen
     full = src.prior.posterior(q)
     fresh = AppPrior()
     for i in range(1, len(src.entries)):
-        fresh.add(src.canon[i] or "", src.inv.docs[i])
+        fresh.add(src.canon[i] or "", src.inv.doc(i))
     fresh.add("other", frozenset(["x"]))  # keep a second app so both posteriors are over the same apps
     src.prior.add("other", frozenset(["x"]))
-    left = src.prior.posterior(q, without=[(src.canon[0] or "", src.inv.docs[0])])
+    left = src.prior.posterior(q, without=[(src.canon[0] or "", src.inv.doc(0))])
     assert left == pytest.approx(fresh.posterior(q)) and sum(full.values()) == pytest.approx(1.0)
 
 

@@ -6,9 +6,9 @@ import heapq
 from collections.abc import Iterator
 
 from .._retrieve_types import RoleMemoryContext
+from ._candidates import Cand
 from ._drops import DropLog
 from ._render import render_context
-from ._scoring import Cand
 
 # The sections the budget may trim: the weakest last hit among them goes first, cautions only when
 # nothing else is left.
