@@ -185,6 +185,21 @@ def test_explain_keeps_factors(plane: MemoryPlane) -> None:
     assert ex["query"]["app"] == "wechat"
 
 
+def test_every_score_is_its_factors_times_the_weights_explain_prints(plane: MemoryPlane) -> None:
+    run(plane, "打开微信，找到张三", WECHAT)
+    plane.long_term.save_memory(type="rule", content="Always confirm the contact before sending in WeChat")
+    ex = plane.retrieve(req("打开微信找李四")).explain()
+    weights = ex["weights"]
+    assert weights["goal_similarity"] == 0.35 and weights["conflict_or_stale_penalty"] == -0.30
+    hits = [h for section in ex["hits"].values() for h in section if h["type"] != "device_profile"]
+    assert hits and any("user_rule_bonus" in h["factors"] for h in hits)
+    for h in hits:
+        f = h["factors"]
+        # Factors are rounded to three places, the score to four: equal up to that.
+        assert h["score"] == pytest.approx(sum(w * f[k] for k, w in weights.items()) + f.get("user_rule_bonus", 0.0),
+                                           abs=3e-3)
+
+
 def test_long_term_save_dedupe_supersede_forget(plane: MemoryPlane, root: Path) -> None:
     lt = plane.long_term
     r = lt.save_memory(type="preference", content="User prefers WeChat for messages", tags=["messaging"],
