@@ -218,3 +218,24 @@ def test_an_app_whose_only_goal_has_no_words_does_not_break_the_prior() -> None:
     assert loaded.posterior(["send"]) == counted.posterior(["send"])
     assert loaded.posterior(["send"], without=[("wechat", ["open", "chat"])]) == \
         counted.posterior(["send"], without=[("wechat", ["open", "chat"])])
+
+
+def test_what_an_index_derives_lives_as_long_as_its_entries_and_goes_whole() -> None:
+    src = _source(4)
+    gen, entries = src.gen, src.entries
+    scorer, ctx = Scorer(RetrieveConfig()), _query()
+    kept = list(scorer.judge_all(src, dict.fromkeys(range(4), 0.0), "long_term", ctx, DropLog()))
+    assert kept and gen.view(ctx.env).settled  # judged once, kept in the generation for this environment
+    # An append extends the reader's list in place: the same generation, the new tail indexed on top.
+    entries.append({"id": "mem_0004", "type": "rule", "status": "active", "title": "rule 4", "summary": "new"})
+    src.sync(entries)
+    assert src.gen is gen and len(gen.feats) == len(gen.texts) == 5 and gen.always == [1, 3, 4]
+    assert [i for i, _ in gen.inv.search(frozenset({"new"}))] == [4]
+    # A rewritten index is another list (and a shorter one cannot be an append): a new generation, nothing kept.
+    for rewritten in ([dict(e) for e in entries], entries):
+        if rewritten is entries:
+            entries.pop()
+        before = src.gen
+        src.sync(rewritten)
+        assert src.gen is not before and not src.gen.view(ctx.env).settled and not src.gen.hit_fields
+        assert len(src.gen.feats) == len(rewritten)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ._drops import DropCall
 from ._sources import Feat, Source
 
 
@@ -83,7 +84,7 @@ Facts = LongTermFacts | EpisodeFacts | DeviceFacts
 class Settled(NamedTuple):
     """A long-term memory's verdict at similarity 0 for a goal that names nothing in it."""
 
-    calls: tuple[tuple[str, Any, Any], ...]  # the drops it counts, as made
+    calls: tuple[DropCall, ...]  # the drops it counts, as made
     verdict: Verdict | None
     text: str  # the lowercase text a goal's names are looked for in
 

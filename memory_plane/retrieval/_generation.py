@@ -59,6 +59,20 @@ class Loaded(NamedTuple):
     record: Any
 
 
+class IndexedFile(NamedTuple):
+    """An entry's file, found as its index line says."""
+
+    index_file: Path  # the index file the line is in (its mtime tells whether the file is still as indexed)
+    path: str  # the item file
+
+
+class ShownRule(NamedTuple):
+    """A replayed rule's candidate and the hit made of it (copied for every retrieve that shows it again)."""
+
+    cand: Cand
+    hit: MemoryHit
+
+
 @dataclass
 class EnvView:
     """What judging one generation's entries under one request environment decides (the environment holds the
@@ -67,7 +81,7 @@ class EnvView:
     facts: dict[int, Facts] = field(default_factory=dict)  # entry -> what its index line and the environment decide
     settled: dict[int, Settled | Literal[False]] = field(default_factory=dict)  # entry -> its verdict at similarity 0
     plans: dict[frozenset[str], RulePlan] = field(default_factory=dict)  # goal apps -> the rule plan
-    rule_hits: dict[int, tuple[Cand, MemoryHit]] = field(default_factory=dict)  # entry -> a replayed rule's hit
+    rule_hits: dict[int, ShownRule] = field(default_factory=dict)  # entry -> a replayed rule's hit
 
 
 class Generation:
@@ -91,7 +105,7 @@ class Generation:
         self.bound: dict[frozenset[Any], frozenset[int]] = {}
         self.bound_at = 0
         # Entry -> (its index file, its item file) once the file was found as indexed (see Retriever._current).
-        self.indexed_at: dict[int, tuple[Path, str]] = {}
+        self.indexed_at: dict[int, IndexedFile] = {}
         self.hit_fields: dict[int, HitFields] = {}  # entry -> what its index line decides of its hit
         self.rule_apps: dict[int, frozenset[str]] = {}  # entry -> the apps a rule names (``RuleScope.apps``)
         self.goal_rules: dict[frozenset[str], GoalRules] = {}  # goal apps -> the rules seen from them

@@ -13,6 +13,7 @@ from lifecycle import field_words
 
 from .._retrieve_types import MemoryHit
 from ._candidates import Cand, Rejudged
+from ._generation import ShownRule
 from ._goal_match import Query
 from ._scoring import Scorer
 
@@ -44,15 +45,14 @@ class HitMaker:
             factors["user_rule_bonus"] = round(c.bonus, 3)
         if not f.has_evidence:
             factors["no_evidence"] = 1.0  # part of the penalty: nothing on disk shows this memory
-        if fresh is not None:  # a file read now decides anew
-            fields = src.hit_fields(e, f, c.item_type, fresh.record)
-        else:
-            # What an index line alone decides, kept for its generation (the same memories are shown on every
-            # retrieve).
-            known = src.gen.hit_fields
-            fields = known.get(c.i)  # type: ignore[assignment]
-            if fields is None:
-                fields = known[c.i] = src.hit_fields(e, f, c.item_type, None)
+        # What an index line alone decides, kept for its generation (the same memories are shown on every
+        # retrieve); a file read now decides anew.
+        known = src.gen.hit_fields
+        fields = known.get(c.i) if fresh is None else None
+        if fields is None:
+            fields = src.hit_fields(e, f, c.item_type, fresh.record if fresh is not None else None)
+            if fresh is None:
+                known[c.i] = fields
         return MemoryHit(id=e["id"], type=fields.type, score=round(c.score, 4), confidence=f.confidence,
                          text=fields.text, title=fields.title, path=fields.path, app=f.app, page=fields.page,
                          status=f.status, factors=factors, caution=category in ("failure_modes", "conflicts"),
@@ -67,8 +67,8 @@ class HitMaker:
             return self.hit(c, "long_term", ctx.now)
         shown = c.src.gen.view(ctx.env).rule_hits
         known = shown.get(c.i)
-        if known is not None and known[0] is c:
-            return _own_copy(known[1])
+        if known is not None and known.cand is c:
+            return _own_copy(known.hit)
         hit = self.hit(c, "long_term", ctx.now)
-        shown[c.i] = (c, _own_copy(hit))
+        shown[c.i] = ShownRule(c, _own_copy(hit))
         return hit

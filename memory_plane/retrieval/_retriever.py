@@ -27,7 +27,7 @@ from ._candidates import Rejudged
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
 from ._drops import DropLog
-from ._generation import Generation, Loaded, StatKey
+from ._generation import Generation, IndexedFile, Loaded, StatKey
 from ._goal_match import Query
 from ._hits import HitMaker
 from ._postings_cache import PostingsWriter, TokenCache
@@ -213,7 +213,7 @@ class Retriever:
         default = store.layout.name_for(gen.entries[c.i]["id"])
         state, path, why = file_state(base, field_str(gen.entries[c.i].get("path")) or default, index_mtimes[idx])
         if state is FileState.INDEXED:
-            gen.indexed_at[c.i] = (idx, path)
+            gen.indexed_at[c.i] = IndexedFile(idx, path)
             return Checked(c, None)  # what the index says is what the file says
         if state is FileState.MISSING:
             # Renamed by a person: the item is found by the id inside it.

@@ -46,7 +46,7 @@ class RulePlan:
             self.texts.append((i, known.text))
             self.by_id.setdefault(str(src.entries[i].get("id")), []).append(i)
             for call in known.calls:
-                self.counts[call[0]] = self.counts.get(call[0], 0) + 1
+                self.counts[call.reason] = self.counts.get(call.reason, 0) + 1
             verdict = known.verdict
             if verdict is None:
                 continue
@@ -87,7 +87,7 @@ class PlanShare:
         counts = dict(self.plan.counts)
         for i in self.apart:
             for call in self.plan.replay[i].calls:
-                counts[call[0]] -= 1
+                counts[call.reason] -= 1
         return {k: n for k, n in counts.items() if n}
 
     def picks(self) -> Iterator[Verdict]:
