@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ._drops import DropCall
-from ._sources import Feat, Source
+from ._features import Feat
+from ._sources import Source
 
 
 class Cand(NamedTuple):

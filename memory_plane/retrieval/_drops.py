@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._sources import ENV_KEYS
+from ._features import ENV_KEYS
 
 
 class DropLog:

@@ -23,8 +23,8 @@ from ._app_prior import AppPrior
 if TYPE_CHECKING:
     from .._retrieve_types import MemoryHit
     from ._candidates import Cand, Facts, Settled
+    from ._features import Feat
     from ._rule_plan import RulePlan
-    from ._sources import Feat
     from ._user_rules import GoalRules
 
 ENV_VIEWS = 64

@@ -30,10 +30,11 @@ from ._candidates import (
 )
 from ._config import ROUTE, RetrieveConfig
 from ._drops import CallLog, DropLog, mismatch
+from ._features import BAD_TIME, ENV_KEYS, Feat
 from ._generation import EnvView
 from ._goal_match import Query, app_match_of, intent_sim, tools_available
 from ._query import BROAD_INTENTS, ParsedQuery, detect_intents
-from ._sources import BAD_TIME, ENV_KEYS, Feat, Source
+from ._sources import Source
 
 WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability": 0.15, "confidence": 0.10,
            "recency": 0.10, "validation": 0.10, "conflict_or_stale_penalty": -0.30}

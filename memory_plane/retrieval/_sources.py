@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lifecycle import BUILD_DATE, collector_paused, expiry_believed, field_num, field_str, field_text, parse_ts
+from lifecycle import collector_paused, field_num, field_str, field_text
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
+from ._features import Feat, device_text, episode_features, episode_text, long_term_text, memory_features
 from ._generation import Generation, HitFields
 from ._postings_cache import PersistJob, TokenCache
 
@@ -30,83 +30,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memory_plane")
 
-APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
-ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
-_ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
-            "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
-_OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
-BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
+class IndexedStore(Protocol):
+    """What retrieval reads of a store: its index's entries, where its files are, and how one is read."""
+
+    dir: Path
+    layout: Any  # the store's layout: ``rel_dir`` and ``name_for`` place a hit's file
+    index: Any  # the store's IndexFile: its ``path`` dates the index
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The index entries (the same list until the index file changes; appends extend it)."""
+        ...
+
+    def load_path(self, path: Path) -> Any:
+        """The record an item file holds."""
+        ...
+
+    def entry_for(self, record: Any) -> dict[str, Any]:
+        """The index line of a record."""
+        ...
 
 
-class Feat(NamedTuple):
-    """What retrieval needs of an entry beyond its text, parsed once."""
+class RenamingStore(IndexedStore, Protocol):
+    """A store that finds an item file a person renamed by the id inside it."""
 
-    status: str
-    expires: datetime | None
-    when: datetime | None
-    appl: tuple[str | None, ...]
-    app: str | None
-    confidence: float
-    validation: float
-    penalty: float
-    has_evidence: bool
-
-
-def parse_when(value: Any) -> datetime | None:
-    """A timestamp field as a datetime; None when absent, BAD_TIME when unreadable."""
-    if not value:
-        return None
-    try:
-        return parse_ts(value)
-    except (ValueError, TypeError, OverflowError):
-        return BAD_TIME
-
-
-def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
-    """The environment a memory was made under, one lowercase value (or None) per ENV_KEYS."""
-    appl = e.get("applicability")
-    if not isinstance(appl, dict):
-        appl = {}
-    out = []
-    for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
-        v = None
-        for alias in _ALIASES[key]:
-            v = field_str(appl.get(alias))
-            if v:
-                break
-        if not v and key in _OWN_KEYS:
-            v = field_str(e.get(key))
-        out.append(v.lower() if v else None)
-    return tuple(out)
-
-
-def episode_features(e: dict[str, Any]) -> Feat:
-    """The query-independent facts of one episode's index line."""
-    ok = e.get("success") is True
-    return Feat((field_str(e.get("status")) or "active").strip().lower(), None, parse_when(e.get("started_at")),
-                appl_key(e), field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
-
-
-def memory_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
-    """The query-independent facts of one device or long-term memory's index line (``item_type``: the entry's
-    type, for whether it is bound to its app; ``evidence``: whether something on disk shows it)."""
-    s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
-    status = (field_str(e.get("status")) or "active").strip().lower()
-    penalty = 0.0
-    if (item_type in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
-        penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
-    if f > s or e.get("conflicts_with"):
-        penalty = max(penalty, 0.5)
-    when = parse_when(e.get("last_validated_at")) or parse_when(e.get("updated_at"))
-    expires = parse_when(e.get("expires_at"))
-    if expires is not None and expires is not BAD_TIME and expires < BUILD_DATE and not expiry_believed(
-            expires, e.get("created_at"), e.get("updated_at"), e.get("last_validated_at")):
-        expires = None  # computed under an unset clock (a phone at 1970): its age is unknown, it is not hidden
-    if when is BAD_TIME or (when is not None and when < BUILD_DATE):
-        when = None  # unknown, not ancient
-    return Feat(status, expires, when,
-                appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
-                (s + 1) / (s + f + 2), penalty, evidence)
+    def renamed_path(self, item_id: str) -> Path | None:
+        """The file that holds ``item_id`` under another name, if any."""
+        ...
 
 
 class Source:
@@ -121,8 +70,8 @@ class Source:
     expires = True  # whether status and expiry are asked of a file read now (an episode has neither)
     app_bound_applicability = False  # whether the goal's app counts in applicability (see Scorer.applicability)
 
-    def __init__(self, store: Any = None, cache: TokenCache | None = None) -> None:
-        self.store = store  # the ItemCollection the entries index (None: a source built by hand, in tests)
+    def __init__(self, store: IndexedStore | None = None, cache: TokenCache | None = None) -> None:
+        self._store = store  # None: a source built by hand from entries (tests)
         self.cache = cache
         self.gen = Generation([])
         self.persisted = 0  # entries whose postings the cache file holds (as loaded or last written)
@@ -144,15 +93,19 @@ class Source:
 
     keeps_apps = False  # whether the source keeps each entry's canonical app and the app prior (``app_of``)
 
+    @property
+    def store(self) -> IndexedStore:
+        """The store whose index this source reads."""
+        assert self._store is not None, "a source built from entries alone has no store"
+        return self._store
+
     def read(self) -> list[dict[str, Any]]:
         """The store's index entries (raises OSError or FileProblemError when the index cannot be read)."""
-        entries: list[dict[str, Any]] = self.store.entries()
-        return entries
+        return self.store.entries()
 
     def renamed(self, item_id: str) -> Path | None:
         """The file a person renamed that holds ``item_id`` (None: not found, or the store does not look)."""
-        found: Path | None = self.store.renamed_path(item_id)
-        return found
+        return None
 
     def empty(self, record: Any) -> bool:
         """Whether a file read now holds nothing to show (only a long-term memory's text can be empty)."""
@@ -334,9 +287,15 @@ class Source:
 class DeviceSource(Source):
     """One device collection (procedures, navigation, app profiles, failures, UI anchors, calibration)."""
 
-    def __init__(self, store: Any = None, cache: TokenCache | None = None) -> None:
+    def __init__(self, store: RenamingStore | None = None, cache: TokenCache | None = None) -> None:
         super().__init__(store, cache)
+        self._renaming = store
         self.label = str(store.dir) if store is not None else "device index"
+
+    def renamed(self, item_id: str) -> Path | None:
+        """The file of the collection that holds ``item_id`` under another name."""
+        assert self._renaming is not None
+        return self._renaming.renamed_path(item_id)
 
 
 class EpisodeSource(Source):
@@ -346,7 +305,8 @@ class EpisodeSource(Source):
     expires = False
     keeps_apps = True
 
-    def __init__(self, store: Any = None, app_of: Callable[[str], str] = str, cache: TokenCache | None = None) -> None:
+    def __init__(self, store: IndexedStore | None = None, app_of: Callable[[str], str] = str,
+                 cache: TokenCache | None = None) -> None:
         super().__init__(store, cache)
         self._app_of = app_of
 
@@ -361,10 +321,6 @@ class EpisodeSource(Source):
     def app_of(self, app: str) -> str | None:
         """The catalog's canonical app for an episode's app name."""
         return self._app_of(app)
-
-    def renamed(self, item_id: str) -> Path | None:
-        """Never found: an episode's folder is named after its id, and a renamed one is not looked for."""
-        return None
 
     def judge(self, scorer: Scorer, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
               evidence: EpisodeEvidence | None) -> Verdict | None:
@@ -391,6 +347,15 @@ class LongTermSource(Source):
     label = "long-term index"
     always_types = PROFILE_TYPES
     app_bound_applicability = True
+
+    def __init__(self, store: RenamingStore | None = None, cache: TokenCache | None = None) -> None:
+        super().__init__(store, cache)
+        self._renaming = store
+
+    def renamed(self, item_id: str) -> Path | None:
+        """The long-term memory file that holds ``item_id`` under another name."""
+        assert self._renaming is not None
+        return self._renaming.renamed_path(item_id)
 
     def text(self, e: dict[str, Any]) -> str:
         """A long-term memory's title, summary, tags and entities."""
@@ -421,23 +386,3 @@ class LongTermSource(Source):
             text = " ".join(str(record.content).split())[:240] or text
         return HitFields(field_str(e.get("type")) or "fact", text, field_str(e.get("title")),
                          f"{self.store.layout.rel_dir}/{field_str(e.get('path')) or ''}", field_str(e.get("page")))
-
-
-def device_text(e: dict[str, Any]) -> str:
-    """The words of a device memory's index line that a goal is matched against."""
-    return " ".join(x for x in map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
-                                           e.get("page"), e.get("tags"))) if x)
-
-
-def episode_text(e: dict[str, Any]) -> str:
-    """The words of an episode's index line that a goal is matched against (its goal and app)."""
-    goal, app = e.get("goal"), e.get("app")
-    if isinstance(goal, str) and (app is None or isinstance(app, str)):  # the usual line, 10,000 times at start-up
-        return f"{goal} {app}" if goal and app else goal or app or ""
-    return " ".join(x for x in map(field_text, (goal, app)) if x)
-
-
-def long_term_text(e: dict[str, Any]) -> str:
-    """The words of a long-term memory's index line that a goal is matched against."""
-    fields = (e.get("title"), e.get("summary"), e.get("tags"), e.get("entities"))
-    return " ".join(x for x in map(field_text, fields) if x)
