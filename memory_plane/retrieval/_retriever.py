@@ -74,7 +74,7 @@ class Retriever:
         self._lt_source = LongTermSource(long_term, cache("long_term"))
         self._sources: list[Source] = [*self._device_sources.values(), self._episode_source, self._lt_source]
         # The stores a tombstone's type names (see _present).
-        self._tombstoned = {"memory": long_term, **device.collections}
+        self._tombstoned = {**device.collections, "memory": long_term}
         self._writer = PostingsWriter()
         self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
         self.scorer = Scorer(self.config)
