@@ -19,7 +19,7 @@ from ._outcomes import DEMOTE_AFTER, OutcomeResult, OutcomeUpdater, trigger_pass
 from ._recorder import EpisodeRecorder
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import MEMORY_TOOLS, Step, coords_close, effective_path, is_system_screen, pair_steps, step_action
-from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore
+from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore, recording_is_live
 from ._summary import episode_summary, tool_path
 from ._tool_inputs import parse_tool_input, step_label, tool_coords, tool_text
 from ._writer import FAILED_PREFIX, EpisodeJob, EventsJob, TaskEpisodeWriter, WriterStats, job_name
@@ -68,6 +68,7 @@ __all__ = [
     "pair_steps",
     "parse_tool_input",
     "read_config",
+    "recording_is_live",
     "sanitize",
     "scrub_base64",
     "step_action",

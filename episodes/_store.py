@@ -70,6 +70,22 @@ class OrphanFolder(FileProblemError):
     """An episode folder without episode.yaml (a process died before writing it)."""
 
 
+def recording_is_live(folder: Path) -> bool:
+    """Tell whether a process still records the episode in this folder: a live recorder holds the flock on its
+    lock file, and the kernel drops it when the recorder dies (a crashed one's lock file is free)."""
+    try:
+        fd = os.open(folder / RECORDING_LOCK, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the flock taken here
+    return False
+
+
 class TaskEpisodeStore(ItemCollection[TaskEpisode]):
     """Reads and writes episodes; the index holds one line per committed episode."""
 
@@ -253,18 +269,7 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
 
     def is_recording_live(self, episode_id: str) -> bool:
         """Tell whether a process still records this episode (it holds the recording lock)."""
-        path = self.episode_dir(episode_id) / RECORDING_LOCK
-        try:
-            fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+        return recording_is_live(self.episode_dir(episode_id))
 
     def mark_interrupted(self, ep: TaskEpisode, now: datetime | None = None) -> TaskEpisode | None:
         """Close an episode its recorder never finished: failed, phase ``interrupted``.
