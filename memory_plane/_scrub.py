@@ -163,7 +163,7 @@ class ForgottenText:
             return False  # a screenshot or other binary file: no text of ours
         if path.name == INDEX_NAME:
             # Index lines are JSON in YAML: their entries are scrubbed by value and written back as lines.
-            index = IndexFile(path)
+            index = IndexFile(path, root)
             read = index.read()
             entries = [self._walk(e) for e in read.entries]
             if read.problems or entries == read.entries:
@@ -175,7 +175,7 @@ class ForgottenText:
             new = self.scrub(text)  # markdown, text, or a file that does not parse
         if new == text:
             return False
-        atomic_write(path, new)
+        atomic_write(path, new, root=root)
         return True
 
     def _walk(self, value: Any, key: Any = None) -> Any:
