@@ -139,7 +139,7 @@ def test_cron_gets_one_json_line_per_run_even_on_failure(tmp_path: Path, capsys)
     (line,) = captured.out.splitlines()
     rec = json.loads(line)
     assert rec["command"] == "lifecycle gc" and rec["exit_code"] == 1 and "retention.yaml" in rec["error"]
-    assert captured.err == ""  # issue 27: with --json the error is in the line; stderr would break `2>&1 | jq`
+    assert captured.err == ""  # with --json the error is in the line; stderr would break `2>&1 | jq`
 
 
 def _ac_line(goal: str, n: int) -> str:

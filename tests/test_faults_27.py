@@ -1,4 +1,4 @@
-"""Issue 27: hand edits and faults are never silent (GC resumes, indexes are checked, the file is the truth...)."""
+"""Hand edits and faults are never silent (GC resumes, indexes are checked, the file is the truth...)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _touch_later(path: Path, text: str) -> None:
     os.utime(path, (later, later))
 
 
-# -- point 4: the file is the truth, at once --------------------------------------------------------------
+# -- the file is the truth, at once --------------------------------------------------------------
 
 
 def test_a_changed_file_is_scored_and_rendered_as_it_is_now(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_a_renamed_item_is_found_by_the_id_inside_it(tmp_path: Path, capsys) -> 
 
 
 
-# -- point 2: a GC killed at any point resumes to the same files and tombstones -----------------------------
+# -- a GC killed at any point resumes to the same files and tombstones -----------------------------
 
 
 class _Killed(BaseException):
@@ -138,7 +138,7 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
         assert _gc_state(root) == want, kill_at
 
 
-# -- point 3: indexes are checked, not trusted --------------------------------------------------------------
+# -- indexes are checked, not trusted --------------------------------------------------------------
 
 
 def _episodes(plane: MemoryPlane, n: int) -> list[str]:
@@ -205,7 +205,7 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
     assert "procedures/index.yaml" in caplog.text and "2 entries read from the item files instead of 1" in caplog.text
 
 
-# -- point 5: finished is finished ----------------------------------------------------------------------------
+# -- finished is finished ----------------------------------------------------------------------------
 
 
 def test_a_finished_task_whose_commit_hit_enospc_is_completed_not_interrupted(tmp_path: Path, monkeypatch) -> None:
@@ -245,7 +245,7 @@ def test_a_finished_task_whose_commit_hit_enospc_is_completed_not_interrupted(tm
         assert ep.id not in [h.id for h in ctx.common.failure_modes]
 
 
-# -- point 6: cron-grade output ---------------------------------------------------------------------------------
+# -- cron-grade output ---------------------------------------------------------------------------------
 
 
 def _cron_lines() -> list[str]:
@@ -316,7 +316,7 @@ def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> N
         assert plane.device.get("proc_manual").status == "inactive"  # type: ignore[union-attr]
 
 
-# -- point 7: odd files ---------------------------------------------------------------------------------------------
+# -- odd files ---------------------------------------------------------------------------------------------
 
 
 def test_an_item_over_the_size_limit_is_not_loaded_and_is_named(tmp_path: Path) -> None:
@@ -391,7 +391,7 @@ def test_a_memory_cut_to_the_limit_says_so_and_the_cli_names_its_own_flag(tmp_pa
     assert "--force" in out and "force=True" not in out
 
 
-# -- point 8: MCP and CLI corners ------------------------------------------------------------------------------------
+# -- MCP and CLI corners ------------------------------------------------------------------------------------
 
 
 def _pixel7(root: Path) -> None:

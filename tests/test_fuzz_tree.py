@@ -1,4 +1,4 @@
-"""Issue 27: one broken field costs one field, never the device's memory (a fuzzer over every field of every file).
+"""One broken field costs one field, never the device's memory (a fuzzer over every field of every file).
 
 The property runs here bounded (fixed seed, a few dozen examples plus the cases that once broke the tree);
 `memplane bench fuzz --examples N` runs it longer and reports examples, raises and items lost.

@@ -258,7 +258,7 @@ def test_verify_lists_transcripts_closed_with_pending_summaries(tmp_path: Path) 
         assert plane.verify().stats["transcripts_pending"] == [rec.id]
 
 
-# -- issue 28: one retry budget per step, the server's delay as a floor, every request metered ---------------------
+# -- long tasks: one retry budget per step, the server's delay as a floor, every request metered ---------------------
 
 def _ledger_with(fake: FakeGemini, tmp_path: Path, **settings):  # type: ignore[no-untyped-def]
     from episodes.transcript import TranscriptLedger

@@ -1,6 +1,6 @@
-"""Drop-in beside the Go agent (issue 30): its tool arguments, its files, and its memory tests' behaviours.
+"""Drop-in beside the Go agent: its tool arguments, its files, and its memory tests' behaviours.
 
-The first part pins what went wrong with Go-shaped input (each test failed before issue 30). The second
+The first part pins what went wrong with Go-shaped input (each test failed before it was fixed). The second
 restates, in this project's words and API, the behaviours of the Go implementation's memory tests
 (AidenAI-IO/aiden-firmware, src/agent/internal/agent/*_test.go) that this project shares; each names the
 Go test it restates. What the project does differently on purpose is listed in the README

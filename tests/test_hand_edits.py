@@ -26,7 +26,7 @@ def record(plane: MemoryPlane, goal: str, obs: dict, *, success: bool = True) ->
     return ep.id
 
 
-# -- point 1: what the recorder accepts always validates; verify and GC keep the evidence ------------------
+# -- what the recorder accepts always validates; verify and GC keep the evidence ------------------
 
 
 def test_odd_observed_state_is_normalised_and_the_episode_stays_visible(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_gc_keeps_the_evidence_of_a_quarantined_episode(tmp_path: Path) -> None:
         assert list((root / QUARANTINE_DIR).iterdir())
 
 
-# -- point 12: hand-editing rules people can rely on ----------------------------------------------------
+# -- hand-editing rules people can rely on ----------------------------------------------------
 
 
 def _procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
@@ -127,7 +127,7 @@ def test_unknown_status_in_an_index_line_is_not_served(tmp_path: Path) -> None:
         assert "proc_manual" not in ctx.refs() and ctx.dropped.get("inactive")
 
 
-# -- point 2: a missing index is rebuilt from the item files, never replaced by an empty one --------------
+# -- a missing index is rebuilt from the item files, never replaced by an empty one --------------
 
 
 def _navigation(plane: MemoryPlane) -> None:
@@ -157,7 +157,7 @@ def test_a_deleted_index_is_rebuilt_not_replaced_by_the_template(tmp_path: Path,
     assert [i["id"] for i in json.loads(capsys.readouterr().out)] == ["nav_alipay_pay"]
 
 
-# -- point 3: a file deleted, emptied or switched off by hand is not served from an older index -------------
+# -- a file deleted, emptied or switched off by hand is not served from an older index -------------
 
 
 def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None
         md.write_text("")
         ctx = plane.retrieve(goal)
         assert "proc_manual" not in ctx.refs() and mem.id not in ctx.refs()
-        # The deleted file's index line names a file that is gone: the index is rebuilt (issue 27), so
+        # The deleted file's index line names a file that is gone: the index is rebuilt, so
         # the memory is not even a candidate; the emptied one still is, and is dropped for it.
         assert ctx.dropped.get("file_empty") == 1
         assert "proc_manual" not in {e["id"] for e in plane.device.collection("procedure").entries()}
@@ -191,7 +191,7 @@ def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None
         assert mem.id not in plane.retrieve(goal).refs()
 
 
-# -- point 4: file name and id ---------------------------------------------------------------------------------
+# -- file name and id ---------------------------------------------------------------------------------
 
 
 def test_a_copied_or_renamed_item_file_is_offered_once_and_named_by_verify(tmp_path: Path, capsys) -> None:
@@ -223,7 +223,7 @@ def test_a_copied_or_renamed_item_file_is_offered_once_and_named_by_verify(tmp_p
         assert {e["path"] for e in plane.device.entries("procedure")} == {"proc_manual.yaml", "proc_zzz.yaml"}
 
 
-# -- points 7 and 8: a read-only tree, a missing root -----------------------------------------------------------
+# -- a read-only tree, a missing root -----------------------------------------------------------
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -290,7 +290,7 @@ def test_help_lists_the_exit_codes(capsys) -> None:
     assert all(f"  {n}  " in out for n in range(5)) and "no memory root" in out
 
 
-# -- point 9 and 13: verify beside a recording that is starting; no lock files left behind -------------------
+# -- verify beside a recording that is starting; no lock files left behind -------------------
 
 
 def test_verify_beside_a_recording_that_is_starting(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_a_committed_episode_folder_keeps_no_lock_file(tmp_path: Path) -> None:
         assert not (plane.episodes.episode_dir(ep_id) / ".recording.lock").exists()
 
 
-# -- point 5: one broken item never stops the other lessons -------------------------------------------------
+# -- one broken item never stops the other lessons -------------------------------------------------
 
 
 MEITUAN = [
@@ -388,7 +388,7 @@ def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
         plane.close()
 
 
-# -- point 6: no base64 anywhere in the tree, the session included -------------------------------------------
+# -- no base64 anywhere in the tree, the session included -------------------------------------------
 
 
 def test_session_events_keep_no_base64(tmp_path: Path) -> None:
@@ -409,7 +409,7 @@ def test_session_events_keep_no_base64(tmp_path: Path) -> None:
     assert runs == []
 
 
-# -- point 10: the transcript ledger never raises because of what it was given ---------------------------------
+# -- the transcript ledger never raises because of what it was given ---------------------------------
 
 
 def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, caplog) -> None:
@@ -437,7 +437,7 @@ def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, capl
         [r for r in caplog.records if "logged once" in r.getMessage()])
 
 
-# -- point 13: stable rewrites ----------------------------------------------------------------------------------
+# -- stable rewrites ----------------------------------------------------------------------------------
 
 
 def test_rewrites_change_only_what_changed(tmp_path: Path) -> None:
@@ -484,7 +484,7 @@ def test_verify_gc_and_a_repeated_task_leave_a_tree_under_git_unchanged(tmp_path
         assert "0000000" not in new
 
 
-# -- point 11: huge goals ------------------------------------------------------------------------------------
+# -- huge goals ------------------------------------------------------------------------------------
 
 
 def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: Path) -> None:

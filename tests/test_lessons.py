@@ -1,4 +1,4 @@
-"""Lessons true to their evidence (issue 26): one path per procedure, traced evidence, blame that follows
+"""Lessons true to their evidence: one path per procedure, traced evidence, blame that follows
 cause, failures that retire, only the phone teaching device lessons, and episodes that say what they were."""
 
 from __future__ import annotations

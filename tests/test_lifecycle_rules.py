@@ -260,7 +260,7 @@ def test_success_and_failure_on_same_path_negate(root: Path) -> None:
             failure_reason="cart empty")
         proc = items(plane, "procedure")[0]
         fails = [f for f in items(plane, "failure") if isinstance(f, Failure) and f.goal_pattern]
-        # The path is in doubt; the failure that just happened is not (issue 26: the line names what it
+        # The path is in doubt; the failure that just happened is not (the line names what it
         # demoted, and what it conflicts with beside it).
         assert proc.status == "conflicted" and fails and fails[0].status == "active"
         log = read_jsonl(root / "lifecycle" / "conflicts.jsonl").records

@@ -1,4 +1,4 @@
-"""Issue 27: the README's code examples run as written (in a temp root, with a made-up screenshot)."""
+"""The README's code examples run as written (in a temp root, with a made-up screenshot)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Long tasks (issue 28): emergencies that compose, bounded layers, exact recall, capsule inputs, records."""
+"""Long tasks: emergencies that compose, bounded layers, exact recall, capsule inputs, records."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The user's word stands (issue 26, points 6 and 8): the model's save_memory never retires what the user
+"""The user's word stands: the model's save_memory never retires what the user
 saved, the user's rules and preferences for a goal always reach its block, and conflict lines and failure
 phases say what they are."""
 
@@ -302,7 +302,7 @@ def test_the_goals_own_app_goes_first_and_another_apps_rule_is_not_budgeted_firs
         assert other.id not in ids[:4]
 
 
-# -- point 8: failure phases kept as given -----------------------------------------------------------------------
+# -- failure phases kept as given -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("phase", ["login", "input", "navigation"])
