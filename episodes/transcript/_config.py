@@ -74,8 +74,7 @@ class ChunkingSection(_Section):
     max_chunks: int = 8
     max_eras: int | None = None  # None follows max_chunks (the design's default)
     # The layers past the eras, each bounded (so they never outgrow the budget): at most max_periods period
-    # paragraphs (the
-    # adjacent pair spanning the fewest steps merges into a wider period), each showing at most
+    # paragraphs (the adjacent pair spanning the fewest steps merges into a wider period), each showing at most
     # period_max_facts verified facts; and F as a whole at most frozen_ratio of the budget (the oldest layer
     # steps down first), so a task of any length stays under the soft ratio without an emergency.
     max_periods: int = Field(default=4, ge=1)
