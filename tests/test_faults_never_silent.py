@@ -10,14 +10,9 @@ from pathlib import Path
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli._main import main as cli
 
+from helpers import manual_procedure
+
 GOAL = "用支付宝付款 pay with alipay"
-
-
-def _procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
-    coll = plane.device.collection("procedure")
-    item = plane.device.new_item(coll.model, item_id, title="Pay with Alipay", app_id="alipay", intent="pay",
-                                 steps=[{"tool": "tap", "target_label": "Pay"}])
-    return coll.save(item)
 
 
 def _touch_later(path: Path, text: str) -> None:
@@ -32,7 +27,7 @@ def _touch_later(path: Path, text: str) -> None:
 
 def test_a_changed_file_is_scored_and_rendered_as_it_is_now(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         (hit,) = plane.retrieve(GOAL).common.procedures
         assert hit.confidence == 0.5
         text = path.read_text()
@@ -60,7 +55,7 @@ def test_a_changed_long_term_summary_is_what_the_prompt_shows(tmp_path: Path) ->
 def test_a_renamed_item_is_found_by_the_id_inside_it(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         os.rename(path, path.with_name("my-alipay-notes.yaml"))
         ctx = plane.retrieve(GOAL)
         assert "proc_manual" in ctx.refs()
@@ -191,8 +186,8 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
 
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
-        _procedure(plane, "proc_second")
+        path = manual_procedure(plane)
+        manual_procedure(plane, "proc_second")
     index = path.parent / "index.yaml"
     _age(path.parent)
     index.write_text("".join(ln for ln in index.read_text().splitlines(keepends=True) if "proc_second" not in ln))
@@ -275,7 +270,7 @@ def test_the_readme_cron_recipe_logs_one_json_line_per_run_whatever_happens(tmp_
     log = tmp_path / "memplane.log"
     good = tmp_path / "good"
     with MemoryPlane.open(good) as plane:
-        _procedure(plane)
+        manual_procedure(plane)
     _run_cron(verify_line, good, log, tmp_path)                     # ok
     _run_cron(gc_line, good, log, tmp_path)                         # ok
     _run_cron(verify_line, tmp_path / "unmounted", log, tmp_path)   # missing root: exit 4
@@ -308,7 +303,7 @@ def test_failed_background_jobs_make_verify_exit_1_with_their_reason(tmp_path: P
 
 def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         path.write_text(path.read_text().replace("status: active", "status: disabled"))
         report = plane.verify()
         assert report.ok, report.problems
@@ -323,8 +318,8 @@ def test_an_item_over_the_size_limit_is_not_loaded_and_is_named(tmp_path: Path) 
     from lifecycle import MAX_ITEM_BYTES
 
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
-        _procedure(plane, "proc_second")
+        path = manual_procedure(plane)
+        manual_procedure(plane, "proc_second")
         big = path.read_text() + "notes: |\n" + ("  " + "x" * 1000 + "\n") * (MAX_ITEM_BYTES // 1000 + 10)
         _touch_later(path, big)
         ctx = plane.retrieve(GOAL)

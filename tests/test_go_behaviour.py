@@ -14,8 +14,6 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-
 from lifecycle import load_yaml
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, MemoryTools
 
@@ -51,12 +49,6 @@ def go_chunk(root: Path, chunk_id: str = "chunk_1780300800000000000_a1b2c3d4",
         f"      event_count: {len(events or GO_EVENTS)}\n"
         f"      checksum: sha256:{hashlib.sha256(body.encode()).hexdigest()}\n", "utf-8")
     return chunk_id
-
-
-@pytest.fixture
-def plane(tmp_path: Path):  # type: ignore[no-untyped-def]
-    with MemoryPlane.open(tmp_path / "m") as p:
-        yield p
 
 
 def episode(p: MemoryPlane, goal: str = "打开设置", steps: int = 1, success: bool = True) -> str:

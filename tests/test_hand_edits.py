@@ -13,6 +13,8 @@ from lifecycle import QUARANTINE_DIR
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli._main import main as cli
 
+from helpers import manual_procedure
+
 
 def record(plane: MemoryPlane, goal: str, obs: dict, *, success: bool = True) -> str:
     """One task through the runtime's path: retrieve, record one tool call, commit."""
@@ -79,15 +81,9 @@ def test_gc_keeps_the_evidence_of_a_quarantined_episode(tmp_path: Path) -> None:
 # -- hand-editing rules people can rely on ----------------------------------------------------
 
 
-def _procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
-    item = plane.device.new_item(plane.device.collection("procedure").model, item_id, title="Pay with Alipay",
-                                 app_id="alipay", intent="pay", steps=[{"tool": "tap", "target_label": "Pay"}])
-    return plane.device.collection("procedure").save(item)
-
-
 def test_documented_statuses_set_by_hand_work(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         assert "proc_manual" in plane.retrieve("用支付宝付款 pay with alipay").refs()
         path.write_text(path.read_text().replace("status: active", "status: inactive"))
         assert plane.verify().ok
@@ -102,7 +98,7 @@ def test_documented_statuses_set_by_hand_work(tmp_path: Path) -> None:
 def test_a_field_of_the_wrong_shape_is_named_and_treated_as_absent(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         path.write_text(path.read_text().replace("confidence: 0.5", "confidence: high"))
         item = plane.device.get("proc_manual")
         assert item is not None and item.confidence == 0.5
@@ -120,7 +116,7 @@ def test_a_field_of_the_wrong_shape_is_named_and_treated_as_absent(tmp_path: Pat
 @freeze_time("2026-06-01T00:00:00Z")
 def test_unknown_status_in_an_index_line_is_not_served(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        _procedure(plane)
+        manual_procedure(plane)
         idx = plane.device.collection("procedure").index.path
         idx.write_text(idx.read_text().replace('"status": "active"', '"status": "Disabled"'))
         ctx = plane.retrieve("用支付宝付款 pay with alipay")
@@ -142,7 +138,7 @@ def test_a_deleted_index_is_rebuilt_not_replaced_by_the_template(tmp_path: Path,
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
         _navigation(plane)
-        _procedure(plane)
+        manual_procedure(plane)
         ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
     nav_index = root / "device" / "navigation" / "index.yaml"
     before = nav_index.read_text()
@@ -162,7 +158,7 @@ def test_a_deleted_index_is_rebuilt_not_replaced_by_the_template(tmp_path: Path,
 
 def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         mem = plane.long_term.save_memory(type="preference", content="Pay with the Alipay balance first")
         goal = "用支付宝付款 pay with alipay"
         assert {"proc_manual", mem.id} <= set(plane.retrieve(goal).refs())
@@ -197,7 +193,7 @@ def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None
 def test_a_copied_or_renamed_item_file_is_offered_once_and_named_by_verify(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         (path.parent / "my notes (copy).yaml").write_bytes(path.read_bytes())
         odd = path.parent / "new\nline.yaml"
         odd.write_text(path.read_text().replace("proc_manual", "proc_zzz"))
@@ -492,7 +488,7 @@ def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: 
 
     goal = "pay with alipay " + "lorem ipsum " * 400_000  # ~5 MB pasted into the goal
     with MemoryPlane.open(tmp_path / "m") as plane:
-        _procedure(plane)
+        manual_procedure(plane)
         ctx = plane.retrieve(goal)
         assert ctx.query is not None and len(ctx.query.text) <= MAX_GOAL_CHARS
         assert "proc_manual" in ctx.refs()
@@ -510,7 +506,7 @@ def test_quarantine_list_show_and_restore(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     r = ["--root", str(root)]
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         good = path.read_text()
         path.write_text(good.replace("id: proc_manual", "id: [proc_manual"))
         report = plane.verify(fix=True)

@@ -44,12 +44,6 @@ def run(plane: MemoryPlane, goal: str, steps, *, hints=ZH, success=True, ctx=Non
     return ep
 
 
-@pytest.fixture
-def plane(root: Path):
-    with MemoryPlane.open(root) as p:
-        yield p
-
-
 def test_similar_task_gets_experience_after_session_cleared(plane: MemoryPlane) -> None:
     plane.session.session_id()
     run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")

@@ -24,7 +24,7 @@ from episodes.transcript import (
     to_genai,
 )
 
-from helpers import screenshot
+from helpers import episode_ledger, screenshot
 
 
 class GatedLens:
@@ -46,9 +46,7 @@ class GatedLens:
 
 
 def make(tmp_path: Path, lens=None, config: TranscriptConfig | None = None, system: str = "You drive a phone."):
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True)
-    return TranscriptLedger(ep / "transcript", lens=lens, config=config, system_prompt=system), ep
+    return episode_ledger(tmp_path, lens=lens, config=config, system_prompt=system)
 
 
 def step(led: TranscriptLedger, ep: Path, n: int, **kw) -> None:

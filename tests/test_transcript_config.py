@@ -8,6 +8,8 @@ from pathlib import Path
 from episodes.transcript import TranscriptConfig, TranscriptLedger
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 
+from helpers import episode_ledger
+
 DESIGN = {"agent": {"memory": {
     "runtime": {"max_concurrency": 2, "retry_limit": 3, "flush_timeout_s": 30},
     "transcript": {"enabled": True, "context_budget_tokens": 80000, "soft_ratio": 0.7, "hard_ratio": 0.9,
@@ -21,9 +23,7 @@ DESIGN = {"agent": {"memory": {
 
 
 def ledger(tmp_path: Path, cfg: TranscriptConfig | None = None) -> TranscriptLedger:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
-    return TranscriptLedger(ep / "transcript", config=cfg, system_prompt="You drive a phone.")
+    return episode_ledger(tmp_path, config=cfg, system_prompt="You drive a phone.")[0]
 
 
 def test_the_designs_configuration_file_works_as_written(caplog) -> None:

@@ -15,13 +15,13 @@ from episodes.transcript import (
     estimate_text_tokens,
 )
 
+from helpers import episode_ledger
+
 
 def ledger(tmp_path: Path, capsule_lens: Any = None, **chunking: Any) -> TranscriptLedger:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
     cfg = TranscriptConfig.from_mapping({"chunking": chunking, "transcript": {"visual_summaries": False}})
-    return TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=cfg, system_prompt="sys",
-                            capsule_lens=capsule_lens, goal="a long task")
+    return episode_ledger(tmp_path, lens=OfflineVisualLens(), config=cfg, system_prompt="sys",
+                          capsule_lens=capsule_lens, goal="a long task")[0]
 
 
 def step(led: TranscriptLedger, n: int, *, facts: list[str] | None = None, recovery: list[dict[str, Any]] = (),
