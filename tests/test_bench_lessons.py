@@ -1,4 +1,7 @@
-"""bench lessons: the report's shape, and each metric computed right on hand-made stores and paths."""
+"""bench lessons: the report's shape, and each metric computed right on hand-made stores and paths.
+
+It reaches inside bench/ for each metric's function: the bench prints the figures, the functions are not exported.
+"""
 
 from __future__ import annotations
 

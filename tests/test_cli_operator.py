@@ -1,4 +1,7 @@
-"""The operator's side of `memplane`: options where people type them, honest listings, cron lines, import."""
+"""The operator's side of `memplane`: options where people type them, honest listings, cron lines, import.
+
+It reaches inside `cli/_main` for the argument parser, to walk every command's options.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.cli import main as cli
 from memory_plane.cli._main import build_parser
-from memory_plane.cli._main import main as cli
 
 REPO = Path(__file__).resolve().parent.parent
 

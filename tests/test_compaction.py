@@ -1,4 +1,7 @@
-"""Layered compaction: triggers, capsule checks, gated swap, eras, periods, snapshot, recall, hints."""
+"""Layered compaction: triggers, capsule checks, gated swap, eras, periods, snapshot, recall, hints.
+
+It reaches inside bench/ for the FIFO watchdog the named-pipe test shares with the shape fuzzer.
+"""
 
 from __future__ import annotations
 

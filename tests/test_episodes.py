@@ -1,4 +1,7 @@
-"""Recorder, store and writer: events on disk as they happen, no base64, redaction, phases."""
+"""Recorder, store and writer: events on disk as they happen, no base64, redaction, phases.
+
+It reaches inside `episodes._store` to see the order of a commit's writes.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Hand edits and faults are never silent (GC resumes, indexes are checked, the file is the truth...)."""
+"""Hand edits and faults are never silent (GC resumes, indexes are checked, the file is the truth...).
+
+It reaches inside the lifecycle bench for its aged tree, `lifecycle._gc` and `episodes._store` to fail or kill a
+step at a chosen point, and `cli/_mcp` for the MCP server.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import time
 from pathlib import Path
 
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 from helpers import manual_procedure
 
@@ -90,7 +94,7 @@ def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _gc(root: Path, now) -> None:  # type: ignore[no-untyped-def]
-    from memory_plane.upkeep._gc import gc_tree
+    from memory_plane.upkeep import gc_tree
 
     with MemoryPlane.open(root) as plane:
         gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)

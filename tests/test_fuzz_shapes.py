@@ -4,6 +4,8 @@ names the odd path, and nothing hangs.
 
 The property runs here bounded (fixed seed, a few dozen examples plus the faults that once broke the tree);
 `memplane bench fuzz --shapes --examples N` runs every fault of every path of the fixture.
+
+It reaches inside bench/ for the shape fuzzer's fixture and strategies, which the bench runs but does not export.
 """
 
 from __future__ import annotations

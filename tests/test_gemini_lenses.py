@@ -1,4 +1,8 @@
-"""The Gemini lenses through the real google-genai SDK against a fake server on 127.0.0.1."""
+"""The Gemini lenses through the real google-genai SDK against a fake server on 127.0.0.1.
+
+It reaches inside `_lenses` and `_fake_gemini`: the Gemini client and the fake server are not part of the public
+API.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Nothing outside the root: no removal, move or write follows a link planted below the memory root, and no
-journal is appended to through a hard link (GC, verify --fix, quarantine, the recorder, forget, commit)."""
+journal is appended to through a hard link (GC, verify --fix, quarantine, the recorder, forget, commit).
+
+It reaches inside the lifecycle bench for its aged tree and `lifecycle._gc` to swap a folder while GC runs.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from hypothesis import strategies as st
 
 from lifecycle import MemoryPlaneError, StorageError, TombstoneLog, append_lines, remove_path
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 from helpers import screenshot
 

@@ -1,4 +1,7 @@
-"""Hand edits, faults and odd input never lose or hide memory (what people and the phone do to the tree)."""
+"""Hand edits, faults and odd input never lose or hide memory (what people and the phone do to the tree).
+
+It reaches inside `retrieval._query` for the longest goal it matches on.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from freezegun import freeze_time
 
 from lifecycle import QUARANTINE_DIR
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 from helpers import manual_procedure
 

@@ -1,4 +1,7 @@
-"""TTL and renewal (freezegun), expiry vs deletion, conflicts and their handling, verify and GC safety."""
+"""TTL and renewal (freezegun), expiry vs deletion, conflicts and their handling, verify and GC safety.
+
+It reaches inside `lifecycle._gc` to kill GC at its removal step.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from freezegun import freeze_time
 from device_memory import Failure, Navigation, Procedure
 from lifecycle import ConfigError, load_retention, parse_ts, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 from helpers import screenshot
 

@@ -1,4 +1,7 @@
-"""Hostile input, privacy, symlinks and resource bounds (the crash and concurrency harnesses are benches)."""
+"""Hostile input, privacy, symlinks and resource bounds (the crash and concurrency harnesses are benches).
+
+It reaches inside `episodes._recorder` for its event cap (made small here) and the retrieve bench's store builder.
+"""
 
 from __future__ import annotations
 
@@ -213,7 +216,7 @@ def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_fac
         assert ctx.render().startswith("# Retrieved Device Experience")
         # The good memories are still there (a hostile line may outrank one, never wipe them out).
         assert len(set(before) & set(ctx.refs())) >= len(before) - 4
-    from memory_plane.cli._main import main as cli
+    from memory_plane.cli import main as cli
 
     for args in (["episodes", "list"], ["device", "list"], ["memory", "recall", query]):
         assert cli(["--root", str(root), *args]) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_plane import MemoryPlane
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 from memory_plane.sim import ScriptedAgent, SimPhone, Task, replay_metrics, run_rounds, tasks_for
 
 

@@ -147,7 +147,7 @@ def test_recall_counts_everything_it_returns(tmp_path: Path) -> None:
 
 
 def test_recall_tool_trims_rows_instead_of_replacing_the_answer(tmp_path: Path) -> None:
-    from memory_plane._tools import MemoryTools
+    from memory_plane import MemoryTools
 
     led = ledger(tmp_path, max_steps=100, target_source_tokens=10**6)
     led.config.recall.max_text_tokens = 4000

@@ -1,6 +1,9 @@
 """The user's word stands: the model's save_memory never retires what the user
 saved, the user's rules and preferences for a goal always reach its block, and conflict lines and failure
-phases say what they are."""
+phases say what they are.
+
+It reaches inside `retrieval._user_rules` for a rule's scope, asked directly.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +17,8 @@ import pytest
 
 from episodes import FAILURE_PHASES
 from lifecycle import init_tree
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
-from memory_plane.retrieval._query import parse_query
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, parse_query
+from memory_plane.cli import main as cli
 from memory_plane.retrieval._user_rules import RuleScope
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
