@@ -31,6 +31,7 @@ def _property(f: ShapeFault) -> None:
     assert out.ok, (f.describe(), out.brief())
 
 
+@pytest.mark.slow
 def test_any_one_shape_fault_costs_at_most_what_it_replaced() -> None:
     """Hypothesis draws a path of the realistic tree and a shape fault for it; every public path must hold."""
     fx = fixture()

@@ -45,6 +45,7 @@ def _property(m: Mutation) -> None:
     assert out.ok, (m.describe(), out.raises[:2], out.lost[:3], out.silent_fix[:1])
 
 
+@pytest.mark.slow
 def test_any_one_broken_field_or_file_costs_at_most_its_own_item() -> None:
     """Hypothesis draws a file and a field (or a whole-file fault) of the realistic tree; nothing may raise."""
     fx = fixture()

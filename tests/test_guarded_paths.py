@@ -352,6 +352,7 @@ def _commands(root: Path) -> None:
     _no_internal_error(*r, "retrieve", "open settings")
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), kind=st.sampled_from(["outside_folder", "outside_file", "inside_folder"]))
 def test_a_link_planted_at_any_level_never_lets_a_command_change_anything_outside(data: st.DataObject,

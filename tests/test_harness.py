@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from memory_plane.bench import run_bench
 
 
+@pytest.mark.slow
 def test_crash_harness_short() -> None:
     res = run_bench("crash", argparse.Namespace(short=True, kills=20, seed=1))
     assert res["kills"] == 20 and res["acknowledged_commits"] > 0

@@ -106,6 +106,7 @@ def _store_everywhere(plane: MemoryPlane, t: str) -> tuple[str, object]:
     return ep.id, ledger
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(t=stored_text)
 def test_no_reader_shows_stored_text_as_anything_but_one_line_of_data(fresh_root: Path, t: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +33,7 @@ def files_outside(root: Path, before: set[str]) -> set[str]:
     return {str(p) for p in parent.rglob("*") if not str(p).startswith(str(root))} - before
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tool_input=json_values, output=json_values, obs=json_values, app=st.sampled_from(HOSTILE_NAMES),
        page=st.sampled_from(HOSTILE_NAMES))
@@ -185,6 +187,7 @@ index_values = st.recursive(
 
 
 # too_slow: each example builds a small store; on a busy machine generation time is not the point.
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fields=st.dictionaries(st.sampled_from(INDEX_FIELDS), index_values, max_size=12),

@@ -108,6 +108,7 @@ goals = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(goal=goals, hint=st.sampled_from([None, "WeChat", "Settings", "京东"]),
        language=st.sampled_from(["zh-CN", "en-US"]), excluded=st.lists(st.integers(0, 159), max_size=4))

@@ -116,6 +116,7 @@ def test_pending_keeps_image_for_grace_then_placeholder_and_no_backfill(tmp_path
     assert led.summaries.get(1).status == "ready"  # it arrived, and is kept on disk for recall
 
 
+@pytest.mark.slow
 def test_failed_summary_gets_placeholder_at_depth_k(tmp_path: Path) -> None:
     lens = GatedLens(fail=True)
     lens.gate.set()

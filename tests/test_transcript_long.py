@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from episodes.transcript import (
     RECALL_HISTORY_TOOL,
     OfflineVisualLens,
@@ -210,6 +212,7 @@ def test_soft_ratio_moves_where_segments_close() -> None:
 
 # -- 7. the long-task benchmark, shortened -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bench_compaction_long_task_short_version() -> None:
     import argparse
 

@@ -226,6 +226,7 @@ async def test_over_mcp_with_allow_write_the_users_rule_stands(tmp_path: Path) -
 # -- the user's rules and preferences always reach the block --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_users_rule_reaches_the_block_on_a_device_with_30_tasks(device: Path, capsys) -> None:
     rule_id = _cli_save(device, USER_RULE)
     with MemoryPlane.open(device) as plane:

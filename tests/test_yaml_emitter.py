@@ -5,6 +5,7 @@ It reaches inside `lifecycle._yaml` for the float rounding and to forbid its com
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ def _rounded(v: object) -> object:
     return v
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(keys, data, max_size=6))
 def test_emitter_roundtrips(d: dict) -> None:

@@ -83,6 +83,7 @@ values = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(min_size=1, max_size=10), values, max_size=6))
 def test_what_the_project_writes_reads_back_the_same_either_way(doc: dict[str, Any]) -> None:
