@@ -36,6 +36,14 @@ def plane(root: Path) -> Iterator[MemoryPlane]:
         yield p
 
 
+@pytest.fixture(scope="module")
+def shared_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryPlane]:
+    """One plane over a fresh memory tree for all of a module's tests (property tests add to it example after
+    example), closed after the module."""
+    with MemoryPlane.open(tmp_path_factory.mktemp("shared") / "m") as p:
+        yield p
+
+
 def no_temp_debris(directory: Path) -> list[str]:
     """Return staging files left anywhere under directory."""
     from lifecycle import is_temp_name
