@@ -1,4 +1,4 @@
-"""Shared fixtures: a fresh memory root (and a plane over it) per test and a repository-relative data path."""
+"""Shared fixtures: a fresh memory root, a plane over it (per test or per module), a repository-relative data path."""
 
 from __future__ import annotations
 

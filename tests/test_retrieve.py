@@ -1,4 +1,4 @@
-"""MemoryPlane.retrieve: the seed's acceptance criteria, hard filters, rendering, freeze, long-term, session.
+"""MemoryPlane.retrieve: its acceptance criteria, hard filters, rendering, freeze, long-term, session.
 
 It reaches inside retrieval/ for the app prior and the intent detector, which no public name offers.
 """

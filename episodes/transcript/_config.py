@@ -32,7 +32,7 @@ class TranscriptSection(_Section):
     visual_summaries: bool = True
     envelopes: bool = True
     similarity_hints: bool = True
-    similarity_max_distance: int = Field(default=5, ge=0, le=64)  # dHash bits; the design's M5 calibration
+    similarity_max_distance: int = Field(default=5, ge=0, le=64)  # dHash bits; the design's calibration
     image_scrub_depth: int = Field(default=3, ge=1)
     pending_grace_steps: int = Field(default=3, ge=0)
     xml_scrub_depth: int = Field(default=1, ge=1)
