@@ -37,7 +37,6 @@ from lifecycle import (
     read_bytes_nofollow,
     read_item_text,
     read_jsonl,
-    safe_join,
     stat_key,
     system_clock,
     validate_record,
@@ -199,15 +198,6 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         items.sort(key=_sort_ts, reverse=True)
         return items[:limit] if limit else items
 
-    def search(self, query: str, limit: int = 5) -> list[tuple[dict[str, Any], float]]:
-        """Episodes whose goal resembles the query (fuzzy token match), best first."""
-        from rapidfuzz import fuzz, process  # only this search needs it; keeps start-up light
-
-        entries = self.entries()
-        goals = [str(e.get("goal", "")) for e in entries]
-        found = process.extract(query, goals, scorer=fuzz.token_set_ratio, limit=limit)
-        return [(entries[i], score / 100.0) for _, score, i in found]
-
     def symlinks(self) -> list[Path]:
         """The episodes folder itself when it is a symlink (never followed)."""
         return [self.dir] if self.linked() else []
@@ -251,19 +241,6 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
 
         return collect_episodes(self, retention, report, now, dry_run, items)
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Screenshot files the events of every episode point at."""
-        for item in self.iter_items():
-            if item.record is None:
-                continue
-            d = item.path.parent
-            for ev in read_jsonl(d / EVENTS_FILE).records:
-                ref = ev.get("screenshot_ref") or (ev.get("screenshot") or {}).get("screenshot_ref")
-                if isinstance(ref, str) and ref:
-                    try:
-                        yield safe_join(d, ref)
-                    except ValueError:
-                        continue
 
     # -- crash recovery -----------------------------------------------------
 
@@ -306,7 +283,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
 
     def _complete(self, ep: TaskEpisode, events: list[dict[str, Any]]) -> TaskEpisode:
         """Close a recording whose events end with its finish event: the task finished, only its commit
-        did not happen (a full disk, a kill just after finish). Its outcome is the finish event's (issue 27)."""
+        did not happen (a full disk, a kill just after finish). Its outcome is the finish
+        event's (the task's own last word)."""
         finish = events[-1]
         ok = finish.get("success") is True
         phase = _finish_text(finish, "failure_phase")

@@ -118,7 +118,7 @@ def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRe
             drop.append(found)  # removed below, after their tombstones are on disk
     if not drop:
         return []
-    # The order makes a killed GC resumable (issue 27): tombstones first (fsynced; one per removal,
+    # The order makes a killed GC resumable: tombstones first (fsynced; one per removal,
     # never twice), then the index lines, then the folders. A rerun finds what is left and finishes it.
     if not dry_run:
         tombs = TombstoneLog(store.root, clock=store.clock)

@@ -51,10 +51,6 @@ class Collection(Protocol):
         """
         ...
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Yield files the items point at (evidence, artifacts) that must exist."""
-        ...
-
     def verify(self, report: VerifyReport, fix: bool, now: Any) -> None:
         """Check every item file into ``report`` and rebuild the index; repair (quarantine, rename) only with fix.
 
@@ -210,10 +206,6 @@ class ItemCollection(Generic[R]):
         if self.linked():
             return []
         return indexed_entries(self, folder_checked=self._items_under_dir)
-
-    def referenced_files(self) -> Iterator[Path]:
-        """Files the items point at that must exist (none unless a store says so)."""
-        return iter(())
 
     # -- writing ----------------------------------------------------------------
 

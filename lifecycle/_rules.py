@@ -94,7 +94,7 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
     gone: list[str] = []
     mark = len(report.removed)
     # A dry run only reads (every file is replaced whole, never written in place): no lock, so it
-    # works on a read-only tree too (issue 27).
+    # works on a read-only tree too.
     with nullcontext() if dry_run else coll.lock():
         # Looked at again under the lock: the agent may have renewed an item since this pass parsed it.
         # A renewal is an atomic rewrite (a new inode), so an unchanged (mtime, size, inode) means the

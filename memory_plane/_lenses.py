@@ -60,7 +60,7 @@ class GeminiSettings(BaseModel):
     # A capsule's answer is a JSON object with a row per step group, written after the model thinks: thinking
     # and the answer share this cap, so it is larger than a step summary's (a 12-step capsule runs ~700 tokens).
     capsule_max_output_tokens: int = 4096
-    capsule_input_tokens: int = 6000  # a segment's steps as the capsule lens gets them, at most (002 §5 inputs)
+    capsule_input_tokens: int = 6000  # a segment's steps as the capsule lens gets them, at most
     # Thinking shares max_output_tokens with the answer: a short summary thinks little (low), so that it is
     # not cut off. One of minimal, low, medium, high; None leaves the model's default.
     thinking_level: str | None = "low"

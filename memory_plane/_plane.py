@@ -283,7 +283,7 @@ class MemoryPlane:
         self._verify_forgets(report, fix)
         report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
         report.stats["jobs_failed"] = self.failed_jobs()
-        # Work that did not happen is a problem for cron (exit 1), with its reason (issue 27): a lesson
+        # Work that did not happen is a problem for cron (exit 1), with its reason: a lesson
         # never learned because the disk was full must not pass as "ok".
         from episodes import FAILED_PREFIX
 

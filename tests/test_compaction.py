@@ -1,4 +1,7 @@
-"""Layered compaction: triggers, capsule checks, gated swap, eras, periods, snapshot, recall, hints."""
+"""Layered compaction: triggers, capsule checks, gated swap, eras, periods, snapshot, recall, hints.
+
+It reaches inside bench/ for the FIFO watchdog the named-pipe test shares with the shape fuzzer.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from episodes.transcript import (
 )
 from lifecycle import UsageError
 
-from helpers import screenshot
+from helpers import episode_ledger, screenshot
 
 
 def cfg(**chunking) -> TranscriptConfig:
@@ -27,11 +30,8 @@ def cfg(**chunking) -> TranscriptConfig:
 
 
 def make(tmp_path: Path, config: TranscriptConfig, capsule_lens=None) -> tuple[TranscriptLedger, Path]:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True)
-    led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=config, system_prompt="sys",
-                           capsule_lens=capsule_lens, goal="test goal")
-    return led, ep
+    return episode_ledger(tmp_path, lens=OfflineVisualLens(), config=config, system_prompt="sys",
+                          capsule_lens=capsule_lens, goal="test goal")
 
 
 def step(led: TranscriptLedger, ep: Path, n: int, *, package: str = "com.a", subgoal: str | None = None,

@@ -132,13 +132,6 @@ _texts = st.lists(st.tuples(_words, st.sampled_from([" ", "  ", "\n", "\t", " \n
     lambda parts: "".join(w + sep for w, sep in parts).strip()).filter(lambda t: len(" ".join(t.split())) >= 4)
 
 
-@pytest.fixture(scope="module")
-def busy(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    plane = MemoryPlane.open(tmp_path_factory.mktemp("scrub") / "m")
-    yield plane
-    plane.close()
-
-
 MARKER = "Qx7 marker text of the vocabulary tree"
 
 
@@ -172,16 +165,16 @@ def vocabulary(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_texts, form=st.sampled_from(["NFC", "NFD", "NFKC"]))
-def test_any_forgotten_text_is_nowhere_and_every_file_still_parses(busy: MemoryPlane, vocabulary: str, text: str,
-                                                                  form: str) -> None:
+def test_any_forgotten_text_is_nowhere_and_every_file_still_parses(shared_plane: MemoryPlane, vocabulary: str,
+                                                                  text: str, form: str) -> None:
     # A text the tree holds of its own (a field name such as "event_id") is not the memory's to scrub: the
     # claim is about the copies the memory itself made.
     assume(not any(f in vocabulary for f in _forms(text)))
-    mem = _remember_and_record(busy, text, unicodedata.normalize(form, text))  # type: ignore[arg-type]
+    mem = _remember_and_record(shared_plane, text, unicodedata.normalize(form, text))  # type: ignore[arg-type]
     if mem.status not in ("saved", "superseded"):
         return  # the same or a broader memory exists: nothing new to forget
-    assert busy.forget(mem.id, reason="the user asked")
+    assert shared_plane.forget(mem.id, reason="the user asked")
     if len(" ".join(text.split())) >= 8:  # shorter texts may be a word the tree holds anyway ("status")
-        assert _holding(busy.root, text) == []
-    report = busy.verify()
+        assert _holding(shared_plane.root, text) == []
+    report = shared_plane.verify()
     assert not [p for p in report.problems if p.category not in ("job_failed", "pending")], report.problems

@@ -1,4 +1,8 @@
-"""The Gemini lenses through the real google-genai SDK against a fake server on 127.0.0.1."""
+"""The Gemini lenses through the real google-genai SDK against a fake server on 127.0.0.1.
+
+It reaches inside `_lenses` and `_fake_gemini`: the Gemini client and the fake server are not part of the public
+API.
+"""
 
 from __future__ import annotations
 
@@ -103,6 +107,7 @@ def test_fallback_on_503_and_timeout_not_on_400(fake: FakeGemini, tmp_path: Path
         lens.summarize(job(tmp_path))
 
 
+@pytest.mark.slow
 def test_banned_words_and_degenerate_outputs_are_rejected_then_retried(fake: FakeGemini, tmp_path: Path) -> None:
     fake.script("gemini-3.5-flash-lite", (200, "I successfully opened the chat.", 0), (200, "ok", 0),
                 (200, "DECISION FRAME: the screen shows a chat list with a search icon.", 0))

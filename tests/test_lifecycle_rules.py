@@ -1,4 +1,7 @@
-"""TTL and renewal (freezegun), expiry vs deletion, conflicts and their handling, verify and GC safety."""
+"""TTL and renewal (freezegun), expiry vs deletion, conflicts and their handling, verify and GC safety.
+
+It reaches inside `lifecycle._gc` to kill GC at its removal step.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from freezegun import freeze_time
 from device_memory import Failure, Navigation, Procedure
 from lifecycle import ConfigError, load_retention, parse_ts, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 from helpers import screenshot
 
@@ -260,7 +263,7 @@ def test_success_and_failure_on_same_path_negate(root: Path) -> None:
             failure_reason="cart empty")
         proc = items(plane, "procedure")[0]
         fails = [f for f in items(plane, "failure") if isinstance(f, Failure) and f.goal_pattern]
-        # The path is in doubt; the failure that just happened is not (issue 26: the line names what it
+        # The path is in doubt; the failure that just happened is not (the line names what it
         # demoted, and what it conflicts with beside it).
         assert proc.status == "conflicted" and fails and fails[0].status == "active"
         log = read_jsonl(root / "lifecycle" / "conflicts.jsonl").records

@@ -1,5 +1,8 @@
 """The retrieval room's parts on their own: the drop log, the judge, recall's app decision, the caps' order,
-the user rules' order and the budget (the whole path is tested in test_retrieve and test_user_word)."""
+the user rules' order and the budget (the whole path is tested in test_retrieve and test_user_word).
+
+It reaches inside retrieval/ on purpose: these are its parts, tested one by one.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +10,20 @@ import random
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memory_plane import CurrentEnvironmentHints, MemoryHit, MemoryPlane, MemoryRetrieveRequest, RoleMemoryContext
+from memory_plane import (
+    CurrentEnvironmentHints,
+    MemoryHit,
+    MemoryPlane,
+    MemoryRetrieveRequest,
+    ParsedQuery,
+    RetrieveConfig,
+    RoleMemoryContext,
+    render_context,
+)
 from memory_plane.retrieval._budget import fit_budget, in_rank_order, rank_key
-from memory_plane.retrieval._config import RetrieveConfig
 from memory_plane.retrieval._drops import DropLog
 from memory_plane.retrieval._goal_match import Query
-from memory_plane.retrieval._query import ParsedQuery
 from memory_plane.retrieval._recall import target_app
-from memory_plane.retrieval._render import render_context
 from memory_plane.retrieval._scoring import Cand, EpisodeEvidence, Scorer
 from memory_plane.retrieval._sources import Source, long_term_text
 

@@ -1,4 +1,7 @@
-"""MemoryPlane.retrieve: the seed's acceptance criteria, hard filters, rendering, freeze, long-term, session."""
+"""MemoryPlane.retrieve: its acceptance criteria, hard filters, rendering, freeze, long-term, session.
+
+It reaches inside retrieval/ for the app prior and the intent detector, which no public name offers.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +13,8 @@ import pytest
 from freezegun import freeze_time
 
 from lifecycle import load_yaml_file
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig, quote_data
 from memory_plane.retrieval._app_prior import AppPrior
-from memory_plane.retrieval._render import quote_data
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
 EN = CurrentEnvironmentHints(language="en-US", screen_width=640, screen_height=1200)
@@ -42,12 +44,6 @@ def run(plane: MemoryPlane, goal: str, steps, *, hints=ZH, success=True, ctx=Non
     assert plane.commit_episode(ep)
     assert plane.flush(10)
     return ep
-
-
-@pytest.fixture
-def plane(root: Path):
-    with MemoryPlane.open(root) as p:
-        yield p
 
 
 def test_similar_task_gets_experience_after_session_cleared(plane: MemoryPlane) -> None:

@@ -141,3 +141,31 @@ def test_the_checks_above_catch_what_they_guard(tmp_path: Path) -> None:
     assert _private("lifecycle._yaml") and not _private("lifecycle")
     assert _room("memory_plane.cli._mcp") == "cli" and _room("memory_plane.cli") == "cli"
     assert _room("memory_plane._plane") is None and _room("memory_plane") is None
+
+
+def _silent_reaches(path: Path) -> list[str]:
+    """The private modules and names of the project a test file imports, when its docstring does not say why."""
+    tree = ast.parse(path.read_text("utf-8"))
+    if "reaches inside" in (ast.get_docstring(tree) or "").lower():
+        return []
+    return [f"{path.name}:{line} imports {target}{'.' + name if name else ''}"
+            for line, target, name in _imports(path, f"tests.{path.stem}")
+            if target.split(".")[0] in TOP and (_private(target) or (name is not None and name.startswith("_")))]
+
+
+def test_a_test_that_reaches_inside_a_module_says_why() -> None:
+    # Tests use the public API, so a module can move or split without breaking them; a test that must import
+    # a private module or name says so in its docstring ("It reaches inside ... for ..."), with the reason.
+    silent = [hit for path in sorted((REPO / "tests").rglob("*.py")) for hit in _silent_reaches(path)]
+    assert not silent, "\n".join(silent)
+
+
+def test_the_reach_check_sees_a_silent_reach(tmp_path: Path) -> None:
+    probe = tmp_path / "test_probe.py"
+    probe.write_text('"""A probe."""\n\ndef f():\n    from memory_plane.bench import _quality\n'
+                     "    from lifecycle._yaml import round_float\n    from lifecycle import load_yaml\n")
+    assert _silent_reaches(probe) == ["test_probe.py:4 imports memory_plane.bench._quality",
+                                      "test_probe.py:5 imports lifecycle._yaml.round_float"]
+    probe.write_text('"""A probe.\n\nIt reaches inside bench/ for its metrics."""\n\n'
+                     "from memory_plane.bench import _quality\n")
+    assert _silent_reaches(probe) == []

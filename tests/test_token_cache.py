@@ -1,4 +1,8 @@
-"""The persisted postings of large indexes: used only when they match, never lose or hide a memory."""
+"""The persisted postings of large indexes: used only when they match, never lose or hide a memory.
+
+It reaches inside the postings cache (its file format, and its thresholds made small here), the tokenizer, the
+inverted index's statistics and the app prior.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The transcript ledger as the history-module design writes it: configuration, hint, recall bounds."""
+"""The transcript ledger as the history-module design writes it: configuration, hint, recall bounds.
+
+It reaches inside `_fake_gemini` for the fake Gemini server.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from pathlib import Path
 
 from episodes.transcript import TranscriptConfig, TranscriptLedger
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+from helpers import episode_ledger
 
 DESIGN = {"agent": {"memory": {
     "runtime": {"max_concurrency": 2, "retry_limit": 3, "flush_timeout_s": 30},
@@ -21,9 +26,7 @@ DESIGN = {"agent": {"memory": {
 
 
 def ledger(tmp_path: Path, cfg: TranscriptConfig | None = None) -> TranscriptLedger:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
-    return TranscriptLedger(ep / "transcript", config=cfg, system_prompt="You drive a phone.")
+    return episode_ledger(tmp_path, config=cfg, system_prompt="You drive a phone.")[0]
 
 
 def test_the_designs_configuration_file_works_as_written(caplog) -> None:
@@ -78,7 +81,7 @@ def test_similarity_hint_follows_the_design(tmp_path: Path) -> None:
 
 
 def test_recall_history_keeps_every_answer_within_its_budget(tmp_path: Path) -> None:
-    from episodes.transcript._perception import estimate_text_tokens
+    from episodes.transcript import estimate_text_tokens
 
     led = ledger(tmp_path)
     for i in range(30):
@@ -118,8 +121,7 @@ def test_verify_checks_config_yaml(tmp_path: Path) -> None:
 
 
 def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
-    from episodes.transcript import OfflineVisualLens
-    from episodes.transcript._capsules import OfflineCapsuleLens
+    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
 
     class DownThenUp:
         name = "flaky"
@@ -201,8 +203,7 @@ def test_step_records_carry_the_designs_fields_and_signatures_go_back(tmp_path: 
     from google import genai
     from google.genai import types
 
-    from episodes.transcript import to_genai
-    from episodes.transcript._ledger import load_image_bytes
+    from episodes.transcript import load_image_bytes, to_genai
     from lifecycle import read_jsonl
     from memory_plane._fake_gemini import FakeGemini
 

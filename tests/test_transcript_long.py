@@ -1,4 +1,4 @@
-"""Long tasks (issue 28): emergencies that compose, bounded layers, exact recall, capsule inputs, records."""
+"""Long tasks: emergencies that compose, bounded layers, exact recall, capsule inputs, records."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from episodes.transcript import (
     RECALL_HISTORY_TOOL,
@@ -15,13 +17,13 @@ from episodes.transcript import (
     estimate_text_tokens,
 )
 
+from helpers import episode_ledger
+
 
 def ledger(tmp_path: Path, capsule_lens: Any = None, **chunking: Any) -> TranscriptLedger:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
     cfg = TranscriptConfig.from_mapping({"chunking": chunking, "transcript": {"visual_summaries": False}})
-    return TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=cfg, system_prompt="sys",
-                            capsule_lens=capsule_lens, goal="a long task")
+    return episode_ledger(tmp_path, lens=OfflineVisualLens(), config=cfg, system_prompt="sys",
+                          capsule_lens=capsule_lens, goal="a long task")[0]
 
 
 def step(led: TranscriptLedger, n: int, *, facts: list[str] | None = None, recovery: list[dict[str, Any]] = (),
@@ -147,7 +149,7 @@ def test_recall_counts_everything_it_returns(tmp_path: Path) -> None:
 
 
 def test_recall_tool_trims_rows_instead_of_replacing_the_answer(tmp_path: Path) -> None:
-    from memory_plane._tools import MemoryTools
+    from memory_plane import MemoryTools
 
     led = ledger(tmp_path, max_steps=100, target_source_tokens=10**6)
     led.config.recall.max_text_tokens = 4000
@@ -210,6 +212,7 @@ def test_soft_ratio_moves_where_segments_close() -> None:
 
 # -- 7. the long-task benchmark, shortened -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bench_compaction_long_task_short_version() -> None:
     import argparse
 

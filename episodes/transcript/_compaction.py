@@ -398,7 +398,7 @@ class LayeredCompaction:
         chunks = self.chunks + [seg.chunk for seg in self.closed if seg.chunk is not None and seg.end <= end]
         last = self.host.turns[end - 1].record
         # Composed from everything F held, the previous snapshot included: a second emergency never forgets
-        # what the first one kept (002 §2.7.3: old summaries fold into the new one).
+        # what the first one kept (old summaries fold into the new one).
         self.snapshot, self.snapshot_state = compose_snapshot(
             self.snapshot_state, self.host.goal, last.plan, self.eras, chunks, records,
             "/".join(x for x in (last.package, last.activity) if x),

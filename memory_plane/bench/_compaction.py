@@ -3,7 +3,7 @@ the scrub edge, layered compaction, era merge, planted facts and failed routes, 
 
 Longer than 150 steps (``--steps 1200``) it is the long-task run: a verified fact planted every 50 steps,
 recovery rows, user instructions in the middle and two forced emergencies (the runtime reports a prompt at
-0.95 of the budget, as after a burst of large tool outputs), with the figures of issue 28."""
+0.95 of the budget, as after a burst of large tool outputs), with the figures long tasks are held to."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ FAILED_ROUTES = {12: ("mouse_click", {"x": 111, "y": 222}), 31: ("mouse_click", 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The issue's figures, all measured on one run (``--lens gemini-fake`` for the Gemini lenses)."""
+    """The figures, all measured on one run (``--lens gemini-fake`` for the Gemini lenses)."""
 
     steps = int(getattr(args, "steps", 150) or 150)
     if getattr(args, "short", False):

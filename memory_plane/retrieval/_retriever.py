@@ -214,7 +214,7 @@ class Retriever:
             c.src.indexed_at[c.i] = (idx, path)
             return True  # what the index says is what the file says
         if state is FileState.MISSING and kind in ("device", "long_term"):
-            # Renamed by a person: the item is found by the id inside it (issue 27).
+            # Renamed by a person: the item is found by the id inside it (the file is the truth).
             found = (self.device.collections[c.item_type].renamed_path(str(item_id)) if kind == "device"
                      else self.long_term.renamed_path(str(item_id)))
             if found is not None:

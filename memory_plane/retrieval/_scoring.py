@@ -402,7 +402,7 @@ class Scorer:
 
     def rejudge(self, c: Cand, rec: Any, fresh: dict[str, Any], ctx: Query, drop: DropLog) -> Any:
         """A candidate judged on its file as it is now: status, expiry, applicability, confidence and text
-        (the file is the truth at once, not after verify rebuilds the index; issue 27)."""
+        (the file is the truth at once, not after verify rebuilds the index)."""
         kind, item_id = c.src.kind, str(c.src.entries[c.i].get("id"))
         f = features(fresh, kind)
         status = str(rec.status)

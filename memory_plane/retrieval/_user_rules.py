@@ -107,10 +107,6 @@ class RuleScope:
             hit = self._goals[goal_apps] = GoalRules(self, entries, goal_apps)
         return hit
 
-    def names_goal_app(self, e: dict[str, Any], q: ParsedQuery) -> bool:
-        """Whether a memory names the goal's own app (such a rule is about this very task: it goes first)."""
-        return bool(self.apps(e) & {a for a in (q.app, *q.apps) if a})
-
 
 RuleKey = tuple[bool, bool, float, float, str]
 

@@ -12,7 +12,6 @@ from typing import Any
 from device_memory import DeviceMemory
 from episodes import LessonExtractor, OnClosed, OutcomeUpdater, TaskEpisodeStore
 from lifecycle import (
-    Collection,
     ConfigError,
     FileProblemError,
     UnsafePathError,
@@ -25,7 +24,6 @@ from lifecycle import (
     odd_entries,
     read_bytes_nofollow,
     read_jsonl,
-    verify_collections,
 )
 
 from .._long_term import LongTermStore
@@ -43,8 +41,7 @@ REPAIRED = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "to
 
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
-                *, fix: bool = False, now: datetime | None = None,
-                extra: Iterable[Collection] = (), session: SessionStore | None = None,
+                *, fix: bool = False, now: datetime | None = None, session: SessionStore | None = None,
                 trust_clock: bool = False) -> VerifyReport:
     """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes.
 
@@ -64,7 +61,6 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     episodes.verify(report, fix, now, on_closed=_commit_jobs(device, episodes, report))
     for coll in [*device.all_collections(), long_term]:
         coll.verify(report, fix, now)
-    verify_collections(root, extra, fix=fix, report=report)
     report.stats["refresh_candidates"].sort(key=lambda r: -r["success_count"])
     _check_jsonl(root, report, fix)
     if session is not None:
@@ -161,7 +157,7 @@ def _check_chunks(session: SessionStore, report: VerifyReport, fix: bool) -> Non
 
 def _report_shapes(root: Path, report: VerifyReport, folder_place: Callable[[str], bool]) -> None:
     """Every symlink in the tree not reported yet (a linked folder inside an episode, a year folder ...):
-    nothing reads through one, so what it points at would be silently missing (issue 27); and every entry
+    nothing reads through one, so what it points at would be silently missing; and every entry
     of the wrong shape (a folder or a named pipe where a file belongs, a file where a folder belongs)."""
     seen = {p.path for p in report.problems if p.category == "symlink"}
     links, shapes = odd_entries(root, folder_place)
