@@ -317,8 +317,10 @@ class EpisodeRecorder:
             self._fail(f"event {type}", exc)
             return ""
 
-    def open_transcript(self, *, config: Any = None, lens: Any = None, system_prompt: str = "") -> Any:
-        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks.
+    def open_transcript(self, *, config: Any = None, lens: Any = None, system_prompt: str = "",
+                        capsule_lens: Any = None, goal: str | None = None) -> Any:
+        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks; its
+        compaction writes capsules with ``capsule_lens`` (offline when None) and names ``goal`` in a snapshot.
 
         Without arguments it is opened as ``MemoryPlane.open_transcript`` does (config.yaml, the configured
         lenses, usage metering) when the plane made this recorder; otherwise config.yaml under the memory
@@ -334,8 +336,8 @@ class EpisodeRecorder:
         ledger = TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                   system_prompt=system_prompt, session_start=self.episode.started_at
                                   if isinstance(self.episode.started_at, type(self._clock())) else None,
-                                  root=self._store.root)
-        ledger.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
+                                  root=self._store.root, capsule_lens=capsule_lens, goal=goal)
+        ledger.log.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
         self._ledgers.append(ledger)
         return ledger
 

@@ -208,10 +208,8 @@ class MemoryPlane:
         except Exception as exc:  # e.g. a non-local base_url without a key: offline lenses, one log line
             log.error("memory: config.yaml lenses section not usable (%s); using the offline lenses", exc)
             visual, capsule = select_lenses(GeminiSettings(), on_usage=meter)
-        ledger = recorder.open_transcript(config=tcfg, lens=visual,
-                                          system_prompt=system_prompt)
-        ledger.capsule_lens = capsule
-        ledger.goal = goal or recorder.episode.user_goal
+        ledger = recorder.open_transcript(config=tcfg, lens=visual, system_prompt=system_prompt,
+                                          capsule_lens=capsule, goal=goal or recorder.episode.user_goal)
         holder["ledger"] = ledger
         self.tools.attach(ledger)  # the model's recall_history reads this task's transcript
         return ledger

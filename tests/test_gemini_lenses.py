@@ -264,6 +264,7 @@ def test_a_capsule_that_keeps_failing_gets_the_offline_capsule_so_later_segments
         led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n} " * 30, thought="t " * 60,
                    validator={"executed": True, "facts": ["OTP 482913"] if n == 2 else []})
         led.flush(10)
-    assert led.folded_until >= 20  # the first segment did not hold back every later one
-    first = next(c for c in [*led.chunks, *(c for e in led.eras for c in e.chunks)] if c.start == 1)
+    assert led.compaction.folded_until >= 20  # the first segment did not hold back every later one
+    f = led.compaction
+    first = next(c for c in [*f.chunks, *(c for e in f.eras for c in e.chunks)] if c.start == 1)
     assert first.lens == "offline-fallback" and "OTP 482913" in first.capsule.verified_facts  # type: ignore[union-attr]

@@ -81,7 +81,7 @@ def test_prefix_up_to_the_edge_is_stable_turn_to_turn(tmp_path: Path) -> None:
         led.flush(5)
         msgs = led.render()
         keys = [m.key() for m in msgs]
-        event_now = any(e["at"] == n for e in led.events)
+        event_now = any(e["at"] == n for e in led.compaction.events)
         if keys[: len(previous)] != previous and not event_now:
             breaks += 1
         previous = keys[: led.stable_prefix_len(msgs)]
