@@ -31,9 +31,6 @@ class LessonExtractor(ProfileLessons, PathLessons, FailureLessons):
 
     def __init__(self, device: DeviceMemory, episodes: TaskEpisodeStore) -> None:
         super().__init__(device, episodes)
-        self.__name__ = "extract_lessons"
-
-    takes_events = True  # the writer hands over the events it read once for all the jobs
 
     def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> ExtractionResult:
         """Extract from a committed episode (events read from disk unless given); the episode then names what

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,6 +130,23 @@ def test_verify_and_gc_are_loops_over_the_collections() -> None:
         length = (node.end_lineno or node.lineno) - node.lineno + 1
         assert length <= MAX_TREE_LOOP_LINES, f"{fn.__name__} is {length} lines"
         assert any(isinstance(n, ast.For) for n in ast.walk(node)), f"{fn.__name__} has no loop over collections"
+
+
+def _documented_plane_names() -> set[str]:
+    text = (REPO / "docs" / "architecture.md").read_text("utf-8")
+    section = text.split("## What the plane offers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.rsplit("|", 2)[1])}
+
+
+def test_the_plane_offers_exactly_what_the_architecture_lists() -> None:
+    from memory_plane import MemoryPlane
+
+    public = {name for name in dir(MemoryPlane) if not name.startswith("_")}
+    documented = _documented_plane_names()
+    assert len(documented) > 10
+    assert public == documented, f"undocumented: {sorted(public - documented)}; " \
+                                 f"listed but missing: {sorted(documented - public)}"
 
 
 def test_the_checks_above_catch_what_they_guard(tmp_path: Path) -> None:

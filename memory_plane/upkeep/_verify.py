@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from device_memory import DeviceMemory
-from episodes import LessonExtractor, OnClosed, OutcomeUpdater, TaskEpisodeStore
+from episodes import FAILED_PREFIX, LESSONS_JOB, OnClosed, TaskEpisodeStore, TaskEpisodeWriter
 from lifecycle import (
     Collection,
     ConfigError,
@@ -43,7 +43,7 @@ REPAIRED = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "to
 
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
-                *, fix: bool = False, now: datetime | None = None,
+                writer: TaskEpisodeWriter, *, fix: bool = False, now: datetime | None = None,
                 extra: Iterable[Collection] = (), session: SessionStore | None = None,
                 trust_clock: bool = False) -> VerifyReport:
     """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes.
@@ -61,7 +61,7 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     _check_config(root, report)
     report.stats.update({key: [] for key in STAT_KEYS})
     # Episodes first: what they hold decides which memories lost their evidence.
-    episodes.verify(report, fix, now, on_closed=_commit_jobs(device, episodes, report))
+    episodes.verify(report, fix, now, on_closed=_commit_jobs(writer, report))
     for coll in [*device.all_collections(), long_term]:
         coll.verify(report, fix, now)
     verify_collections(root, extra, fix=fix, report=report)
@@ -76,29 +76,40 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     return report
 
 
-def _commit_jobs(device: DeviceMemory, episodes: TaskEpisodeStore, report: VerifyReport) -> OnClosed:
-    """What runs for an episode verify closed: the jobs its commit would have run."""
+def _commit_jobs(writer: TaskEpisodeWriter, report: VerifyReport) -> OnClosed:
+    """What runs for an episode verify closed: the jobs its commit would have run, by the writer's runner."""
 
     def run(closed: Any) -> None:
         if closed.status == "interrupted":
             # A crash loses the path and the end, not what the paired calls showed of the apps:
             # those facts are learned at low confidence (and nothing else).
-            try:
-                learned = LessonExtractor(device, episodes)(closed)
-            except Exception as exc:  # a lesson is never worth a failed verify
-                log.error("verify: lessons of interrupted %s not extracted: %s", closed.id, exc)
-            else:
-                if learned.ids:
-                    report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {closed.id}")
+            learned = writer.run_now(closed, names={LESSONS_JOB}).get(LESSONS_JOB)
+            if learned is not None and learned.ids:
+                report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {closed.id}")
             return
         # Its events end with finish: what it used and what it taught.
-        for job in (OutcomeUpdater(device, episodes), LessonExtractor(device, episodes)):
-            try:
-                job(closed)
-            except Exception as exc:  # a lesson is never worth a failed verify
-                log.error("verify: %s of completed %s failed: %s", job.__name__, closed.id, exc)
+        writer.run_now(closed)
 
     return run
+
+
+def check_jobs(writer: TaskEpisodeWriter, episodes: TaskEpisodeStore, report: VerifyReport, limit: int) -> None:
+    """Run the background jobs that never ran (a crash, an overflow), then name each job whose last run failed
+    and each transcript closed with work pending: work that did not happen is a problem for cron (exit 1), with
+    its reason (a lesson never learned because the disk was full must not pass as "ok")."""
+    report.stats["jobs_caught_up"] = writer.catch_up(limit=limit)
+    report.stats["jobs_failed"] = writer.failed_jobs()
+
+    def in_episode(ep_id: str, name: str) -> str:
+        return episodes.rel(episodes.layout.expected_path(ep_id).parent / name)
+
+    for j in report.stats["jobs_failed"]:
+        report.add("job_failed", in_episode(j["episode"], f"{FAILED_PREFIX}{j['job']}"),
+                   None, f"background job {j['job']} failed at {j['failed_at'] or '?'}: {j['error'] or '?'}; "
+                   f"retried {j['retry']}")
+    for ep_id in report.stats.get("transcripts_pending") or []:
+        report.add("pending", in_episode(ep_id, "transcript/steps.jsonl"), None,
+                   "the transcript was closed with visual summaries still pending")
 
 
 def _check_retention(root: Path, report: VerifyReport) -> None:
@@ -218,4 +229,4 @@ def _check_config(root: Path, report: VerifyReport) -> None:
                 report.add("config", "config.yaml", key_line(text, "lenses"), f"lenses.{where}: {err.get('msg')}")
 
 
-__all__ = ["verify_tree"]
+__all__ = ["check_jobs", "verify_tree"]
