@@ -23,6 +23,7 @@ from ._steps import MEMORY_TOOLS, Step, coords_close, effective_path, is_system_
 from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore
 from ._summary import episode_summary, tool_path
 from ._tool_inputs import parse_tool_input, step_label, tool_coords, tool_text
+from ._transcript_config import TranscriptConfig
 from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "TaskEpisode",
     "TaskEpisodeStore",
     "TaskEpisodeWriter",
+    "TranscriptConfig",
     "WriterStats",
     "coords_close",
     "dhash",

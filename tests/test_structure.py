@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
+import subprocess
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,6 +150,28 @@ def test_the_plane_offers_exactly_what_the_architecture_lists() -> None:
     assert len(documented) > 10
     assert public == documented, f"undocumented: {sorted(public - documented)}; " \
                                  f"listed but missing: {sorted(documented - public)}"
+
+
+CONFIG_CHECK = """
+import sys
+from memory_plane import MemoryPlane
+root = sys.argv[1]
+with MemoryPlane.open(root) as plane:
+    with open(root + "/config.yaml", "w") as fh:
+        fh.write("transcript:\\n  bogus: 1\\nlenses:\\n  nope: 2\\n")
+    report = plane.verify()
+assert [p.category for p in report.problems] == ["config", "config"], report.problems
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+def test_checking_config_imports_no_transcript_engine_or_model_client(tmp_path: Path) -> None:
+    # A fresh interpreter: what verify (and its config check) needs, not what other tests loaded.
+    out = subprocess.run([sys.executable, "-c", CONFIG_CHECK, str(tmp_path / "m")], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
+    assert "episodes._transcript_config" in out and "memory_plane._lens_settings" in out  # the checks ran
+    heavy = [m for m in out if m.startswith(("episodes.transcript", "memory_plane._lenses", "google"))]
+    assert not heavy, heavy
 
 
 def test_the_checks_above_catch_what_they_guard(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ from typing import Any
 
 from lifecycle import Clock, atomic_write, format_ts, read_bytes_nofollow
 
+from .._transcript_config import TranscriptConfig
 from ._capsules import Capsule, OfflineCapsuleLens, check_capsule
 from ._chunks import Chunk, Era, Segment
 from ._compaction_host import CompactionHost
-from ._config import TranscriptConfig
 from ._lens import RequestBudget, current_budget
 from ._perception import estimate_text_tokens
 from ._records import StepRecord

@@ -33,11 +33,11 @@ from lifecycle import (
     system_clock,
 )
 
+from .._transcript_config import TranscriptConfig
 from ._capsules import CapsuleLens, OfflineCapsuleLens
 from ._chunks import Chunk, Era, Segment
 from ._compaction import LayeredCompaction
 from ._compaction_host import CompactionState
-from ._config import TranscriptConfig
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text

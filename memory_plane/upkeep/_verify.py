@@ -190,9 +190,9 @@ def _check_config(root: Path, report: VerifyReport) -> None:
     """config.yaml: readable YAML, a mapping, no unknown transcript keys, a valid lenses section."""
     import pydantic
 
-    from episodes.transcript import TranscriptConfig
+    from episodes import TranscriptConfig
 
-    from .._lenses import GeminiSettings
+    from .._lens_settings import GeminiSettings
 
     path = root / "config.yaml"
     try:
