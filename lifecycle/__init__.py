@@ -123,7 +123,7 @@ from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, record_time, verify_marks
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, odd_entries, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
-from ._verify import VerifyReport, check_collection, verify_collections
+from ._verify import CheckedStore, VerifyReport, check_collection, verify_collections
 from ._yaml import (
     MAX_ITEM_BYTES,
     check_budget,
@@ -154,6 +154,7 @@ __all__ = [
     "QUARANTINE_LOG",
     "ROOT_ENV",
     "STATUSES",
+    "CheckedStore",
     "Clock",
     "ClockError",
     "Collection",

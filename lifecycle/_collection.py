@@ -43,11 +43,11 @@ class Collection(Protocol):
         """Yield every item file with its parsed record or its problem."""
         ...
 
-    def rebuild_index(self) -> bool:
+    def rebuild_index(self, items: list[ItemRead[Any]] | None = None) -> bool:
         """Rewrite the derived index from the item files; return True if it changed.
 
-        Implementations may accept ``items=`` (ItemReads just parsed) to avoid reading unchanged files
-        twice; they must still include whatever appeared since, so the rebuild loses nothing.
+        ``items`` (ItemReads just parsed) spare reading unchanged files twice; the rebuild must still include
+        whatever appeared since, so it loses nothing.
         """
         ...
 

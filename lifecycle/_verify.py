@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._errors import UnsafePathError
 from ._guarded import guarded_move
-from ._item_read import Problem, same_path
+from ._index import IndexFile
+from ._item_read import ItemRead, Problem, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
 from ._validate import field_problems
-
-if TYPE_CHECKING:
-    from ._collection import Collection
 
 
 @dataclass
@@ -62,18 +59,48 @@ class VerifyReport:
         }
 
 
-def _check_names(root: Path, coll: Collection, parsed: list[Any], report: VerifyReport,
+class CheckedStore(Protocol):
+    """What verify reads of a store of item files; every ``ItemCollection`` offers it.
+
+    ``rebuild_index`` must be idempotent and must include item files that appeared since ``items`` were parsed.
+    """
+
+    name: str
+    dir: Path
+    index: IndexFile
+    indexed: bool
+    """Whether the store keeps an index file (device profiles do not): only then is ``index`` checked."""
+    named_by_id: bool
+    """Whether an item's file is named after its id: only then are names checked (and renamed with fix)."""
+
+    def iter_items(self) -> Iterator[ItemRead[Any]]:
+        """Every item file with its parsed record or its problem."""
+        ...
+
+    def expected_path(self, record: Any) -> Path:
+        """Where the file of an item named after its id lives."""
+        ...
+
+    def symlinks(self) -> list[Path]:
+        """Symlinks in the store's folders (never followed)."""
+        ...
+
+    def rebuild_index(self, items: list[ItemRead[Any]] | None = None) -> bool:
+        """Rewrite the index from the item files (reusing the parses in ``items``); True if it changed."""
+        ...
+
+
+def _check_names(root: Path, coll: CheckedStore, parsed: list[Any], report: VerifyReport,
                  relp: Callable[[Path], str], fix: bool) -> None:
     """A file whose name is not its id, or two files holding one id: named, and renamed with fix when safe."""
-    expected_of = getattr(coll, "expected_path", None)
-    if expected_of is None or not getattr(coll, "named_by_id", True):
+    if not coll.named_by_id:
         return
     by_id: dict[str, list[Any]] = {}
     for item in parsed:
         by_id.setdefault(item.record.id, []).append(item)
     for item_id, items in by_id.items():
         try:
-            expected = Path(expected_of(items[0].record))
+            expected = Path(coll.expected_path(items[0].record))
         except ValueError:
             continue
         odd = [i for i in items if not same_path(i.path, expected)]
@@ -103,12 +130,12 @@ def _check_names(root: Path, coll: Collection, parsed: list[Any], report: Verify
 
 def verify_collections(
     root: Path,
-    collections: Iterable[Collection],
+    collections: Iterable[CheckedStore],
     *,
     fix: bool = False,
     report: VerifyReport | None = None,
     rel: Callable[[Path], str] | None = None,
-    on_item: Callable[[Collection, Any], None] | None = None,
+    on_item: Callable[[CheckedStore, Any], None] | None = None,
 ) -> VerifyReport:
     """Parse every item of every collection, report problems, rebuild indexes."""
     report = report or VerifyReport()
@@ -119,34 +146,28 @@ def verify_collections(
     return report
 
 
-def check_collection(root: Path, coll: Any, *, fix: bool, report: VerifyReport,
+def check_collection(root: Path, coll: CheckedStore, *, fix: bool, report: VerifyReport,
                      rel: Callable[[Path], str] | None = None,
                      on_item: Callable[[Any, Any], None] | None = None) -> None:
     """One collection's files: parse every item (quarantine the broken with fix), names, symlinks, index."""
     relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
     parsed = _check_items(root, coll, report, relp, fix, on_item)
     _check_names(root, coll, parsed, report, relp, fix)
-    symlinks = getattr(coll, "symlinks", None)
-    if symlinks is not None:
-        for link in symlinks():
-            report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
-    index = getattr(coll, "index", None)
-    if index is not None and getattr(coll, "indexed", True):
-        for prob in index.read().problems:
-            report.add("index", relp(Path(prob.path or index.path)), prob.line, prob.message)
+    for link in coll.symlinks():
+        report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
+    if coll.indexed:
+        for prob in coll.index.read().problems:
+            report.add("index", relp(Path(prob.path or coll.index.path)), prob.line, prob.message)
     try:
-        if "items" in inspect.signature(coll.rebuild_index).parameters:
-            changed = coll.rebuild_index(items=parsed)
-        else:
-            changed = coll.rebuild_index()
+        changed = coll.rebuild_index(items=parsed)
     except OSError as exc:
-        report.add("io", relp(Path(getattr(coll, "dir", root))), None, f"cannot rebuild index: {exc}")
+        report.add("io", relp(coll.dir), None, f"cannot rebuild index: {exc}")
         return
     if changed:
         report.rebuilt_indexes.append(coll.name)
 
 
-def _check_items(root: Path, coll: Any, report: VerifyReport, relp: Callable[[Path], str], fix: bool,
+def _check_items(root: Path, coll: CheckedStore, report: VerifyReport, relp: Callable[[Path], str], fix: bool,
                  on_item: Callable[[Any, Any], None] | None) -> list[Any]:
     """Every item file parsed: the loaded ones returned, the broken ones reported (and quarantined with fix)."""
     parsed: list[Any] = []

@@ -12,7 +12,7 @@ from typing import Any
 from device_memory import DeviceMemory
 from episodes import FAILED_PREFIX, LESSONS_JOB, OnClosed, TaskEpisodeStore, TaskEpisodeWriter
 from lifecycle import (
-    Collection,
+    CheckedStore,
     ConfigError,
     FileProblemError,
     UnsafePathError,
@@ -44,7 +44,7 @@ REPAIRED = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "to
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
                 writer: TaskEpisodeWriter, *, fix: bool = False, now: datetime | None = None,
-                extra: Iterable[Collection] = (), session: SessionStore | None = None,
+                extra: Iterable[CheckedStore] = (), session: SessionStore | None = None,
                 trust_clock: bool = False) -> VerifyReport:
     """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes.
 
