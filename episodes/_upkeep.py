@@ -13,6 +13,7 @@ from lifecycle import (
     Retention,
     TombstoneLog,
     VerifyReport,
+    apply_plan,
     check_collection,
     not_yet_tombstoned,
     older,
@@ -111,11 +112,20 @@ def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRe
                      dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
     """Drop full traces past their TTL and summaries past theirs, unless evidence for a memory
     (``report.evidence``); orphan folders and unreferenced screenshots go too. The ids removed."""
+    try:
+        return _drop_episodes(store, retention, report, now, dry_run, items)
+    finally:
+        apply_plan(store.root, report)  # what was planned goes, even when the drops below could not be made
+
+
+def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcReport, now: datetime,
+                   dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
+    """Plan each episode's removals; those past their summary TTL after their tombstones and index lines."""
     drop: list[tuple[TaskEpisode, Path]] = []
     for item in store.iter_items() if items is None else items:
         found = _collect_one(store, item, retention, report, now, dry_run)
         if found is not None:
-            drop.append(found)  # removed below, after their tombstones are on disk
+            drop.append(found)  # planned below, after their tombstones are on disk
     if not drop:
         return []
     # The order makes a killed GC resumable (issue 27): tombstones first (fsynced; one per removal,

@@ -63,7 +63,7 @@ from ._errors import (
     YamlBombError,
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
-from ._gc import GcReport, remove_path, stale_temp_files, tree_size
+from ._gc import GcReport, Removal, apply_plan, remove_path, stale_temp_files, tree_size
 from ._guarded import (
     guarded_makedirs,
     guarded_move,
@@ -182,6 +182,7 @@ __all__ = [
     "ProfileLayout",
     "Quarantined",
     "Record",
+    "Removal",
     "Retention",
     "Status",
     "StorageError",
@@ -197,6 +198,7 @@ __all__ = [
     "YamlCollection",
     "append_line",
     "append_lines",
+    "apply_plan",
     "as_list",
     "as_text",
     "atomic_write",
