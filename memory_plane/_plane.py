@@ -27,6 +27,7 @@ from lifecycle import (
     Clock,
     GcReport,
     NoRootError,
+    Repair,
     VerifyReport,
     init_tree,
     resolve_root,
@@ -38,7 +39,7 @@ from ._long_term_forget import check_forget_id
 from ._retrieve_types import MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
 from .retrieval import MemoryContext, RetrieveConfig, Retriever, parse_query
-from .upkeep import check_jobs, gc_tree, restore_from_quarantine, verify_tree
+from .upkeep import check_jobs, gc_tree, repair_tree, restore_from_quarantine, verify_tree
 
 log = logging.getLogger("memory_plane")
 
@@ -293,28 +294,39 @@ class MemoryPlane:
 
     def verify(self, *, fix: bool = False, catch_up_limit: int = 500, now: datetime | None = None) -> VerifyReport:
         """Check the tree, rebuild indexes, mark expired, close crashed episodes, run background jobs that
-        never ran (a crash, an overflow); quarantine broken files with fix. ``now`` (the operator's time) is
-        believed as given; the plane's clock is checked against the tree first (a ``clock`` problem)."""
+        never ran (a crash, an overflow). Each finding carries its repair; with ``fix`` they are made (broken
+        files quarantined, torn lines dropped, ...). ``now`` (the operator's time) is believed as given; the
+        plane's clock is checked against the tree first (a ``clock`` problem)."""
         self.flush(30)
-        report = verify_tree(self._root, self._device, self._episodes, self._long_term, self._writer, fix=fix,
+        report = verify_tree(self._root, self._device, self._episodes, self._long_term, self._writer,
                              now=now or self._clock(), session=self._session, trust_clock=now is not None)
-        self._verify_forgets(report, fix)
+        self._find_forgets(report)
+        if fix:
+            repair_tree(report)
         check_jobs(self._writer, self._episodes, report, catch_up_limit)
         return report
 
-    def _verify_forgets(self, report: VerifyReport, fix: bool) -> None:
-        """A forgotten memory's file (a forget killed before it removed it) is a finding; ``fix`` removes it."""
+    def _find_forgets(self, report: VerifyReport) -> None:
+        """A forgotten memory's file (a forget killed before it removed it) is a finding; its repair removes it."""
         try:
-            left = self._finish_forgets(dry_run=not fix)
+            left = self._finish_forgets(dry_run=True)
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
             report.add("io", "lifecycle/tombstones.jsonl", None, f"cannot finish forgets: {exc.strerror or exc}")
             return
+        repair = Repair("finish_forgets", self._forgets_finisher)
         for path in left:
-            if fix:
-                report.fixed.append(f"{path}: a forgotten memory's file, removed")
-            else:
-                report.add("forgotten", path, None, "a forgotten memory's file is still here (a forget was "
-                                                    "stopped before removing it); verify --fix removes it")
+            report.add("forgotten", path, None, "a forgotten memory's file is still here (a forget was "
+                                                "stopped before removing it); verify --fix removes it", repair)
+
+    def _forgets_finisher(self, report: VerifyReport) -> bool:
+        """The repair of forgotten memories' files: removed (their text scrubbed from the tree first)."""
+        try:
+            gone = self._finish_forgets()
+        except OSError as exc:
+            report.add("io", "lifecycle/tombstones.jsonl", None, f"cannot finish forgets: {exc.strerror or exc}")
+            return True  # the finding above says what is left
+        report.fixed += [f"{path}: a forgotten memory's file, removed" for path in gone]
+        return True
 
     def quarantined(self) -> list[Any]:
         """Files `verify --fix` moved to lifecycle/quarantine/ (name, original path, when, why)."""

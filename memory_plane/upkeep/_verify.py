@@ -1,5 +1,5 @@
 """`memplane lifecycle verify` over the whole tree: parse every file, rebuild indexes, mark expired, check
-evidence and config.yaml, close crashed episodes; repair only with fix."""
+evidence and config.yaml, close crashed episodes; each finding carries its repair, made by ``repair_tree``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from lifecycle import (
     CheckedStore,
     ConfigError,
     FileProblemError,
+    Repair,
     UnsafePathError,
     VerifyReport,
     atomic_write,
@@ -25,6 +26,7 @@ from lifecycle import (
     odd_entries,
     read_bytes_nofollow,
     read_jsonl,
+    repair_findings,
     verify_collections,
 )
 
@@ -43,10 +45,11 @@ REPAIRED = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "to
 
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
-                writer: TaskEpisodeWriter, *, fix: bool = False, now: datetime | None = None,
+                writer: TaskEpisodeWriter, *, now: datetime | None = None,
                 extra: Iterable[CheckedStore] = (), session: SessionStore | None = None,
                 trust_clock: bool = False) -> VerifyReport:
-    """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes.
+    """Rebuild indexes, report bad files (each with the repair it needs), mark expired, check evidence, close
+    crashed episodes. Nothing else changes: ``repair_tree`` makes the repairs (``--fix``).
 
     On a clock it cannot believe (see ``gc_tree``) verify checks everything but marks nothing expired, and
     names the clock as a problem; ``trust_clock`` (the operator gave the time) skips that check."""
@@ -61,19 +64,23 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     _check_config(root, report)
     report.stats.update({key: [] for key in STAT_KEYS})
     # Episodes first: what they hold decides which memories lost their evidence.
-    episodes.verify(report, fix, now, on_closed=_commit_jobs(writer, report))
+    episodes.verify(report, now, on_closed=_commit_jobs(writer, report))
     for coll in [*device.all_collections(), long_term]:
-        coll.verify(report, fix, now)
-    verify_collections(root, extra, fix=fix, report=report)
+        coll.verify(report, now)
+    verify_collections(root, extra, report=report)
     report.stats["refresh_candidates"].sort(key=lambda r: -r["success_count"])
-    _check_jsonl(root, report, fix)
+    _check_jsonl(root, report)
     if session is not None:
-        _check_chunks(session, report, fix)
+        _check_chunks(session, report)
     _report_shapes(root, report, episodes.layout.folders)
-    if fix:
-        # The second verify after --fix must be clean: drop the findings that were repaired.
-        report.problems = [p for p in report.problems if p.category not in REPAIRED]
     return report
+
+
+def repair_tree(report: VerifyReport) -> None:
+    """``--fix``: make the repairs the findings need, in the order found (torn lines before chunk checksums),
+    then drop what the repairs and the index rebuilds cleared, so the second verify after it comes back clean."""
+    repair_findings(report)
+    report.problems = [p for p in report.problems if p.category not in REPAIRED]
 
 
 def _commit_jobs(writer: TaskEpisodeWriter, report: VerifyReport) -> OnClosed:
@@ -140,34 +147,60 @@ def _repair_jsonl(root: Path, path: Path) -> int:
     return len(read.problems)
 
 
-def _check_jsonl(root: Path, report: VerifyReport, fix: bool) -> None:
-    """Every jsonl file of the tree: unreadable and torn lines named, dropped with fix."""
+def _check_jsonl(root: Path, report: VerifyReport) -> None:
+    """Every jsonl file of the tree: unreadable and torn lines named; their repair drops them."""
     for f in _jsonl_files(root, report.jsonl_files):
         read = read_jsonl(f)
         if not read.problems:
             continue
         rel = str(f.relative_to(root))
+        repair = Repair("drop_lines", _line_dropper(root, f, rel))  # one rewrite for all of a file's lines
         for p in read.problems:
-            report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message)
-        if fix:
-            try:
-                n = _repair_jsonl(root, f)
-            except UnsafePathError as exc:
-                report.add("symlink", rel, None, f"not repaired: {exc.name} is a symlink (never written through)")
-                continue
-            except OSError as exc:
-                report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
-                continue
-            report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+            report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message, repair)
 
 
-def _check_chunks(session: SessionStore, report: VerifyReport, fix: bool) -> None:
-    """The session's chunk checksums (after the torn-line repair, so a fix records what the file now holds)."""
+def _line_dropper(root: Path, path: Path, rel: str) -> Callable[[VerifyReport], bool]:
+    """The repair of a jsonl file with unreadable lines: rewritten without them."""
+
+    def drop(report: VerifyReport) -> bool:
+        try:
+            n = _repair_jsonl(root, path)
+        except UnsafePathError as exc:
+            report.add("symlink", rel, None, f"not repaired: {exc.name} is a symlink (never written through)")
+            return False
+        except OSError as exc:
+            report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
+            return False
+        report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+        return True
+
+    return drop
+
+
+def _check_chunks(session: SessionStore, report: VerifyReport) -> None:
+    """The session's chunk checksums; their repair records what each file holds now (made after the torn-line
+    repairs, which were found first)."""
     try:
-        for category, rel, message in session.verify_chunks(fix=fix):
-            report.add(category, rel, None, message)
+        found = session.verify_chunks()
     except OSError as exc:
         report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
+        return
+    repair = Repair("record_chunks", _chunk_recorder(session))
+    for category, rel, message in found:
+        report.add(category, rel, None, message, repair)
+
+
+def _chunk_recorder(session: SessionStore) -> Callable[[VerifyReport], bool]:
+    """The repair of chunk files that do not hold what the index says: the index records what they hold."""
+
+    def record(report: VerifyReport) -> bool:
+        try:
+            session.verify_chunks(fix=True)
+        except OSError as exc:
+            report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
+        return False  # what the repair settles is named by category (REPAIRED), as it always was
+
+    return record
 
 
 def _report_shapes(root: Path, report: VerifyReport, folder_place: Callable[[str], bool]) -> None:
@@ -229,4 +262,4 @@ def _check_config(root: Path, report: VerifyReport) -> None:
                 report.add("config", "config.yaml", key_line(text, "lenses"), f"lenses.{where}: {err.get('msg')}")
 
 
-__all__ = ["check_jobs", "verify_tree"]
+__all__ = ["check_jobs", "repair_tree", "verify_tree"]
