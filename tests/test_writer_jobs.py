@@ -99,3 +99,27 @@ def test_one_read_config_for_the_plane_and_the_recorder(tmp_path: Path) -> None:
         (root / "config.yaml").write_text("{{{\n")
         assert read_config(root) == {}
     assert read_config(tmp_path / "nowhere") == {}
+
+
+def test_verify_runs_a_closed_episodes_jobs_through_the_writer_so_they_run_once(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        ended = plane.new_episode_recorder(MemoryRetrieveRequest(input="open settings and turn on wifi"))
+        ended.tool_call("launch_app", {"app": "Settings"})
+        ended.tool_result("launch_app", output="ok", observed_state={"app": "Settings", "page": "Main"})
+        ended.finish(success=True)  # the task ended; its commit never happened
+        crashed = plane.new_episode_recorder(MemoryRetrieveRequest(input="open settings"))
+        crashed.tool_call("launch_app", {"app": "Settings"})
+        for rec in (ended, crashed):
+            rec._release_recording_lock()  # the recorder's process died here
+        ids = ended.episode.id, crashed.episode.id
+    with MemoryPlane.open(root) as plane:
+        report = plane.verify()
+        assert report.stats["interrupted"] == [ids[1]]
+        done, cut = (plane.episodes.episode_dir(i) for i in ids)
+        # Each job that ran left its marker, as a commit's would: a later catch-up does not run it again.
+        assert (done / ".done-update_outcomes").exists() and (done / ".done-extract_lessons").exists()
+        assert (cut / ".done-extract_lessons").exists() and not (cut / ".done-update_outcomes").exists()
+        old = time.time() - 3600
+        os.utime(done / "episode.yaml", (old, old))
+        assert plane.verify().stats["jobs_caught_up"] == []
