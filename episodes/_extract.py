@@ -34,9 +34,6 @@ class LessonExtractor:
         self.device = device
         self.episodes = episodes
         self.writer = LessonWriter(device)
-        self.__name__ = "extract_lessons"
-
-    takes_events = True  # the writer hands over the events it read once for all the jobs
 
     def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> ExtractionResult:
         """Extract from a committed episode (events read from disk unless given); the episode then names what

@@ -31,6 +31,7 @@ from ._secrets import TypingGuard, marks_password, typed_values
 from ._steps import is_system_screen
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
+from ._transcript_config import TranscriptConfig
 
 log = logging.getLogger("memory_plane")
 
@@ -325,7 +326,7 @@ class EpisodeRecorder:
         Without arguments it is opened as ``MemoryPlane.open_transcript`` does (config.yaml, the configured
         lenses, usage metering) when the plane made this recorder; otherwise config.yaml under the memory
         root still applies, with the offline lenses."""
-        from .transcript import TranscriptConfig, TranscriptLedger  # only long tasks pay for it
+        from .transcript import TranscriptLedger  # only long tasks pay for it
 
         if self.dir is None:
             raise RuntimeError("the episode folder could not be created; no transcript")

@@ -227,12 +227,12 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         """Whether an item is an episode folder without its episode.yaml (debris of a kill)."""
         return isinstance(item.problem, OrphanFolder)
 
-    def verify(self, report: VerifyReport, fix: bool, now: Any, *, on_closed: OnClosed | None = None) -> None:
+    def verify(self, report: VerifyReport, now: Any, *, on_closed: OnClosed | None = None) -> None:
         """Check every episode, close crashed recordings (``on_closed`` runs the jobs their commit would have),
-        name missing artifacts (excerpt_only with fix), rebuild the index."""
+        name missing artifacts (their repair: excerpt_only), rebuild the index."""
         from ._upkeep import verify_episodes
 
-        verify_episodes(self, report, fix, now, on_closed)
+        verify_episodes(self, report, now, on_closed)
 
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[TaskEpisode]] | None = None) -> list[str]:

@@ -18,6 +18,7 @@ import pytest
 
 from episodes import (
     FAILURE_PHASES,
+    EpisodeJob,
     EpisodeRecorder,
     TaskEpisodeStore,
     TaskEpisodeWriter,
@@ -237,7 +238,7 @@ def test_background_jobs_bounded_and_flushed(root: Path) -> None:
         gate.wait(5)
         seen.append(ep.id)
 
-    writer = TaskEpisodeWriter(store, jobs=[slow_job], queue_size=2)
+    writer = TaskEpisodeWriter(store, jobs=[EpisodeJob("slow", slow_job)], queue_size=2)
     for i in range(6):
         _, rec = make(root, goal=f"g{i}")
         writer.commit(rec.finish(success=True))  # returns while every job is blocked on the gate
@@ -256,7 +257,7 @@ def test_failing_job_is_retried_then_counted(root: Path) -> None:
         raise OSError("disk busy")
 
     store = TaskEpisodeStore(root)
-    writer = TaskEpisodeWriter(store, jobs=[flaky], retries=2, retry_delay=0.001)
+    writer = TaskEpisodeWriter(store, jobs=[EpisodeJob("flaky", flaky)], retries=2, retry_delay=0.001)
     _, rec = make(root)
     writer.commit(rec.finish(success=True))
     assert writer.flush(5)

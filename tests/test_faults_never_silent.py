@@ -458,7 +458,7 @@ def test_explain_lists_every_candidate_the_size_budget_dropped(tmp_path: Path) -
     with MemoryPlane.open(tmp_path / "m") as plane:
         for i in range(6):
             plane.long_term.save_memory(type="rule", content=f"Rule {i}: when paying, " + "always check twice. " * 40)
-        plane.retriever.config.budget_chars = 1500
+        plane._retriever.config.budget_chars = 1500
         ctx = plane.explain("pay with alipay")
         cut = [d for d in ctx.dropped_items if d["reason"] == "budget"]
         assert cut and ctx.dropped.get("budget") == len(cut)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from episodes import read_config
 from episodes.transcript import OfflineVisualLens, StepRecord, TranscriptLedger, VisualJob
 from memory_plane._fake_gemini import FakeGemini
 from memory_plane._lenses import (
@@ -194,7 +195,7 @@ def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, t
 
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        assert plane.config()["transcript"]["image_scrub_depth"] == 3  # the template's commented defaults
+        assert read_config(plane.root)["transcript"]["image_scrub_depth"] == 3  # the template's commented defaults
         (root / "config.yaml").write_text(
             f"transcript:\n  image_scrub_depth: 2\nlenses:\n  base_url: {fake.url}\n  api_key: k\n  timeout_s: 3\n")
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="a long task"))
@@ -208,7 +209,7 @@ def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, t
         rows = read_jsonl(led.dir / "usage.jsonl").records
         assert rows and rows[0]["source"].startswith("lens:visual_summary") and led.meter.measured is None
         (root / "config.yaml").write_text("transcript: [broken\n")
-        assert plane.config() == {}
+        assert read_config(plane.root) == {}
         led.close()
         plane.commit_episode(rec.finish(success=True))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from freezegun import freeze_time
 
+from episodes import EpisodeJob
 from lifecycle import QUARANTINE_DIR
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
@@ -367,8 +368,8 @@ def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
         if calls["n"] == 1:
             raise RuntimeError("model quota exhausted")
 
-    flaky.__name__ = "flaky_job"  # type: ignore[attr-defined]
-    with MemoryPlane.open(root, extra_jobs=[flaky]) as plane:
+    job = EpisodeJob("flaky_job", flaky)
+    with MemoryPlane.open(root, extra_jobs=[job]) as plane:
         ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
         assert plane.stats()["jobs_failed"] == 1
         report = plane.verify().to_dict()
@@ -377,7 +378,7 @@ def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
         assert "quota" in failed["error"] and failed["failed_at"] and failed["retry"].startswith("after ")
     # Ten minutes later the agent is gone; cron's verify runs the job again and it succeeds.
     with freeze_time(datetime.now(timezone.utc) + timedelta(minutes=11)):
-        plane = MemoryPlane.open(root, extra_jobs=[flaky])
+        plane = MemoryPlane.open(root, extra_jobs=[job])
         d = plane.episodes.episode_dir(ep_id)
         old = datetime.now(timezone.utc).timestamp() - 3600
         os.utime(d / "episode.yaml", (old, old))

@@ -16,7 +16,7 @@ import pytest
 from freezegun import freeze_time
 
 from device_memory import Failure, Navigation, Procedure
-from lifecycle import ConfigError, load_retention, parse_ts, read_jsonl
+from lifecycle import ConfigError, GcReport, Removal, apply_plan, load_retention, parse_ts, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
 
@@ -412,6 +412,26 @@ def test_cli_exit_codes_and_help(root: Path, capsys) -> None:
     for cmd in ["init", "retrieve", "episodes", "device", "memory", "lifecycle", "import", "bench", "demo"]:
         assert cli([cmd, "--help"]) == 0
     assert parse_ts("2026-01-01T00:00:00Z").year == 2026
+
+
+def test_the_gc_report_records_and_apply_plan_removes(tmp_path: Path) -> None:
+    old = tmp_path / "session_archive" / "old"
+    old.mkdir(parents=True)
+    (old / "events.jsonl").write_text("{}\n")
+    rep = GcReport()
+    rep.discard(tmp_path, old, "session_archive_past_grace")
+    assert old.exists()  # noted and planned, not removed
+    assert rep.removed == [{"path": "session_archive/old", "reason": "session_archive_past_grace", "bytes": 3}]
+    assert rep.plan == [Removal(old, "session_archive_past_grace")]
+    apply_plan(tmp_path, rep)
+    assert not old.exists() and rep.plan == [] and rep.bytes_freed == 3
+    # A dry run's report is its plan: applying it removes nothing.
+    kept = tmp_path / "session_archive" / "kept.jsonl"
+    kept.write_text("{}\n")
+    dry = GcReport(dry_run=True)
+    dry.discard(tmp_path, kept, "session_archive_past_grace")
+    apply_plan(tmp_path, dry)
+    assert kept.exists() and dry.plan == [] and [r["path"] for r in dry.removed] == ["session_archive/kept.jsonl"]
 
 
 def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:

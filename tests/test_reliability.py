@@ -153,7 +153,7 @@ def test_runaway_task_is_bounded(tmp_path: Path) -> None:
 def test_verify_catches_up_jobs_a_crash_or_overflow_skipped(tmp_path: Path) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        plane.writer.jobs = []  # as if the process died before its background jobs ran
+        plane._writer.jobs = []  # the writer's insides: as if the process died before its background jobs ran
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="打开微信找张三"))
         rec.tool_call("launch_app", {"app": "com.tencent.mm"})
         rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
@@ -215,7 +215,7 @@ def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_fac
             idx.write([*idx.read().entries, {"id": bad_id, **bad}])
     with MemoryPlane(root) as plane:
         ctx = plane.retrieve(MemoryRetrieveRequest(input=query, current_hints=hints))
-        assert plane.retrieve_errors == 0
+        assert plane.stats()["retrieve_errors"] == 0
         assert ctx.render().startswith("# Retrieved Device Experience")
         # The good memories are still there (a hostile line may outrank one, never wipe them out).
         assert len(set(before) & set(ctx.refs())) >= len(before) - 4

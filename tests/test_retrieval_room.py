@@ -107,8 +107,8 @@ def test_explain_is_an_argument_not_a_state_of_the_retriever(root: Path) -> None
     plane.long_term.save_memory(type="fact", content="wifi password at the office is on the board",
                                 title="office wifi", applicability={"language": "en-US"})
     req = MemoryRetrieveRequest(input="wifi password", current_hints=CurrentEnvironmentHints(language="zh-CN"))
-    loud = plane.retriever.retrieve(req, NOW, explain=True)
-    quiet = plane.retriever.retrieve(req, NOW)
+    loud = plane._retriever.retrieve(req, NOW, explain=True)
+    quiet = plane._retriever.retrieve(req, NOW)
     assert loud.dropped == quiet.dropped == {"inapplicable": 1}
     assert [d["reason"] for d in loud.dropped_items] == ["inapplicable"]
     assert "language" in loud.dropped_items[0]["detail"]

@@ -169,7 +169,7 @@ def test_block_respects_budget_and_caps(plane: MemoryPlane) -> None:
         run(plane, f"打开微信，找到联系人{i}号，发消息", [*WECHAT, extra])
     ctx = plane.retrieve(req("打开微信，找到联系人5号，发消息"))
     assert len(ctx.common.similar_episodes) <= 3 and len(ctx.common.procedures) <= 3
-    assert len(ctx.render()) <= plane.retriever.config.budget_chars
+    assert len(ctx.render()) <= plane._retriever.config.budget_chars
 
 
 def test_explain_keeps_factors(plane: MemoryPlane) -> None:
@@ -272,7 +272,7 @@ def test_excluded_ids_leave_hits_and_the_app_prior(plane: MemoryPlane) -> None:
     got = [h.id for h in ctx.common.similar_episodes]
     assert ep_ids[0] not in got and set(got) == set(ep_ids[1:])
     # Excluding a document from the prior is the same as never having counted it.
-    src = plane.retriever._episode_source
+    src = plane._retriever._episode_source
     q = plane.retrieve(req("在美团点外卖 0")).query.tokens
     full = src.prior.posterior(q)
     fresh = AppPrior()

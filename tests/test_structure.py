@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import re
+import subprocess
+import sys
 import types
 import warnings
 from collections import Counter
@@ -176,6 +180,45 @@ def test_verify_and_gc_are_loops_over_the_collections() -> None:
         length = (node.end_lineno or node.lineno) - node.lineno + 1
         assert length <= MAX_TREE_LOOP_LINES, f"{fn.__name__} is {length} lines"
         assert any(isinstance(n, ast.For) for n in ast.walk(node)), f"{fn.__name__} has no loop over collections"
+
+
+def _documented_plane_names() -> set[str]:
+    text = (REPO / "docs" / "architecture.md").read_text("utf-8")
+    section = text.split("## What the plane offers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.rsplit("|", 2)[1])}
+
+
+def test_the_plane_offers_exactly_what_the_architecture_lists() -> None:
+    from memory_plane import MemoryPlane
+
+    public = {name for name in dir(MemoryPlane) if not name.startswith("_")}
+    documented = _documented_plane_names()
+    assert len(documented) > 10
+    assert public == documented, f"undocumented: {sorted(public - documented)}; " \
+                                 f"listed but missing: {sorted(documented - public)}"
+
+
+CONFIG_CHECK = """
+import sys
+from memory_plane import MemoryPlane
+root = sys.argv[1]
+with MemoryPlane.open(root) as plane:
+    with open(root + "/config.yaml", "w") as fh:
+        fh.write("transcript:\\n  bogus: 1\\nlenses:\\n  nope: 2\\n")
+    report = plane.verify()
+assert [p.category for p in report.problems] == ["config", "config"], report.problems
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+def test_checking_config_imports_no_transcript_engine_or_model_client(tmp_path: Path) -> None:
+    # A fresh interpreter: what verify (and its config check) needs, not what other tests loaded.
+    out = subprocess.run([sys.executable, "-c", CONFIG_CHECK, str(tmp_path / "m")], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
+    assert "episodes._transcript_config" in out and "memory_plane._lens_settings" in out  # the checks ran
+    heavy = [m for m in out if m.startswith(("episodes.transcript", "memory_plane._lenses", "google"))]
+    assert not heavy, heavy
 
 
 def test_the_checks_above_catch_what_they_guard(tmp_path: Path) -> None:

@@ -233,7 +233,7 @@ def test_the_users_rule_reaches_the_block_on_a_device_with_30_tasks(device: Path
         ctx = plane.retrieve(_goal())
         block = ctx.render()
         assert rule_id in ctx.refs() and USER_RULE in block
-        assert len(block) <= plane.retriever.config.budget_chars
+        assert len(block) <= plane._retriever.config.budget_chars
         assert ctx.common.procedures and ctx.common.similar_episodes  # experience is still there beside it
         assert block.index(rule_id) < block.index("type=app_profile")
         ex = plane.explain(_goal()).explain()
@@ -262,7 +262,7 @@ def test_more_rules_than_fit_are_counted_and_listable(device: Path, capsys) -> N
         assert shown and left and len(shown) + left == 24
         assert f"{left} more of the user's rules and preferences" in block
         assert "memplane memory recall --type rule" in block and '"types": ["rule", "preference"]' in block
-        assert len(block) <= plane.retriever.config.budget_chars
+        assert len(block) <= plane._retriever.config.budget_chars
         # Rules before preferences; experience still has the other half of the block.
         assert len(shown) < 12 and {h.type for h in shown} == {"rule"}  # 12 rules: the preferences wait
         assert ctx.common.procedures or ctx.common.similar_episodes

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from lifecycle import Clock, format_ts, read_bytes_nofollow
 
+from .._transcript_config import TranscriptConfig
 from ._capsules import Capsule, CapsuleLens, OfflineCapsuleLens, check_capsule
 from ._chunks import Chunk, Era, Segment
-from ._config import TranscriptConfig
 from ._lens import RequestBudget, current_budget
 from ._messages import Message
 from ._perception import estimate_text_tokens

@@ -33,9 +33,9 @@ from lifecycle import (
     system_clock,
 )
 
+from .._transcript_config import TranscriptConfig
 from ._capsules import CapsuleLens
 from ._compaction import LayeredCompaction
-from ._config import TranscriptConfig
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
