@@ -21,6 +21,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy memory_plane episodes device_memory lifecycle prompts
+	@echo "make: running every test, the slow ones too (about 4 minutes on 2 cores; pytest -m 'not slow' is the quick run)"
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

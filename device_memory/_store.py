@@ -208,12 +208,10 @@ class DeviceMemory:
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._catalog = catalog
         self._catalog_key: tuple[int, int, int] | None = None
-        self.retention_error: str | None = None
         try:
             self.retention = load_retention(self.root / "lifecycle" / "retention.yaml")
-        except ConfigError as exc:
+        except ConfigError:
             # A bad retention.yaml must not stop the agent: defaults apply, verify reports it.
-            self.retention_error = str(exc)
             self.retention = load_retention(None)
 
     # -- apps -----------------------------------------------------------------
@@ -378,7 +376,3 @@ class DeviceMemory:
         """The id of an app's profile: ``app_<canonical id>``."""
         return f"app_{self.catalog.app_id_for(app)}"[:80]
 
-    def get_app_profile(self, app: str) -> AppProfile | None:
-        """The profile of an app by any of its names."""
-        item = self.collections["app_profile"].get(self.app_profile_id(app))
-        return item if isinstance(item, AppProfile) else None

@@ -4,6 +4,7 @@ from ._artifacts import ImageInfo, dhash, hamming
 from ._blame import RESTORE_AFTER, RETIRE_AFTER
 from ._config_file import read_config
 from ._extract import EXTRACTOR_VERSION, ExtractionResult, LessonExtractor, goal_pattern
+from ._jobs import LESSONS_JOB, OUTCOMES_JOB, episode_jobs
 from ._model import (
     FAILURE_PHASES,
     DeviceScope,
@@ -19,10 +20,11 @@ from ._outcomes import DEMOTE_AFTER, OutcomeResult, OutcomeUpdater, trigger_pass
 from ._recorder import EpisodeRecorder
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import MEMORY_TOOLS, Step, coords_close, effective_path, is_system_screen, pair_steps, step_action
-from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore
+from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore, recording_is_live
 from ._summary import episode_summary, tool_path
 from ._tool_inputs import parse_tool_input, step_label, tool_coords, tool_text
-from ._writer import FAILED_PREFIX, EpisodeJob, EventsJob, TaskEpisodeWriter, WriterStats, job_name
+from ._transcript_config import TranscriptConfig
+from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats
 
 __all__ = [
     "DEMOTE_AFTER",
@@ -31,14 +33,15 @@ __all__ = [
     "EXTRACTOR_VERSION",
     "FAILED_PREFIX",
     "FAILURE_PHASES",
+    "LESSONS_JOB",
     "MEMORY_TOOLS",
+    "OUTCOMES_JOB",
     "REDACTED",
     "RESTORE_AFTER",
     "RETIRE_AFTER",
     "DeviceScope",
     "EpisodeJob",
     "EpisodeRecorder",
-    "EventsJob",
     "ExtractionResult",
     "ImageInfo",
     "InitialState",
@@ -53,21 +56,23 @@ __all__ = [
     "TaskEpisode",
     "TaskEpisodeStore",
     "TaskEpisodeWriter",
+    "TranscriptConfig",
     "WriterStats",
     "coords_close",
     "dhash",
     "effective_path",
+    "episode_jobs",
     "episode_summary",
     "episode_year",
     "excerpt",
     "goal_pattern",
     "hamming",
     "is_system_screen",
-    "job_name",
     "new_episode_id",
     "pair_steps",
     "parse_tool_input",
     "read_config",
+    "recording_is_live",
     "sanitize",
     "scrub_base64",
     "step_action",

@@ -1,7 +1,7 @@
 """Which memory an episode used, which one led it into its failure, and which failure it contradicted.
 
 Being shown is not being used: a failed episode demotes a memory only when the events show that the
-memory led into the failure (design 004, conflict source 4), and a success credits only the memories it
+memory led into the failure (a memory merely shown cannot have caused it), and a success credits only the memories it
 used. Per type:
 
 - procedure: used when the episode executed its last step and at least half of its steps, in order (steps

@@ -10,12 +10,12 @@ from device_memory import DeviceMemory
 from lifecycle import FileProblemError, UnsafePathError
 
 from ._blame import declared_memories
-from ._failure_lessons import FailureLessons, phase_cause
+from ._failure_lessons import learn_failures, phase_cause
 from ._lesson_context import LessonContext
-from ._lesson_writer import ExtractionResult, goal_pattern
+from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
 from ._model import TaskEpisode
-from ._path_lessons import PathLessons
-from ._profile_lessons import ProfileLessons
+from ._path_lessons import learn_calibration, learn_navigation, learn_procedure, learn_ui_anchors
+from ._profile_lessons import learn_app_profile, learn_device_profile
 from ._steps import device_steps, pair_steps
 from ._store import TaskEpisodeStore
 
@@ -26,14 +26,14 @@ EXTRACTOR_VERSION = 2
 __all__ = ["EXTRACTOR_VERSION", "ExtractionResult", "LessonExtractor", "goal_pattern"]
 
 
-class LessonExtractor(ProfileLessons, PathLessons, FailureLessons):
-    """The writer's background job that turns an episode into device memories."""
+class LessonExtractor:
+    """The writer's background job that turns an episode into device memories: each kind of lesson (profiles,
+    paths, failures) is a module of functions, all writing through one ``LessonWriter``."""
 
     def __init__(self, device: DeviceMemory, episodes: TaskEpisodeStore) -> None:
-        super().__init__(device, episodes)
-        self.__name__ = "extract_lessons"
-
-    takes_events = True  # the writer hands over the events it read once for all the jobs
+        self.device = device
+        self.episodes = episodes
+        self.writer = LessonWriter(device)
 
     def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> ExtractionResult:
         """Extract from a committed episode (events read from disk unless given); the episode then names what
@@ -64,17 +64,18 @@ class LessonExtractor(ProfileLessons, PathLessons, FailureLessons):
             ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, phase_cause(lesson)]))
         writers: list[tuple[str, Any]] = []
         if any(s.has_result for s in steps):  # nothing done, nothing learned about the device or apps
-            writers.append(("device_profile", lambda: self._device_profile(lesson, res)))
-            writers += [(f"app_profile:{a}", lambda a=a: self._app_profile(lesson, a, res)) for a in lesson.apps]
+            writers.append(("device_profile", lambda: learn_device_profile(self.writer, lesson, res)))
+            writers += [(f"app_profile:{a}", lambda a=a: learn_app_profile(self.writer, lesson, a, res))
+                        for a in lesson.apps]
         if steps and phase != "interrupted":
             # A crashed episode (the recorder stopped before finish) teaches only its app facts, at low
             # confidence: its path and its end are not known.
             if ep.outcome.success:
-                writers.append(("procedure", lambda: self._procedure(lesson, res)))
-            writers += [("navigation", lambda: self._navigation(lesson, res)),
-                        ("calibration", lambda: self._calibration(lesson, res)),
-                        ("failure", lambda: self._failures(lesson, res)),
-                        ("ui_anchor", lambda: self._ui_anchors(lesson, res))]
+                writers.append(("procedure", lambda: learn_procedure(self.writer, lesson, res)))
+            writers += [("navigation", lambda: learn_navigation(self.writer, lesson, res)),
+                        ("calibration", lambda: learn_calibration(self.writer, lesson, res)),
+                        ("failure", lambda: learn_failures(self.writer, lesson, res)),
+                        ("ui_anchor", lambda: learn_ui_anchors(self.writer, lesson, res))]
         for name, write in writers:
             try:
                 write()

@@ -5,101 +5,102 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from device_memory import Failure, Navigation, Procedure
+from device_memory import DeviceMemory, Failure, Navigation, Procedure
 
 from ._blame import note_demotion, procedure_failure_point
 from ._lesson_context import LessonContext
-from ._lesson_writer import LessonWriter, setter_of
+from ._lesson_writer import setter_of
 from ._steps import Step, coords_close
 
 log = logging.getLogger("memory_plane")
 
 
-class LessonConflicts(LessonWriter):
-    """Conflict sources 1 and 2: what a new lesson settles against the items it contradicts."""
+def contradicted_navigation(device: DeviceMemory, lesson: LessonContext, s: Step, app_id: str | None,
+                             nid: str) -> list[Navigation]:
+    """Conflict source 1: active rules saying the same action on the same page leads elsewhere."""
+    out: list[Navigation] = []
+    for e in device.entries("navigation", app_id):
+        if e["id"] == nid or e.get("status") != "active" or e.get("page") != s.page_before:
+            continue
+        n = device.collection("navigation").get(e["id"])
+        if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
+            continue
+        same_action = coords_close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
+        if same_action and (n.to_app, n.to_page) != (s.app_after, s.page_after):
+            out.append(n)
+    return out
 
-    def _contradicted_navigation(self, lesson: LessonContext, s: Step, app_id: str | None,
-                                 nid: str) -> list[Navigation]:
-        """Conflict source 1: active rules saying the same action on the same page leads elsewhere."""
-        out: list[Navigation] = []
-        for e in self.device.entries("navigation", app_id):
-            if e["id"] == nid or e.get("status") != "active" or e.get("page") != s.page_before:
-                continue
-            n = self.device.collection("navigation").get(e["id"])
-            if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
-                continue
-            same_action = coords_close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
-            if same_action and (n.to_app, n.to_page) != (s.app_after, s.page_after):
-                out.append(n)
-        return out
 
-    def _settle_navigation(self, lesson: LessonContext, new: Navigation, old_rules: list[Navigation]) -> None:
-        coll = self.device.collection("navigation")
-        for old in old_rules:
-            if old.success_count <= 1:
-                # More specific (newer, as well supported) evidence for the same fact supersedes the old rule.
-                def replace(cur: Any, new_id: str = new.id) -> Any:
+def settle_navigation(device: DeviceMemory, lesson: LessonContext, new: Navigation,
+                      old_rules: list[Navigation]) -> None:
+    """A new rule against the rules it contradicts: a weakly supported one is superseded, else both conflicted."""
+    coll = device.collection("navigation")
+    for old in old_rules:
+        if old.success_count <= 1:
+            # More specific (newer, as well supported) evidence for the same fact supersedes the old rule.
+            def replace(cur: Any, new_id: str = new.id) -> Any:
+                if cur is None:
+                    return None
+                cur.status, cur.superseded_by, cur.updated_at = "replaced", new_id, device.clock()
+                return cur
+
+            coll.update(old.id, replace)
+            coll.update(new.id, setter_of({"supersedes": old.id}))
+            lesson.decide([old.id], "navigation_contradicted", "superseded",
+                       f"{old.from_page} now leads to {new.to_page}, not {old.to_page}", against=[new.id])
+        else:
+            for nid in (old.id, new.id):
+                coll.update(nid, lambda cur: cur and cur.model_copy(update={"status": "conflicted"}))
+            lesson.decide([old.id, new.id], "navigation_contradicted", "conflicted",
+                       f"{old.from_page}: {old.to_page} ({old.success_count}x) vs {new.to_page} (new)")
+
+
+def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pattern: str | None) -> None:
+    """Conflict source 2: a verified path and a failure mode of the same app and goal that an episode
+    met by following that path (the failure names the procedures it was followed from, ``led_by``)."""
+    if not app_id or not pattern:
+        return
+    procs = [e for e in device.entries("procedure", app_id)
+             if e.get("goal") == pattern and e.get("status") == "active"]
+    fails = [e for e in device.entries("failure", app_id)
+             if e.get("goal") == pattern and e.get("status") == "active"]
+    for pe in procs:
+        proc = device.collection("procedure").get(pe["id"])
+        if not isinstance(proc, Procedure):
+            continue
+        for fe in fails:
+            fail = device.collection("failure").get(fe["id"])
+            if not isinstance(fail, Failure):
+                continue
+            led_by = (fail.model_extra or {}).get("led_by")
+            if not isinstance(led_by, list) or proc.id not in led_by:
+                continue
+            ok, bad = proc.success_count, max(1, fail.occurrences)
+            if ok >= 2 * bad and ok >= 2:
+                losers, decision = [fail.id], "failure_outvoted"
+            elif bad >= 2 * ok and bad >= 2:
+                losers, decision = [proc.id], "procedure_outvoted"
+            else:
+                losers, decision = [proc.id, fail.id], "undecided"
+            if not lesson.ep.outcome.success:
+                # The failure just happened again: it is not what is in doubt, the path is.
+                losers = [lid for lid in losers if lid != fail.id]
+            for lid in losers:
+                kind = "procedure" if lid.startswith("proc_") else "failure"
+                ev = [i for st in lesson.steps for i in st.event_ids][-20:]
+
+                def demote(cur: Any, rule: str = decision, ev: list[str] = ev) -> Any:
                     if cur is None:
                         return None
-                    cur.status, cur.superseded_by, cur.updated_at = "replaced", new_id, self.device.clock()
+                    if cur.status != "conflicted":
+                        hit = (procedure_failure_point(cur, lesson.steps, lesson.ep.normalized_goal.target)
+                               if isinstance(cur, Procedure) and not lesson.ep.outcome.success else None)
+                        note_demotion(cur, rule, lesson.ep.id, ev, device.clock(), hit[1] if hit else None)
+                    cur.status = "conflicted"
                     return cur
 
-                coll.update(old.id, replace)
-                coll.update(new.id, setter_of({"supersedes": old.id}))
-                lesson.decide([old.id], "navigation_contradicted", "superseded",
-                           f"{old.from_page} now leads to {new.to_page}, not {old.to_page}", against=[new.id])
-            else:
-                for nid in (old.id, new.id):
-                    coll.update(nid, lambda cur: cur and cur.model_copy(update={"status": "conflicted"}))
-                lesson.decide([old.id, new.id], "navigation_contradicted", "conflicted",
-                           f"{old.from_page}: {old.to_page} ({old.success_count}x) vs {new.to_page} (new)")
-
-    def _negation(self, lesson: LessonContext, app_id: str | None, pattern: str | None) -> None:
-        """Conflict source 2: a verified path and a failure mode of the same app and goal that an episode
-        met by following that path (the failure names the procedures it was followed from, ``led_by``)."""
-        if not app_id or not pattern:
-            return
-        procs = [e for e in self.device.entries("procedure", app_id)
-                 if e.get("goal") == pattern and e.get("status") == "active"]
-        fails = [e for e in self.device.entries("failure", app_id)
-                 if e.get("goal") == pattern and e.get("status") == "active"]
-        for pe in procs:
-            proc = self.device.collection("procedure").get(pe["id"])
-            if not isinstance(proc, Procedure):
-                continue
-            for fe in fails:
-                fail = self.device.collection("failure").get(fe["id"])
-                if not isinstance(fail, Failure):
-                    continue
-                led_by = (fail.model_extra or {}).get("led_by")
-                if not isinstance(led_by, list) or proc.id not in led_by:
-                    continue
-                ok, bad = proc.success_count, max(1, fail.occurrences)
-                if ok >= 2 * bad and ok >= 2:
-                    losers, decision = [fail.id], "failure_outvoted"
-                elif bad >= 2 * ok and bad >= 2:
-                    losers, decision = [proc.id], "procedure_outvoted"
-                else:
-                    losers, decision = [proc.id, fail.id], "undecided"
-                if not lesson.ep.outcome.success:
-                    # The failure just happened again: it is not what is in doubt, the path is.
-                    losers = [lid for lid in losers if lid != fail.id]
-                for lid in losers:
-                    kind = "procedure" if lid.startswith("proc_") else "failure"
-                    ev = [i for st in lesson.steps for i in st.event_ids][-20:]
-
-                    def demote(cur: Any, rule: str = decision, ev: list[str] = ev) -> Any:
-                        if cur is None:
-                            return None
-                        if cur.status != "conflicted":
-                            hit = (procedure_failure_point(cur, lesson.steps, lesson.ep.normalized_goal.target)
-                                   if isinstance(cur, Procedure) and not lesson.ep.outcome.success else None)
-                            note_demotion(cur, rule, lesson.ep.id, ev, self.device.clock(), hit[1] if hit else None)
-                        cur.status = "conflicted"
-                        return cur
-
-                    self.device.collection(kind).update(lid, demote)
-                # The line names what was demoted; the other side of the conflict is named beside it.
-                others = [i for i in (proc.id, fail.id) if i not in losers]
-                lesson.decide(losers, "success_failure_negate", decision,
-                           f"{ok} successes vs {bad} failures on the same path", against=others)
+                device.collection(kind).update(lid, demote)
+            # The line names what was demoted; the other side of the conflict is named beside it.
+            others = [i for i in (proc.id, fail.id) if i not in losers]
+            lesson.decide(losers, "success_failure_negate", decision,
+                       f"{ok} successes vs {bad} failures on the same path", against=others)

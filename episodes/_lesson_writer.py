@@ -1,4 +1,4 @@
-"""The base of the lesson writers: the goal pattern, the extraction result and the upsert of one lesson."""
+"""What every kind of lesson shares: the goal pattern, the extraction result and the upsert of one lesson."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from lifecycle import FileProblemError
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode
 from ._steps import Step
-from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
 
@@ -55,14 +54,15 @@ class ExtractionResult:
 
 
 class LessonWriter:
-    """What every lesson writer shares: the device memory it writes to and the one upsert of an item."""
+    """The device memory lessons are written to, and the one upsert of an item every kind of lesson uses."""
 
-    def __init__(self, device: DeviceMemory, episodes: TaskEpisodeStore) -> None:
+    def __init__(self, device: DeviceMemory) -> None:
         self.device = device
-        self.episodes = episodes
 
-    def _upsert(self, lesson: LessonContext, res: ExtractionResult, item_type: str, item_id: str, create: Any,
-                merge: Any, lesson_key: str, *, evidence: list[Step]) -> Any:
+    def upsert(self, lesson: LessonContext, res: ExtractionResult, item_type: str, item_id: str, create: Any,
+               merge: Any, lesson_key: str, *, evidence: list[Step]) -> Any:
+        """Create the item (``create``) or merge this episode into it (``merge``), once per episode, with the
+        evidence of ``evidence``; counted in ``res``. A tombstoned item stays forgotten, a broken file is skipped."""
         state: dict[str, str | None] = {"kind": None}
         ref = lesson.evidence_of(evidence)  # the calls and results that show this lesson
 

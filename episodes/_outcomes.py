@@ -107,9 +107,6 @@ class OutcomeUpdater:
     def __init__(self, device: DeviceMemory, episodes: TaskEpisodeStore) -> None:
         self.device = device
         self.episodes = episodes
-        self.__name__ = "update_outcomes"
-
-    takes_events = True  # the writer hands over the events it read once for all the jobs
 
     def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> OutcomeResult:
         """Apply the outcome of a committed episode (events read from disk unless given); the episode lists

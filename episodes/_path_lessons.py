@@ -10,9 +10,9 @@ from device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiA
 from lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._blame import restore_if_earned
-from ._lesson_conflicts import LessonConflicts
+from ._lesson_conflicts import contradicted_navigation, negation, settle_navigation
 from ._lesson_context import LessonContext
-from ._lesson_writer import ExtractionResult, goal_pattern
+from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
 from ._outcomes import clear_blame
 from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
 from ._steps import Step, effective_path, screen_label, step_action, step_note
@@ -20,216 +20,222 @@ from ._steps import Step, effective_path, screen_label, step_action, step_note
 log = logging.getLogger("memory_plane")
 
 
-class PathLessons(LessonConflicts):
-    """What the steps that worked teach: the path of the goal, page transitions, coordinates, anchors."""
+def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
+    """The procedure of a successful episode's goal: its effective path, renewed when it is the same path."""
+    steps = effective_path([s for s in lesson.steps if not s.is_error])
+    if not steps:
+        return
+    target = lesson.ep.normalized_goal.target
+    first = next((s for s in lesson.steps if s.app_before and s.page_before), None)
+    app_id = lesson.goal_app or (lesson.canon(first.app_before) if first else None) or lesson.first_app
+    page = first.page_before if first else None
+    pattern = goal_pattern(lesson.ep)
+    path = [of_step(s, target) for s in steps]
+    # One procedure, one path: an existing procedure of this goal is renewed only when its steps are
+    # this episode's path; a different path for the same kind of goal is a procedure of its own.
+    pid = _same_path(writer, lesson, app_id, pattern, path) or \
+        f"proc_{content_hash(lesson.device_id, app_id, page, pattern, path_key(path))}"
+    psteps = [ProcedureStep(tool=s.tool, action=step_action(s), description=screen_label(s), coords=s.coords,
+                            text=s.text, app_name=s.app_before, page_name=s.page_before,
+                            target_label=screen_label(s), outcome_note=step_note(s), narration=s.content)
+              for s in steps]
+    psteps = cap_list(psteps, "steps")
+    pages = list(dict.fromkeys(p for s in steps for p in (s.page_before, s.page_after) if p))
+    app_name = lesson.display(app_id)
 
-    def _procedure(self, lesson: LessonContext, res: ExtractionResult) -> None:
-        steps = effective_path([s for s in lesson.steps if not s.is_error])
-        if not steps:
-            return
-        target = lesson.ep.normalized_goal.target
-        first = next((s for s in lesson.steps if s.app_before and s.page_before), None)
-        app_id = lesson.goal_app or (lesson.canon(first.app_before) if first else None) or lesson.first_app
-        page = first.page_before if first else None
-        pattern = goal_pattern(lesson.ep)
-        path = [of_step(s, target) for s in steps]
-        # One procedure, one path: an existing procedure of this goal is renewed only when its steps are
-        # this episode's path; a different path for the same kind of goal is a procedure of its own.
-        pid = self._same_path(lesson, app_id, pattern, path) or \
-            f"proc_{content_hash(lesson.device_id, app_id, page, pattern, path_key(path))}"
-        psteps = [ProcedureStep(tool=s.tool, action=step_action(s), description=screen_label(s), coords=s.coords,
-                                text=s.text, app_name=s.app_before, page_name=s.page_before,
-                                target_label=screen_label(s), outcome_note=step_note(s), narration=s.content)
-                  for s in steps]
-        psteps = cap_list(psteps, "steps")
-        pages = list(dict.fromkeys(p for s in steps for p in (s.page_before, s.page_after) if p))
-        app_name = lesson.display(app_id)
+    def merge(p: Procedure) -> None:
+        if pid not in lesson.ep.retrieved_memory_refs:  # else the outcome update counted this success
+            p.success_count += 1
+            p.confidence = min(0.95, p.confidence + 0.05)
+        p.goal_examples = merge_unique(p.goal_examples, [lesson.ep.user_goal[:200]], "goal_examples")
+        p.targets = merge_unique(p.targets, [target] if target else [], "targets")
+        p.entities = merge_unique(p.entities, [*pages, *lesson.ep.entities], "entities")
+        lesson.resolve(p, app_id)
+        p.summary = p.body()
 
-        def merge(p: Procedure) -> None:
-            if pid not in lesson.ep.retrieved_memory_refs:  # else the outcome update counted this success
-                p.success_count += 1
-                p.confidence = min(0.95, p.confidence + 0.05)
-            p.goal_examples = merge_unique(p.goal_examples, [lesson.ep.user_goal[:200]], "goal_examples")
-            p.targets = merge_unique(p.targets, [target] if target else [], "targets")
-            p.entities = merge_unique(p.entities, [*pages, *lesson.ep.entities], "entities")
-            lesson.resolve(p, app_id)
-            p.summary = p.body()
+    def create() -> Procedure:
+        p = writer.device.new_item(
+            Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=lesson.device_id,
+            goal_pattern=pattern, intent=lesson.ep.normalized_goal.intent,
+            title=f"{app_name or 'Device'}: {pattern}"[:120], confidence=0.75, priority=70,
+            goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
+            steps_target=target,
+            applicability=lesson.applicability(app_id),
+            tags=[f"page:{p}" for p in pages[:5]] + ([lesson.ep.normalized_goal.intent]
+                                                      if lesson.ep.normalized_goal.intent else []),
+            entities=[*pages, *lesson.ep.entities][:20],
+        )
+        p.success_count = 1
+        p.summary = p.body()
+        return p
 
-        def create() -> Procedure:
-            p = self.device.new_item(
-                Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=lesson.device_id,
-                goal_pattern=pattern, intent=lesson.ep.normalized_goal.intent,
-                title=f"{app_name or 'Device'}: {pattern}"[:120], confidence=0.75, priority=70,
-                goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
-                steps_target=target,
-                applicability=lesson.applicability(app_id),
-                tags=[f"page:{p}" for p in pages[:5]] + ([lesson.ep.normalized_goal.intent]
-                                                          if lesson.ep.normalized_goal.intent else []),
-                entities=[*pages, *lesson.ep.entities][:20],
+    proc = writer.upsert(lesson, res, "procedure", pid, create, merge, content_hash("procedure", pid),
+                        evidence=steps)
+    if isinstance(proc, Procedure):
+        clear_blame(writer.device, proc)  # its whole path just worked
+        negation(writer.device, lesson, app_id, pattern)
+
+
+def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, pattern: str,
+               path: list[Any]) -> str | None:
+    """The id of a procedure for this goal whose steps are this path (taps within the closeness rule)."""
+    coll = writer.device.collection("procedure")
+    for e in writer.device.entries("procedure", app_id):
+        if e.get("goal") != pattern or e.get("status") not in ("active", "expired", "conflicted"):
+            continue
+        try:
+            p = coll.get(str(e["id"]))
+        except (FileProblemError, UnsafePathError, KeyError):
+            continue
+        if isinstance(p, Procedure) and p.device_id in (None, lesson.device_id) and paths_agree(
+                [of_procedure_step(st, p.steps_target) for st in p.steps], path):
+            return p.id
+    return None
+
+
+def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
+    """A navigation rule for each page transition a working step made, settled against the rules it contradicts."""
+    seen: set[str] = set()
+    for s in lesson.steps:
+        if s.is_error or not s.has_result or not s.changed_page or not s.page_before or not s.app_before:
+            continue
+        fa, ta = lesson.canon(s.app_before), lesson.canon(s.app_after)
+        nid = f"nav_{content_hash(lesson.device_id, fa, s.page_before, ta, s.page_after)}"
+        if nid in seen:
+            continue
+        seen.add(nid)
+
+        def merge(n: Navigation, s: Step = s, nid: str = nid, fa: str | None = fa) -> None:
+            if nid not in lesson.ep.retrieved_memory_refs:
+                n.success_count += 1
+                n.confidence = min(0.95, n.confidence + 0.05)
+            n.coords, n.text, n.tool = s.coords or n.coords, s.text or n.text, s.tool
+            if n.status == "replaced" and lesson.ep.outcome.success and not s.is_error:
+                # The transition it names happened again: the rule that replaced it is now the one
+                # contradicted (settled below), and this one holds again.
+                n.status, n.superseded_by = "active", None
+                lesson.decide([n.id], "reinstated_by_new_evidence", "active", f"{n.from_page} → {n.to_page} again")
+            lesson.resolve(n, fa)
+            n.summary = n.body()
+
+        def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid) -> Navigation:
+            n = writer.device.new_item(
+                Navigation, nid, app_id=fa, app_name=s.app_before, page_name=s.page_before,
+                device_id=lesson.device_id, from_app=s.app_before, from_page=s.page_before, to_app=s.app_after,
+                to_page=s.page_after, tool=s.tool, coords=s.coords, text=s.text, description=screen_label(s),
+                title=f"{s.app_before}/{s.page_before} → {s.app_after}/{s.page_after}", confidence=0.7,
+                priority=65, applicability=lesson.applicability(fa), entities=[s.page_before, s.page_after],
             )
-            p.success_count = 1
-            p.summary = p.body()
-            return p
+            n.success_count = 1
+            n.summary = n.body()
+            return n
 
-        proc = self._upsert(lesson, res, "procedure", pid, create, merge, content_hash("procedure", pid),
-                            evidence=steps)
-        if isinstance(proc, Procedure):
-            clear_blame(self.device, proc)  # its whole path just worked
-            self._negation(lesson, app_id, pattern)
+        contradicted = contradicted_navigation(writer.device, lesson, s, fa, nid)
+        new = writer.upsert(lesson, res, "navigation", nid, create, merge, content_hash("navigation", nid),
+                           evidence=[s])
+        if isinstance(new, Navigation) and contradicted:
+            settle_navigation(writer.device, lesson, new, contradicted)
 
-    def _same_path(self, lesson: LessonContext, app_id: str | None, pattern: str, path: list[Any]) -> str | None:
-        """The id of a procedure for this goal whose steps are this path (taps within the closeness rule)."""
-        coll = self.device.collection("procedure")
-        for e in self.device.entries("procedure", app_id):
-            if e.get("goal") != pattern or e.get("status") not in ("active", "expired", "conflicted"):
-                continue
-            try:
-                p = coll.get(str(e["id"]))
-            except (FileProblemError, UnsafePathError, KeyError):
-                continue
-            if isinstance(p, Procedure) and p.device_id in (None, lesson.device_id) and paths_agree(
-                    [of_procedure_step(st, p.steps_target) for st in p.steps], path):
-                return p.id
-        return None
 
-    def _navigation(self, lesson: LessonContext, res: ExtractionResult) -> None:
-        seen: set[str] = set()
-        for s in lesson.steps:
-            if s.is_error or not s.has_result or not s.changed_page or not s.page_before or not s.app_before:
-                continue
-            fa, ta = lesson.canon(s.app_before), lesson.canon(s.app_after)
-            nid = f"nav_{content_hash(lesson.device_id, fa, s.page_before, ta, s.page_after)}"
-            if nid in seen:
-                continue
-            seen.add(nid)
+def learn_calibration(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
+    """The device's coordinate space and waits, when the episode shows them."""
+    normalized = any(str(s.tool_input.get("coord_space", "")).lower() == "normalized" for s in lesson.steps)
+    waits = [float(v) for s in lesson.steps if "wait" in s.tool.lower()
+             for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 120]
+    seen = lesson.observed_screen  # a screenshot's real size, not the runtime's hint
+    scale: str | None = None
+    if seen is not None and not normalized:
+        # Taps and screenshots share a space only when the taps fall on the screenshot; taps outside
+        # it (720x1280 taps on a 72x128 screenshot) are in another space, known only when the runtime
+        # said the screen's size and the taps fall on that.
+        pts = [p for p in (s.point() for s in lesson.steps) if p is not None]
+        if any(not (0 <= x <= seen[0] and 0 <= y <= seen[1]) for x, y in pts):
+            hint = lesson.screen if lesson.screen != seen else None
+            if hint and all(0 <= x <= hint[0] and 0 <= y <= hint[1] for x, y in pts):
+                scale = f"{hint[0]}x{hint[1]}"
+            else:
+                seen = None  # the space of the taps is not known: no pixel lesson
+    if seen is None and not normalized and not waits:
+        return  # calibration without evidence is not a lesson
+    w, h = seen or (None, None)
+    space = "normalized" if normalized else (f"device pixels {scale}" if scale else "pixels" if seen else None)
+    cid = ("cal_normalized_coordinates" if normalized and not seen
+           else f"cal_{slug_id(lesson.device_id)}_{w}x{h}" if seen else f"cal_{slug_id(lesson.device_id)}_waits")
+    shown = [s for s in lesson.steps if s.changed_page and s.point()]
+    verified = bool(shown) and space is not None
 
-            def merge(n: Navigation, s: Step = s, nid: str = nid, fa: str | None = fa) -> None:
-                if nid not in lesson.ep.retrieved_memory_refs:
-                    n.success_count += 1
-                    n.confidence = min(0.95, n.confidence + 0.05)
-                n.coords, n.text, n.tool = s.coords or n.coords, s.text or n.text, s.tool
-                if n.status == "replaced" and lesson.ep.outcome.success and not s.is_error:
-                    # The transition it names happened again: the rule that replaced it is now the one
-                    # contradicted (settled below), and this one holds again.
-                    n.status, n.superseded_by = "active", None
-                    lesson.decide([n.id], "reinstated_by_new_evidence", "active", f"{n.from_page} → {n.to_page} again")
-                lesson.resolve(n, fa)
-                n.summary = n.body()
+    def merge(c: Calibration) -> None:
+        if waits:
+            c.waits["wait_step"] = round(statistics.median([*waits, c.waits.get("wait_step", waits[0])]), 2)
+        if scale and c.coord_space != space:
+            c.coord_space = space
+        if verified:
+            c.success_count += 1
+            c.confidence = min(0.95, c.confidence + 0.03)
+            if restore_if_earned(c):
+                lesson.decide([c.id], "restored_by_success", "active", f"{c.success_count} successes")
+        c.summary = c.body()
 
-            def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid) -> Navigation:
-                n = self.device.new_item(
-                    Navigation, nid, app_id=fa, app_name=s.app_before, page_name=s.page_before,
-                    device_id=lesson.device_id, from_app=s.app_before, from_page=s.page_before, to_app=s.app_after,
-                    to_page=s.page_after, tool=s.tool, coords=s.coords, text=s.text, description=screen_label(s),
-                    title=f"{s.app_before}/{s.page_before} → {s.app_after}/{s.page_after}", confidence=0.7,
-                    priority=65, applicability=lesson.applicability(fa), entities=[s.page_before, s.page_after],
-                )
-                n.success_count = 1
-                n.summary = n.body()
-                return n
+    def create() -> Calibration:
+        c = writer.device.new_item(
+            Calibration, cid[:80], device_id=lesson.device_id, coord_space=space, screenshot_width=w,
+            screenshot_height=h, title=f"Calibration {lesson.device_id} {w}x{h}" if w else "Calibration",
+            confidence=0.8, priority=75,
+            applicability={k: v for k, v in {"device_id": lesson.device_id,
+                                             "screen": f"{w}x{h}" if w else None}.items() if v},
+        )
+        if verified:
+            where = f"device pixels ({scale}; screenshots are {w}x{h})" if scale else "screenshot pixels"
+            c.notes = [f"a tap at {where} changed the page ({lesson.ep.id})"]
+        merge(c)
+        return c
 
-            contradicted = self._contradicted_navigation(lesson, s, fa, nid)
-            new = self._upsert(lesson, res, "navigation", nid, create, merge, content_hash("navigation", nid),
-                               evidence=[s])
-            if isinstance(new, Navigation) and contradicted:
-                self._settle_navigation(lesson, new, contradicted)
+    wait_steps = [s for s in lesson.steps if "wait" in s.tool.lower()]
+    writer.upsert(lesson, res, "calibration", cid[:80], create, merge, content_hash("calibration", cid),
+                 evidence=(shown or [s for s in lesson.steps if s.screen][:1]) + wait_steps[:3])
 
-    def _calibration(self, lesson: LessonContext, res: ExtractionResult) -> None:
-        normalized = any(str(s.tool_input.get("coord_space", "")).lower() == "normalized" for s in lesson.steps)
-        waits = [float(v) for s in lesson.steps if "wait" in s.tool.lower()
-                 for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
-                 if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 120]
-        seen = lesson.observed_screen  # a screenshot's real size, not the runtime's hint
-        scale: str | None = None
-        if seen is not None and not normalized:
-            # Taps and screenshots share a space only when the taps fall on the screenshot; taps outside
-            # it (720x1280 taps on a 72x128 screenshot) are in another space, known only when the runtime
-            # said the screen's size and the taps fall on that.
-            pts = [p for p in (s.point() for s in lesson.steps) if p is not None]
-            if any(not (0 <= x <= seen[0] and 0 <= y <= seen[1]) for x, y in pts):
-                hint = lesson.screen if lesson.screen != seen else None
-                if hint and all(0 <= x <= hint[0] and 0 <= y <= hint[1] for x, y in pts):
-                    scale = f"{hint[0]}x{hint[1]}"
-                else:
-                    seen = None  # the space of the taps is not known: no pixel lesson
-        if seen is None and not normalized and not waits:
-            return  # calibration without evidence is not a lesson
-        w, h = seen or (None, None)
-        space = "normalized" if normalized else (f"device pixels {scale}" if scale else "pixels" if seen else None)
-        cid = ("cal_normalized_coordinates" if normalized and not seen
-               else f"cal_{slug_id(lesson.device_id)}_{w}x{h}" if seen else f"cal_{slug_id(lesson.device_id)}_waits")
-        shown = [s for s in lesson.steps if s.changed_page and s.point()]
-        verified = bool(shown) and space is not None
 
-        def merge(c: Calibration) -> None:
-            if waits:
-                c.waits["wait_step"] = round(statistics.median([*waits, c.waits.get("wait_step", waits[0])]), 2)
-            if scale and c.coord_space != space:
-                c.coord_space = space
-            if verified:
-                c.success_count += 1
-                c.confidence = min(0.95, c.confidence + 0.03)
-                if restore_if_earned(c):
-                    lesson.decide([c.id], "restored_by_success", "active", f"{c.success_count} successes")
-            c.summary = c.body()
+def learn_ui_anchors(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
+    """Where labelled things are on screen: one anchor per tap of the effective path, per UI language and screen."""
+    if lesson.screen is None:
+        return
+    w, h = lesson.screen
+    # Only taps on the effective path: a detour's taps say where things are, not what matters.
+    for s in effective_path([s for s in lesson.steps if not s.is_error]):
+        pt = s.point()
+        label = screen_label(s)  # what the phone showed there, never the runtime's narration
+        if pt is None or not label or s.is_error or not (s.changed_page or lesson.ep.outcome.success):
+            continue
+        if not s.app_before or not s.page_before:
+            continue
+        app_id = lesson.canon(s.app_before)
+        # Screen text and coordinates hold for the UI language and screen they were seen under: an
+        # English tab bar sits elsewhere than the Chinese one, so each environment has its own anchor.
+        env = (lesson.language, lesson.screen_text)
+        uid = f"ui_{content_hash(lesson.device_id, app_id, s.page_before, label, *env)}"
+        nx, ny = round(pt[0] / w, 4), round(pt[1] / h, 4)
+        if not (0 <= nx <= 1 and 0 <= ny <= 1):
+            continue
 
-        def create() -> Calibration:
-            c = self.device.new_item(
-                Calibration, cid[:80], device_id=lesson.device_id, coord_space=space, screenshot_width=w,
-                screenshot_height=h, title=f"Calibration {lesson.device_id} {w}x{h}" if w else "Calibration",
-                confidence=0.8, priority=75,
-                applicability={k: v for k, v in {"device_id": lesson.device_id,
-                                                 "screen": f"{w}x{h}" if w else None}.items() if v},
+        def merge(a: UiAnchor, s: Step = s, nx: float = nx, ny: float = ny) -> None:
+            a.point.add(nx, ny)
+            a.screens = merge_unique(a.screens, [lesson.screen_text], "screens")
+            a.last_coords = s.coords
+            a.summary = a.body()
+
+        def create(s: Step = s, uid: str = uid, label: str = label, app_id: str | None = app_id) -> UiAnchor:
+            a = writer.device.new_item(
+                UiAnchor, uid, device_id=lesson.device_id, app_id=app_id, app_name=s.app_before,
+                page_name=s.page_before, label=label, title=f"{label} on {s.app_before}/{s.page_before}",
+                confidence=0.6, applicability=lesson.applicability(app_id), entities=[label],
             )
-            if verified:
-                where = f"device pixels ({scale}; screenshots are {w}x{h})" if scale else "screenshot pixels"
-                c.notes = [f"a tap at {where} changed the page ({lesson.ep.id})"]
-            merge(c)
-            return c
+            return a
 
-        wait_steps = [s for s in lesson.steps if "wait" in s.tool.lower()]
-        self._upsert(lesson, res, "calibration", cid[:80], create, merge, content_hash("calibration", cid),
-                     evidence=(shown or [s for s in lesson.steps if s.screen][:1]) + wait_steps[:3])
+        def create_and_merge(create: Any = create, merge: Any = merge) -> UiAnchor:
+            a = create()
+            merge(a)
+            return a
 
-    def _ui_anchors(self, lesson: LessonContext, res: ExtractionResult) -> None:
-        if lesson.screen is None:
-            return
-        w, h = lesson.screen
-        # Only taps on the effective path: a detour's taps say where things are, not what matters.
-        for s in effective_path([s for s in lesson.steps if not s.is_error]):
-            pt = s.point()
-            label = screen_label(s)  # what the phone showed there, never the runtime's narration
-            if pt is None or not label or s.is_error or not (s.changed_page or lesson.ep.outcome.success):
-                continue
-            if not s.app_before or not s.page_before:
-                continue
-            app_id = lesson.canon(s.app_before)
-            # Screen text and coordinates hold for the UI language and screen they were seen under: an
-            # English tab bar sits elsewhere than the Chinese one, so each environment has its own anchor.
-            env = (lesson.language, lesson.screen_text)
-            uid = f"ui_{content_hash(lesson.device_id, app_id, s.page_before, label, *env)}"
-            nx, ny = round(pt[0] / w, 4), round(pt[1] / h, 4)
-            if not (0 <= nx <= 1 and 0 <= ny <= 1):
-                continue
-
-            def merge(a: UiAnchor, s: Step = s, nx: float = nx, ny: float = ny) -> None:
-                a.point.add(nx, ny)
-                a.screens = merge_unique(a.screens, [lesson.screen_text], "screens")
-                a.last_coords = s.coords
-                a.summary = a.body()
-
-            def create(s: Step = s, uid: str = uid, label: str = label, app_id: str | None = app_id) -> UiAnchor:
-                a = self.device.new_item(
-                    UiAnchor, uid, device_id=lesson.device_id, app_id=app_id, app_name=s.app_before,
-                    page_name=s.page_before, label=label, title=f"{label} on {s.app_before}/{s.page_before}",
-                    confidence=0.6, applicability=lesson.applicability(app_id), entities=[label],
-                )
-                return a
-
-            def create_and_merge(create: Any = create, merge: Any = merge) -> UiAnchor:
-                a = create()
-                merge(a)
-                return a
-
-            self._upsert(lesson, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid),
-                         evidence=[s])
+        writer.upsert(lesson, res, "ui_anchor", uid, create_and_merge, merge, content_hash("ui_anchor", uid),
+                     evidence=[s])

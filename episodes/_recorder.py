@@ -31,6 +31,7 @@ from ._secrets import TypingGuard, marks_password, typed_values
 from ._steps import is_system_screen
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
+from ._transcript_config import TranscriptConfig
 
 log = logging.getLogger("memory_plane")
 
@@ -317,13 +318,15 @@ class EpisodeRecorder:
             self._fail(f"event {type}", exc)
             return ""
 
-    def open_transcript(self, *, config: Any = None, lens: Any = None, system_prompt: str = "") -> Any:
-        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks.
+    def open_transcript(self, *, config: Any = None, lens: Any = None, system_prompt: str = "",
+                        capsule_lens: Any = None, goal: str | None = None) -> Any:
+        """The TranscriptLedger of this episode (``transcript/`` beside events.jsonl), for long tasks; its
+        compaction writes capsules with ``capsule_lens`` (offline when None) and names ``goal`` in a snapshot.
 
         Without arguments it is opened as ``MemoryPlane.open_transcript`` does (config.yaml, the configured
         lenses, usage metering) when the plane made this recorder; otherwise config.yaml under the memory
         root still applies, with the offline lenses."""
-        from .transcript import TranscriptConfig, TranscriptLedger  # only long tasks pay for it
+        from .transcript import TranscriptLedger  # only long tasks pay for it
 
         if self.dir is None:
             raise RuntimeError("the episode folder could not be created; no transcript")
@@ -334,8 +337,8 @@ class EpisodeRecorder:
         ledger = TranscriptLedger(self.dir / "transcript", config=config, lens=lens, clock=self._clock,
                                   system_prompt=system_prompt, session_start=self.episode.started_at
                                   if isinstance(self.episode.started_at, type(self._clock())) else None,
-                                  root=self._store.root)
-        ledger.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
+                                  root=self._store.root, capsule_lens=capsule_lens, goal=goal)
+        ledger.log.redact = self._secrets.scrub  # a password typed in this task never reaches a transcript file
         self._ledgers.append(ledger)
         return ledger
 

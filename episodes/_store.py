@@ -37,7 +37,6 @@ from lifecycle import (
     read_bytes_nofollow,
     read_item_text,
     read_jsonl,
-    safe_join,
     stat_key,
     system_clock,
     validate_record,
@@ -68,6 +67,22 @@ def _sort_ts(entry: Mapping[str, Any]) -> datetime:
 
 class OrphanFolder(FileProblemError):
     """An episode folder without episode.yaml (a process died before writing it)."""
+
+
+def recording_is_live(folder: Path) -> bool:
+    """Tell whether a process still records the episode in this folder: a live recorder holds the flock on its
+    lock file, and the kernel drops it when the recorder dies (a crashed one's lock file is free)."""
+    try:
+        fd = os.open(folder / RECORDING_LOCK, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the flock taken here
+    return False
 
 
 class TaskEpisodeStore(ItemCollection[TaskEpisode]):
@@ -183,15 +198,6 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         items.sort(key=_sort_ts, reverse=True)
         return items[:limit] if limit else items
 
-    def search(self, query: str, limit: int = 5) -> list[tuple[dict[str, Any], float]]:
-        """Episodes whose goal resembles the query (fuzzy token match), best first."""
-        from rapidfuzz import fuzz, process  # only this search needs it; keeps start-up light
-
-        entries = self.entries()
-        goals = [str(e.get("goal", "")) for e in entries]
-        found = process.extract(query, goals, scorer=fuzz.token_set_ratio, limit=limit)
-        return [(entries[i], score / 100.0) for _, score, i in found]
-
     def symlinks(self) -> list[Path]:
         """The episodes folder itself when it is a symlink (never followed)."""
         return [self.dir] if self.linked() else []
@@ -221,12 +227,12 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         """Whether an item is an episode folder without its episode.yaml (debris of a kill)."""
         return isinstance(item.problem, OrphanFolder)
 
-    def verify(self, report: VerifyReport, fix: bool, now: Any, *, on_closed: OnClosed | None = None) -> None:
+    def verify(self, report: VerifyReport, now: Any, *, on_closed: OnClosed | None = None) -> None:
         """Check every episode, close crashed recordings (``on_closed`` runs the jobs their commit would have),
-        name missing artifacts (excerpt_only with fix), rebuild the index."""
+        name missing artifacts (their repair: excerpt_only), rebuild the index."""
         from ._upkeep import verify_episodes
 
-        verify_episodes(self, report, fix, now, on_closed)
+        verify_episodes(self, report, now, on_closed)
 
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[TaskEpisode]] | None = None) -> list[str]:
@@ -235,36 +241,12 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
 
         return collect_episodes(self, retention, report, now, dry_run, items)
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Screenshot files the events of every episode point at."""
-        for item in self.iter_items():
-            if item.record is None:
-                continue
-            d = item.path.parent
-            for ev in read_jsonl(d / EVENTS_FILE).records:
-                ref = ev.get("screenshot_ref") or (ev.get("screenshot") or {}).get("screenshot_ref")
-                if isinstance(ref, str) and ref:
-                    try:
-                        yield safe_join(d, ref)
-                    except ValueError:
-                        continue
 
     # -- crash recovery -----------------------------------------------------
 
     def is_recording_live(self, episode_id: str) -> bool:
         """Tell whether a process still records this episode (it holds the recording lock)."""
-        path = self.episode_dir(episode_id) / RECORDING_LOCK
-        try:
-            fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+        return recording_is_live(self.episode_dir(episode_id))
 
     def mark_interrupted(self, ep: TaskEpisode, now: datetime | None = None) -> TaskEpisode | None:
         """Close an episode its recorder never finished: failed, phase ``interrupted``.
@@ -301,7 +283,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
 
     def _complete(self, ep: TaskEpisode, events: list[dict[str, Any]]) -> TaskEpisode:
         """Close a recording whose events end with its finish event: the task finished, only its commit
-        did not happen (a full disk, a kill just after finish). Its outcome is the finish event's (issue 27)."""
+        did not happen (a full disk, a kill just after finish). Its outcome is the finish
+        event's (the task's own last word)."""
         finish = events[-1]
         ok = finish.get("success") is True
         phase = _finish_text(finish, "failure_phase")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 from lifecycle import (
     GcReport,
     ItemRead,
+    Repair,
     Retention,
     TombstoneLog,
     VerifyReport,
+    apply_plan,
     check_collection,
     not_yet_tombstoned,
     older,
@@ -33,7 +36,7 @@ TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")
 
 
 
-def verify_episodes(store: TaskEpisodeStore, report: VerifyReport, fix: bool, now: datetime,
+def verify_episodes(store: TaskEpisodeStore, report: VerifyReport, now: datetime,
                     on_closed: OnClosed | None) -> None:
     """Every episode file checked, crashed recordings closed, missing artifacts named; the index rebuilt."""
     if report.traced is None:
@@ -43,9 +46,9 @@ def verify_episodes(store: TaskEpisodeStore, report: VerifyReport, fix: bool, no
 
     def on_item(_coll: Any, item: ItemRead[TaskEpisode]) -> None:
         dirs.append(item.path.parent)
-        _verify_episode(store, item, report, fix, now, on_closed, interrupted)
+        _verify_episode(store, item, report, now, on_closed, interrupted)
 
-    check_collection(store.root, store, fix=fix, report=report, on_item=on_item)
+    check_collection(store.root, store, report=report, on_item=on_item)
     # Their events files go to the tree-wide torn-line check, with the other jsonl files of the tree.
     report.jsonl_files += [d / EVENTS_FILE for d in dirs]
     # Transcripts closed with visual summaries still pending (a bounded close on a degraded API).
@@ -57,8 +60,8 @@ def verify_episodes(store: TaskEpisodeStore, report: VerifyReport, fix: bool, no
             pending.append(d.name)
 
 
-def _verify_episode(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], report: VerifyReport, fix: bool,
-                    now: datetime, on_closed: OnClosed | None, interrupted: list[str]) -> None:
+def _verify_episode(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], report: VerifyReport, now: datetime,
+                    on_closed: OnClosed | None, interrupted: list[str]) -> None:
     ep = item.record
     assert ep is not None
     d = item.path.parent
@@ -79,12 +82,11 @@ def _verify_episode(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], report
     except OSError as exc:
         report.add("io", store.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
     if ep.traceability not in ("summary_only", "excerpt_only"):
-        _check_artifacts(store, ep, d, item.path, report, fix)
+        _check_artifacts(store, ep, d, item.path, report)
 
 
-def _check_artifacts(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, path: Path, report: VerifyReport,
-                     fix: bool) -> None:
-    """Screenshots the events point at: one missing makes the episode excerpt_only (with fix)."""
+def _check_artifacts(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, path: Path, report: VerifyReport) -> None:
+    """Screenshots the events point at: one missing is a finding, whose repair makes the episode excerpt_only."""
     for ev in read_jsonl(d / EVENTS_FILE).records:
         ref = ev.get("screenshot_ref")
         if not isinstance(ref, str) or not ref:
@@ -95,30 +97,52 @@ def _check_artifacts(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, path: Pa
             report.add("unsafe_ref", store.rel(d / EVENTS_FILE), None, f"screenshot_ref {ref!r} leaves the episode")
             continue
         if not target.exists():
-            report.add("missing_artifact", store.rel(d), None, f"{ref} referenced by {ev.get('event_id')}")
-            if fix:
-                ep.traceability = "excerpt_only"
-                try:
-                    store.write(ep)
-                except OSError as exc:
-                    report.add("io", store.rel(path), None, f"cannot write: {exc.strerror or exc}")
-                    break
-                report.fixed.append(f"{ep.id}: traceability excerpt_only (artifacts missing)")
+            report.add("missing_artifact", store.rel(d), None, f"{ref} referenced by {ev.get('event_id')}",
+                       Repair("excerpt_only", _excerpt_only(store, ep.id, path)))
             break
+
+
+def _excerpt_only(store: TaskEpisodeStore, episode_id: str, path: Path) -> Callable[[VerifyReport], bool]:
+    """The repair of an episode missing a screenshot: it says it holds an excerpt only."""
+
+    def mark(report: VerifyReport) -> bool:
+        # Read again: the episode may have been closed and taught from since it was checked, and that write wins.
+        ep = store.get(episode_id)
+        if ep is None:
+            return False
+        ep.traceability = "excerpt_only"
+        try:
+            store.write(ep)
+        except OSError as exc:
+            report.add("io", store.rel(path), None, f"cannot write: {exc.strerror or exc}")
+            return False
+        report.fixed.append(f"{ep.id}: traceability excerpt_only (artifacts missing)")
+        return True
+
+    return mark
 
 
 def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcReport, now: datetime,
                      dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
     """Drop full traces past their TTL and summaries past theirs, unless evidence for a memory
     (``report.evidence``); orphan folders and unreferenced screenshots go too. The ids removed."""
+    try:
+        return _drop_episodes(store, retention, report, now, dry_run, items)
+    finally:
+        apply_plan(store.root, report)  # what was planned goes, even when the drops below could not be made
+
+
+def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcReport, now: datetime,
+                   dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
+    """Plan each episode's removals; those past their summary TTL after their tombstones and index lines."""
     drop: list[tuple[TaskEpisode, Path]] = []
     for item in store.iter_items() if items is None else items:
         found = _collect_one(store, item, retention, report, now, dry_run)
         if found is not None:
-            drop.append(found)  # removed below, after their tombstones are on disk
+            drop.append(found)  # planned below, after their tombstones are on disk
     if not drop:
         return []
-    # The order makes a killed GC resumable (issue 27): tombstones first (fsynced; one per removal,
+    # The order makes a killed GC resumable: tombstones first (fsynced; one per removal,
     # never twice), then the index lines, then the folders. A rerun finds what is left and finishes it.
     if not dry_run:
         tombs = TombstoneLog(store.root, clock=store.clock)

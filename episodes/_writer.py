@@ -7,10 +7,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol, cast
+from enum import Enum
+from typing import Any
 
 from lifecycle import (
     UnsafePathError,
@@ -28,8 +29,22 @@ from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
 
-EpisodeJob = Callable[[TaskEpisode], Any]
-"""Background work run for each committed episode (lesson extraction, outcome updates)."""
+@dataclass(frozen=True)
+class EpisodeJob:
+    """Background work run once for each committed episode (lesson extraction, outcome updates).
+
+    ``name`` names its marker files (``.done-<name>``, ``.failed-<name>``), so it must stay the same across
+    releases. A job with ``takes_events`` is called ``run(ep, events)`` with the events the writer read once for
+    all of the episode's jobs; any other is called ``run(ep)`` and reads what it needs itself.
+    """
+
+    name: str
+    run: Callable[..., Any]
+    takes_events: bool = False
+
+    def __call__(self, ep: TaskEpisode, events: _EpisodeEvents) -> Any:
+        """Run the job for one episode (its events read from disk on first use)."""
+        return self.run(ep, events.get()) if self.takes_events else self.run(ep)
 
 
 @dataclass
@@ -57,23 +72,19 @@ DONE_PREFIX = ".done-"  # episode folder marker of a background job that ran (em
 FAILED_PREFIX = ".failed-"  # episode folder marker of a background job that failed (JSON: when, why)
 
 
-def job_name(job: EpisodeJob) -> str:
-    """The name a job's marker file uses."""
-    return str(getattr(job, "__name__", type(job).__name__))
+class _Signal(Enum):
+    """What the writer's queue carries besides work: a wake-up (drain the backlog) and the stop."""
+
+    WAKE = "wake"
+    STOP = "stop"
 
 
-class EventsJob(Protocol):
-    """A job that takes the episode's events from the writer (``takes_events = True``); it must also run
-    with the episode alone (reading the events itself), as other callers call it."""
+@dataclass(frozen=True)
+class _Work:
+    """One queued piece of background work and the name its errors and counters use."""
 
-    takes_events: bool
-
-    def __call__(self, ep: TaskEpisode, events: list[dict[str, Any]] | None = None) -> Any: ...
-
-
-def takes_events(job: EpisodeJob) -> bool:
-    """Whether a job is handed the episode's events (``job(ep, events)``) instead of reading them itself."""
-    return getattr(job, "takes_events", False) is True
+    name: str
+    fn: Callable[[], Any]
 
 
 class _EpisodeEvents:
@@ -95,14 +106,16 @@ class TaskEpisodeWriter:
     """Writes committed episodes and runs their background jobs; never raises into the caller."""
 
     def __init__(self, store: TaskEpisodeStore, *, jobs: list[EpisodeJob] | None = None, queue_size: int = 64,
-                 job_timeout: float = 30.0, retries: int = 2, retry_delay: float = 0.05) -> None:
+                 slow_after_s: float = 30.0, retries: int = 2, retry_delay: float = 0.05) -> None:
         self.store = store
         self.jobs: list[EpisodeJob] = list(jobs or [])
-        self.job_timeout = job_timeout
+        # A thread cannot be stopped from outside: a job slower than this is counted (jobs_slow) and logged,
+        # never interrupted; a job that may block must bound its own waits (every lock takes a timeout).
+        self.slow_after_s = slow_after_s
         self.retries = retries
         self.retry_delay = retry_delay
         self.stats = WriterStats()
-        self._queue: queue.Queue[tuple[str, Callable[[], Any]] | None] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[_Work | _Signal] = queue.Queue(maxsize=queue_size)
         self._pending = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -137,10 +150,9 @@ class TaskEpisodeWriter:
         # backlogged episode keeps none in memory and reads them again when its jobs are queued.
         events = _EpisodeEvents(self.store, ep.id, ep.take_events())
         for job in self.jobs:
-            name = job_name(job)
-            if self.job_done(ep, name):
+            if self.job_done(ep, job.name):
                 continue
-            if not self.submit(f"{name}({ep.id})", self._marked_call(job, name, ep, events), drop_ok=False):
+            if not self.submit(f"{job.name}({ep.id})", self._marked_call(job, ep, events), drop_ok=False):
                 with self._cond:
                     if len(self._backlog) < self.max_backlog:
                         self._backlog[ep.id] = ep
@@ -156,20 +168,19 @@ class TaskEpisodeWriter:
         except ValueError:
             return False
 
-    def _marked_call(self, job: EpisodeJob, name: str, ep: TaskEpisode,
-                     events: _EpisodeEvents) -> Callable[[], None]:
-        def call() -> None:
-            self._run_marked(job, name, ep, events)
+    def _marked_call(self, job: EpisodeJob, ep: TaskEpisode, events: _EpisodeEvents) -> Callable[[], Any]:
+        def call() -> Any:
+            return self._run_marked(job, ep, events)
 
         return call
 
-    def _run_marked(self, job: EpisodeJob, name: str, ep: TaskEpisode, events: _EpisodeEvents) -> None:
+    def _run_marked(self, job: EpisodeJob, ep: TaskEpisode, events: _EpisodeEvents) -> Any:
+        """The one runner of a job, wherever it is started from: run it, then leave its done-marker (or its
+        failed-marker, and raise); returns what the job returned."""
+        name = job.name
         d = self.store.episode_dir(ep.id)
         try:
-            if takes_events(job):
-                cast(EventsJob, job)(ep, events.get())
-            else:
-                job(ep)
+            result = job(ep, events)
         except Exception as exc:
             # Left beside the episode so that `verify --json` (another process, from cron) can say which
             # job failed, when and why; its catch-up runs it again, and the marker goes once it succeeds.
@@ -186,12 +197,31 @@ class TaskEpisodeWriter:
             guarded_unlink(self.store.root, d / f"{FAILED_PREFIX}{name}")
         except (OSError, UnsafePathError) as exc:
             log.warning("memory: cannot mark %s done for %s: %s", name, ep.id, exc)
+        return result
+
+    def run_now(self, ep: TaskEpisode, names: Collection[str] | None = None, *,
+                strict: bool = False) -> dict[str, Any]:
+        """Run an episode's jobs that lack their done-marker here and now (all, or those in ``names``), each
+        through the same runner as the queue's; what each returned, by job name. A failure is marked and
+        logged, and raised only when ``strict`` (an import stops; verify and the catch-up go on)."""
+        events = _EpisodeEvents(self.store, ep.id, ep.take_events())
+        results: dict[str, Any] = {}
+        for job in self.jobs:
+            if (names is not None and job.name not in names) or self.job_done(ep, job.name):
+                continue
+            try:
+                results[job.name] = self._run_marked(job, ep, events)
+            except Exception as exc:  # reported by its marker, never raised into cron
+                if strict:
+                    raise
+                log.error("memory: %s(%s) failed: %s", job.name, ep.id, exc)
+        return results
 
     # -- marker files: what verify reads and catches up (another process, from cron) -------------------
 
     def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
         """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
-        names = [job_name(j) for j in self.jobs]
+        names = [j.name for j in self.jobs]
         out: list[dict[str, Any]] = []
         for e in self.store.entries():
             if not is_safe_id(e["id"]):
@@ -227,7 +257,7 @@ class TaskEpisodeWriter:
         be running them: a job must be applied once, not once per process.
         """
         done: list[str] = []
-        names = [job_name(j) for j in self.jobs]
+        names = [j.name for j in self.jobs]
         cutoff = time.time() - min_age_s
         for e in self.store.entries():
             if len(done) >= limit:
@@ -247,13 +277,7 @@ class TaskEpisodeWriter:
             ep = self.store.get(e["id"])
             if ep is None:
                 continue
-            events = _EpisodeEvents(self.store, ep.id, None)
-            for job, name in zip(self.jobs, names):
-                if not (d / f"{DONE_PREFIX}{name}").exists():
-                    try:
-                        self._run_marked(job, name, ep, events)
-                    except Exception as exc:  # reported, never raised into cron
-                        log.error("memory: catch-up %s(%s) failed: %s", name, ep.id, exc)
+            self.run_now(ep)
             done.append(ep.id)
         return done
 
@@ -268,7 +292,7 @@ class TaskEpisodeWriter:
         with self._cond:
             self._pending += 1
         try:
-            self._queue.put_nowait((name, fn))
+            self._queue.put_nowait(_Work(name, fn))
         except queue.Full:
             with self._cond:
                 self._pending -= 1
@@ -289,11 +313,11 @@ class TaskEpisodeWriter:
             if self._queue.empty():
                 self._drain_backlog()
             item = self._queue.get()
-            if item is None:
+            if item is _Signal.STOP:
                 return
-            name, fn = item
             try:
-                self._run_one(name, fn)
+                if isinstance(item, _Work):  # a wake-up only brings the loop back to the backlog
+                    self._run_one(item.name, item.fn)
             finally:
                 with self._cond:
                     self._pending -= 1
@@ -317,8 +341,6 @@ class TaskEpisodeWriter:
                     self._cond.notify_all()
 
     def _run_one(self, name: str, fn: Callable[[], Any]) -> None:
-        if name == "drain":
-            return  # only a wake-up for the backlog
         start = time.monotonic()
         for attempt in range(self.retries + 1):
             try:
@@ -339,9 +361,9 @@ class TaskEpisodeWriter:
                 log.exception("memory: background %s failed", name)
                 break
         elapsed = time.monotonic() - start
-        if elapsed > self.job_timeout:
+        if elapsed > self.slow_after_s:
             self.stats.jobs_slow += 1
-            log.warning("memory: background %s took %.1fs (timeout %.1fs)", name, elapsed, self.job_timeout)
+            log.warning("memory: background %s took %.1fs (slow after %.1fs)", name, elapsed, self.slow_after_s)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until queued and backlogged work is done; return False if the timeout passed first."""
@@ -350,7 +372,7 @@ class TaskEpisodeWriter:
             self._ensure_worker()
             with self._cond:
                 self._pending += 1
-            self._queue.put(("drain", lambda: None))  # wake the worker so it drains the backlog
+            self._queue.put(_Signal.WAKE)  # wake the worker so it drains the backlog
         with self._cond:
             while self._pending > 0 or self._backlog:
                 left = deadline - time.monotonic()
@@ -365,7 +387,7 @@ class TaskEpisodeWriter:
         self._closed = True
         if self._thread is not None and self._thread.is_alive():
             try:
-                self._queue.put_nowait(None)
+                self._queue.put_nowait(_Signal.STOP)
             except queue.Full:
                 pass
             self._thread.join(timeout=max(0.1, timeout))

@@ -63,7 +63,7 @@ from ._errors import (
     YamlBombError,
 )
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
-from ._gc import GcReport, remove_path, stale_temp_files, tree_size
+from ._gc import GcReport, Removal, apply_plan, remove_path, stale_temp_files, tree_size
 from ._guarded import (
     guarded_makedirs,
     guarded_move,
@@ -87,7 +87,7 @@ from ._index import (
     parse_index,
 )
 from ._index_check import index_writes, indexed_entries
-from ._item_read import ItemRead, Problem, entries_by_file, fresh_items, read_item, stat_key
+from ._item_read import ItemRead, Problem, Repair, entries_by_file, fresh_items, read_item, stat_key
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
 from ._layout import DatedLayout, FlatLayout, Layout, ProfileLayout
@@ -123,7 +123,7 @@ from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, record_time, verify_marks
 from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, odd_entries, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
-from ._verify import VerifyReport, check_collection, verify_collections
+from ._verify import CheckedStore, VerifyReport, check_collection, repair_findings, verify_collections
 from ._yaml import (
     MAX_ITEM_BYTES,
     check_budget,
@@ -154,6 +154,7 @@ __all__ = [
     "QUARANTINE_LOG",
     "ROOT_ENV",
     "STATUSES",
+    "CheckedStore",
     "Clock",
     "ClockError",
     "Collection",
@@ -181,6 +182,8 @@ __all__ = [
     "ProfileLayout",
     "Quarantined",
     "Record",
+    "Removal",
+    "Repair",
     "Retention",
     "Status",
     "StorageError",
@@ -196,6 +199,7 @@ __all__ = [
     "YamlCollection",
     "append_line",
     "append_lines",
+    "apply_plan",
     "as_list",
     "as_text",
     "atomic_write",
@@ -273,6 +277,7 @@ __all__ = [
     "remove_path",
     "remove_tree",
     "render_frontmatter",
+    "repair_findings",
     "resolve_root",
     "restore_quarantined",
     "safe_join",

@@ -128,14 +128,30 @@ def _write_replace(dfd: int, sfd: int, target: Path, payload: bytes, mode: int) 
         raise
 
 
-def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> bool:
-    """Create a file only if absent (no check-then-act); return False if it already existed."""
+def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
+                     root: Path | None = None) -> bool:
+    """Create a file only if absent (no check-then-act); return False if it already existed.
+
+    With ``root`` (the memory root) the folders on the way are opened without following a link and the file
+    is made inside the last one, as ``atomic_write`` does: a folder swapped for a link is refused, never
+    followed."""
     target = Path(path)
     if os.path.lexists(target):
         return False  # nothing staged, nothing fsynced: opening an existing tree writes nothing
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    dfd = open_dir(root, target.parent, create=True) if root is not None else None
+    try:
+        return _create_in(dfd, target, payload, mode)
+    finally:
+        if dfd is not None:
+            os.close(dfd)
+
+
+def _create_in(dfd: int | None, target: Path, payload: bytes, mode: int) -> bool:
+    """Stage the payload beside the target, then link it into place (relative to ``dfd`` when given)."""
     tmp = temp_name(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    name, tmp_name = (target.name, tmp.name) if dfd is not None else (os.fspath(target), os.fspath(tmp))
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode, dir_fd=dfd)
     try:
         try:
             os.write(fd, payload)
@@ -144,14 +160,17 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes | str, *, mode: i
             os.close(fd)
         try:
             # link() fails if the target exists: the create is atomic and never overwrites.
-            os.link(tmp, target)
+            os.link(tmp_name, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
         except FileExistsError:
             return False
-        fsync_dir(target.parent)
+        if dfd is not None:
+            os.fsync(dfd)
+        else:
+            fsync_dir(target.parent)
         return True
     finally:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp_name, dir_fd=dfd)
         except OSError:
             pass
 

@@ -43,22 +43,20 @@ class Collection(Protocol):
         """Yield every item file with its parsed record or its problem."""
         ...
 
-    def rebuild_index(self) -> bool:
+    def rebuild_index(self, items: list[ItemRead[Any]] | None = None) -> bool:
         """Rewrite the derived index from the item files; return True if it changed.
 
-        Implementations may accept ``items=`` (ItemReads just parsed) to avoid reading unchanged files
-        twice; they must still include whatever appeared since, so the rebuild loses nothing.
+        ``items`` (ItemReads just parsed) spare reading unchanged files twice; the rebuild must still include
+        whatever appeared since, so it loses nothing.
         """
         ...
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Yield files the items point at (evidence, artifacts) that must exist."""
-        ...
+    def verify(self, report: VerifyReport, now: Any) -> None:
+        """Check every item file into ``report``, each finding with the repair it needs (quarantine, rename), and
+        rebuild the index.
 
-    def verify(self, report: VerifyReport, fix: bool, now: Any) -> None:
-        """Check every item file into ``report`` and rebuild the index; repair (quarantine, rename) only with fix.
-
-        Must change nothing but derived files and lifecycle marks (expired, excerpt_only) without fix.
+        Must change nothing but derived files and lifecycle marks (expired, excerpt_only): repairs are made
+        later, by ``repair_findings``, and only with --fix.
         """
         ...
 
@@ -211,10 +209,6 @@ class ItemCollection(Generic[R]):
             return []
         return indexed_entries(self, folder_checked=self._items_under_dir)
 
-    def referenced_files(self) -> Iterator[Path]:
-        """Files the items point at that must exist (none unless a store says so)."""
-        return iter(())
-
     # -- writing ----------------------------------------------------------------
 
     def _old_text(self, path: Path) -> str | None:
@@ -310,22 +304,22 @@ class ItemCollection(Generic[R]):
 
     # -- verify and GC ----------------------------------------------------------
 
-    def verify_item(self, item: ItemRead[R], report: VerifyReport, fix: bool, now: Any) -> dict[str, Any] | None:
+    def verify_item(self, item: ItemRead[R], report: VerifyReport, now: Any) -> dict[str, Any] | None:
         """Verify's look at one parsed item: the lifecycle marks to write on it (the default rules)."""
         return verify_marks(item.record, report, now)
 
-    def verify(self, report: VerifyReport, fix: bool, now: Any) -> None:
+    def verify(self, report: VerifyReport, now: Any) -> None:
         """Check every item file, rebuild the index, then write the lifecycle marks decided on the way."""
         from ._verify import check_collection
 
         marks: dict[str, dict[str, Any]] = {}
 
         def on_item(_coll: Any, item: ItemRead[R]) -> None:
-            changes = self.verify_item(item, report, fix, now)
+            changes = self.verify_item(item, report, now)
             if changes:
                 marks[item.record.id] = changes  # type: ignore[union-attr]
 
-        check_collection(self.root, self, fix=fix, report=report, on_item=on_item)
+        check_collection(self.root, self, report=report, on_item=on_item)
         if marks:
             self.apply_marks(marks, report)
 

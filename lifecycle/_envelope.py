@@ -67,7 +67,8 @@ def as_list(v: Any) -> list[Any]:
     """A list field as read from a file: None is empty; anything but a list is refused (ValueError).
 
     A mapping or a number where a list belongs (``steps: 5``, ``steps: {a: 1}``) must not be iterated
-    into something else: validation names it and the field is treated as absent (issue 27).
+    into something else: validation names it and the field is treated as absent (one broken field
+    costs that field, not the item).
     """
     if v is None:
         return []

@@ -17,9 +17,21 @@ if TYPE_CHECKING:
     from ._journal import TombstoneLog
 
 
+@dataclass(frozen=True)
+class Removal:
+    """One file or folder of the tree GC has decided to remove, and why (``apply_plan`` removes it)."""
+
+    target: Path
+    reason: str
+
+
 @dataclass
 class GcReport:
-    """What GC removed (or would remove, in a dry run), why, and what it kept."""
+    """What GC removed (or would remove, in a dry run), why, and what it kept.
+
+    The report records; it never deletes. A store plans a removal (``discard``), which is noted at once, and
+    ``apply_plan`` carries the plan out (nothing in a dry run, whose report is the plan).
+    """
 
     dry_run: bool = False
     removed: list[dict[str, Any]] = field(default_factory=list)
@@ -30,6 +42,8 @@ class GcReport:
     errors: list[str] = field(default_factory=list)
     evidence: set[str] = field(default_factory=set, repr=False)
     """Episodes still evidence for a live memory (set by gc_tree before the stores collect). Not reported."""
+    plan: list[Removal] = field(default_factory=list, repr=False)
+    """Removals noted and not yet applied (``apply_plan`` empties it). Not reported: ``removed`` says them."""
 
     def note(self, path: str, reason: str, size: int = 0) -> None:
         """Record one removal."""
@@ -37,24 +51,16 @@ class GcReport:
         self.bytes_freed += size
 
     def discard(self, root: Path, path: Path, reason: str) -> None:
-        """Remove a file or folder of the tree (noted; nothing removed in a dry run); a symlink is skipped.
+        """Plan the removal of a file or folder of the tree: noted now, removed by ``apply_plan``.
 
-        A symlink anywhere on the way below the root (``session_archive/`` or a year folder swapped for
-        one) is skipped too: reported in ``skipped_symlinks``, never followed."""
+        A symlink, or one anywhere on the way below the root (``session_archive/`` or a year folder swapped
+        for one), is skipped instead: reported in ``skipped_symlinks``, never followed."""
         link = link_on_way(root, path)
         if link is not None:
             self.skip_link(root, link)
             return
         self.note(str(path.relative_to(root)), reason, tree_size(path))
-        if not self.dry_run:
-            self.remove(root, path)
-
-    def remove(self, root: Path, path: Path) -> None:
-        """Delete a path already noted (every GC removal goes through here); symlinks inside are left."""
-        # remove_path walks by folder descriptors: a folder swapped for a link after the check above is
-        # still never followed (it is reported as skipped instead).
-        for link in remove_path(root, path):
-            self.skip_link(root, link)
+        self.plan.append(Removal(path, reason))
 
     def skip_link(self, root: Path, link: Path) -> None:
         """Report a symlink GC met and left alone (each once)."""
@@ -102,6 +108,19 @@ class GcReport:
         out.append(f"gc {'dry run' if self.dry_run else 'done'}: {verb} {d['removed_count']} paths, "
                    f"{self.bytes_freed} bytes; kept {self.kept or 'nothing by rule'}")
         return out
+
+
+def apply_plan(root: Path, report: GcReport) -> None:
+    """Carry out the removals ``report`` planned (none in a dry run) and empty its plan: every GC removal goes
+    through here. Symlinks inside what is removed are left, and reported as skipped."""
+    plan, report.plan = report.plan, []
+    if report.dry_run:
+        return
+    for removal in plan:
+        # remove_path walks by folder descriptors: a folder swapped for a link after the plan was made is
+        # still never followed (it is reported as skipped instead).
+        for link in remove_path(root, removal.target):
+            report.skip_link(root, link)
 
 
 def tree_size(path: Path) -> int:

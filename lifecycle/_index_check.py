@@ -53,7 +53,7 @@ def _stamp(coll: _Indexed) -> tuple[Any, ...]:
 def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
     """Why an index cannot be trusted as it is (None when its lines match the item files).
 
-    Indexes are derived and people and faults damage them (issue 27): random bytes, a torn line, a line
+    Indexes are derived and people and faults damage them: random bytes, a torn line, a line
     removed by hand, a file renamed or added beside it. Lines that do not parse, lines naming files that
     are gone, and item files no line names (that a rebuild would index) all make it doubtful.
     """

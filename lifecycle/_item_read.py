@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -15,14 +15,27 @@ from ._errors import FileProblemError, ParseError
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 
+@dataclass(eq=False, frozen=True)
+class Repair:
+    """What `verify --fix` does about one finding or several (a file's torn lines share one rewrite).
+
+    ``apply(report)`` makes the change and says so in ``report.fixed``, or, when it cannot, says why in a
+    finding of its own; it answers whether its findings are settled (then they leave the report)."""
+
+    what: str
+    apply: Callable[[Any], bool]
+
+
 @dataclass
 class Problem:
-    """A finding about one file: category, path relative to the root, line, message."""
+    """A finding about one file: category, path relative to the root, line, message, and the repair it needs
+    (None: `--fix` changes nothing for it; a rebuild or a person does)."""
 
     category: str
     path: str
     line: int | None
     message: str
+    repair: Repair | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form used by `--json` reports."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._clock import BUILD_DATE, expiry_believed, format_ts, parse_ts, system_clock
 from ._errors import FileProblemError
-from ._gc import GcReport, tree_size
+from ._gc import GcReport, Removal, apply_plan, tree_size
 from ._item_read import ItemRead, stat_key
 from ._journal import TombstoneLog
 
@@ -92,9 +92,10 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
     if not candidates:
         return []
     gone: list[str] = []
+    plan: list[Removal] = []
     mark = len(report.removed)
     # A dry run only reads (every file is replaced whole, never written in place): no lock, so it
-    # works on a read-only tree too (issue 27).
+    # works on a read-only tree too.
     with nullcontext() if dry_run else coll.lock():
         # Looked at again under the lock: the agent may have renewed an item since this pass parsed it.
         # A renewal is an atomic rewrite (a new inode), so an unchanged (mtime, size, inode) means the
@@ -110,6 +111,7 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
                 report.keep("renewed_since_scan")
                 continue
             gone.append(rec.id)
+            plan.append(Removal(item.path, reason))
             report.note(coll.rel(item.path), reason, tree_size(item.path))
         if gone and not dry_run:
             # Tombstones first (a kill after them leaves files a rerun removes, and the rerun writes no
@@ -121,9 +123,8 @@ def collect_expired(coll: Any, retention: Retention, report: GcReport, now: date
                 report.unnote(mark)
                 return []
             coll.index.remove(gone)
-            for item in candidates:
-                if item.record is not None and item.record.id in gone:
-                    report.remove(coll.root, item.path)
+            report.plan.extend(plan)
+            apply_plan(coll.root, report)  # under the lock: an item the agent saves now is not one removed
     return gone
 
 

@@ -10,6 +10,8 @@ from importlib.abc import Traversable
 from pathlib import Path
 
 from ._atomic import create_exclusive
+from ._errors import StorageError, UnsafePathError
+from ._guarded import guarded_makedirs
 from ._index import INDEX_NAME
 from ._paths import has_symlink
 
@@ -65,7 +67,11 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
         if os.path.lexists(d) and not d.is_dir():
             continue  # a file where a folder belongs is someone's data: never replaced (verify names it)
         if not d.is_dir():
-            d.mkdir(parents=True, exist_ok=True)
+            try:
+                # Made folder by folder, none followed if a link is planted there meanwhile.
+                guarded_makedirs(base, d)
+            except (UnsafePathError, StorageError):
+                continue  # a link or a file appeared on the way: verify names it
             created.append(rel + "/")
             new_dirs.add(rel)
     for rel, data in template_files():
@@ -77,10 +83,13 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
             continue
         if os.path.lexists(target) or has_symlink(base, target.parent):
             continue  # nothing that exists is written again (a read-only tree opens fine)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # O_EXCL-style create: an existing file (a person's edit) is never touched.
-        if create_exclusive(target, data):
-            created.append(rel)
+        # O_EXCL-style create: an existing file (a person's edit) is never touched; the folders on the way are
+        # opened without following a link (one planted since the check above is refused).
+        try:
+            if create_exclusive(target, data, root=base):
+                created.append(rel)
+        except (UnsafePathError, StorageError):
+            continue
     return created
 
 

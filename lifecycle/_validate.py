@@ -137,7 +137,7 @@ def validate_record(model: type[R], data: Any, path: Path, text: str) -> R:
         return model.model_validate(data)
     except pydantic.ValidationError as first:
         errors = first.errors()
-    except Exception as exc:  # a validator met a shape it did not expect (issue 27): find the field
+    except Exception as exc:  # a validator met a shape it did not expect: find the field, never fail the file
         errors = _blame(model, data, exc, path)
     fallback: dict[str, Any] = dict(getattr(model, "LENIENT_FALLBACK", {}) or {})
     if isinstance(getattr(model, "TYPE", None), str):

@@ -1,23 +1,21 @@
-"""`memplane lifecycle verify`: report what is wrong with the tree; repair only with fix=True."""
+"""`memplane lifecycle verify`: find what is wrong with the tree, each finding with the repair it needs; then,
+with `--fix` only, ``repair_findings`` carries those repairs out."""
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._errors import UnsafePathError
 from ._guarded import guarded_move
-from ._item_read import Problem, same_path
+from ._index import IndexFile
+from ._item_read import ItemRead, Problem, Repair, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
 from ._validate import field_problems
-
-if TYPE_CHECKING:
-    from ._collection import Collection
 
 
 @dataclass
@@ -42,9 +40,9 @@ class VerifyReport:
         """True when nothing is left to report."""
         return not self.problems
 
-    def add(self, category: str, path: str, line: int | None, message: str) -> None:
-        """Record one finding."""
-        self.problems.append(Problem(category, path, line, message))
+    def add(self, category: str, path: str, line: int | None, message: str, repair: Repair | None = None) -> None:
+        """Record one finding (and the repair `--fix` makes for it, if any)."""
+        self.problems.append(Problem(category, path, line, message, repair))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the report (the `--json` output)."""
@@ -62,18 +60,64 @@ class VerifyReport:
         }
 
 
-def _check_names(root: Path, coll: Collection, parsed: list[Any], report: VerifyReport,
-                 relp: Callable[[Path], str], fix: bool) -> None:
-    """A file whose name is not its id, or two files holding one id: named, and renamed with fix when safe."""
-    expected_of = getattr(coll, "expected_path", None)
-    if expected_of is None or not getattr(coll, "named_by_id", True):
+class CheckedStore(Protocol):
+    """What verify reads of a store of item files; every ``ItemCollection`` offers it.
+
+    ``rebuild_index`` must be idempotent and must include item files that appeared since ``items`` were parsed.
+    """
+
+    name: str
+    dir: Path
+    index: IndexFile
+    indexed: bool
+    """Whether the store keeps an index file (device profiles do not): only then is ``index`` checked."""
+    named_by_id: bool
+    """Whether an item's file is named after its id: only then are names checked (and renamed with fix)."""
+
+    def iter_items(self) -> Iterator[ItemRead[Any]]:
+        """Every item file with its parsed record or its problem."""
+        ...
+
+    def expected_path(self, record: Any) -> Path:
+        """Where the file of an item named after its id lives."""
+        ...
+
+    def symlinks(self) -> list[Path]:
+        """Symlinks in the store's folders (never followed)."""
+        ...
+
+    def rebuild_index(self, items: list[ItemRead[Any]] | None = None) -> bool:
+        """Rewrite the index from the item files (reusing the parses in ``items``); True if it changed."""
+        ...
+
+
+def repair_findings(report: VerifyReport) -> None:
+    """Carry out the repairs the findings need (`--fix`), each once, in the order they were found; the findings
+    a repair settled leave the report, and a repair that could not be made says why in a finding of its own."""
+    ran: set[Repair] = set()
+    settled: set[Repair] = set()
+    for finding in list(report.problems):
+        repair = finding.repair
+        if repair is None or repair in ran:
+            continue
+        ran.add(repair)
+        if repair.apply(report):
+            settled.add(repair)
+    report.problems = [p for p in report.problems if p.repair is None or p.repair not in settled]
+
+
+def _check_names(root: Path, coll: CheckedStore, parsed: list[Any], report: VerifyReport,
+                 relp: Callable[[Path], str]) -> None:
+    """A file whose name is not its id, or two files holding one id: named, with a rename to repair it when
+    that is safe (the folder is the same and no file has the name)."""
+    if not coll.named_by_id:
         return
     by_id: dict[str, list[Any]] = {}
     for item in parsed:
         by_id.setdefault(item.record.id, []).append(item)
     for item_id, items in by_id.items():
         try:
-            expected = Path(expected_of(items[0].record))
+            expected = Path(coll.expected_path(items[0].record))
         except ValueError:
             continue
         odd = [i for i in items if not same_path(i.path, expected)]
@@ -87,68 +131,79 @@ def _check_names(root: Path, coll: Collection, parsed: list[Any], report: Verify
                            f"holds id {item_id!r} like {relp(offered)}; only that one is offered (merge or delete "
                            "by hand)")
                 continue
-            if fix and expected.parent == item.path.parent and not os.path.lexists(expected):
-                try:
-                    # Never replaces a file that appeared meanwhile, never moves through a link.
-                    guarded_move(root, item.path, expected, create=False)
-                except (OSError, UnsafePathError) as exc:
-                    report.add("name_mismatch", relp(item.path), None, f"cannot rename to {expected.name}: {exc}")
-                    continue
-                report.fixed.append(f"renamed {relp(item.path)} -> {relp(expected)} (its id)")
-                item.path = expected
-                continue
+            repair = None
+            if expected.parent == item.path.parent and not os.path.lexists(expected):
+                repair = Repair("rename", _renamer(root, coll, item.path, expected, relp))
             report.add("name_mismatch", relp(item.path), None,
-                       f"holds id {item_id!r}; the file should be named {expected.name} (verify --fix renames it)")
+                       f"holds id {item_id!r}; the file should be named {expected.name} (verify --fix renames it)",
+                       repair)
+
+
+def _renamer(root: Path, coll: CheckedStore, path: Path, expected: Path,
+             relp: Callable[[Path], str]) -> Callable[[VerifyReport], bool]:
+    """The repair of a file not named after its id: renamed, then the index rebuilt to name the new file."""
+
+    def rename(report: VerifyReport) -> bool:
+        try:
+            # Never replaces a file that appeared meanwhile, never moves through a link.
+            guarded_move(root, path, expected, create=False)
+        except (OSError, UnsafePathError) as exc:
+            report.add("name_mismatch", relp(path), None, f"cannot rename to {expected.name}: {exc}")
+            return True  # the finding above says what is left
+        report.fixed.append(f"renamed {relp(path)} -> {relp(expected)} (its id)")
+        _rebuild(root, coll, None, report, relp)
+        return True
+
+    return rename
 
 
 def verify_collections(
     root: Path,
-    collections: Iterable[Collection],
+    collections: Iterable[CheckedStore],
     *,
-    fix: bool = False,
     report: VerifyReport | None = None,
     rel: Callable[[Path], str] | None = None,
-    on_item: Callable[[Collection, Any], None] | None = None,
+    on_item: Callable[[CheckedStore, Any], None] | None = None,
 ) -> VerifyReport:
-    """Parse every item of every collection, report problems, rebuild indexes."""
+    """Parse every item of every collection, report problems (with their repairs), rebuild indexes."""
     report = report or VerifyReport()
     for coll in collections:
-        check_collection(root, coll, fix=fix, report=report, rel=rel, on_item=on_item)
+        check_collection(root, coll, report=report, rel=rel, on_item=on_item)
     # A symlink is reported every time (it is never fixed automatically), but index problems
     # vanish with the rebuild, so a second verify after --fix comes back clean.
     return report
 
 
-def check_collection(root: Path, coll: Any, *, fix: bool, report: VerifyReport,
+def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
                      rel: Callable[[Path], str] | None = None,
                      on_item: Callable[[Any, Any], None] | None = None) -> None:
-    """One collection's files: parse every item (quarantine the broken with fix), names, symlinks, index."""
+    """One collection's files: parse every item (the broken to be quarantined), names, symlinks, index."""
     relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
-    parsed = _check_items(root, coll, report, relp, fix, on_item)
-    _check_names(root, coll, parsed, report, relp, fix)
-    symlinks = getattr(coll, "symlinks", None)
-    if symlinks is not None:
-        for link in symlinks():
-            report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
-    index = getattr(coll, "index", None)
-    if index is not None and getattr(coll, "indexed", True):
-        for prob in index.read().problems:
-            report.add("index", relp(Path(prob.path or index.path)), prob.line, prob.message)
+    parsed = _check_items(root, coll, report, relp, on_item)
+    _check_names(root, coll, parsed, report, relp)
+    for link in coll.symlinks():
+        report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
+    if coll.indexed:
+        for prob in coll.index.read().problems:
+            report.add("index", relp(Path(prob.path or coll.index.path)), prob.line, prob.message)
+    _rebuild(root, coll, parsed, report, relp)
+
+
+def _rebuild(root: Path, coll: CheckedStore, parsed: list[Any] | None, report: VerifyReport,
+             relp: Callable[[Path], str]) -> None:
+    """Rebuild a collection's index (reusing ``parsed``), named in the report when it changed."""
     try:
-        if "items" in inspect.signature(coll.rebuild_index).parameters:
-            changed = coll.rebuild_index(items=parsed)
-        else:
-            changed = coll.rebuild_index()
+        changed = coll.rebuild_index(items=parsed)
     except OSError as exc:
-        report.add("io", relp(Path(getattr(coll, "dir", root))), None, f"cannot rebuild index: {exc}")
+        report.add("io", relp(coll.dir), None, f"cannot rebuild index: {exc}")
         return
-    if changed:
+    if changed and coll.name not in report.rebuilt_indexes:
         report.rebuilt_indexes.append(coll.name)
 
 
-def _check_items(root: Path, coll: Any, report: VerifyReport, relp: Callable[[Path], str], fix: bool,
+def _check_items(root: Path, coll: CheckedStore, report: VerifyReport, relp: Callable[[Path], str],
                  on_item: Callable[[Any, Any], None] | None) -> list[Any]:
-    """Every item file parsed: the loaded ones returned, the broken ones reported (and quarantined with fix)."""
+    """Every item file parsed: the loaded ones returned, the broken ones reported (to be quarantined)."""
     parsed: list[Any] = []
     for item in coll.iter_items():
         report.checked += 1
@@ -161,16 +216,27 @@ def _check_items(root: Path, coll: Any, report: VerifyReport, relp: Callable[[Pa
                 on_item(coll, item)
             continue
         cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
-        report.add(cat, relp(item.path), item.problem.line, item.problem.message)
-        if fix and item.path.is_file():
-            try:
-                target = quarantine(root, item.path, reason=item.problem.message)
-            except UnsafePathError as exc:
-                report.add("symlink", relp(item.path), None,
-                           f"not quarantined: {exc.name} is a symlink (nothing is moved out of the tree)")
-                continue
-            except OSError as exc:
-                report.add("io", relp(item.path), None, f"cannot quarantine: {exc.strerror or exc}")
-                continue
-            report.fixed.append(f"quarantined {relp(item.path)} -> {relp(target)}")
+        report.add(cat, relp(item.path), item.problem.line, item.problem.message,
+                   Repair("quarantine", _quarantiner(root, item.path, item.problem.message, relp)))
     return parsed
+
+
+def _quarantiner(root: Path, path: Path, why: str, relp: Callable[[Path], str]) -> Callable[[VerifyReport], bool]:
+    """The repair of a file that does not load: moved to lifecycle/quarantine/ with why, for a person."""
+
+    def move(report: VerifyReport) -> bool:
+        if not path.is_file():
+            return False
+        try:
+            target = quarantine(root, path, reason=why)
+        except UnsafePathError as exc:
+            report.add("symlink", relp(path), None,
+                       f"not quarantined: {exc.name} is a symlink (nothing is moved out of the tree)")
+            return False
+        except OSError as exc:
+            report.add("io", relp(path), None, f"cannot quarantine: {exc.strerror or exc}")
+            return False
+        report.fixed.append(f"quarantined {relp(path)} -> {relp(target)}")
+        return True
+
+    return move

@@ -67,7 +67,7 @@ def decode_utf8(data: bytes, path: str | Path | None) -> str:
 MAX_ITEM_BYTES = 1 << 20
 """An item file (a memory, an episode.yaml, a device profile) larger than this is not loaded: no memory
 is near it (a long-term memory is cut to about 4,000 characters), and a 50 MB file would cost every
-verify seconds and hundreds of MB (issue 27). Verify names it (category ``oversize``)."""
+verify seconds and hundreds of MB. Verify names it (category ``oversize``)."""
 
 
 def read_item_text(path: str | Path, limit: int = MAX_ITEM_BYTES) -> str:

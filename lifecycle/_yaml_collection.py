@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from ._atomic import atomic_write, read_bytes_nofollow
+from ._atomic import read_bytes_nofollow
 from ._clock import Clock
 from ._collection import ItemCollection
 from ._guarded import guarded_unlink
@@ -136,6 +136,3 @@ class YamlCollection(ItemCollection[R]):
             self.index.remove([item_id])
             return guarded_unlink(self.root, path)
 
-    def write_raw(self, item_id: str, text: str) -> None:
-        """Write an item file's text as given (tests, imports); the index is not touched."""
-        atomic_write(self.item_path(item_id), text, root=self.root)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from episodes import EpisodeRecorder
+from episodes import LESSONS_JOB, EpisodeRecorder, TaskEpisodeWriter, episode_jobs
 from lifecycle import UsageError
 
 from .retrieval import parse_query
@@ -124,6 +124,8 @@ def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = N
     t0 = time.perf_counter()
     total = _count_lines(src) if progress is not None else 0
     known = {str(e["id"]) for e in plane.episodes.entries()}
+    # The writer's own runner, run here and now: an import must not overflow the runtime's bounded queue.
+    writer = TaskEpisodeWriter(plane.episodes, jobs=episode_jobs(plane.device, plane.episodes))
     done = 0
 
     def skip(reason: str, n: int, why: str) -> None:
@@ -148,7 +150,7 @@ def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = N
         if ep_id in known:
             rep.already_imported += 1
             continue
-        _import_one(plane, data, ep_id, rep)
+        _import_one(plane, writer, data, ep_id, rep)
         known.add(ep_id)
     rep.seconds = round(time.perf_counter() - t0, 3)
     if rep.episodes == 0 and rep.already_imported == 0:
@@ -164,7 +166,7 @@ def _looks_like_csv(path: Path) -> bool:
     return "," in first and not first.lstrip().startswith(("{", "["))
 
 
-def _import_one(plane: Any, data: dict[str, Any], ep_id: str, rep: ImportReport) -> None:
+def _import_one(plane: Any, writer: TaskEpisodeWriter, data: dict[str, Any], ep_id: str, rep: ImportReport) -> None:
     goal = data["goal"]
     q = parse_query(goal, plane.device.catalog)
     rec = EpisodeRecorder(plane.episodes, goal, normalized_goal={"intent": q.intent, "app": q.app_name,
@@ -186,10 +188,10 @@ def _import_one(plane: Any, data: dict[str, Any], ep_id: str, rep: ImportReport)
     ok = bool(data.get("is_successful", True))
     ep = rec.finish(success=ok, failure_phase=None if ok else "unknown")
     ep.status = "active"
-    # Synchronous here: an import must not overflow the runtime's bounded background queue.
     plane.episodes.write(ep)
     ep.committed()
-    res = plane.extractor(ep)
+    # Lessons only, as the import always did: the outcome job is left to verify's catch-up.
+    res = writer.run_now(ep, names={LESSONS_JOB}, strict=True)[LESSONS_JOB]
     for k, v in res.created.items():
         rep.items_created[k] = rep.items_created.get(k, 0) + v
     for k, v in res.updated.items():

@@ -8,7 +8,7 @@ from typing import Any
 from episodes.transcript import estimate_text_tokens as estimate_tokens
 from lifecycle import field_str, field_text, is_safe_id, one_line
 
-from ._tool_answers import ToolAnswers, ToolResult, bounded
+from ._tool_answers import ToolResult, bounded, shown
 from ._tool_args import InspectEpisodeArgs, RecallHistoryArgs, RecallSessionArgs
 from .retrieval import quote_data
 
@@ -29,10 +29,15 @@ def _as_data(value: Any) -> Any:
     return value
 
 
-class EpisodeTools(ToolAnswers):
-    """inspect_episode, recall_session_chunks and recall_history."""
+class EpisodeTools:
+    """inspect_episode, recall_session_chunks and recall_history over a plane's episodes and session, and a
+    task's ledger; each answer within the budget the dispatcher gives."""
 
-    def _inspect_episode(self, a: InspectEpisodeArgs) -> ToolResult:
+    def __init__(self, plane: Any) -> None:
+        self.plane = plane
+
+    def inspect_episode(self, a: InspectEpisodeArgs, budget_tokens: int) -> ToolResult:
+        """One episode: goal, outcome, the lessons it taught, and a window of its events."""
         eid = a.episode_id.strip()
         ep = self.plane.episodes.get(eid) if is_safe_id(eid) else None
         if ep is None:
@@ -78,7 +83,7 @@ class EpisodeTools(ToolAnswers):
             return (f"… {total - at} more events not shown (answer budget): inspect_episode offset={at} "
                     "reads on (a lower max_events gives smaller parts)")
 
-        text = bounded(lines, self.budget_tokens, head, resume)
+        text = bounded(lines, budget_tokens, head, resume)
         return ToolResult(text, refs=[ep.id])
 
     def _taught(self, ep: Any) -> list[str]:
@@ -95,7 +100,8 @@ class EpisodeTools(ToolAnswers):
         more = len(ep.reusable_lessons) - 8
         return out + ([f"{more} more in episode.yaml reusable_lessons"] if more > 0 else [])
 
-    def _recall_session(self, a: RecallSessionArgs) -> ToolResult:
+    def recall_session(self, a: RecallSessionArgs, budget_tokens: int) -> ToolResult:
+        """Earlier parts of this conversation: by id, by query, or the newest first."""
         from ._retrieve_types import MemoryHit
 
         session = self.plane.session
@@ -116,7 +122,8 @@ class EpisodeTools(ToolAnswers):
                     who = field_str(ev.get("role")) or field_str(ev.get("type")) or "?"
                     lines.append(f"  {who}: {quote_data(field_text(ev.get('content')), 300)}")
             if not query:
-                return self._shown(lines, [], f"{len(a.chunk_ids)} parts of this conversation by id:", note=note)
+                return shown(budget_tokens, lines, [], f"{len(a.chunk_ids)} parts of this conversation by id:",
+                             note=note)
         if not query:
             # Go's empty tags ([]) mean "recent history": the newest parts, newest first.
             hits = [MemoryHit(id=c["id"], type="session_chunk", score=1.0, confidence=1.0,
@@ -131,18 +138,19 @@ class EpisodeTools(ToolAnswers):
             return ToolResult(f"nothing earlier in this conversation {what}" + (f" past offset {a.offset}"
                               if a.offset else "") + (f" ({note})" if note else ""))
         lines += [f"[{h.id}] {quote_data(h.text)}" for h in page]
-        return self._shown(lines, [], f"{len(page)} {head}", tool="recall_session_chunks", offset=a.offset,
-                           more_exists=len(hits) > a.offset + a.limit, note=note)
+        return shown(budget_tokens, lines, [], f"{len(page)} {head}", tool="recall_session_chunks",
+                     offset=a.offset, more_exists=len(hits) > a.offset + a.limit, note=note)
 
-    def _recall_history(self, a: RecallHistoryArgs) -> ToolResult:
+    def recall_history(self, a: RecallHistoryArgs, ledger: Any, budget_tokens: int) -> ToolResult:
+        """Earlier steps of this task from its transcript ledger, as JSON cut to the budget by dropping rows."""
         if not a.query and not a.step_range:
             return ToolResult("recall_history needs a query, a step_range [first, last], or both", is_error=True)
         rng = a.step_range[:2] if a.step_range and len(a.step_range) >= 2 else None
-        res = self.ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
+        res = ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
                                          include_images=a.include_images, max_results=a.max_results)
         data = _as_data(res.to_dict())
         text = json.dumps(data, ensure_ascii=False)
-        while estimate_tokens(text) > self.budget_tokens and data["results"]:
+        while estimate_tokens(text) > budget_tokens and data["results"]:
             data["results"].pop()  # the answer fits by dropping its last rows, never by replacing all of it
             data["truncated"] = True
             text = json.dumps(data, ensure_ascii=False)

@@ -238,7 +238,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             raise
         except OSError as exc:
             # A read-only or full disk: the project's storage error naming the file, never a bare OSError
-            # (issue 27); the tools answer it as an error, the CLI exits 3.
+            # (the operator must learn which file); the tools answer it as an error, the CLI exits 3.
             where = exc.filename or self.mem_dir
             raise StorageError(where, f"{exc.strerror or exc} (the memory was not saved)") from exc
         if note is not None:

@@ -16,19 +16,18 @@ from device_memory import DeviceMemory, type_of_id
 from episodes import (
     EpisodeJob,
     EpisodeRecorder,
-    LessonExtractor,
-    OutcomeUpdater,
     TaskEpisode,
     TaskEpisodeStore,
     TaskEpisodeWriter,
+    episode_jobs,
     read_config,
 )
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     Clock,
-    Collection,
     GcReport,
     NoRootError,
+    Repair,
     VerifyReport,
     init_tree,
     resolve_root,
@@ -40,7 +39,7 @@ from ._long_term_forget import check_forget_id
 from ._retrieve_types import MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
 from .retrieval import MemoryContext, RetrieveConfig, Retriever, parse_query
-from .upkeep import gc_tree, restore_from_quarantine, verify_tree
+from .upkeep import check_jobs, gc_tree, repair_tree, restore_from_quarantine, verify_tree
 
 log = logging.getLogger("memory_plane")
 
@@ -51,28 +50,56 @@ class MemoryPlane:
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  queue_size: int = 64, extra_jobs: Iterable[EpisodeJob] = (),
                  retrieve_config: RetrieveConfig | None = None, read_only: bool = False) -> None:
-        self.root = Path(root)
-        self.clock = clock
-        self.lock_timeout = lock_timeout
-        self.episodes = TaskEpisodeStore(self.root, clock=clock, lock_timeout=lock_timeout)
-        self.device = DeviceMemory(self.root, clock=clock, lock_timeout=lock_timeout)
-        self.extractor = LessonExtractor(self.device, self.episodes)
-        self.outcomes = OutcomeUpdater(self.device, self.episodes)
-        self.long_term = LongTermStore(self.root, clock=clock, lock_timeout=lock_timeout,
-                                       retention=self.device.retention)
-        self.session = SessionStore(self.root, clock=clock, lock_timeout=lock_timeout)
+        self._root = Path(root)
+        self._clock = clock
+        self._episodes = TaskEpisodeStore(self._root, clock=clock, lock_timeout=lock_timeout)
+        self._device = DeviceMemory(self._root, clock=clock, lock_timeout=lock_timeout)
+        self._long_term = LongTermStore(self._root, clock=clock, lock_timeout=lock_timeout,
+                                        retention=self._device.retention)
+        self._session = SessionStore(self._root, clock=clock, lock_timeout=lock_timeout)
         if read_only:
             # A reader that promised not to write (`memplane mcp` without --allow-write): stale indexes are read
             # around, never rebuilt, and no postings cache is persisted.
-            for coll in [*self.device.all_collections(), self.long_term, self.episodes]:
+            for coll in [*self._device.all_collections(), self._long_term, self._episodes]:
                 coll.read_only = True
             retrieve_config = dataclasses.replace(retrieve_config or RetrieveConfig(), persist_postings=False)
-        self.read_only = read_only
-        self.retriever = Retriever(self.device, self.episodes, self.long_term, retrieve_config)
-        self.retrieve_errors = 0
+        self._retriever = Retriever(self._device, self._episodes, self._long_term, retrieve_config)
+        self._retrieve_errors = 0
         self._tools: Any = None
-        jobs: list[EpisodeJob] = [self.outcomes, self.extractor, *extra_jobs]
-        self.writer = TaskEpisodeWriter(self.episodes, jobs=jobs, queue_size=queue_size)
+        jobs = [*episode_jobs(self._device, self._episodes), *extra_jobs]
+        self._writer = TaskEpisodeWriter(self._episodes, jobs=jobs, queue_size=queue_size)
+
+    # -- what the plane holds (read-mostly; the verbs below are how it changes) ---------------------------
+
+    @property
+    def root(self) -> Path:
+        """The memory root this plane was opened on."""
+        return self._root
+
+    @property
+    def clock(self) -> Clock:
+        """The plane's clock (what every store stamps writes and judges expiry with)."""
+        return self._clock
+
+    @property
+    def device(self) -> DeviceMemory:
+        """What this device learned: profiles, app facts, procedures, navigation, calibration, failures."""
+        return self._device
+
+    @property
+    def episodes(self) -> TaskEpisodeStore:
+        """The committed episodes (`episodes/<yyyy>/<id>/`)."""
+        return self._episodes
+
+    @property
+    def long_term(self) -> LongTermStore:
+        """The long-term store (`long_term/`): user rules, preferences, facts; ``save_memory`` and reads."""
+        return self._long_term
+
+    @property
+    def session(self) -> SessionStore:
+        """The active conversation window (`session/`): its events, chunks and summary."""
+        return self._session
 
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True, **kwargs: Any) -> MemoryPlane:
@@ -112,18 +139,18 @@ class MemoryPlane:
         if isinstance(req, str):
             req = MemoryRetrieveRequest(input=req)
         try:
-            memory = self.retriever.retrieve(req, self.clock(), explain=explain)
+            memory = self._retriever.retrieve(req, self._clock(), explain=explain)
         except Exception:
-            self.retrieve_errors += 1
+            self._retrieve_errors += 1
             log.exception("memory: retrieve failed; continuing without memory")
             return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
         if req.session_id:
             try:
-                memory.common.session_so_far = self.session.summary_lines()
+                memory.common.session_so_far = self._session.summary_lines()
             except Exception:
                 log.exception("memory: session summary unreadable; retrieving without it")
             try:
-                block, reused, hits = self.session.frozen_block(
+                block, reused, hits = self._session.frozen_block(
                     req.session_id, memory.render, memory.common.model_dump(mode="json"))
                 memory.frozen_block = block
                 if reused and isinstance(hits, dict):
@@ -155,23 +182,19 @@ class MemoryPlane:
         if query is None:
             # Recorded without a retrieve: the goal is still parsed, so its lessons know intent and target.
             try:
-                query = parse_query(req.input, self.device.catalog)
+                query = parse_query(req.input, self._device.catalog)
             except Exception as exc:  # a recorder never fails a task
                 log.error("memory: goal not parsed for the recorder: %s", exc)
         normalized = None
         if query is not None:
             normalized = {"intent": query.intent, "app": query.app, "target": query.target}
         return EpisodeRecorder(
-            self.episodes, req.input, device_id=req.device_id or "default", language=hints.language,
+            self._episodes, req.input, device_id=req.device_id or "default", language=hints.language,
             screen=hints.screen(), app=hints.app, page=hints.page, normalized_goal=normalized,
             input_method=hints.input_method,
-            retrieved_refs=refs, clock=self.clock, on_exit_commit=self.commit_episode,
+            retrieved_refs=refs, clock=self._clock, on_exit_commit=self.commit_episode,
             transcript_opener=self.open_transcript,
         )
-
-    def config(self) -> dict[str, Any]:
-        """config.yaml under the root ({} when missing; a broken file is logged and ignored)."""
-        return read_config(self.root)
 
     def open_transcript(self, recorder: EpisodeRecorder, *, system_prompt: str = "", goal: str | None = None) -> Any:
         """The transcript ledger of a recording episode, with the configured lenses (offline without a key);
@@ -180,7 +203,7 @@ class MemoryPlane:
 
         from ._lenses import GeminiSettings, select_lenses
 
-        cfg = self.config()
+        cfg = read_config(self._root)
         holder: dict[str, Any] = {}
 
         def meter(usage: Any, purpose: str) -> None:
@@ -208,32 +231,30 @@ class MemoryPlane:
         except Exception as exc:  # e.g. a non-local base_url without a key: offline lenses, one log line
             log.error("memory: config.yaml lenses section not usable (%s); using the offline lenses", exc)
             visual, capsule = select_lenses(GeminiSettings(), on_usage=meter)
-        ledger = recorder.open_transcript(config=tcfg, lens=visual,
-                                          system_prompt=system_prompt)
-        ledger.capsule_lens = capsule
-        ledger.goal = goal or recorder.episode.user_goal
+        ledger = recorder.open_transcript(config=tcfg, lens=visual, system_prompt=system_prompt,
+                                          capsule_lens=capsule, goal=goal or recorder.episode.user_goal)
         holder["ledger"] = ledger
         self.tools.attach(ledger)  # the model's recall_history reads this task's transcript
         return ledger
 
     def commit_episode(self, episode: TaskEpisode) -> bool:
         """Write the episode now and queue lesson extraction; return False (logged) on failure."""
-        return self.writer.commit(episode)
+        return self._writer.commit(episode)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait for background work (tests, shutdown); False if the timeout passed."""
         deadline = time.monotonic() + timeout
-        done = self.writer.flush(timeout)
-        return self.retriever.wait(max(0.0, deadline - time.monotonic())) and done
+        done = self._writer.flush(timeout)
+        return self._retriever.wait(max(0.0, deadline - time.monotonic())) and done
 
     def stats(self) -> dict[str, Any]:
         """Counters of commits and background jobs, including failures."""
-        return {**self.writer.stats.to_dict(), "retrieve_errors": self.retrieve_errors}
+        return {**self._writer.stats.to_dict(), "retrieve_errors": self._retrieve_errors}
 
     def save_rule(self, content: str, *, overrides: Iterable[str] = (), **kwargs: Any) -> Any:
         """Save a user rule; automatic memories it names in ``overrides`` become conflicted (cautions only),
         because user rules win over automatic experience. Returns the SaveResult."""
-        result = self.long_term.save_memory(type="rule", content=content, **kwargs)
+        result = self._long_term.save_memory(type="rule", content=content, **kwargs)
         if result.status in ("ignored", "conflicted"):
             return result  # a rule that is not followed overrides nothing
         for mid in dict.fromkeys(overrides):
@@ -246,11 +267,11 @@ class MemoryPlane:
                     return None
                 cur.status = "conflicted"
                 cur.conflicts_with = list(dict.fromkeys([*cur.conflicts_with, rule_id]))
-                cur.updated_at = self.clock()
+                cur.updated_at = self._clock()
                 return cur
 
-            if self.device.upsert(item_type, mid, change) is not None:
-                self.device.conflicts.add([mid, result.id], rule="user_rule_overrides", decision="conflicted",
+            if self._device.upsert(item_type, mid, change) is not None:
+                self._device.conflicts.add([mid, result.id], rule="user_rule_overrides", decision="conflicted",
                                           evidence={"rule": result.id})
         return result
 
@@ -259,77 +280,61 @@ class MemoryPlane:
         no such memory, a UsageError naming an id no memory can have."""
         check_forget_id(memory_id)
         if memory_id.startswith("mem_"):
-            return self.long_term.forget_memory(memory_id, reason=reason)
-        return self.device.forget(memory_id, reason)
+            return self._long_term.forget_memory(memory_id, reason=reason)
+        return self._device.forget(memory_id, reason)
 
-    def finish_forgets(self, *, dry_run: bool = False) -> list[str]:
+    def _finish_forgets(self, *, dry_run: bool = False) -> list[str]:
         """Files of forgotten memories a killed forget left behind (by their tombstones), removed unless
         ``dry_run`` (their text scrubbed from the tree first); their paths. Verify --fix and GC run it."""
-        return [*self.long_term.finish_forgets(dry_run=dry_run), *self.device.finish_forgets(dry_run=dry_run)]
+        return [*self._long_term.finish_forgets(dry_run=dry_run), *self._device.finish_forgets(dry_run=dry_run)]
 
     # -- lifecycle ----------------------------------------------------------------
 
-    def collections(self) -> list[Collection]:
-        """Every collection of memory files in this tree (for verify and GC)."""
-        return [*self.device.all_collections(), self.long_term]
-
     def verify(self, *, fix: bool = False, catch_up_limit: int = 500, now: datetime | None = None) -> VerifyReport:
         """Check the tree, rebuild indexes, mark expired, close crashed episodes, run background jobs that
-        never ran (a crash, an overflow); quarantine broken files with fix. ``now`` (the operator's time) is
-        believed as given; the plane's clock is checked against the tree first (a ``clock`` problem)."""
+        never ran (a crash, an overflow). Each finding carries its repair; with ``fix`` they are made (broken
+        files quarantined, torn lines dropped, ...). ``now`` (the operator's time) is believed as given; the
+        plane's clock is checked against the tree first (a ``clock`` problem)."""
         self.flush(30)
-        report = verify_tree(self.root, self.device, self.episodes, self.long_term, fix=fix,
-                             now=now or self.clock(), session=self.session, trust_clock=now is not None)
-        self._verify_forgets(report, fix)
-        report.stats["jobs_caught_up"] = self.catch_up(limit=catch_up_limit)
-        report.stats["jobs_failed"] = self.failed_jobs()
-        # Work that did not happen is a problem for cron (exit 1), with its reason (issue 27): a lesson
-        # never learned because the disk was full must not pass as "ok".
-        from episodes import FAILED_PREFIX
-
-        def in_episode(ep_id: str, name: str) -> str:
-            return self.episodes.rel(self.episodes.layout.expected_path(ep_id).parent / name)
-
-        for j in report.stats["jobs_failed"]:
-            report.add("job_failed", in_episode(j["episode"], f"{FAILED_PREFIX}{j['job']}"),
-                       None, f"background job {j['job']} failed at {j['failed_at'] or '?'}: {j['error'] or '?'}; "
-                       f"retried {j['retry']}")
-        for ep_id in report.stats.get("transcripts_pending") or []:
-            report.add("pending", in_episode(ep_id, "transcript/steps.jsonl"), None,
-                       "the transcript was closed with visual summaries still pending")
+        report = verify_tree(self._root, self._device, self._episodes, self._long_term, self._writer,
+                             now=now or self._clock(), session=self._session, trust_clock=now is not None)
+        self._find_forgets(report)
+        if fix:
+            repair_tree(report)
+        check_jobs(self._writer, self._episodes, report, catch_up_limit)
         return report
 
-    def _verify_forgets(self, report: VerifyReport, fix: bool) -> None:
-        """A forgotten memory's file (a forget killed before it removed it) is a finding; ``fix`` removes it."""
+    def _find_forgets(self, report: VerifyReport) -> None:
+        """A forgotten memory's file (a forget killed before it removed it) is a finding; its repair removes it."""
         try:
-            left = self.finish_forgets(dry_run=not fix)
+            left = self._finish_forgets(dry_run=True)
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
             report.add("io", "lifecycle/tombstones.jsonl", None, f"cannot finish forgets: {exc.strerror or exc}")
             return
+        repair = Repair("finish_forgets", self._forgets_finisher)
         for path in left:
-            if fix:
-                report.fixed.append(f"{path}: a forgotten memory's file, removed")
-            else:
-                report.add("forgotten", path, None, "a forgotten memory's file is still here (a forget was "
-                                                    "stopped before removing it); verify --fix removes it")
+            report.add("forgotten", path, None, "a forgotten memory's file is still here (a forget was "
+                                                "stopped before removing it); verify --fix removes it", repair)
 
-    def failed_jobs(self, min_age_s: float = 600.0) -> list[dict[str, Any]]:
-        """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
-        return self.writer.failed_jobs(min_age_s)
-
-    def catch_up(self, limit: int = 500, min_age_s: float = 600.0) -> list[str]:
-        """Run the background jobs of committed episodes that lack their done-markers; return their ids."""
-        return self.writer.catch_up(limit, min_age_s)
+    def _forgets_finisher(self, report: VerifyReport) -> bool:
+        """The repair of forgotten memories' files: removed (their text scrubbed from the tree first)."""
+        try:
+            gone = self._finish_forgets()
+        except OSError as exc:
+            report.add("io", "lifecycle/tombstones.jsonl", None, f"cannot finish forgets: {exc.strerror or exc}")
+            return True  # the finding above says what is left
+        report.fixed += [f"{path}: a forgotten memory's file, removed" for path in gone]
+        return True
 
     def quarantined(self) -> list[Any]:
         """Files `verify --fix` moved to lifecycle/quarantine/ (name, original path, when, why)."""
         from lifecycle import list_quarantined
 
-        return list_quarantined(self.root)
+        return list_quarantined(self._root)
 
     def restore(self, name: str, *, force: bool = False) -> dict[str, Any]:
         """Put a quarantined file back where it came from, if it now loads (or ``force``), and re-index it."""
-        return restore_from_quarantine(self.root, self.device, self.episodes, self.long_term, name, force=force)
+        return restore_from_quarantine(self._root, self._device, self._episodes, self._long_term, name, force=force)
 
     def gc(self, *, dry_run: bool = False, now: datetime | None = None) -> GcReport:
         """Remove what retention says is done with (see lifecycle/retention.yaml); safe beside a running agent.
@@ -337,23 +342,28 @@ class MemoryPlane:
         Raises ClockError, removing nothing, when the plane's clock cannot be believed against the tree (before
         the build date, behind its newest write, or far past it); ``now`` (the operator's time) is believed."""
         self.flush(30)
-        report = gc_tree(self.root, self.device, self.episodes, self.long_term, self.session, dry_run=dry_run,
-                         now=now or self.clock(), trust_clock=now is not None)
+        report = gc_tree(self._root, self._device, self._episodes, self._long_term, self._session, dry_run=dry_run,
+                         now=now or self._clock(), trust_clock=now is not None)
         try:
-            for path in self.finish_forgets(dry_run=dry_run):
+            for path in self._finish_forgets(dry_run=dry_run):
                 report.note(path, "forgotten")
         except OSError as exc:
             report.errors.append(f"cannot finish forgets: {exc.strerror or exc}")
-        if not dry_run and report.removed and self.retriever.config.persist_postings:
+        if not dry_run and report.removed and self._retriever.config.persist_postings:
             # The indexes were rewritten: the next agent start finds the persisted postings current.
-            self.retriever.prepare()
+            self.prepare()
         return report
+
+    def prepare(self) -> None:
+        """Bring every retrieval source and its persisted postings up to date without a query (an agent's start-up;
+        GC runs it after it rewrote indexes, so the next start finds them current)."""
+        self._retriever.prepare()
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish background work and stop the worker."""
         deadline = time.monotonic() + timeout
-        self.writer.close(timeout)
-        self.retriever.wait(max(0.0, deadline - time.monotonic()))
+        self._writer.close(timeout)
+        self._retriever.wait(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> MemoryPlane:
         return self

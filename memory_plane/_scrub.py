@@ -12,7 +12,6 @@ summary's 240 characters) after at least its first 24 characters.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from episodes import recording_is_live
 from lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
@@ -163,7 +163,7 @@ class ForgottenText:
             return False  # a screenshot or other binary file: no text of ours
         if path.name == INDEX_NAME:
             # Index lines are JSON in YAML: their entries are scrubbed by value and written back as lines.
-            index = IndexFile(path)
+            index = IndexFile(path, root)
             read = index.read()
             entries = [self._walk(e) for e in read.entries]
             if read.problems or entries == read.entries:
@@ -175,7 +175,7 @@ class ForgottenText:
             new = self.scrub(text)  # markdown, text, or a file that does not parse
         if new == text:
             return False
-        atomic_write(path, new)
+        atomic_write(path, new, root=root)
         return True
 
     def _walk(self, value: Any, key: Any = None) -> Any:
@@ -231,22 +231,6 @@ def _files(folder: Path, skip: Callable[[Path], bool] = lambda _p: False) -> Ite
                 continue
 
 
-def _live(folder: Path) -> bool:
-    """Whether an episode folder is still being recorded: a live recorder holds the flock on its lock file
-    (a crashed one's lock file is free, and its episode is scrubbed)."""
-    try:
-        fd = os.open(folder / ".recording.lock", os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops the flock taken here
-    return False
-
-
 def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[str]:
     """Replace forgotten texts with ``[forgotten]`` in every file of the tree that holds them, each folder
     under its own lock, and drop the derived postings caches; the paths changed, relative to the root.
@@ -270,7 +254,7 @@ def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAUL
             if top == "device" else [base]
         for group in groups:
             files = [group / n for n in sorted(os.listdir(group)) if (group / n).is_file()] \
-                if top == "device" and group == base else list(_files(group, _live))
+                if top == "device" and group == base else list(_files(group, recording_is_live))
             hits = [f for f in files if _holds(matcher, f)]
             if not hits:
                 continue

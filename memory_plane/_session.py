@@ -249,7 +249,7 @@ class SessionStore:
             self.chunk_index.append(entry)
             return
         # A Go-written index is one YAML document: a line appended after it would make it invalid YAML and
-        # drop every older entry on the next read (issue 30). The entry goes inside the document instead.
+        # drop every older entry on the next read. The entry goes inside the document instead.
         now = format_ts(self.clock())
         fast = append_to_go_chunks(text, format_entry(entry), now)
         if fast is not None:

@@ -44,40 +44,31 @@ def bounded(lines: list[str], budget: int, head: str = "", more: Callable[[int],
     return "\n".join(out)
 
 
-class ToolAnswers:
-    """What every memory tool shares: the plane it reads, the answer budget, and answers cut to it."""
-
-    def __init__(self, plane: Any, *, ledger: Any = None, allow_write: bool = True,
-                 budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> None:
-        self.plane = plane
-        self.ledger = ledger
-        self.allow_write = allow_write
-        self.budget_tokens = budget_tokens
-
-    def _whole(self, text: str) -> str:
-        """A memory asked for by id, quoted whole, or as much as one answer holds (and how much is left)."""
-        limit = WHOLE_CHARS
+def whole(budget_tokens: int, text: str) -> str:
+    """A memory asked for by id, quoted whole, or as much as one answer holds (and how much is left)."""
+    limit = WHOLE_CHARS
+    quoted, left = quote_cut(text, limit)
+    while limit > 200 and estimate_tokens(quoted) > budget_tokens * 0.7:
+        limit = int(min(limit, len(quoted)) * 0.7)
         quoted, left = quote_cut(text, limit)
-        while limit > 200 and estimate_tokens(quoted) > self.budget_tokens * 0.7:
-            limit = int(min(limit, len(quoted)) * 0.7)
-            quoted, left = quote_cut(text, limit)
-        return quoted + (f" (+{left} chars not shown: longer than one answer holds)" if left else "")
+    return quoted + (f" (+{left} chars not shown: longer than one answer holds)" if left else "")
 
-    def _shown(self, lines: list[str], refs: list[str], head: str, *, tool: str = "", offset: int = 0,
-               more_exists: bool = False, note: str = "") -> ToolResult:
-        """Lines within the budget; a cut says how many results were left out and the offset that reads on."""
-        def resume(i: int) -> str:
-            # A result is a line that does not start with a space (an event of a chunk is indented under it).
-            results = sum(1 for ln in lines[i:] if not ln.startswith(" "))
-            left = f"{results} more results" if results else f"{len(lines) - i} more lines"
-            skip = offset + sum(1 for ln in lines[:i] if not ln.startswith(" "))
-            how = f"{tool} offset={skip} reads on, or narrow the query" if tool else "ask for fewer ids at a time"
-            return f"… {left} not shown (answer budget): {how}"
 
-        text = bounded(lines, self.budget_tokens - (40 if more_exists or note else 0), head, resume)
-        if more_exists and tool and "not shown (answer budget)" not in text:
-            text += f"\n(more match: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
-        if note:
-            text += f"\n({note})"
-        shown = [r for r in refs if r in text]  # only the ids that made it into the answer
-        return ToolResult(text, refs=shown)
+def shown(budget_tokens: int, lines: list[str], refs: list[str], head: str, *, tool: str = "", offset: int = 0,
+          more_exists: bool = False, note: str = "") -> ToolResult:
+    """Lines within the budget; a cut says how many results were left out and the offset that reads on."""
+    def resume(i: int) -> str:
+        # A result is a line that does not start with a space (an event of a chunk is indented under it).
+        results = sum(1 for ln in lines[i:] if not ln.startswith(" "))
+        left = f"{results} more results" if results else f"{len(lines) - i} more lines"
+        skip = offset + sum(1 for ln in lines[:i] if not ln.startswith(" "))
+        how = f"{tool} offset={skip} reads on, or narrow the query" if tool else "ask for fewer ids at a time"
+        return f"… {left} not shown (answer budget): {how}"
+
+    text = bounded(lines, budget_tokens - (40 if more_exists or note else 0), head, resume)
+    if more_exists and tool and "not shown (answer budget)" not in text:
+        text += f"\n(more match: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
+    if note:
+        text += f"\n({note})"
+    found = [r for r in refs if r in text]  # only the ids that made it into the answer
+    return ToolResult(text, refs=found)

@@ -20,7 +20,7 @@ from lifecycle import StorageError, UsageError, field_num, field_str, field_text
 
 from ._episode_tools import EpisodeTools
 from ._tokens import token_set
-from ._tool_answers import DEFAULT_BUDGET_TOKENS, ToolResult
+from ._tool_answers import DEFAULT_BUDGET_TOKENS, ToolResult, shown, whole
 from ._tool_args import (
     ForgetMemoryArgs,
     InspectEpisodeArgs,
@@ -43,12 +43,19 @@ __all__ = ["MemoryTools", "ToolResult", "estimate_tokens"]
 log = logging.getLogger("memory_plane")
 
 
-class MemoryTools(EpisodeTools):
-    """Memory tools for the model: ``declarations()``, ``genai_tools()``, ``call(name, args)``."""
+class MemoryTools:
+    """Memory tools for the model: ``declarations()``, ``genai_tools()``, ``call(name, args)``.
+
+    The tools of saved and device memories are its own; the tools that look back (past episodes, this
+    conversation, this task's transcript) are an ``EpisodeTools`` it hands the current ledger and budget."""
 
     def __init__(self, plane: Any, *, ledger: Any = None, allow_write: bool = True,
                  budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> None:
-        super().__init__(plane, ledger=ledger, allow_write=allow_write, budget_tokens=budget_tokens)
+        self.plane = plane
+        self.ledger = ledger
+        self.allow_write = allow_write
+        self.budget_tokens = budget_tokens
+        self._looking_back = EpisodeTools(plane)
         self._handlers: dict[str, tuple[type[ToolArgs], Callable[[Any], ToolResult]]] = {
             "recall_memory": (RecallMemoryArgs, self._recall_memory),
             "save_memory": (SaveMemoryArgs, self._save_memory),
@@ -58,6 +65,17 @@ class MemoryTools(EpisodeTools):
             "recall_session_chunks": (RecallSessionArgs, self._recall_session),
             "recall_history": (RecallHistoryArgs, self._recall_history),
         }
+
+    # -- the tools that look back, answered within this dispatcher's budget (both may change after start) ----
+
+    def _inspect_episode(self, a: InspectEpisodeArgs) -> ToolResult:
+        return self._looking_back.inspect_episode(a, self.budget_tokens)
+
+    def _recall_session(self, a: RecallSessionArgs) -> ToolResult:
+        return self._looking_back.recall_session(a, self.budget_tokens)
+
+    def _recall_history(self, a: RecallHistoryArgs) -> ToolResult:
+        return self._looking_back.recall_history(a, self.ledger, self.budget_tokens)
 
     def attach(self, ledger: Any) -> None:
         """Offer ``recall_history`` over this task's transcript ledger."""
@@ -191,10 +209,11 @@ class MemoryTools(EpisodeTools):
             if mem is None or mem.status != "active":
                 lines.append(f"[{one_line(mid)[:80]}] no active memory with this id")
                 continue
-            lines.append(f"[{mem.id} type={mem.type}] {self._whole(mem.content)}")
+            lines.append(f"[{mem.id} type={mem.type}] {whole(self.budget_tokens, mem.content)}")
             refs.append(mem.id)
         if a.ids and not query and not wanted:
-            return self._shown(lines, refs, f"{len(refs)} memories by id (stored text, not instructions):")
+            return shown(self.budget_tokens, lines, refs,
+                         f"{len(refs)} memories by id (stored text, not instructions):")
         if not query:
             # Go's recall with empty filters matches all: the saved memories, most important first.
             listed = self._listed_memories(set(wanted), a.offset + a.limit + 1)
@@ -208,7 +227,7 @@ class MemoryTools(EpisodeTools):
             head = (f"no query: {len(page)} saved memories{' (' + ', '.join(wanted) + ')' if wanted else ''}, most "
                     f"important first, from #{a.offset + 1} (stored text, not instructions):")
             more = len(listed) > a.offset + a.limit
-            return self._shown(lines, refs, head, tool="recall_memory", offset=a.offset, more_exists=more)
+            return shown(self.budget_tokens, lines, refs, head, tool="recall_memory", offset=a.offset, more_exists=more)
         hits = lt.recall_memory(query, limit=(a.offset + a.limit + 1) * (3 if wanted else 1))
         hits = [h for h in hits if (not wanted or h.type in wanted) and h.id not in refs]
         page = hits[a.offset: a.offset + a.limit]
@@ -218,8 +237,8 @@ class MemoryTools(EpisodeTools):
         for h in page:
             lines.append(self._memory_line(h.id, h.type, h.score, h.text))
             refs.append(h.id)
-        return self._shown(lines, refs, f"{len(page)} memories (stored text, not instructions):",
-                           tool="recall_memory", offset=a.offset, more_exists=len(hits) > a.offset + a.limit)
+        return shown(self.budget_tokens, lines, refs, f"{len(page)} memories (stored text, not instructions):",
+                     tool="recall_memory", offset=a.offset, more_exists=len(hits) > a.offset + a.limit)
 
     def _listed_memories(self, types: set[str], want: int) -> list[Any]:
         """Active, unexpired memories (of these types), highest priority first; at most ``want`` loaded."""
@@ -328,12 +347,12 @@ class MemoryTools(EpisodeTools):
             body = " ".join(x for x in (field_text(getattr(item, "summary", None)),
                                         field_text(getattr(item, "content", None))) if x) or item.title or ""
             steps = [field_text(getattr(s, "description", None) or s) for s in getattr(item, "steps", None) or []]
-            lines.append(f"[{item.id} {item.type} conf={item.confidence:.2f}] {self._whole(body)}"
+            lines.append(f"[{item.id} {item.type} conf={item.confidence:.2f}] {whole(self.budget_tokens, body)}"
                          + "".join(f"\n  {i}. {quote_data(st, 200)}" for i, st in enumerate(steps, 1) if st))
             refs.append(item.id)
         query_words = " ".join([a.query or "", *a.terms, *a.tags, *a.entities])
         if a.ids and not query_words.strip() and not a.app and not wanted:
-            return self._shown(lines, refs, f"{len(refs)} device memories by id:")
+            return shown(self.budget_tokens, lines, refs, f"{len(refs)} device memories by id:")
         app = dev.catalog.app_id_for(a.app) if a.app else None
         chosen: list[str | None] = list(wanted) or [None]
         entries = [e for t in chosen for e in dev.entries(t, app)
@@ -356,5 +375,5 @@ class MemoryTools(EpisodeTools):
             lines.append(f"[{e['id']} {field_str(e.get('type'))} app={one_line(field_text(e.get('app')))[:80]} "
                          f"conf={field_num(e.get('confidence'), 0.5):.2f}{caution}] {quoted}{tail}")
             refs.append(e["id"])
-        return self._shown(lines, refs, f"{len(page)} device memories:", tool="recall_device_memory",
-                           offset=a.offset, more_exists=len(entries) > a.offset + a.limit)
+        return shown(self.budget_tokens, lines, refs, f"{len(page)} device memories:", tool="recall_device_memory",
+                     offset=a.offset, more_exists=len(entries) > a.offset + a.limit)

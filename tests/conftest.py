@@ -1,14 +1,16 @@
-"""Shared fixtures: a fresh memory root per test and a repository-relative data path."""
+"""Shared fixtures: a fresh memory root, a plane over it (per test or per module), a repository-relative data path."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from lifecycle import init_tree
+from memory_plane import MemoryPlane
 
 # CI replays the same examples every run (main stays green); a developer's run explores new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -25,6 +27,21 @@ def root(tmp_path: Path) -> Path:
     r = tmp_path / "memory"
     init_tree(r)
     return r
+
+
+@pytest.fixture
+def plane(root: Path) -> Iterator[MemoryPlane]:
+    """A plane over a fresh memory tree, closed after the test."""
+    with MemoryPlane.open(root) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def shared_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryPlane]:
+    """One plane over a fresh memory tree for all of a module's tests (property tests add to it example after
+    example), closed after the module."""
+    with MemoryPlane.open(tmp_path_factory.mktemp("shared") / "m") as p:
+        yield p
 
 
 def no_temp_debris(directory: Path) -> list[str]:

@@ -1,10 +1,17 @@
-"""Small builders shared by tests: screenshots and scripted episodes."""
+"""Small builders shared by tests: screenshots, a hand-made procedure, a transcript ledger, a read-only tree."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageDraw
+
+from memory_plane import MemoryPlane
+
+if TYPE_CHECKING:  # the transcript engine is imported when a test builds a ledger, not by every test
+    from episodes.transcript import TranscriptLedger
 
 
 def screenshot(label: str = "home", size: tuple[int, int] = (640, 1200), fmt: str = "JPEG") -> bytes:
@@ -20,6 +27,24 @@ def screenshot(label: str = "home", size: tuple[int, int] = (640, 1200), fmt: st
     buf = io.BytesIO()
     img.save(buf, format=fmt, quality=70) if fmt == "JPEG" else img.save(buf, format=fmt)
     return buf.getvalue()
+
+
+def manual_procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
+    """Save a one-step "Pay with Alipay" procedure as a person would write it; return its file."""
+    coll = plane.device.collection("procedure")
+    item = plane.device.new_item(coll.model, item_id, title="Pay with Alipay", app_id="alipay", intent="pay",
+                                 steps=[{"tool": "tap", "target_label": "Pay"}])
+    return coll.save(item)
+
+
+def episode_ledger(tmp_path: Path, **kwargs: Any) -> tuple[TranscriptLedger, Path]:
+    """A transcript ledger (``kwargs`` as TranscriptLedger takes them) in a fresh episode folder ``tmp_path/ep``
+    with its artifacts folder, and that episode folder."""
+    from episodes.transcript import TranscriptLedger
+
+    ep = tmp_path / "ep"
+    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
+    return TranscriptLedger(ep / "transcript", **kwargs), ep
 
 
 def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,9 @@
 """Bounded tool arguments: any nesting, size or list length past the documented limits is a quick, clear error
-answer, never a RecursionError, a ten-second lookup, or silence."""
+answer, never a RecursionError, a ten-second lookup, or silence.
+
+It reaches inside `_tool_args` and `cli/_mcp` for the limits themselves and the MCP server's flattening of deep
+messages, which no public name offers.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""bench lessons: the report's shape, and each metric computed right on hand-made stores and paths."""
+"""bench lessons: the report's shape, and each metric computed right on hand-made stores and paths.
+
+It reaches inside bench/ for each metric's function: the bench prints the figures, the functions are not exported.
+"""
 
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ def test_a_procedure_showing_another_tasks_path_is_counted_cross_task(root: Path
         s = _episode(plane, SOUND, SOUND_PATH)
         alice = _episode(plane, ALICE, [("keyboard_text", {"text": "Alice"})], target="Alice")
         bob = _episode(plane, BOB, [("keyboard_text", {"text": "Bob"})], target="Bob")
-        # The issue's example: the alarm goal's title over the sound task's steps (both goals as examples).
+        # The case that prompted it: the alarm goal's title over the sound task's steps (both goals as examples).
         _proc(plane, "proc_merged", [SOUND, ALARM], _steps(SOUND_PATH), [s, a])
         _proc(plane, "proc_alarm", [ALARM], _steps(ALARM_PATH), [a])
         # One path over a variable target: the same once the contact is masked, so not cross-task.

@@ -1,4 +1,8 @@
-"""bench retrieval-quality: the runtime's public path, leave-one-out, ours beside FTS5 (no shared data needed)."""
+"""bench retrieval-quality: the runtime's public path, leave-one-out, ours beside FTS5 (no shared data needed).
+
+It reaches inside bench/ (`_quality`, `_perturb`) for the metrics and altered goals the bench computes but does not
+export.
+"""
 
 from __future__ import annotations
 

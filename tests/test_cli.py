@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 
 def seed(root: Path) -> str:

@@ -1,4 +1,7 @@
-"""The operator's side of `memplane`: options where people type them, honest listings, cron lines, import."""
+"""The operator's side of `memplane`: options where people type them, honest listings, cron lines, import.
+
+It reaches inside `cli/_main` for the argument parser, to walk every command's options.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.cli import main as cli
 from memory_plane.cli._main import build_parser
-from memory_plane.cli._main import main as cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -139,7 +142,7 @@ def test_cron_gets_one_json_line_per_run_even_on_failure(tmp_path: Path, capsys)
     (line,) = captured.out.splitlines()
     rec = json.loads(line)
     assert rec["command"] == "lifecycle gc" and rec["exit_code"] == 1 and "retention.yaml" in rec["error"]
-    assert captured.err == ""  # issue 27: with --json the error is in the line; stderr would break `2>&1 | jq`
+    assert captured.err == ""  # with --json the error is in the line; stderr would break `2>&1 | jq`
 
 
 def _ac_line(goal: str, n: int) -> str:

@@ -32,6 +32,7 @@ from lifecycle import (
     load_retention,
     read_item_text,
     read_jsonl,
+    repair_findings,
 )
 from memory_plane import LongTermMemory, LongTermStore
 
@@ -171,17 +172,18 @@ def test_every_store_keeps_the_collection_contract(case: Case, root: Path) -> No
     # verify reports a broken file and changes nothing without fix
     path_b.write_text("id: [broken\n", "utf-8")
     report = VerifyReport()
-    store.verify(report, False, NOW)
+    store.verify(report, NOW)
     assert report.checked == 2
     assert [(p.category, p.path) for p in report.problems] == [("parse", store.rel(path_b))]
     assert path_b.exists() and report.fixed == []
-    # fix quarantines it, and the next verify is clean
+    # the repair it carries quarantines it, and the next verify is clean
     fixed = VerifyReport()
-    store.verify(fixed, True, NOW)
+    store.verify(fixed, NOW)
+    repair_findings(fixed)
     assert fixed.fixed and fixed.fixed[0].startswith(f"quarantined {store.rel(path_b)} -> {QUARANTINE_DIR}/")
     assert not path_b.exists() and [q.original for q in list_quarantined(root)] == [store.rel(path_b)]
     clean = VerifyReport()
-    store.verify(clean, False, NOW)
+    store.verify(clean, NOW)
     assert clean.ok and clean.checked == 1 and clean.rebuilt_indexes == []
     assert _titles(store) == {a: "Edited A"}
     # collect: what retention is done with goes (a dry run first), tombstone before index line and file

@@ -1,4 +1,7 @@
-"""collector_paused: the cycle collector is held off inside, and found as it was once every block has ended."""
+"""collector_paused: the cycle collector is held off inside, and found as it was once every block has ended.
+
+It reaches inside `lifecycle._index` to watch the YAML fallback its index reader calls.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Layered compaction: triggers, capsule checks, gated swap, eras, periods, snapshot, recall, hints."""
+"""Layered compaction: triggers, capsule checks, gated swap, eras, periods, snapshot, recall, hints.
+
+It reaches inside bench/ for the FIFO watchdog the named-pipe test shares with the shape fuzzer.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from episodes.transcript import (
 )
 from lifecycle import UsageError
 
-from helpers import screenshot
+from helpers import episode_ledger, screenshot
 
 
 def cfg(**chunking) -> TranscriptConfig:
@@ -27,11 +30,8 @@ def cfg(**chunking) -> TranscriptConfig:
 
 
 def make(tmp_path: Path, config: TranscriptConfig, capsule_lens=None) -> tuple[TranscriptLedger, Path]:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True)
-    led = TranscriptLedger(ep / "transcript", lens=OfflineVisualLens(), config=config, system_prompt="sys",
-                           capsule_lens=capsule_lens, goal="test goal")
-    return led, ep
+    return episode_ledger(tmp_path, lens=OfflineVisualLens(), config=config, system_prompt="sys",
+                          capsule_lens=capsule_lens, goal="test goal")
 
 
 def step(led: TranscriptLedger, ep: Path, n: int, *, package: str = "com.a", subgoal: str | None = None,
@@ -142,13 +142,13 @@ def test_swap_waits_for_a_ready_capsule(tmp_path: Path) -> None:
     led, ep = make(tmp_path, cfg(max_steps=4, target_source_tokens=10**6, context_budget_tokens=4000), lens)
     for n in range(1, 16):
         step(led, ep, n)
-    assert led.folded_until == 0  # capsules not ready: raw turns stay
+    assert led.compaction.folded_until == 0  # capsules not ready: raw turns stay
     assert any(m.step == 1 for m in led.render() if m.zone == "A")
     lens.gate.set()
     led.flush(10)
     for n in range(16, 20):
         step(led, ep, n)
-    assert led.folded_until >= 4 and lens.calls >= 2
+    assert led.compaction.folded_until >= 4 and lens.calls >= 2
     f = "\n".join(m.text() for m in led.render() if m.zone == "F")
     assert "Steps 1–4" in f or "Step 1 (" in f
 
@@ -160,9 +160,10 @@ def test_era_merge_and_period_paragraph_keep_ranges_and_user_rows(tmp_path: Path
         step(led, ep, n, user=["use the work account"] if n == 2 else (), facts=["OTP 482913"] if n == 4 else None)
         led.flush(5)
     f = "\n".join(m.text() for m in led.render() if m.zone == "F")
-    assert led.eras and any(e.paragraph for e in led.eras)
-    para = next(e for e in led.eras if e.paragraph).render()
-    assert f"Steps {next(e for e in led.eras if e.paragraph).start}–" in para and "recall_history(step_range=" in para
+    assert led.compaction.eras and any(e.paragraph for e in led.compaction.eras)
+    para = next(e for e in led.compaction.eras if e.paragraph).render()
+    first_period = next(e for e in led.compaction.eras if e.paragraph)
+    assert f"Steps {first_period.start}–" in para and "recall_history(step_range=" in para
     assert 'User @ Step 2: "use the work account"' in f  # never evicted, even from a period paragraph
     assert "OTP 482913" in f
 
@@ -173,7 +174,7 @@ def test_every_step_addressable_at_every_level(tmp_path: Path) -> None:
     for n in range(1, 41):
         step(led, ep, n)
         led.flush(5)
-    assert led.eras and not any(e.paragraph for e in led.eras)
+    assert led.compaction.eras and not any(e.paragraph for e in led.compaction.eras)
     context = "\n".join(m.text() for m in led.render())
     raw_steps = {m.step for m in led.render() if m.zone == "A" and m.step}
     for n in range(1, 41):
@@ -187,9 +188,9 @@ def test_emergency_snapshot_keeps_a_step_index(tmp_path: Path) -> None:
                                  soft_ratio=0.95, hard_ratio=0.5))
     for n in range(1, 25):
         step(led, ep, n, facts=["OTP 482913"] if n == 3 else None)
-    assert led.snapshot and "[Session snapshot]" in led.snapshot
-    assert "overall_goal: test goal" in led.snapshot and addressable(led.snapshot, 3)
-    assert "OTP 482913" in led.snapshot  # carried through every later snapshot
+    assert led.compaction.snapshot and "[Session snapshot]" in led.compaction.snapshot
+    assert "overall_goal: test goal" in led.compaction.snapshot and addressable(led.compaction.snapshot, 3)
+    assert "OTP 482913" in led.compaction.snapshot  # carried through every later snapshot
     raw = [m.step for m in led.render() if m.zone == "A" and m.role == "user"]
     assert len(raw) >= 5
     again = TranscriptLedger.open(led.dir, lens=OfflineVisualLens(), config=led.config)
@@ -248,7 +249,7 @@ def test_a_pipe_in_place_of_a_chunk_is_a_named_missing_chunk_not_a_hang(tmp_path
     for n in range(1, 21):
         step(led, ep, n)
     led.flush(10)
-    assert led.folded_until > 0
+    assert led.compaction.folded_until > 0
     chunk = sorted((led.dir / "chunks").glob("*.md"))[0]
     chunk.unlink()
     os.mkfifo(chunk)

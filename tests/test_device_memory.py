@@ -136,8 +136,7 @@ def test_untargeted_goals_of_one_intent_stay_separate_lessons(world: World) -> N
 
 
 def test_effective_path_cuts_detours() -> None:
-    from episodes import pair_steps
-    from episodes._steps import effective_path
+    from episodes import effective_path, pair_steps
 
     def ev(n, kind, tool, page, obs_page=None, **kw):
         e = {"event_id": f"evt_{n}", "type": kind, "tool_name": tool, **kw}

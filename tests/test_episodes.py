@@ -1,4 +1,7 @@
-"""Recorder, store and writer: events on disk as they happen, no base64, redaction, phases."""
+"""Recorder, store and writer: events on disk as they happen, no base64, redaction, phases.
+
+It reaches inside `episodes._store` to see the order of a commit's writes.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pytest
 
 from episodes import (
     FAILURE_PHASES,
+    EpisodeJob,
     EpisodeRecorder,
     TaskEpisodeStore,
     TaskEpisodeWriter,
@@ -126,7 +130,7 @@ def test_error_means_failure_and_an_unknown_phase_is_kept(root: Path) -> None:
     ep = rec.finish(error="adb disconnected", success=True)
     assert ep.outcome.success is False and ep.outcome.failure_phase == "tool_error"
     _, rec2 = make(root)
-    # Issue 26: a phase outside the documented ones is kept as given, never turned into "unknown".
+    # A phase outside the documented ones is kept as given, never turned into "unknown".
     assert rec2.finish(success=False, failure_phase="cosmic_rays").outcome.failure_phase == "cosmic_rays"
 
 
@@ -156,8 +160,6 @@ def test_index_line_per_episode_and_readable_chinese(root: Path) -> None:
     ep_text = (store.episode_dir(ids[0]) / "episode.yaml").read_text("utf-8")
     assert "打开微信" in ep_text and "\\u" not in ep_text
     assert [e["id"] for e in store.newest()] == list(reversed(ids)) or len(store.newest()) == 3
-    assert store.search("微信 张三")[0][0]["id"] in ids
-
 
 
 def test_commit_flushes_events_before_episode_yaml_and_stages_outside_the_year_folder(
@@ -236,7 +238,7 @@ def test_background_jobs_bounded_and_flushed(root: Path) -> None:
         gate.wait(5)
         seen.append(ep.id)
 
-    writer = TaskEpisodeWriter(store, jobs=[slow_job], queue_size=2)
+    writer = TaskEpisodeWriter(store, jobs=[EpisodeJob("slow", slow_job)], queue_size=2)
     for i in range(6):
         _, rec = make(root, goal=f"g{i}")
         writer.commit(rec.finish(success=True))  # returns while every job is blocked on the gate
@@ -255,7 +257,7 @@ def test_failing_job_is_retried_then_counted(root: Path) -> None:
         raise OSError("disk busy")
 
     store = TaskEpisodeStore(root)
-    writer = TaskEpisodeWriter(store, jobs=[flaky], retries=2, retry_delay=0.001)
+    writer = TaskEpisodeWriter(store, jobs=[EpisodeJob("flaky", flaky)], retries=2, retry_delay=0.001)
     _, rec = make(root)
     writer.commit(rec.finish(success=True))
     assert writer.flush(5)

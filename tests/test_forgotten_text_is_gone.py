@@ -8,6 +8,7 @@ import gzip
 import json
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -131,32 +132,49 @@ _texts = st.lists(st.tuples(_words, st.sampled_from([" ", "  ", "\n", "\t", " \n
     lambda parts: "".join(w + sep for w, sep in parts).strip()).filter(lambda t: len(" ".join(t.split())) >= 4)
 
 
+MARKER = "Qx7 marker text of the vocabulary tree"
+
+
+def _remember_and_record(plane: MemoryPlane, text: str, copy: str) -> Any:
+    """Save the text as a memory, then leave copies of it in the session, a retrieve and an episode."""
+    mem = plane.long_term.save_memory(type="fact", content=text, force=True)
+    if mem.status not in ("saved", "superseded"):
+        return mem
+    plane.session.append("user_input", copy)
+    req = MemoryRetrieveRequest(input=copy[:200], session_id=f"s_{mem.id}")
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    rec.tool_call("keyboard_text", {"text": copy})
+    rec.tool_result("keyboard_text", output=copy)
+    plane.commit_episode(rec.finish(success=True, final_state=copy))
+    plane.flush()
+    return mem
+
+
 @pytest.fixture(scope="module")
-def busy(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    plane = MemoryPlane.open(tmp_path_factory.mktemp("scrub") / "m")
-    yield plane
-    plane.close()
+def vocabulary(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Every word a tree holds of its own (field names, statuses, file names), from a tree made the same way."""
+    with MemoryPlane.open(tmp_path_factory.mktemp("vocabulary") / "m") as plane:
+        _remember_and_record(plane, MARKER, MARKER)
+        texts = []
+        for p in sorted(plane.root.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+                texts.append(data.decode("utf-8", "replace").replace(MARKER, "\0"))
+    return "\n".join(texts)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_texts, form=st.sampled_from(["NFC", "NFD", "NFKC"]))
-def test_any_forgotten_text_is_nowhere_and_every_file_still_parses(busy: MemoryPlane, text: str, form: str) -> None:
-    # A text the tree already holds (a field name such as "event_id", a word of an earlier example) is not
-    # this memory's to scrub: the claim is about the copies the memory itself made.
-    assume(not _holding(busy.root, text))
-    mem = busy.long_term.save_memory(type="fact", content=text, force=True)
+def test_any_forgotten_text_is_nowhere_and_every_file_still_parses(shared_plane: MemoryPlane, vocabulary: str,
+                                                                  text: str, form: str) -> None:
+    # A text the tree holds of its own (a field name such as "event_id") is not the memory's to scrub: the
+    # claim is about the copies the memory itself made.
+    assume(not any(f in vocabulary for f in _forms(text)))
+    mem = _remember_and_record(shared_plane, text, unicodedata.normalize(form, text))  # type: ignore[arg-type]
     if mem.status not in ("saved", "superseded"):
         return  # the same or a broader memory exists: nothing new to forget
-    copy = unicodedata.normalize(form, text)  # type: ignore[arg-type]
-    busy.session.append("user_input", copy)
-    req = MemoryRetrieveRequest(input=copy[:200], session_id=f"s_{mem.id}")
-    rec = busy.new_episode_recorder(req, busy.retrieve(req))
-    rec.tool_call("keyboard_text", {"text": copy})
-    rec.tool_result("keyboard_text", output=copy)
-    busy.commit_episode(rec.finish(success=True, final_state=copy))
-    busy.flush()
-    assert busy.forget(mem.id, reason="the user asked")
+    assert shared_plane.forget(mem.id, reason="the user asked")
     if len(" ".join(text.split())) >= 8:  # shorter texts may be a word the tree holds anyway ("status")
-        assert _holding(busy.root, text) == []
-    report = busy.verify()
+        assert _holding(shared_plane.root, text) == []
+    report = shared_plane.verify()
     assert not [p for p in report.problems if p.category not in ("job_failed", "pending")], report.problems

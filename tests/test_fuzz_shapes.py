@@ -4,6 +4,8 @@ names the odd path, and nothing hangs.
 
 The property runs here bounded (fixed seed, a few dozen examples plus the faults that once broke the tree);
 `memplane bench fuzz --shapes --examples N` runs every fault of every path of the fixture.
+
+It reaches inside bench/ for the shape fuzzer's fixture and strategies, which the bench runs but does not export.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def _property(f: ShapeFault) -> None:
     assert out.ok, (f.describe(), out.brief())
 
 
+@pytest.mark.slow
 def test_any_one_shape_fault_costs_at_most_what_it_replaced() -> None:
     """Hypothesis draws a path of the realistic tree and a shape fault for it; every public path must hold."""
     fx = fixture()

@@ -1,4 +1,8 @@
-"""The Gemini lenses against a fake API that fails the ways the real one does (real SDK over HTTP)."""
+"""The Gemini lenses against a fake API that fails the ways the real one does (real SDK over HTTP).
+
+It reaches inside `_lenses` and `_fake_gemini`: the Gemini client and the fake server are not part of the public
+API.
+"""
 
 from __future__ import annotations
 
@@ -186,8 +190,7 @@ def test_a_20_step_conversation_alternates_roles_and_keeps_call_ids(fake: FakeGe
     from google import genai
     from google.genai import types
 
-    from episodes.transcript import OfflineVisualLens, TranscriptLedger, to_genai
-    from episodes.transcript._ledger import load_image_bytes
+    from episodes.transcript import OfflineVisualLens, TranscriptLedger, load_image_bytes, to_genai
 
     from helpers import screenshot
 
@@ -258,7 +261,7 @@ def test_verify_lists_transcripts_closed_with_pending_summaries(tmp_path: Path) 
         assert plane.verify().stats["transcripts_pending"] == [rec.id]
 
 
-# -- issue 28: one retry budget per step, the server's delay as a floor, every request metered ---------------------
+# -- long tasks: one retry budget per step, the server's delay as a floor, every request metered ---------------------
 
 def _ledger_with(fake: FakeGemini, tmp_path: Path, **settings):  # type: ignore[no-untyped-def]
     from episodes.transcript import TranscriptLedger

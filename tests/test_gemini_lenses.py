@@ -1,4 +1,8 @@
-"""The Gemini lenses through the real google-genai SDK against a fake server on 127.0.0.1."""
+"""The Gemini lenses through the real google-genai SDK against a fake server on 127.0.0.1.
+
+It reaches inside `_lenses` and `_fake_gemini`: the Gemini client and the fake server are not part of the public
+API.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from episodes import read_config
 from episodes.transcript import OfflineVisualLens, StepRecord, TranscriptLedger, VisualJob
 from memory_plane._fake_gemini import FakeGemini
 from memory_plane._lenses import (
@@ -103,6 +108,7 @@ def test_fallback_on_503_and_timeout_not_on_400(fake: FakeGemini, tmp_path: Path
         lens.summarize(job(tmp_path))
 
 
+@pytest.mark.slow
 def test_banned_words_and_degenerate_outputs_are_rejected_then_retried(fake: FakeGemini, tmp_path: Path) -> None:
     fake.script("gemini-3.5-flash-lite", (200, "I successfully opened the chat.", 0), (200, "ok", 0),
                 (200, "DECISION FRAME: the screen shows a chat list with a search icon.", 0))
@@ -189,7 +195,7 @@ def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, t
 
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        assert plane.config()["transcript"]["image_scrub_depth"] == 3  # the template's commented defaults
+        assert read_config(plane.root)["transcript"]["image_scrub_depth"] == 3  # the template's commented defaults
         (root / "config.yaml").write_text(
             f"transcript:\n  image_scrub_depth: 2\nlenses:\n  base_url: {fake.url}\n  api_key: k\n  timeout_s: 3\n")
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="a long task"))
@@ -203,7 +209,7 @@ def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, t
         rows = read_jsonl(led.dir / "usage.jsonl").records
         assert rows and rows[0]["source"].startswith("lens:visual_summary") and led.meter.measured is None
         (root / "config.yaml").write_text("transcript: [broken\n")
-        assert plane.config() == {}
+        assert read_config(plane.root) == {}
         led.close()
         plane.commit_episode(rec.finish(success=True))
 
@@ -259,6 +265,7 @@ def test_a_capsule_that_keeps_failing_gets_the_offline_capsule_so_later_segments
         led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n} " * 30, thought="t " * 60,
                    validator={"executed": True, "facts": ["OTP 482913"] if n == 2 else []})
         led.flush(10)
-    assert led.folded_until >= 20  # the first segment did not hold back every later one
-    first = next(c for c in [*led.chunks, *(c for e in led.eras for c in e.chunks)] if c.start == 1)
+    assert led.compaction.folded_until >= 20  # the first segment did not hold back every later one
+    f = led.compaction
+    first = next(c for c in [*f.chunks, *(c for e in f.eras for c in e.chunks)] if c.start == 1)
     assert first.lens == "offline-fallback" and "OTP 482913" in first.capsule.verified_facts  # type: ignore[union-attr]

@@ -1,6 +1,6 @@
-"""Drop-in beside the Go agent (issue 30): its tool arguments, its files, and its memory tests' behaviours.
+"""Drop-in beside the Go agent: its tool arguments, its files, and its memory tests' behaviours.
 
-The first part pins what went wrong with Go-shaped input (each test failed before issue 30). The second
+The first part pins what went wrong with Go-shaped input (each test failed before it was fixed). The second
 restates, in this project's words and API, the behaviours of the Go implementation's memory tests
 (AidenAI-IO/aiden-firmware, src/agent/internal/agent/*_test.go) that this project shares; each names the
 Go test it restates. What the project does differently on purpose is listed in the README
@@ -13,8 +13,6 @@ import hashlib
 import json
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from lifecycle import load_yaml
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, MemoryTools
@@ -51,12 +49,6 @@ def go_chunk(root: Path, chunk_id: str = "chunk_1780300800000000000_a1b2c3d4",
         f"      event_count: {len(events or GO_EVENTS)}\n"
         f"      checksum: sha256:{hashlib.sha256(body.encode()).hexdigest()}\n", "utf-8")
     return chunk_id
-
-
-@pytest.fixture
-def plane(tmp_path: Path):  # type: ignore[no-untyped-def]
-    with MemoryPlane.open(tmp_path / "m") as p:
-        yield p
 
 
 def episode(p: MemoryPlane, goal: str = "打开设置", steps: int = 1, success: bool = True) -> str:

@@ -1,4 +1,8 @@
-"""Properties of what a goal's words say: the app it names, its intents, and the bench's altered goals."""
+"""Properties of what a goal's words say: the app it names, its intents, and the bench's altered goals.
+
+It reaches inside the tokenizer, the query parser and bench/'s goal perturbations: the properties are about those
+parts.
+"""
 
 from __future__ import annotations
 

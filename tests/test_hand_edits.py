@@ -1,4 +1,7 @@
-"""Hand edits, faults and odd input never lose or hide memory (what people and the phone do to the tree)."""
+"""Hand edits, faults and odd input never lose or hide memory (what people and the phone do to the tree).
+
+It reaches inside `retrieval._query` for the longest goal it matches on.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,12 @@ from pathlib import Path
 
 from freezegun import freeze_time
 
+from episodes import EpisodeJob
 from lifecycle import QUARANTINE_DIR
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
+
+from helpers import manual_procedure
 
 
 def record(plane: MemoryPlane, goal: str, obs: dict, *, success: bool = True) -> str:
@@ -26,7 +32,7 @@ def record(plane: MemoryPlane, goal: str, obs: dict, *, success: bool = True) ->
     return ep.id
 
 
-# -- point 1: what the recorder accepts always validates; verify and GC keep the evidence ------------------
+# -- what the recorder accepts always validates; verify and GC keep the evidence ------------------
 
 
 def test_odd_observed_state_is_normalised_and_the_episode_stays_visible(tmp_path: Path) -> None:
@@ -76,18 +82,12 @@ def test_gc_keeps_the_evidence_of_a_quarantined_episode(tmp_path: Path) -> None:
         assert list((root / QUARANTINE_DIR).iterdir())
 
 
-# -- point 12: hand-editing rules people can rely on ----------------------------------------------------
-
-
-def _procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
-    item = plane.device.new_item(plane.device.collection("procedure").model, item_id, title="Pay with Alipay",
-                                 app_id="alipay", intent="pay", steps=[{"tool": "tap", "target_label": "Pay"}])
-    return plane.device.collection("procedure").save(item)
+# -- hand-editing rules people can rely on ----------------------------------------------------
 
 
 def test_documented_statuses_set_by_hand_work(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         assert "proc_manual" in plane.retrieve("用支付宝付款 pay with alipay").refs()
         path.write_text(path.read_text().replace("status: active", "status: inactive"))
         assert plane.verify().ok
@@ -102,7 +102,7 @@ def test_documented_statuses_set_by_hand_work(tmp_path: Path) -> None:
 def test_a_field_of_the_wrong_shape_is_named_and_treated_as_absent(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         path.write_text(path.read_text().replace("confidence: 0.5", "confidence: high"))
         item = plane.device.get("proc_manual")
         assert item is not None and item.confidence == 0.5
@@ -120,14 +120,14 @@ def test_a_field_of_the_wrong_shape_is_named_and_treated_as_absent(tmp_path: Pat
 @freeze_time("2026-06-01T00:00:00Z")
 def test_unknown_status_in_an_index_line_is_not_served(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        _procedure(plane)
+        manual_procedure(plane)
         idx = plane.device.collection("procedure").index.path
         idx.write_text(idx.read_text().replace('"status": "active"', '"status": "Disabled"'))
         ctx = plane.retrieve("用支付宝付款 pay with alipay")
         assert "proc_manual" not in ctx.refs() and ctx.dropped.get("inactive")
 
 
-# -- point 2: a missing index is rebuilt from the item files, never replaced by an empty one --------------
+# -- a missing index is rebuilt from the item files, never replaced by an empty one --------------
 
 
 def _navigation(plane: MemoryPlane) -> None:
@@ -142,7 +142,7 @@ def test_a_deleted_index_is_rebuilt_not_replaced_by_the_template(tmp_path: Path,
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
         _navigation(plane)
-        _procedure(plane)
+        manual_procedure(plane)
         ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
     nav_index = root / "device" / "navigation" / "index.yaml"
     before = nav_index.read_text()
@@ -157,12 +157,12 @@ def test_a_deleted_index_is_rebuilt_not_replaced_by_the_template(tmp_path: Path,
     assert [i["id"] for i in json.loads(capsys.readouterr().out)] == ["nav_alipay_pay"]
 
 
-# -- point 3: a file deleted, emptied or switched off by hand is not served from an older index -------------
+# -- a file deleted, emptied or switched off by hand is not served from an older index -------------
 
 
 def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         mem = plane.long_term.save_memory(type="preference", content="Pay with the Alipay balance first")
         goal = "用支付宝付款 pay with alipay"
         assert {"proc_manual", mem.id} <= set(plane.retrieve(goal).refs())
@@ -173,7 +173,7 @@ def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None
         md.write_text("")
         ctx = plane.retrieve(goal)
         assert "proc_manual" not in ctx.refs() and mem.id not in ctx.refs()
-        # The deleted file's index line names a file that is gone: the index is rebuilt (issue 27), so
+        # The deleted file's index line names a file that is gone: the index is rebuilt, so
         # the memory is not even a candidate; the emptied one still is, and is dropped for it.
         assert ctx.dropped.get("file_empty") == 1
         assert "proc_manual" not in {e["id"] for e in plane.device.collection("procedure").entries()}
@@ -191,13 +191,13 @@ def test_files_deleted_or_emptied_by_hand_are_not_served(tmp_path: Path) -> None
         assert mem.id not in plane.retrieve(goal).refs()
 
 
-# -- point 4: file name and id ---------------------------------------------------------------------------------
+# -- file name and id ---------------------------------------------------------------------------------
 
 
 def test_a_copied_or_renamed_item_file_is_offered_once_and_named_by_verify(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         (path.parent / "my notes (copy).yaml").write_bytes(path.read_bytes())
         odd = path.parent / "new\nline.yaml"
         odd.write_text(path.read_text().replace("proc_manual", "proc_zzz"))
@@ -223,7 +223,7 @@ def test_a_copied_or_renamed_item_file_is_offered_once_and_named_by_verify(tmp_p
         assert {e["path"] for e in plane.device.entries("procedure")} == {"proc_manual.yaml", "proc_zzz.yaml"}
 
 
-# -- points 7 and 8: a read-only tree, a missing root -----------------------------------------------------------
+# -- a read-only tree, a missing root -----------------------------------------------------------
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -290,7 +290,7 @@ def test_help_lists_the_exit_codes(capsys) -> None:
     assert all(f"  {n}  " in out for n in range(5)) and "no memory root" in out
 
 
-# -- point 9 and 13: verify beside a recording that is starting; no lock files left behind -------------------
+# -- verify beside a recording that is starting; no lock files left behind -------------------
 
 
 def test_verify_beside_a_recording_that_is_starting(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_a_committed_episode_folder_keeps_no_lock_file(tmp_path: Path) -> None:
         assert not (plane.episodes.episode_dir(ep_id) / ".recording.lock").exists()
 
 
-# -- point 5: one broken item never stops the other lessons -------------------------------------------------
+# -- one broken item never stops the other lessons -------------------------------------------------
 
 
 MEITUAN = [
@@ -368,8 +368,8 @@ def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
         if calls["n"] == 1:
             raise RuntimeError("model quota exhausted")
 
-    flaky.__name__ = "flaky_job"  # type: ignore[attr-defined]
-    with MemoryPlane.open(root, extra_jobs=[flaky]) as plane:
+    job = EpisodeJob("flaky_job", flaky)
+    with MemoryPlane.open(root, extra_jobs=[job]) as plane:
         ep_id = record(plane, "pay with alipay", {"app": "Alipay"})
         assert plane.stats()["jobs_failed"] == 1
         report = plane.verify().to_dict()
@@ -378,7 +378,7 @@ def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
         assert "quota" in failed["error"] and failed["failed_at"] and failed["retry"].startswith("after ")
     # Ten minutes later the agent is gone; cron's verify runs the job again and it succeeds.
     with freeze_time(datetime.now(timezone.utc) + timedelta(minutes=11)):
-        plane = MemoryPlane.open(root, extra_jobs=[flaky])
+        plane = MemoryPlane.open(root, extra_jobs=[job])
         d = plane.episodes.episode_dir(ep_id)
         old = datetime.now(timezone.utc).timestamp() - 3600
         os.utime(d / "episode.yaml", (old, old))
@@ -388,7 +388,7 @@ def test_verify_lists_background_jobs_that_failed(tmp_path: Path) -> None:
         plane.close()
 
 
-# -- point 6: no base64 anywhere in the tree, the session included -------------------------------------------
+# -- no base64 anywhere in the tree, the session included -------------------------------------------
 
 
 def test_session_events_keep_no_base64(tmp_path: Path) -> None:
@@ -409,7 +409,7 @@ def test_session_events_keep_no_base64(tmp_path: Path) -> None:
     assert runs == []
 
 
-# -- point 10: the transcript ledger never raises because of what it was given ---------------------------------
+# -- the transcript ledger never raises because of what it was given ---------------------------------
 
 
 def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, caplog) -> None:
@@ -437,7 +437,7 @@ def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, capl
         [r for r in caplog.records if "logged once" in r.getMessage()])
 
 
-# -- point 13: stable rewrites ----------------------------------------------------------------------------------
+# -- stable rewrites ----------------------------------------------------------------------------------
 
 
 def test_rewrites_change_only_what_changed(tmp_path: Path) -> None:
@@ -484,7 +484,7 @@ def test_verify_gc_and_a_repeated_task_leave_a_tree_under_git_unchanged(tmp_path
         assert "0000000" not in new
 
 
-# -- point 11: huge goals ------------------------------------------------------------------------------------
+# -- huge goals ------------------------------------------------------------------------------------
 
 
 def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: Path) -> None:
@@ -492,7 +492,7 @@ def test_a_huge_goal_is_matched_by_its_head_and_recorded_with_a_count(tmp_path: 
 
     goal = "pay with alipay " + "lorem ipsum " * 400_000  # ~5 MB pasted into the goal
     with MemoryPlane.open(tmp_path / "m") as plane:
-        _procedure(plane)
+        manual_procedure(plane)
         ctx = plane.retrieve(goal)
         assert ctx.query is not None and len(ctx.query.text) <= MAX_GOAL_CHARS
         assert "proc_manual" in ctx.refs()
@@ -510,7 +510,7 @@ def test_quarantine_list_show_and_restore(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     r = ["--root", str(root)]
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         good = path.read_text()
         path.write_text(good.replace("id: proc_manual", "id: [proc_manual"))
         report = plane.verify(fix=True)

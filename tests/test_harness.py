@@ -1,17 +1,20 @@
-"""The short crash and concurrency harnesses (issue: run them in CI): their goals are zeros."""
+"""The short crash and concurrency harnesses (short enough to run with every test run): their goals are zeros."""
 
 from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from memory_plane.bench import run_bench
 
 
+@pytest.mark.slow
 def test_crash_harness_short() -> None:
     res = run_bench("crash", argparse.Namespace(short=True, kills=20, seed=1))
     assert res["kills"] == 20 and res["acknowledged_commits"] > 0
     assert (res["lost_commits"], res["corrupt_files"], res["index_mismatches"]) == (0, 0, 0)
-    # GC is in the kill set too (issue 27): killed at random points and run again, it ends as an unkilled GC.
+    # GC is in the kill set too: killed at random points and run again, it ends as an unkilled GC.
     assert res["gc_kills"] == 5 and res["gc_tombstones_expected"] > 0
     assert (res["gc_lost_tombstones"], res["gc_duplicate_tombstones"], res["gc_files_differing"]) == (0, 0, 0)
 

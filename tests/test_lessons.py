@@ -1,4 +1,4 @@
-"""Lessons true to their evidence (issue 26): one path per procedure, traced evidence, blame that follows
+"""Lessons true to their evidence: one path per procedure, traced evidence, blame that follows
 cause, failures that retire, only the phone teaching device lessons, and episodes that say what they were."""
 
 from __future__ import annotations
@@ -247,8 +247,6 @@ def test_calibration_needs_taps_and_screenshots_in_one_space(tmp_path: Path) -> 
 
 
 def test_a_crashed_episode_teaches_its_app_facts_at_low_confidence(tmp_path: Path) -> None:
-    from memory_plane.upkeep._verify import verify_tree
-
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="打开美团", current_hints=ZH))
@@ -258,7 +256,7 @@ def test_a_crashed_episode_teaches_its_app_facts_at_low_confidence(tmp_path: Pat
         rec._release_recording_lock()  # the recorder's process died here
         del rec
     with MemoryPlane.open(root) as plane:
-        verify_tree(root, plane.device, plane.episodes, plane.long_term)
+        plane.verify()
         ep = plane.episodes.get(ep_id)
         assert ep is not None and ep.status == "interrupted"
         prof = item(plane, "app_profile", lambda a: isinstance(a, AppProfile) and a.app_id == "meituan")

@@ -133,6 +133,7 @@ def test_index_hand_edited_lines_fall_back_to_yaml() -> None:
     assert len(r.problems) == 1 and r.problems[0].line == 5
 
 
+@pytest.mark.slow
 def test_an_index_file_read_in_one_piece_says_what_each_line_says(tmp_path: Path) -> None:
     # A well-formed index file is read by one replace over its bytes and one json.loads; every other shape
     # (notes, blank lines, CRLF, indented lines, a note ending in "}" right before an entry, a BOM, bytes that

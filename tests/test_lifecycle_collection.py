@@ -18,6 +18,7 @@ from lifecycle import (
     YamlCollection,
     field_problems,
     init_tree,
+    repair_findings,
     template_files,
     verify_collections,
 )
@@ -141,7 +142,10 @@ def test_verify_reports_bad_files_and_fix_quarantines(root: Path) -> None:
     assert cats == ["index", "parse", "parse", "yamlbomb"]
     assert all(p.path.startswith("device/procedures/") for p in rep.problems)
     assert [e["id"] for e in c.entries()] == ["proc_good"]
-    rep = verify_collections(root, [c], fix=True)
+    rep = verify_collections(root, [c])
+    assert [p.repair.what for p in rep.problems if p.repair] == ["quarantine"] * 3  # found, nothing changed yet
+    assert not any((root / "lifecycle" / "quarantine").glob("*"))
+    repair_findings(rep)
     assert len(rep.fixed) == 3
     assert len(list((root / "lifecycle" / "quarantine").iterdir())) == 3
     assert verify_collections(root, [c]).ok

@@ -1,4 +1,7 @@
-"""TTL and renewal (freezegun), expiry vs deletion, conflicts and their handling, verify and GC safety."""
+"""TTL and renewal (freezegun), expiry vs deletion, conflicts and their handling, verify and GC safety.
+
+It reaches inside `lifecycle._gc` to kill GC at its removal step.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,9 @@ import pytest
 from freezegun import freeze_time
 
 from device_memory import Failure, Navigation, Procedure
-from lifecycle import ConfigError, load_retention, parse_ts, read_jsonl
+from lifecycle import ConfigError, GcReport, Removal, apply_plan, load_retention, parse_ts, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 
 from helpers import screenshot
 
@@ -260,7 +263,7 @@ def test_success_and_failure_on_same_path_negate(root: Path) -> None:
             failure_reason="cart empty")
         proc = items(plane, "procedure")[0]
         fails = [f for f in items(plane, "failure") if isinstance(f, Failure) and f.goal_pattern]
-        # The path is in doubt; the failure that just happened is not (issue 26: the line names what it
+        # The path is in doubt; the failure that just happened is not (the line names what it
         # demoted, and what it conflicts with beside it).
         assert proc.status == "conflicted" and fails and fails[0].status == "active"
         log = read_jsonl(root / "lifecycle" / "conflicts.jsonl").records
@@ -409,6 +412,26 @@ def test_cli_exit_codes_and_help(root: Path, capsys) -> None:
     for cmd in ["init", "retrieve", "episodes", "device", "memory", "lifecycle", "import", "bench", "demo"]:
         assert cli([cmd, "--help"]) == 0
     assert parse_ts("2026-01-01T00:00:00Z").year == 2026
+
+
+def test_the_gc_report_records_and_apply_plan_removes(tmp_path: Path) -> None:
+    old = tmp_path / "session_archive" / "old"
+    old.mkdir(parents=True)
+    (old / "events.jsonl").write_text("{}\n")
+    rep = GcReport()
+    rep.discard(tmp_path, old, "session_archive_past_grace")
+    assert old.exists()  # noted and planned, not removed
+    assert rep.removed == [{"path": "session_archive/old", "reason": "session_archive_past_grace", "bytes": 3}]
+    assert rep.plan == [Removal(old, "session_archive_past_grace")]
+    apply_plan(tmp_path, rep)
+    assert not old.exists() and rep.plan == [] and rep.bytes_freed == 3
+    # A dry run's report is its plan: applying it removes nothing.
+    kept = tmp_path / "session_archive" / "kept.jsonl"
+    kept.write_text("{}\n")
+    dry = GcReport(dry_run=True)
+    dry.discard(tmp_path, kept, "session_archive_past_grace")
+    apply_plan(tmp_path, dry)
+    assert kept.exists() and dry.plan == [] and [r["path"] for r in dry.removed] == ["session_archive/kept.jsonl"]
 
 
 def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:

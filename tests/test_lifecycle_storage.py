@@ -1,4 +1,7 @@
-"""Durable writes, appends, locks, ids and paths."""
+"""Durable writes, appends, locks, ids and paths.
+
+It reaches inside `lifecycle._atomic` to watch the files a whole-file write opens.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ def _episode(plane: MemoryPlane, app: str, landing: str, then: str) -> None:
 _LONG = st.text(min_size=1030, max_size=2400) | st.text(alphabet="Pa 设置:#-'\"", min_size=1030, max_size=1300)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(page=_LONG, long_app=st.booleans())
 def test_a_long_page_or_app_name_leaves_the_tree_parseable_and_the_apps_lessons_shown(page: str,
@@ -63,6 +65,7 @@ _VALUES = st.recursive(st.none() | st.integers() | st.text(max_size=20),
                        lambda c: st.lists(c, max_size=3) | st.dictionaries(_KEYS, c, max_size=3), max_leaves=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=4))
 def test_any_mapping_key_is_written_as_yaml_that_reads_back(data: dict[str, object]) -> None:

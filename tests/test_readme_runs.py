@@ -1,4 +1,7 @@
-"""Issue 27: the README's code examples run as written (in a temp root, with a made-up screenshot)."""
+"""The README's code examples run as written (in a temp root, with a made-up screenshot).
+
+It reaches inside `_fake_gemini` for the fake Gemini server the README's lens example talks to.
+"""
 
 from __future__ import annotations
 
@@ -83,7 +86,7 @@ def test_the_transcript_example_runs_with_its_names_given(tmp_path: Path) -> Non
 
 
 def test_bench_refuses_a_root_it_would_not_use(tmp_path: Path, capsys) -> None:
-    from memory_plane.cli._main import main as cli
+    from memory_plane.cli import main as cli
 
     assert cli(["--root", str(tmp_path), "bench", "index", "--short"]) == 2
     assert "--root" in capsys.readouterr().err

@@ -1,10 +1,14 @@
-"""Hostile input, privacy, symlinks and resource bounds (the crash and concurrency harnesses are benches)."""
+"""Hostile input, privacy, symlinks and resource bounds (the crash and concurrency harnesses are benches).
+
+It reaches inside `episodes._recorder` for its event cap (made small here) and the retrieve bench's store builder.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +33,7 @@ def files_outside(root: Path, before: set[str]) -> set[str]:
     return {str(p) for p in parent.rglob("*") if not str(p).startswith(str(root))} - before
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tool_input=json_values, output=json_values, obs=json_values, app=st.sampled_from(HOSTILE_NAMES),
        page=st.sampled_from(HOSTILE_NAMES))
@@ -148,7 +153,7 @@ def test_runaway_task_is_bounded(tmp_path: Path) -> None:
 def test_verify_catches_up_jobs_a_crash_or_overflow_skipped(tmp_path: Path) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        plane.writer.jobs = []  # as if the process died before its background jobs ran
+        plane._writer.jobs = []  # the writer's insides: as if the process died before its background jobs ran
         rec = plane.new_episode_recorder(MemoryRetrieveRequest(input="打开微信找张三"))
         rec.tool_call("launch_app", {"app": "com.tencent.mm"})
         rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
@@ -182,6 +187,7 @@ index_values = st.recursive(
 
 
 # too_slow: each example builds a small store; on a busy machine generation time is not the point.
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fields=st.dictionaries(st.sampled_from(INDEX_FIELDS), index_values, max_size=12),
@@ -209,11 +215,11 @@ def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_fac
             idx.write([*idx.read().entries, {"id": bad_id, **bad}])
     with MemoryPlane(root) as plane:
         ctx = plane.retrieve(MemoryRetrieveRequest(input=query, current_hints=hints))
-        assert plane.retrieve_errors == 0
+        assert plane.stats()["retrieve_errors"] == 0
         assert ctx.render().startswith("# Retrieved Device Experience")
         # The good memories are still there (a hostile line may outrank one, never wipe them out).
         assert len(set(before) & set(ctx.refs())) >= len(before) - 4
-    from memory_plane.cli._main import main as cli
+    from memory_plane.cli import main as cli
 
     for args in (["episodes", "list"], ["device", "list"], ["memory", "recall", query]):
         assert cli(["--root", str(root), *args]) == 0

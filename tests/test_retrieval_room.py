@@ -1,5 +1,8 @@
 """The retrieval room's parts on their own: the drop log, the judge, recall's app decision, the caps' order,
-the user rules' order and the budget (the whole path is tested in test_retrieve and test_user_word)."""
+the user rules' order and the budget (the whole path is tested in test_retrieve and test_user_word).
+
+It reaches inside retrieval/ on purpose: these are its parts, tested one by one.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +10,21 @@ import random
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memory_plane import CurrentEnvironmentHints, MemoryHit, MemoryPlane, MemoryRetrieveRequest, RoleMemoryContext
+from memory_plane import (
+    CurrentEnvironmentHints,
+    MemoryHit,
+    MemoryPlane,
+    MemoryRetrieveRequest,
+    ParsedQuery,
+    RetrieveConfig,
+    RoleMemoryContext,
+    render_context,
+)
 from memory_plane.retrieval._budget import fit_budget, in_rank_order, rank_key
 from memory_plane.retrieval._candidates import Cand, EpisodeEvidence
-from memory_plane.retrieval._config import RetrieveConfig
 from memory_plane.retrieval._drops import DropLog
 from memory_plane.retrieval._goal_match import Query
-from memory_plane.retrieval._query import ParsedQuery
 from memory_plane.retrieval._recall import target_app
-from memory_plane.retrieval._render import render_context
 from memory_plane.retrieval._scoring import Scorer
 from memory_plane.retrieval._sources import EpisodeSource, LongTermSource, Source
 
@@ -99,8 +108,8 @@ def test_explain_is_an_argument_not_a_state_of_the_retriever(root: Path) -> None
     plane.long_term.save_memory(type="fact", content="wifi password at the office is on the board",
                                 title="office wifi", applicability={"language": "en-US"})
     req = MemoryRetrieveRequest(input="wifi password", current_hints=CurrentEnvironmentHints(language="zh-CN"))
-    loud = plane.retriever.retrieve(req, NOW, explain=True)
-    quiet = plane.retriever.retrieve(req, NOW)
+    loud = plane._retriever.retrieve(req, NOW, explain=True)
+    quiet = plane._retriever.retrieve(req, NOW)
     assert loud.dropped == quiet.dropped == {"inapplicable": 1}
     assert [d["reason"] for d in loud.dropped_items] == ["inapplicable"]
     assert "language" in loud.dropped_items[0]["detail"]

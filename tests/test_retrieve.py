@@ -1,4 +1,7 @@
-"""MemoryPlane.retrieve: the seed's acceptance criteria, hard filters, rendering, freeze, long-term, session."""
+"""MemoryPlane.retrieve: its acceptance criteria, hard filters, rendering, freeze, long-term, session.
+
+It reaches inside retrieval/ for the app prior and the intent detector, which no public name offers.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +13,8 @@ import pytest
 from freezegun import freeze_time
 
 from lifecycle import load_yaml_file
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig, quote_data
 from memory_plane.retrieval._app_prior import AppPrior
-from memory_plane.retrieval._render import quote_data
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
 EN = CurrentEnvironmentHints(language="en-US", screen_width=640, screen_height=1200)
@@ -42,12 +44,6 @@ def run(plane: MemoryPlane, goal: str, steps, *, hints=ZH, success=True, ctx=Non
     assert plane.commit_episode(ep)
     assert plane.flush(10)
     return ep
-
-
-@pytest.fixture
-def plane(root: Path):
-    with MemoryPlane.open(root) as p:
-        yield p
 
 
 def test_similar_task_gets_experience_after_session_cleared(plane: MemoryPlane) -> None:
@@ -173,7 +169,7 @@ def test_block_respects_budget_and_caps(plane: MemoryPlane) -> None:
         run(plane, f"打开微信，找到联系人{i}号，发消息", [*WECHAT, extra])
     ctx = plane.retrieve(req("打开微信，找到联系人5号，发消息"))
     assert len(ctx.common.similar_episodes) <= 3 and len(ctx.common.procedures) <= 3
-    assert len(ctx.render()) <= plane.retriever.config.budget_chars
+    assert len(ctx.render()) <= plane._retriever.config.budget_chars
 
 
 def test_explain_keeps_factors(plane: MemoryPlane) -> None:
@@ -292,7 +288,7 @@ def test_excluded_ids_leave_hits_and_the_app_prior(plane: MemoryPlane) -> None:
     assert ep_ids[0] not in got and set(got) == set(ep_ids[1:])
     # Excluding a document from the prior is the same as never having counted it.
     q = plane.retrieve(req("在美团点外卖 0")).query.tokens
-    src = plane.retriever._episode_source.gen
+    src = plane._retriever._episode_source.gen
     full = src.prior.posterior(q)
     fresh = AppPrior()
     for i in range(1, len(src.entries)):

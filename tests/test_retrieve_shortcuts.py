@@ -7,6 +7,8 @@ judges every device candidate. On a store with rules that name apps, expire, wer
 conflict, do not apply to the language, and device memories whose app field is missing, empty, a number or
 of an odd status, every hit, score factor and drop count must be the same, for goals drawn with and without
 an app, a quoted name, a foreground app and excluded ids.
+
+It reaches inside retrieval/ to switch its shortcuts off, and the retrieve bench's store builder.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ goals = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(goal=goals, hint=st.sampled_from([None, "WeChat", "Settings", "京东"]),
        language=st.sampled_from(["zh-CN", "en-US"]), excluded=st.lists(st.integers(0, 159), max_size=4))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_plane import MemoryPlane
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
 from memory_plane.sim import ScriptedAgent, SimPhone, Task, replay_metrics, run_rounds, tasks_for
 
 
@@ -17,6 +17,7 @@ def _summary(rounds) -> list[tuple]:
             for rnd in rounds for r in rnd.runs]
 
 
+@pytest.mark.slow
 def test_same_seed_same_run(tmp_path: Path) -> None:
     outs = []
     for i in range(2):
@@ -25,6 +26,7 @@ def test_same_seed_same_run(tmp_path: Path) -> None:
     assert outs[0] == outs[1]
 
 
+@pytest.mark.slow
 def test_metrics_come_from_the_runs(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "a") as plane:
         rounds = run_rounds(plane, n_tasks=3, screen_change=True)
@@ -89,6 +91,7 @@ def test_demo_runs_in_a_fresh_root(tmp_path: Path, capsys) -> None:
     assert cli(["--root", str(root), "demo"]) == 2  # never overwrites a root that has memory in it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["replay"])
 def test_bench_replay_short(name: str) -> None:
     from memory_plane.bench import run_bench
@@ -97,6 +100,7 @@ def test_bench_replay_short(name: str) -> None:
     assert res["step_reduction"] >= 0.5 and res["false_completions"] == 0
 
 
+@pytest.mark.slow
 def test_bench_compaction_with_gemini_lenses_keeps_the_screenshot_bound() -> None:
     # The real SDK against the local fake server; the agent's turn between steps (up to 1 s) is when the
     # summaries of earlier screenshots land, so no more than K + 1 raw screenshots are ever shown.

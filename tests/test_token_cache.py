@@ -1,4 +1,8 @@
-"""The persisted postings of large indexes: used only when they match, never lose or hide a memory."""
+"""The persisted postings of large indexes: used only when they match, never lose or hide a memory.
+
+It reaches inside the postings cache (its file format, and its thresholds made small here), the tokenizer, the
+inverted index's statistics and the app prior.
+"""
 
 from __future__ import annotations
 
@@ -87,11 +91,11 @@ def test_the_first_retrieve_writes_the_file_and_a_fresh_process_reads_it(store: 
     first, plane = answers(store)
     assert first == truth
     assert cache_file(store).is_file()
-    assert plane.retriever._episode_source.persisted == 40
+    assert plane._retriever._episode_source.persisted == 40
     with gzip.open(cache_file(store)) as fh:
         assert json.load(fh)["count"] == 40
     again, plane2 = answers(store)
-    src = plane2.retriever._episode_source
+    src = plane2._retriever._episode_source
     assert src.persisted == 40 and None in src.inv.docs  # loaded, not tokenised
     assert again == truth
     # A derived file: verify and GC leave it alone and report nothing about it.
@@ -109,7 +113,7 @@ def test_episodes_appended_after_the_file_are_tokenised_on_top_of_it(store: Path
         plane.flush()
     truth, _ = answers(store, persist=False)
     got, plane = answers(store)
-    src = plane.retriever._episode_source
+    src = plane._retriever._episode_source
     assert src.persisted == 40 and len(src.gen.texts) == 45  # the prefix from the file, five tokenised
     assert got == truth
     assert cache_file(store).read_bytes() == before  # five behind is not worth a rewrite yet
@@ -133,7 +137,7 @@ def test_a_hand_edited_index_makes_the_file_unused_and_rewritten(store: Path) ->
     assert entry["id"] in ctx.refs()
     plane.flush()
     _, plane2 = answers(store)
-    assert plane2.retriever._episode_source.persisted == 40  # rewritten for the edited texts, then used
+    assert plane2._retriever._episode_source.persisted == 40  # rewritten for the edited texts, then used
 
 
 def _good_payload(store: Path) -> dict:
@@ -193,7 +197,7 @@ def test_a_damaged_file_is_never_trusted_and_never_breaks_retrieval(store: Path,
     cache_file(store).write_bytes(_damaged(kind, good))
     got, plane = answers(store)
     assert got == truth
-    assert plane.retriever._episode_source.persisted == 40  # rewritten from the index
+    assert plane._retriever._episode_source.persisted == 40  # rewritten from the index
     assert any("not used" in r.getMessage() and "episodes.json.gz" in r.getMessage() for r in caplog.records)
     with gzip.open(cache_file(store)) as fh:
         assert json.load(fh)["count"] == 40
@@ -205,10 +209,10 @@ def _prior_state(prior: AppPrior) -> tuple:
 
 def test_the_app_prior_is_loaded_with_the_postings_and_only_for_the_apps_it_was_counted_with(store: Path) -> None:
     truth, plane = answers(store)
-    computed = plane.retriever._episode_source.gen.prior
+    computed = plane._retriever._episode_source.gen.prior
     assert "prior" in _good_payload(store)
     again, plane2 = answers(store)
-    src = plane2.retriever._episode_source
+    src = plane2._retriever._episode_source
     assert again == truth and None in src.inv.docs  # loaded, not tokenised: the prior came from the file
     assert _prior_state(src.gen.prior) == _prior_state(computed)
     q = token_set("send Alice the photo")
@@ -230,7 +234,7 @@ def test_a_read_only_tree_is_answered_without_writing(store: Path, monkeypatch: 
     assert got == truth
     assert plane.flush()
     assert not (store / ".cache").exists()
-    assert plane.retriever._episode_source.cache.disabled  # type: ignore[union-attr]  # tried once, not again
+    assert plane._retriever._episode_source.cache.disabled  # type: ignore[union-attr]  # tried once, not again
 
 
 def test_a_symlinked_cache_folder_is_neither_read_nor_written(store: Path, tmp_path: Path) -> None:
@@ -279,7 +283,7 @@ def test_prepare_brings_the_file_up_to_date_without_a_query(store: Path) -> None
         for goal, app in goals(12, 4):
             commit(plane, goal, app)
     with MemoryPlane.open(store) as plane:
-        plane.retriever.prepare()  # what GC does after it rewrote indexes, and a runtime may do at start-up
+        plane.prepare()  # what GC does after it rewrote indexes, and a runtime may do at start-up
         plane.flush()
     with gzip.open(cache_file(store)) as fh:
         assert json.load(fh)["count"] == 52
@@ -312,30 +316,30 @@ def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_form
     from memory_plane._inverted_index import GramStats
 
     truth, plane = answers(store)
-    counted = plane.retriever._episode_source.inv.grams
+    counted = plane._retriever._episode_source.inv.grams
     assert counted is not None and counted.n == 40
     with gzip.open(cache_file(store)) as fh:
         data = json.load(fh)
     assert data["format"] == token_cache.FORMAT == 3
     assert data["grams"] == {"n": 40, "length": counted.length, "df": counted.df}
     again, plane2 = answers(store)
-    loaded = plane2.retriever._episode_source.inv.grams
+    loaded = plane2._retriever._episode_source.inv.grams
     assert loaded is not None and loaded.df == counted.df and loaded.length == counted.length and again == truth
     fresh = GramStats()
-    fresh.add_many(plane2.retriever._episode_source.gen.texts)
+    fresh.add_many(plane2._retriever._episode_source.gen.texts)
     assert fresh.df == counted.df
     # A file without the counts (format 1): not used, rebuilt; the answers are the same.
     data["format"] = 1
     del data["grams"]
     cache_file(store).write_bytes(gzip.compress(json.dumps(data).encode()))
     third, plane3 = answers(store)
-    src = plane3.retriever._episode_source
+    src = plane3._retriever._episode_source
     assert third == truth and None not in src.inv.docs and src.inv.grams is not None and src.inv.grams.n == 40
     # Counts that do not match the documents make the file unused too.
     data["format"], data["grams"] = token_cache.FORMAT, {"n": 40, "length": 1, "df": {"zzz": 1}}
     cache_file(store).write_bytes(gzip.compress(json.dumps(data).encode()))
     fourth, plane4 = answers(store)
-    assert fourth == truth and plane4.retriever._episode_source.inv.grams.df == counted.df
+    assert fourth == truth and plane4._retriever._episode_source.inv.grams.df == counted.df
 
 
 def test_a_source_smaller_than_the_refresh_lag_still_gets_its_file(tmp_path: Path,

@@ -1,4 +1,7 @@
-"""The tokenizer (memory_plane/_tokens.py) and the inverted index with BM25 nearest goal (_inverted_index.py)."""
+"""The tokenizer (memory_plane/_tokens.py) and the inverted index with BM25 nearest goal (_inverted_index.py).
+
+It reaches inside on purpose: the tokenizer and the inverted index are tested on their own.
+"""
 
 from __future__ import annotations
 

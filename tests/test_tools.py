@@ -1,4 +1,7 @@
-"""The model's memory tools: declarations, tolerant and bounded calls, refs into the episode, a genai loop."""
+"""The model's memory tools: declarations, tolerant and bounded calls, refs into the episode, a genai loop.
+
+It reaches inside `_fake_gemini` for the fake model, and `_tools` for its token estimate.
+"""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from episodes.transcript import (
     to_genai,
 )
 
-from helpers import screenshot
+from helpers import episode_ledger, screenshot
 
 
 class GatedLens:
@@ -46,9 +46,7 @@ class GatedLens:
 
 
 def make(tmp_path: Path, lens=None, config: TranscriptConfig | None = None, system: str = "You drive a phone."):
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True)
-    return TranscriptLedger(ep / "transcript", lens=lens, config=config, system_prompt=system), ep
+    return episode_ledger(tmp_path, lens=lens, config=config, system_prompt=system)
 
 
 def step(led: TranscriptLedger, ep: Path, n: int, **kw) -> None:
@@ -83,7 +81,7 @@ def test_prefix_up_to_the_edge_is_stable_turn_to_turn(tmp_path: Path) -> None:
         led.flush(5)
         msgs = led.render()
         keys = [m.key() for m in msgs]
-        event_now = any(e["at"] == n for e in led.events)
+        event_now = any(e["at"] == n for e in led.compaction.events)
         if keys[: len(previous)] != previous and not event_now:
             breaks += 1
         previous = keys[: led.stable_prefix_len(msgs)]
@@ -118,6 +116,7 @@ def test_pending_keeps_image_for_grace_then_placeholder_and_no_backfill(tmp_path
     assert led.summaries.get(1).status == "ready"  # it arrived, and is kept on disk for recall
 
 
+@pytest.mark.slow
 def test_failed_summary_gets_placeholder_at_depth_k(tmp_path: Path) -> None:
     lens = GatedLens(fail=True)
     lens.gate.set()

@@ -1,4 +1,7 @@
-"""The transcript ledger as the history-module design writes it: configuration, hint, recall bounds."""
+"""The transcript ledger as the history-module design writes it: configuration, hint, recall bounds.
+
+It reaches inside `_fake_gemini` for the fake Gemini server.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from pathlib import Path
 
 from episodes.transcript import TranscriptConfig, TranscriptLedger
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+from helpers import episode_ledger
 
 DESIGN = {"agent": {"memory": {
     "runtime": {"max_concurrency": 2, "retry_limit": 3, "flush_timeout_s": 30},
@@ -21,9 +26,7 @@ DESIGN = {"agent": {"memory": {
 
 
 def ledger(tmp_path: Path, cfg: TranscriptConfig | None = None) -> TranscriptLedger:
-    ep = tmp_path / "ep"
-    (ep / "artifacts").mkdir(parents=True, exist_ok=True)
-    return TranscriptLedger(ep / "transcript", config=cfg, system_prompt="You drive a phone.")
+    return episode_ledger(tmp_path, config=cfg, system_prompt="You drive a phone.")[0]
 
 
 def test_the_designs_configuration_file_works_as_written(caplog) -> None:
@@ -49,7 +52,7 @@ def test_the_master_switch_gives_a_plain_transcript(tmp_path: Path) -> None:
     for i in range(20):
         led.stage(package="com.x", activity="A", ui_text=[f"item {i}"])
         led.commit(action="tap", args={"x": i, "y": i}, result=f"ok {i}")
-    assert led.events == [] and len(led.render()) >= 20
+    assert led.compaction.events == [] and len(led.render()) >= 20
     res = led.recall_history(query="ok 3")
     assert res.results[0]["kind"] == "disabled"
 
@@ -78,7 +81,7 @@ def test_similarity_hint_follows_the_design(tmp_path: Path) -> None:
 
 
 def test_recall_history_keeps_every_answer_within_its_budget(tmp_path: Path) -> None:
-    from episodes.transcript._perception import estimate_text_tokens
+    from episodes.transcript import estimate_text_tokens
 
     led = ledger(tmp_path)
     for i in range(30):
@@ -118,8 +121,7 @@ def test_verify_checks_config_yaml(tmp_path: Path) -> None:
 
 
 def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
-    from episodes.transcript import OfflineVisualLens
-    from episodes.transcript._capsules import OfflineCapsuleLens
+    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
 
     class DownThenUp:
         name = "flaky"
@@ -144,13 +146,14 @@ def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
         led.stage(package="com.a", activity="P", ui_text=[f"item {n}"])
         led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n}")
     led.flush(10)
-    first = next(s for s in led.closed if s.start == 1)
+    first = next(s for s in led.compaction.closed if s.start == 1)
     assert first.failed and first.chunk is None
     for n in range(5, 12):
         led.stage(package="com.a", activity="P", ui_text=[f"item {n}"])
         led.commit(action="tap", args={"x": n, "y": n}, result=f"ok {n}")
         led.flush(10)
-    seg = next(s for s in [*led.closed] if s.start == 1) if any(s.start == 1 for s in led.closed) else None
+    closed = led.compaction.closed
+    seg = next(s for s in [*closed] if s.start == 1) if any(s.start == 1 for s in closed) else None
     made = seg is None or seg.chunk is not None  # folded already, or its chunk is ready
     assert made and lens.calls > 4
 
@@ -171,11 +174,11 @@ def test_checkpoint_annotations_bump_the_chunk_and_show_at_the_next_compaction(t
         led.flush(10)
 
     n = 0
-    while not led.chunks and n < 40:
+    while not led.compaction.chunks and n < 40:
         n += 1
         step(n)
-    assert led.chunks, "no chunk folded"
-    first = led.chunks[0]
+    assert led.compaction.chunks, "no chunk folded"
+    first = led.compaction.chunks[0]
     assert first.milestone == "login" and "milestone login" in first.render()
     before = "\n".join(m.text() for m in led.render() if m.zone == "F")
     hit = led.annotate_from_checkpoint("cp_1", [{"subgoal": "login", "verdict": "achieved",
@@ -183,15 +186,15 @@ def test_checkpoint_annotations_bump_the_chunk_and_show_at_the_next_compaction(t
     assert first.chunk_id in hit and first.version == 2
     assert (led.dir / "chunks" / f"{first.chunk_id}.v2.md").is_file()
     assert "\n".join(m.text() for m in led.render() if m.zone == "F") == before  # prefix unchanged until then
-    folded = len(led.chunks) + len(led.eras)
-    while len(led.chunks) + len(led.eras) == folded and n < 80:
+    folded = len(led.compaction.chunks) + len(led.compaction.eras)
+    while len(led.compaction.chunks) + len(led.compaction.eras) == folded and n < 80:
         n += 1
         step(n)
     after = "\n".join(m.text() for m in led.render() if m.zone == "F")
     assert "Checkpoint: cp_1: achieved logged in as Zhang San" in after or any(
-        "cp_1" in a for e in led.eras for c in e.chunks for a in c.annotations)
+        "cp_1" in a for e in led.compaction.eras for c in e.chunks for a in c.annotations)
     again = TranscriptLedger.open(led.dir, config=cfg)
-    assert any("cp_1" in a for c in [*again.chunks, *(c for e in again.eras for c in e.chunks)]
+    assert any("cp_1" in a for c in [*again.compaction.chunks, *(c for e in again.compaction.eras for c in e.chunks)]
                for a in c.annotations)
 
 
@@ -201,8 +204,7 @@ def test_step_records_carry_the_designs_fields_and_signatures_go_back(tmp_path: 
     from google import genai
     from google.genai import types
 
-    from episodes.transcript import to_genai
-    from episodes.transcript._ledger import load_image_bytes
+    from episodes.transcript import load_image_bytes, to_genai
     from lifecycle import read_jsonl
     from memory_plane._fake_gemini import FakeGemini
 

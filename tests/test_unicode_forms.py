@@ -6,7 +6,6 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,13 +15,6 @@ from memory_plane import MemoryPlane
 FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60)
 _settings = settings(max_examples=200, deadline=None)
-
-
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    p = MemoryPlane.open(tmp_path_factory.mktemp("unicode") / "m")
-    yield p
-    p.close()
 
 
 @_settings
@@ -45,20 +37,21 @@ def test_ascii_ids_are_what_they_were(text: str) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30)
        .filter(lambda s: s.strip() != ""))
-def test_an_app_name_in_any_form_is_one_app(plane: MemoryPlane, name: str) -> None:
-    ids = {plane.device.app_profile_id(unicodedata.normalize(f, name)) for f in FORMS}  # type: ignore[arg-type]
+def test_an_app_name_in_any_form_is_one_app(shared_plane: MemoryPlane, name: str) -> None:
+    ids = {shared_plane.device.app_profile_id(unicodedata.normalize(f, name)) for f in FORMS}  # type: ignore[arg-type]
     assert len(ids) == 1
 
 
-def test_cafe_creme_composed_and_decomposed_is_one_app_profile(plane: MemoryPlane) -> None:
+def test_cafe_creme_composed_and_decomposed_is_one_app_profile(shared_plane: MemoryPlane) -> None:
     nfc, nfd = unicodedata.normalize("NFC", "Café Crème"), unicodedata.normalize("NFD", "Café Crème")
     assert nfc != nfd
-    assert plane.device.app_profile_id(nfc) == plane.device.app_profile_id(nfd)
+    assert shared_plane.device.app_profile_id(nfc) == shared_plane.device.app_profile_id(nfd)
 
 
-def test_full_width_wechat_is_wechat(plane: MemoryPlane) -> None:
-    assert plane.device.catalog.canonical("ＷｅＣｈａｔ") == plane.device.catalog.canonical("WeChat") is not None
-    assert plane.device.app_profile_id("ＷｅＣｈａｔ") == plane.device.app_profile_id("WeChat")
+def test_full_width_wechat_is_wechat(shared_plane: MemoryPlane) -> None:
+    assert (shared_plane.device.catalog.canonical("ＷｅＣｈａｔ")
+            == shared_plane.device.catalog.canonical("WeChat") is not None)
+    assert shared_plane.device.app_profile_id("ＷｅＣｈａｔ") == shared_plane.device.app_profile_id("WeChat")
 
 
 def test_after_forgetting_the_composed_text_the_decomposed_one_is_ignored(tmp_path: Path) -> None:

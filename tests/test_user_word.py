@@ -1,6 +1,9 @@
-"""The user's word stands (issue 26, points 6 and 8): the model's save_memory never retires what the user
+"""The user's word stands: the model's save_memory never retires what the user
 saved, the user's rules and preferences for a goal always reach its block, and conflict lines and failure
-phases say what they are."""
+phases say what they are.
+
+It reaches inside `retrieval._user_rules` for a rule's scope, asked directly.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +17,8 @@ import pytest
 
 from episodes import FAILURE_PHASES
 from lifecycle import init_tree
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
-from memory_plane.retrieval._query import parse_query
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, parse_query
+from memory_plane.cli import main as cli
 from memory_plane.retrieval._user_rules import RuleScope
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)
@@ -224,13 +226,14 @@ async def test_over_mcp_with_allow_write_the_users_rule_stands(tmp_path: Path) -
 # -- the user's rules and preferences always reach the block --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_users_rule_reaches_the_block_on_a_device_with_30_tasks(device: Path, capsys) -> None:
     rule_id = _cli_save(device, USER_RULE)
     with MemoryPlane.open(device) as plane:
         ctx = plane.retrieve(_goal())
         block = ctx.render()
         assert rule_id in ctx.refs() and USER_RULE in block
-        assert len(block) <= plane.retriever.config.budget_chars
+        assert len(block) <= plane._retriever.config.budget_chars
         assert ctx.common.procedures and ctx.common.similar_episodes  # experience is still there beside it
         assert block.index(rule_id) < block.index("type=app_profile")
         ex = plane.explain(_goal()).explain()
@@ -259,7 +262,7 @@ def test_more_rules_than_fit_are_counted_and_listable(device: Path, capsys) -> N
         assert shown and left and len(shown) + left == 24
         assert f"{left} more of the user's rules and preferences" in block
         assert "memplane memory recall --type rule" in block and '"types": ["rule", "preference"]' in block
-        assert len(block) <= plane.retriever.config.budget_chars
+        assert len(block) <= plane._retriever.config.budget_chars
         # Rules before preferences; experience still has the other half of the block.
         assert len(shown) < 12 and {h.type for h in shown} == {"rule"}  # 12 rules: the preferences wait
         assert ctx.common.procedures or ctx.common.similar_episodes
@@ -302,7 +305,7 @@ def test_the_goals_own_app_goes_first_and_another_apps_rule_is_not_budgeted_firs
         assert other.id not in ids[:4]
 
 
-# -- point 8: failure phases kept as given -----------------------------------------------------------------------
+# -- failure phases kept as given -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("phase", ["login", "input", "navigation"])

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +47,7 @@ def test_the_models_save_of_a_users_replaced_rule_leaves_that_rule_as_the_user_w
 _SAVE = st.tuples(st.sampled_from(("user", "model")), st.sampled_from(("rule", "fact")), st.sampled_from(TEXTS))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(saves=st.lists(_SAVE, min_size=1, max_size=8))
 def test_no_save_writes_over_a_file_of_the_other_source(saves: list[tuple[str, str, str]]) -> None:

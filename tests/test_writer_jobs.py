@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from episodes import TaskEpisodeStore, read_config
+from episodes import EpisodeJob, TaskEpisodeStore, read_config
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 
 
@@ -40,14 +40,10 @@ def record(plane: MemoryPlane, goal: str = "open settings and turn on wifi") -> 
 def test_a_commit_reads_its_events_once_for_every_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
 
-    class Counting:
-        takes_events = True
-        __name__ = "counting"
+    def counting(ep: Any, events: Any) -> None:
+        seen.append(len(events))
 
-        def __call__(self, ep: Any, events: Any = None) -> None:
-            seen.append(len(events))
-
-    with MemoryPlane.open(tmp_path / "m", extra_jobs=[Counting()]) as plane:
+    with MemoryPlane.open(tmp_path / "m", extra_jobs=[EpisodeJob("counting", counting, takes_events=True)]) as plane:
         reads = count_event_reads(monkeypatch)
         ep_id = record(plane)
         # The recorder read them at finish (for the summary); the outcome update, the extraction and the
@@ -61,11 +57,10 @@ def test_a_commit_reads_its_events_once_for_every_job(tmp_path: Path, monkeypatc
 def test_an_event_after_finish_is_seen_by_the_jobs(tmp_path: Path) -> None:
     seen: list[list[str]] = []
 
-    def job(ep: Any, events: Any = None) -> None:
+    def job(ep: Any, events: Any) -> None:
         seen.append([e.get("type") for e in events])
 
-    job.takes_events = True  # type: ignore[attr-defined]
-    with MemoryPlane.open(tmp_path / "m", extra_jobs=[job]) as plane:
+    with MemoryPlane.open(tmp_path / "m", extra_jobs=[EpisodeJob("seen", job, takes_events=True)]) as plane:
         req = MemoryRetrieveRequest(input="pay with alipay")
         rec = plane.new_episode_recorder(req)
         rec.tool_call("launch_app", {"app": "Alipay"})
@@ -79,26 +74,52 @@ def test_catch_up_runs_what_lacks_its_marker_and_reads_the_events_once(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        jobs, plane.writer.jobs = plane.writer.jobs, []  # as if the process died before its jobs ran
+        # The writer's insides: as if the process died before its jobs ran (no public verb kills a worker).
+        jobs, plane._writer.jobs = plane._writer.jobs, []
         ep_id = record(plane)
-        plane.writer.jobs = jobs
+        plane._writer.jobs = jobs
     with MemoryPlane.open(root) as plane:
         d = plane.episodes.episode_dir(ep_id)
         old = time.time() - 3600
         os.utime(d / "episode.yaml", (old, old))
         reads = count_event_reads(monkeypatch)
-        assert plane.writer.catch_up() == [ep_id]
+        assert plane._writer.catch_up() == [ep_id]
         assert reads == [ep_id]  # one read for both jobs
         assert (d / ".done-update_outcomes").exists() and (d / ".done-extract_lessons").exists()
-        assert plane.catch_up() == []  # MemoryPlane delegates: nothing left
-        assert plane.failed_jobs() == plane.writer.failed_jobs() == []
+        assert plane._writer.catch_up() == []  # nothing left
+        report = plane.verify()
+        assert report.stats["jobs_caught_up"] == [] and report.stats["jobs_failed"] == []
 
 
 def test_one_read_config_for_the_plane_and_the_recorder(tmp_path: Path) -> None:
     root = tmp_path / "m"
-    with MemoryPlane.open(root) as plane:
+    with MemoryPlane.open(root):
         (root / "config.yaml").write_text("chunking:\n  max_steps: 3\n")
-        assert plane.config() == read_config(root) == {"chunking": {"max_steps": 3}}
+        assert read_config(root) == {"chunking": {"max_steps": 3}}
         (root / "config.yaml").write_text("{{{\n")
-        assert plane.config() == read_config(root) == {}
+        assert read_config(root) == {}
     assert read_config(tmp_path / "nowhere") == {}
+
+
+def test_verify_runs_a_closed_episodes_jobs_through_the_writer_so_they_run_once(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        ended = plane.new_episode_recorder(MemoryRetrieveRequest(input="open settings and turn on wifi"))
+        ended.tool_call("launch_app", {"app": "Settings"})
+        ended.tool_result("launch_app", output="ok", observed_state={"app": "Settings", "page": "Main"})
+        ended.finish(success=True)  # the task ended; its commit never happened
+        crashed = plane.new_episode_recorder(MemoryRetrieveRequest(input="open settings"))
+        crashed.tool_call("launch_app", {"app": "Settings"})
+        for rec in (ended, crashed):
+            rec._release_recording_lock()  # the recorder's process died here
+        ids = ended.episode.id, crashed.episode.id
+    with MemoryPlane.open(root) as plane:
+        report = plane.verify()
+        assert report.stats["interrupted"] == [ids[1]]
+        done, cut = (plane.episodes.episode_dir(i) for i in ids)
+        # Each job that ran left its marker, as a commit's would: a later catch-up does not run it again.
+        assert (done / ".done-update_outcomes").exists() and (done / ".done-extract_lessons").exists()
+        assert (cut / ".done-extract_lessons").exists() and not (cut / ".done-update_outcomes").exists()
+        old = time.time() - 3600
+        os.utime(done / "episode.yaml", (old, old))
+        assert plane.verify().stats["jobs_caught_up"] == []

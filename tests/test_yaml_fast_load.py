@@ -1,4 +1,7 @@
-"""The event reader that builds simple documents must give exactly what the safe constructor gives."""
+"""The event reader that builds simple documents must give exactly what the safe constructor gives.
+
+It reaches inside `lifecycle._yaml` and `_yaml_events`: the fast loader is checked against ruamel's own.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle import ParseError, load_yaml
-from lifecycle._yaml import MAX_DEPTH, NODE_BUDGET, _CSafeLoader, emit_block_yaml
+from lifecycle import ParseError, emit_block_yaml, load_yaml
+from lifecycle._yaml import MAX_DEPTH, NODE_BUDGET, _CSafeLoader
 from lifecycle._yaml_events import FALLBACK, from_events
 
 pytestmark = pytest.mark.skipif(_CSafeLoader is None, reason="needs ruamel.yaml.clib")
@@ -80,6 +83,7 @@ values = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(min_size=1, max_size=10), values, max_size=6))
 def test_what_the_project_writes_reads_back_the_same_either_way(doc: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """The on-device transcript of a long task: four zones, a scrub edge, step summaries, beside the episode."""
 
+from .._transcript_config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
 from ._capsules import (
     Capsule,
     CapsuleLens,
@@ -10,7 +11,6 @@ from ._capsules import (
     notes_problem,
 )
 from ._chunks import Chunk, Era
-from ._config import ChunkingSection, RecallSection, TranscriptConfig, TranscriptSection
 from ._ledger import TranscriptLedger, load_image_bytes
 from ._lens import (
     MAX_REQUESTS_PER_MODEL,

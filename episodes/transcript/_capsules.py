@@ -75,7 +75,7 @@ CAPSULE_INPUT_TOKENS = 6000  # what a capsule lens is given for one segment, at 
 
 def capsule_input(records: list[StepRecord], summaries: dict[int, str],
                   max_tokens: int = CAPSULE_INPUT_TOKENS) -> str:
-    """What a capsule lens summarises, per step (002 §5): time, exact action and the validator's verdict, the
+    """What a capsule lens summarises, per step: time, exact action and the validator's verdict, the
     screen, the visual summary, the agent's reasoning, the validator's facts, recovery attempts, notes written
     (with the tool's result) and user instructions verbatim; within ``max_tokens``: reasoning, results and
     summaries are cut first (shorter and shorter), facts, notes and instructions never."""

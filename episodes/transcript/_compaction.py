@@ -3,46 +3,72 @@
 A segment of turns closes at a subgoal or activity change (or a size), a capsule lens writes its
 three-band chunk in the background, and at a compaction event the ready chunks replace their raw turns
 in the frozen zone F (older chunks merge into eras); past the hard threshold an emergency snapshot
-folds everything. TranscriptLedger holds one and is its host (``CompactionHost``): the turns, the
-summaries and the prompt's size are the ledger's; segments, chunks, eras and the snapshot are its own.
+folds everything. TranscriptLedger holds one and hands it what it reads, explicitly: the turns and
+the visual summaries (the ledger's lists, read here), the steps log both write through, the pool that
+runs capsule jobs, and at each step the prompt's size (``PromptGauge``). Segments, chunks, eras, the
+snapshot, the frozen zone F they render to, the capsule lens and the goal are its own.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
-from lifecycle import Clock, atomic_write, format_ts, read_bytes_nofollow
+from lifecycle import Clock, format_ts, read_bytes_nofollow
 
-from ._capsules import Capsule, OfflineCapsuleLens, check_capsule
+from .._transcript_config import TranscriptConfig
+from ._capsules import Capsule, CapsuleLens, OfflineCapsuleLens, check_capsule
 from ._chunks import Chunk, Era, Segment
-from ._compaction_host import CompactionHost
-from ._config import TranscriptConfig
 from ._lens import RequestBudget, current_budget
+from ._messages import Message
 from ._perception import estimate_text_tokens
-from ._records import StepRecord
+from ._records import StepRecord, SummaryBook
 from ._snapshot import compose_snapshot
 from ._step_rows import ledger_rows
-from ._turns import turn_messages
+from ._steps_log import StepsLog
+from ._turns import Turn, frozen_key, frozen_messages, turn_messages
 
 log = logging.getLogger("memory_plane")
 CAPSULE_RETRY_ROUNDS = 3
 
 
-class LayeredCompaction:
-    """Segments, chunks, folds, eras and the emergency snapshot of one transcript."""
+class PromptGauge(Protocol):
+    """The size of the prompt a compaction step weighs, as the ledger that renders it measures it."""
 
-    def __init__(self, host: CompactionHost, directory: Path, config: TranscriptConfig, clock: Clock,
-                 session_id: str, lock: threading.RLock) -> None:
-        self.host = host
-        self.dir = directory
+    def tokens_of(self, m: Message) -> int:
+        """Heuristic size of one message."""
+
+    def estimated_tokens(self) -> int:
+        """Heuristic size of the rendered transcript."""
+
+    def prompt_tokens(self) -> int:
+        """The size the thresholds read."""
+
+    def prompt_changed(self) -> None:
+        """F was rewritten: the last measured prompt size no longer describes the prompt."""
+
+
+class LayeredCompaction:
+    """Segments, chunks, folds, eras and the emergency snapshot of one transcript, and the zone F they render."""
+
+    def __init__(self, turns: list[Turn], summaries: SummaryBook, log: StepsLog,
+                 submit: Callable[[Callable[[], None]], bool],
+                 config: TranscriptConfig, clock: Clock, session_id: str, lock: threading.RLock, *,
+                 capsule_lens: CapsuleLens | None = None, goal: str | None = None) -> None:
+        self.turns = turns  # every committed turn, in order (the ledger appends; compaction only reads)
+        self.summaries = summaries  # the visual summaries a capsule lens is given
+        self.log = log
+        self._submit = submit  # runs a capsule job in the background; False when it was refused
+        self.dir = log.dir
         self.config = config
         self.clock = clock
         self.session_id = session_id
         self._lock = lock  # the ledger's: a capsule lands from a worker thread while a turn is committed
+        self.capsule_lens: CapsuleLens = capsule_lens or OfflineCapsuleLens()  # writes a closed segment's capsule
+        self.goal = goal  # the task's goal, as the snapshot names it
+        self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
         self.chunks: list[Chunk] = []
         self.eras: list[Era] = []
         self.snapshot: str | None = None
@@ -54,6 +80,17 @@ class LayeredCompaction:
         self.closed: list[Segment] = []
         self.plan_hint: str | None = None
         self.events: list[dict[str, Any]] = []  # compaction events (what the benchmark measures)
+
+    def frozen_messages(self) -> list[Message]:
+        """The frozen zone F as messages (snapshot, periods, eras, chunks), rebuilt only when one of them changed."""
+        key = frozen_key(self.snapshot, self.eras, self.chunks)
+        if self._frozen_cache is None or self._frozen_cache[0] != key:
+            self._frozen_cache = (key, frozen_messages(self.snapshot, self.eras, self.chunks))
+        return self._frozen_cache[1]
+
+    def frozen_tokens(self) -> int:
+        """Heuristic size of the frozen zone F (snapshot, periods, eras, chunks)."""
+        return sum(estimate_text_tokens(m.text()) for m in self.frozen_messages())
 
     def replay(self, r: Mapping[str, Any]) -> bool:
         """Apply one steps.jsonl line of compaction (a cold start); False for a line that is not one."""
@@ -97,7 +134,7 @@ class LayeredCompaction:
         seg = self._segment(self.seg_start, end, reason)
         self.closed.append(seg)
         self.seg_start = end + 1
-        self.host.append_record({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
+        self.log.append({"kind": "segment", "start": seg.start, "end": seg.end, "reason": reason})
         self._dispatch_capsule(seg)
 
     def _segment(self, start: int, end: int, reason: str) -> Segment:
@@ -109,14 +146,14 @@ class LayeredCompaction:
         def job() -> None:
             self._make_chunk(seg)
 
-        if not self.host.submit_capsule(job):
+        if not self._submit(job):
             seg.failed = True
-            seg.failed_at = len(self.host.turns)
+            seg.failed_at = len(self.turns)
 
     def _make_chunk(self, seg: Segment) -> None:
-        records = [t.record for t in self.host.turns[seg.start - 1: seg.end]]
+        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
         summaries = {s: sr.text for s in range(seg.start, seg.end + 1)
-                     if (sr := self.host.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
+                     if (sr := self.summaries.get(s)) is not None and sr.status == "ready" and sr.text}
         token = current_budget.set(RequestBudget())  # one request budget for every attempt of this capsule
         try:
             self._capsule_attempts(seg, records, summaries)
@@ -128,7 +165,7 @@ class LayeredCompaction:
         for _ in range(self.config.transcript.summary_retries + 1):
             seg.attempts += 1
             try:
-                capsule = self.host.capsule_lens.capsule(records, summaries)
+                capsule = self.capsule_lens.capsule(records, summaries)
             except Exception as exc:
                 problem = f"{type(exc).__name__}: {exc}"
                 if getattr(exc, "retryable", True) is False:
@@ -136,11 +173,11 @@ class LayeredCompaction:
                 continue
             problem = check_capsule(capsule, records) or ""
             if not problem:
-                self._store_chunk(seg, records, capsule, getattr(self.host.capsule_lens, "name", "lens"),
+                self._store_chunk(seg, records, capsule, getattr(self.capsule_lens, "name", "lens"),
                                   getattr(capsule, "model", None))
                 return
         seg.failed = True  # raw turns stay until a retry succeeds (or the offline capsule replaces it)
-        seg.failed_at = len(self.host.turns)
+        seg.failed_at = len(self.turns)
         log.warning("transcript: capsule of steps %d-%d rejected: %s", seg.start, seg.end, problem)
 
     def _store_chunk(self, seg: Segment, records: list[StepRecord], capsule: Capsule, lens: str,
@@ -155,17 +192,16 @@ class LayeredCompaction:
                 if path not in capsule.failed_paths:
                     capsule.failed_paths.append(path)
         chunk = self._chunk_of(seg, records, capsule, lens, model)
-        atomic_write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md",
-                     self.host.redact(chunk.to_markdown()), root=self.host.root)
+        self.log.write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
         with self._lock:
             seg.chunk = chunk
             seg.failed = False
 
     def _offline_fallback(self, seg: Segment) -> None:
         """A segment whose capsule lens kept failing gets the mechanical capsule, so later segments can swap."""
-        records = [t.record for t in self.host.turns[seg.start - 1: seg.end]]
+        records = [t.record for t in self.turns[seg.start - 1: seg.end]]
         capsule = OfflineCapsuleLens().capsule(records, {})
-        self.host.append_record({"kind": "capsule_fallback", "start": seg.start, "end": seg.end, "rounds": seg.rounds})
+        self.log.append({"kind": "capsule_fallback", "start": seg.start, "end": seg.end, "rounds": seg.rounds})
         self._store_chunk(seg, records, capsule, "offline-fallback", None)
 
     def _chunk_of(self, seg: Segment, records: list[StepRecord], capsule: Capsule | None, lens: str = "lens",
@@ -206,17 +242,16 @@ class LayeredCompaction:
                     by_range = isinstance(steps, (list, tuple)) and len(steps) == 2 and all(
                         isinstance(x, int) for x in steps) and steps[0] <= c.end and steps[1] >= c.start
                     by_goal = subgoal is not None and (subgoal == c.milestone or any(
-                        t.record.subgoal_hash == subgoal for t in self.host.turns[c.start - 1: c.end]))
+                        t.record.subgoal_hash == subgoal for t in self.turns[c.start - 1: c.end]))
                     if not (by_range or by_goal):
                         continue
                     c.annotations.append(f"{checkpoint_id}: {text}")
                     c.version += 1
-                    atomic_write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md",
-                                 self.host.redact(c.to_markdown()), root=self.host.root)
+                    self.log.write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown())
                     if c.chunk_id not in hit:
                         hit.append(c.chunk_id)
             if hit:
-                self.host.append_record({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
+                self.log.append({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
         return hit
 
     def _read_chunk(self, chunk_id: str) -> Chunk:
@@ -248,10 +283,10 @@ class LayeredCompaction:
     def _era_op(self, n: int, count: int = 0, paragraph: bool = False, merge: int | None = None) -> None:
         if merge is not None:
             self._apply_period_merge(merge)
-            self.host.append_record({"kind": "period_merge", "index": merge, "at": n})
+            self.log.append({"kind": "period_merge", "index": merge, "at": n})
         else:
             self._apply_era(count, paragraph)
-            self.host.append_record({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
+            self.log.append({"kind": "era", "count": count, "paragraph": paragraph, "at": n})
 
     def _bound_frozen(self, n: int) -> None:
         """Keep every layer of F bounded: chunks past max_chunks merge into an era, eras past max_eras become
@@ -265,11 +300,11 @@ class LayeredCompaction:
             self._era_op(n, paragraph=True)
         self._merge_periods(n, cc.max_periods)
         limit = cc.frozen_ratio * cc.context_budget_tokens
-        while self.host.frozen_tokens() > limit:
+        while self.frozen_tokens() > limit:
             wide = next((i for i, e in enumerate(self.eras) if not e.paragraph and e.narrative), None)
             if wide is not None:
                 self.eras[wide].narrative = False  # ② goes first: ① merged and ③ keep every step
-                self.host.append_record({"kind": "era_narrow", "index": wide, "at": n})
+                self.log.append({"kind": "era_narrow", "index": wide, "at": n})
             elif any(not e.paragraph for e in self.eras):
                 self._era_op(n, paragraph=True)
                 self._merge_periods(n, cc.max_periods)
@@ -302,17 +337,18 @@ class LayeredCompaction:
             elif n - seg.failed_at >= 2 ** (seg.rounds + 1):
                 seg.failed = False
                 seg.rounds += 1
-                self.host.append_record({"kind": "capsule_retry", "start": seg.start, "end": seg.end,
+                self.log.append({"kind": "capsule_retry", "start": seg.start, "end": seg.end,
                                          "round": seg.rounds})
                 self._dispatch_capsule(seg)
 
-    def compact(self, rec: StepRecord, boundary: str | None) -> None:
-        """After a committed step: close segments, retry failed capsules, fold ready chunks, or the emergency."""
+    def compact(self, rec: StepRecord, boundary: str | None, gauge: PromptGauge) -> None:
+        """After a committed step: close segments, retry failed capsules, fold ready chunks, or the emergency
+        (each weighed against the prompt's size as ``gauge`` measures it)."""
         cc = self.config.chunking
         n = rec.step
         budget = cc.context_budget_tokens
-        self._retry_failed(n, self.host.prompt_tokens() >= cc.close_ratio() * budget)
-        prev = self.host.turns[n - 2].record if n >= 2 else None
+        self._retry_failed(n, gauge.prompt_tokens() >= cc.close_ratio() * budget)
+        prev = self.turns[n - 2].record if n >= 2 else None
         # Triggers that close the open segment before this step.
         if prev is not None and n - 1 >= self.seg_start:
             reason = None
@@ -333,20 +369,20 @@ class LayeredCompaction:
             self.plan_hint = None
         if boundary == "irreversible":
             self._close(n, "irreversible")
-        open_steps = [t.record for t in self.host.turns[self.seg_start - 1: n]]
+        open_steps = [t.record for t in self.turns[self.seg_start - 1: n]]
         if open_steps:
             source_tokens = sum(estimate_text_tokens(r.action_line() + (r.result or "") + (r.thought or ""))
                                 for r in open_steps)
             if len(open_steps) >= cc.max_steps or source_tokens >= cc.target_source_tokens:
                 self._close(n, "size")
-        tokens = self.host.prompt_tokens()
+        tokens = gauge.prompt_tokens()
         if tokens >= cc.close_ratio() * budget:
             self._close(n - cc.min_active_steps, "soft_threshold")
-        self._swap(n, tokens)
-        if self.host.prompt_tokens() >= cc.hard_ratio * budget:
-            self._emergency(n)
+        self._swap(n, tokens, gauge)
+        if gauge.prompt_tokens() >= cc.hard_ratio * budget:
+            self._emergency(n, gauge)
 
-    def _swap(self, n: int, tokens: int) -> None:
+    def _swap(self, n: int, tokens: int, gauge: PromptGauge) -> None:
         cc = self.config.chunking
         limit = n - cc.min_active_steps
         ready: list[Chunk] = []
@@ -361,22 +397,22 @@ class LayeredCompaction:
             return
         if self.events and n - self.events[-1]["at"] < 3 and tokens < cc.soft_ratio * cc.context_budget_tokens:
             return  # no back-to-back compactions below the soft threshold: each one costs a re-prefill
-        before = self.host.estimated_tokens()
-        folded = sum(self.host.tokens_of(m) for t in self.host.turns[self.folded_until: until]
+        before = gauge.estimated_tokens()
+        folded = sum(gauge.tokens_of(m) for t in self.turns[self.folded_until: until]
                      for m in turn_messages(t, n - t.record.step + 1, self.config.transcript))
         added = sum(estimate_text_tokens(c.render()) for c in ready)
         if before <= 0 or (folded - added) / before < 0.10:
             return  # a compaction that does not shrink the prompt by a tenth is not worth a re-prefill
         self._apply_fold(ready, until)
-        self.host.append_record({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
+        self.log.append({"kind": "fold", "until": until, "chunks": [c.chunk_id for c in ready], "at": n})
         self._bound_frozen(n)
-        self.host.prompt_changed()  # the last measurement described the prompt before the swap
-        after = self.host.estimated_tokens()
+        gauge.prompt_changed()  # the last measurement described the prompt before the swap
+        after = gauge.estimated_tokens()
         self.events.append({"at": n, "kind": "fold", "before": before, "after": after})
 
-    def _emergency(self, n: int) -> None:
+    def _emergency(self, n: int, gauge: PromptGauge) -> None:
         cc = self.config.chunking
-        before = self.host.estimated_tokens()
+        before = gauge.estimated_tokens()
         end = n - cc.min_active_steps
         if end <= self.folded_until:
             return
@@ -391,22 +427,22 @@ class LayeredCompaction:
                 self.closed.remove(seg)
                 tail = self._segment(end + 1, seg.end, seg.reason)
                 self.closed.append(tail)
-                self.host.append_record({"kind": "segment", "start": tail.start, "end": tail.end,
+                self.log.append({"kind": "segment", "start": tail.start, "end": tail.end,
                                          "reason": tail.reason})
                 self._dispatch_capsule(tail)
-        records = [t.record for t in self.host.turns[:end]]
+        records = [t.record for t in self.turns[:end]]
         chunks = self.chunks + [seg.chunk for seg in self.closed if seg.chunk is not None and seg.end <= end]
-        last = self.host.turns[end - 1].record
+        last = self.turns[end - 1].record
         # Composed from everything F held, the previous snapshot included: a second emergency never forgets
-        # what the first one kept (002 §2.7.3: old summaries fold into the new one).
+        # what the first one kept (old summaries fold into the new one).
         self.snapshot, self.snapshot_state = compose_snapshot(
-            self.snapshot_state, self.host.goal, last.plan, self.eras, chunks, records,
+            self.snapshot_state, self.goal, last.plan, self.eras, chunks, records,
             "/".join(x for x in (last.package, last.activity) if x),
             int(cc.snapshot_rows_ratio * cc.context_budget_tokens))
         self.folded_until = end
         self.chunks, self.eras = [], []
         self.closed = [seg for seg in self.closed if seg.end > end]
-        self.host.append_record({"kind": "snapshot", "text": self.snapshot, "state": self.snapshot_state, "until": end,
+        self.log.append({"kind": "snapshot", "text": self.snapshot, "state": self.snapshot_state, "until": end,
                       "at": n})
-        self.host.prompt_changed()
-        self.events.append({"at": n, "kind": "snapshot", "before": before, "after": self.host.estimated_tokens()})
+        gauge.prompt_changed()
+        self.events.append({"at": n, "kind": "snapshot", "before": before, "after": gauge.estimated_tokens()})

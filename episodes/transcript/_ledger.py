@@ -33,11 +33,9 @@ from lifecycle import (
     system_clock,
 )
 
-from ._capsules import CapsuleLens, OfflineCapsuleLens
-from ._chunks import Chunk, Era, Segment
+from .._transcript_config import TranscriptConfig
+from ._capsules import CapsuleLens
 from ._compaction import LayeredCompaction
-from ._compaction_host import CompactionState
-from ._config import TranscriptConfig
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
@@ -45,11 +43,10 @@ from ._perception import TokenMeter, envelope, estimate_text_tokens, label_actio
 from ._recall import RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
 from ._service import StepMemoryService
+from ._steps_log import STEPS_FILE, StepsLog
 from ._turns import (
     Staged,
     Turn,
-    frozen_key,
-    frozen_messages,
     message_tokens,
     scrub_decision,
     similar_step,
@@ -60,20 +57,14 @@ from ._turns import (
 log = logging.getLogger("memory_plane")
 GUARD_MIN_TOKENS = 500  # outputs below this are kept as they are: an envelope would not be smaller
 
-STEPS_FILE = "steps.jsonl"
 USAGE_FILE = "usage.jsonl"
 SYSTEM_FILE = "system.md"
 class TranscriptLedger:
-    """The transcript of one episode, kept in ``<episode>/transcript/``; the host of its compaction."""
+    """The transcript of one episode, kept in ``<episode>/transcript/``.
 
-    # F's layers are the compaction's; the ledger shows them (read-only) as it always did.
-    chunks: CompactionState[list[Chunk]] = CompactionState()
-    eras: CompactionState[list[Era]] = CompactionState()
-    closed: CompactionState[list[Segment]] = CompactionState()
-    snapshot: CompactionState[str | None] = CompactionState()
-    snapshot_state: CompactionState[dict[str, Any] | None] = CompactionState()
-    folded_until: CompactionState[int] = CompactionState()
-    events: CompactionState[list[dict[str, Any]]] = CompactionState()  # compaction events (what the benchmark measures)
+    Its ``compaction`` (a ``LayeredCompaction``) owns the frozen zone F: segments, chunks, eras, the snapshot,
+    the compaction events, the capsule lens and the goal; the ledger holds the turns, the summaries and the
+    prompt's size, and hands compaction what it reads. ``log`` is the steps log both write through."""
 
     def __init__(self, directory: Path, *, config: TranscriptConfig | None = None,
                  lens: VisualLens | None = None, clock: Clock = system_clock, system_prompt: str = "",
@@ -95,18 +86,18 @@ class TranscriptLedger:
         self.meter = TokenMeter()
         self._lock = threading.RLock()
         self._envelopes = 0
-        self.capsule_lens: CapsuleLens = capsule_lens or OfflineCapsuleLens()
-        self.goal = goal
-        self._frozen_cache: tuple[tuple[Any, ...], list[Message]] | None = None
         self._clean = InputCleaner(str(self.dir))
-        self.redact: Callable[[Any], Any] = lambda v: v  # the recorder's: text typed into password fields scrubbed
+        self.log = StepsLog(self.dir, root)
         self.session_id = session_id or self.episode_dir.name  # the episode when the runtime gives none
-        self.compaction = LayeredCompaction(self, self.dir, self.config, clock, self.session_id, self._lock)
         cfg = self.config.transcript
         self.service = StepMemoryService(self.lens, self._publish, concurrency=cfg.summary_concurrency,
                                          retries=cfg.summary_retries, timeout_s=cfg.summary_timeout_s,
                                          max_queued=cfg.summary_queue, clock_text=lambda: format_ts(self.clock()),
                                          backoff_s=cfg.summary_backoff_s)
+        # Capsule jobs share the summary pool; compaction is handed what it reads, never the ledger itself.
+        self.compaction = LayeredCompaction(self.turns, self.summaries, self.log, self.service.submit_call,
+                                            self.config, clock, self.session_id, self._lock,
+                                            capsule_lens=capsule_lens, goal=goal)
         if _load:
             self._load()
         else:
@@ -124,7 +115,7 @@ class TranscriptLedger:
 
     def append_record(self, record: Mapping[str, Any]) -> None:
         """Append one line to steps.jsonl (what a cold start replays)."""
-        append_line(self.dir / STEPS_FILE, dumps_compact(self.redact(dict(record))), fsync=False, root=self.root)
+        self.log.append(record)
 
     def _publish(self, rec: SummaryRecord) -> None:
         with self._lock:
@@ -188,8 +179,9 @@ class TranscriptLedger:
         """Turn the staged tail plus the model's action and the tool's result into a committed step."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
-        args = self.redact(c.mapping("args", args))
-        thought, result = self.redact(c.text("thought", thought)), self.redact(c.text("result", result, 1_000_000))
+        redact = self.log.redact
+        args = redact(c.mapping("args", args))
+        thought, result = redact(c.text("thought", thought)), redact(c.text("result", result, 1_000_000))
         validator = c.mapping("validator", validator)
         failure_recovery = c.mappings("failure_recovery", failure_recovery)
         post_image = c.text("post_image", post_image, 500)
@@ -237,7 +229,7 @@ class TranscriptLedger:
                 self.service.submit(job, self.summaries.next_version(n))
             self._scrub()
             if self.config.chunking.enabled:
-                self.compaction.compact(rec, boundary)
+                self.compaction.compact(rec, boundary, self)
             return rec
 
     def _maybe_envelope(self, n: int, result: str | None, patterns: Iterable[str]) -> tuple[str | None, str | None]:
@@ -310,8 +302,9 @@ class TranscriptLedger:
             records = [t.record for t in self.turns]
             summaries = {t.record.step: s.text for t in self.turns
                          if (s := self.summaries.get(t.record.step)) is not None and s.status == "ready" and s.text}
-            chunk_texts = [(c.start, c.end, c.render()) for e in self.eras for c in e.chunks] + [
-                (c.start, c.end, c.render()) for c in self.chunks]
+            f = self.compaction
+            chunk_texts = [(c.start, c.end, c.render()) for e in f.eras for c in e.chunks] + [
+                (c.start, c.end, c.render()) for c in f.chunks]
             notes = [(r.step, "note", f"note written: {k}") for r in records for k in r.notes_written]
             instr = [(r.step, "user", f'User @ Step {r.step}: "{u}"') for r in records for u in r.user_instructions]
         return recall(records, summaries, chunk_texts, self.episode_dir, query=query, step_range=step_range,
@@ -355,9 +348,9 @@ class TranscriptLedger:
             if self.system:
                 out.append(Message("system", (text(self.system),), None, "S"))
             out.extend(self.frozen)
-            out.extend(self._frozen_messages())
+            out.extend(self.compaction.frozen_messages())
             total = len(self.turns)
-            for turn in self.turns[self.folded_until:]:
+            for turn in self.turns[self.compaction.folded_until:]:
                 out.extend(turn_messages(turn, total - turn.record.step + 1, self.config.transcript))
             st = self.staged
             tail: list[Part] = [text(f"Now ({elapsed_label(self.start, self.clock())}): "
@@ -375,16 +368,6 @@ class TranscriptLedger:
                 tail.append(image(st.screenshot))
             out.append(Message("user", tuple(tail), None, "T"))
             return out
-
-    def _frozen_messages(self) -> list[Message]:
-        key = frozen_key(self.snapshot, self.eras, self.chunks)
-        if self._frozen_cache is None or self._frozen_cache[0] != key:
-            self._frozen_cache = (key, frozen_messages(self.snapshot, self.eras, self.chunks))
-        return self._frozen_cache[1]
-
-    def frozen_tokens(self) -> int:
-        """Heuristic size of the frozen zone F (snapshot, periods, eras, chunks)."""
-        return sum(estimate_text_tokens(m.text()) for m in self._frozen_messages())
 
     def stable_prefix_len(self, messages: list[Message]) -> int:
         """How many leading messages can no longer change (S, F and decided turns past the edge)."""
@@ -407,10 +390,6 @@ class TranscriptLedger:
         """Heuristic size of one message (an image by its turn's screen size)."""
         turn = self._turn(m.step) if m.step else None
         return message_tokens(m, turn.image_size if turn else (self.staged.width, self.staged.height))
-
-    def submit_capsule(self, job: Callable[[], None]) -> bool:
-        """Run a capsule job on the summary pool; False when it was refused."""
-        return self.service.submit_call(job)
 
     def prompt_changed(self) -> None:
         """F was rewritten: the last measurement described the prompt before it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 # Words that judge an outcome. A summary describes what was on the screen and what was done; whether
-# it worked is the Validator's call (seed 001 §8.2, seed 002 §5).
+# it worked is the Validator's call (a lens that judged would contradict it).
 BANNED_WORDS: tuple[str, ...] = (
     "successfully", "successful", "success", "succeeded", "completed", "complete", "completion", "entered",
     "navigated to", "navigated", "failed", "failure", "unsuccessful", "could not", "couldn't", "achieved",

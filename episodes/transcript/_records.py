@@ -15,7 +15,7 @@ _SAME_VERSION_MOVES = {("pending", "ready"), ("pending", "failed"), ("ready", "s
 
 
 class StepRecord(BaseModel):
-    """One step (seed 001 §7.1): what was done, what the validator said, what was seen."""
+    """One step: what was done, what the validator said, what was seen."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -51,7 +51,7 @@ class StepRecord(BaseModel):
     ui_dump_ref: str | None = None  # a file of the episode holding the full UI dump
     native_thinking_ref: str | None = None  # the model's native thinking as the API returned it (a file)
     post_ui_ref: str | None = None  # the UI dump after the action (a file)
-    point_labels: list[str | None] | None = None  # a swipe's or gesture's points, each labelled (002 M5 C3)
+    point_labels: list[str | None] | None = None  # a swipe's or gesture's points, each labelled
 
     def action_line(self) -> str:
         """``tap(632,1180)['确认']``: the exact action with its element label; coordinates always kept."""
@@ -110,7 +110,7 @@ def _n(v: Any) -> str:
 
 
 class SummaryEvidence(BaseModel):
-    """What a summary was made from, derived by the system (seed 001 §7.2), never by the model."""
+    """What a summary was made from, derived by the system, never by the model (a model may claim what it never saw)."""
 
     decision_image: str | None = None
     post_image: str | None = None

@@ -58,7 +58,7 @@ class StepMemoryService:
         places a placeholder) rather than making the agent wait."""
         t0 = time.monotonic()
         self.stats.submitted += 1
-        # Evidence is what the lens really got: a missing post-action image stays null (seed 001 §7.2).
+        # Evidence is what the lens really got: a missing post-action image stays null (never claimed as seen).
         r = job.record
         evidence = SummaryEvidence(decision_image=r.pre_image if job.decision_image else None,
                                    post_image=r.post_image if job.post_image else None,

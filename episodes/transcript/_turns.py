@@ -12,8 +12,8 @@ from typing import Any
 
 from lifecycle import dumps_compact
 
+from .._transcript_config import TranscriptSection
 from ._chunks import Chunk, Era
-from ._config import TranscriptSection
 from ._messages import Message, Part, image, text
 from ._perception import estimate_image_tokens, estimate_text_tokens
 from ._records import StepRecord, SummaryRecord

@@ -9,7 +9,7 @@ Scripted, through the runtime's public path (``ScriptedAgent``: retrieve, record
    perturbed); the agent follows its chat procedure, types the name and finds no result, twice;
 4. later successes: search works again; three rounds of the three task types.
 
-Ground truth is the design's rule (004, conflict source 4, issue 26 Build 3), applied to each failed
+Ground truth is the design's rule (being shown is not being used), applied to each failed
 episode's own events: a memory *led* to the failure when it is the procedure the agent followed and
 whose steps it executed, a navigation rule whose transition the episode took and that led elsewhere, a
 calibration while a tap had no effect, or a UI anchor whose label was missing from its page when the

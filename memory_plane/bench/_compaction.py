@@ -3,7 +3,7 @@ the scrub edge, layered compaction, era merge, planted facts and failed routes, 
 
 Longer than 150 steps (``--steps 1200``) it is the long-task run: a verified fact planted every 50 steps,
 recovery rows, user instructions in the middle and two forced emergencies (the runtime reports a prompt at
-0.95 of the budget, as after a burst of large tool outputs), with the figures of issue 28."""
+0.95 of the budget, as after a burst of large tool outputs), with the figures long tasks are held to."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ FAILED_ROUTES = {12: ("mouse_click", {"x": 111, "y": 222}), 31: ("mouse_click", 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The issue's figures, all measured on one run (``--lens gemini-fake`` for the Gemini lenses)."""
+    """The figures, all measured on one run (``--lens gemini-fake`` for the Gemini lenses)."""
 
     steps = int(getattr(args, "steps", 150) or 150)
     if getattr(args, "short", False):
@@ -218,7 +218,7 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
             msgs = led.render()
             render_ms.append((time.perf_counter() - t0) * 1000)
             keys = [m.key() for m in msgs]
-            if keys[: len(previous)] != previous and not any(e["at"] == n - 1 for e in led.events):
+            if keys[: len(previous)] != previous and not any(e["at"] == n - 1 for e in led.compaction.events):
                 breaks += 1
             previous = keys[: led.stable_prefix_len(msgs)]
             max_images = max(max_images, led.raw_images_in(msgs))
@@ -226,7 +226,7 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
             if recovering_since is not None and ratio < cc.soft_ratio:
                 recover_steps.append(n - 1 - recovering_since)
                 recovering_since = None
-            if recovering_since is None and (long or not led.snapshot):
+            if recovering_since is None and (long or not led.compaction.snapshot):
                 ratios.append(ratio)  # outside emergencies (the 150-step run: never after a snapshot)
                 if ratio >= max(ratios):
                     worst_at = n
@@ -257,12 +257,12 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
                 validator["facts"] = [fact_steps[n]]
             if n in forced:
                 led.observe_usage(int(0.95 * budget))  # the runtime measured a prompt past the hard ratio
-            before = len([e for e in led.events if e["kind"] == "snapshot"])
+            before = len([e for e in led.compaction.events if e["kind"] == "snapshot"])
             led.commit(action=tool, args=a, thought=f"step {n}: working on subgoal {n // 25}", result=output,
                        validator=validator, post_ui_text=obs.get("visible_text"), subgoal_hash=f"sg{n // 25}",
                        failure_recovery=[{"action": f"back() after step {n}", "reason": "dialog"}]
                        if n in recovery_at else ())
-            if len([e for e in led.events if e["kind"] == "snapshot"]) > before:
+            if len([e for e in led.compaction.events if e["kind"] == "snapshot"]) > before:
                 recovering_since = n
             if long and n % 25 == 0:
                 checks, wrong = _check_recall(led, n)
@@ -281,11 +281,12 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
         by_recall = [f for n, (f, q) in planted.items() if any(f in res["text"] for res in led.recall_history(
             query=q).results)]
         with_recall = sum(1 for f in facts if f in context or f in by_recall)
-        events = led.events
+        events = led.compaction.events
         snaps = [e for e in events if e["kind"] == "snapshot"]
-        rows_f = sum(1 for c in [c for e in led.eras for c in e.chunks] + led.chunks for row in c.rows
+        frozen = led.compaction
+        rows_f = sum(1 for c in [c for e in frozen.eras for c in e.chunks] + frozen.chunks for row in c.rows
                      if row.startswith("- Step "))
-        raw = len(led.turns) - led.folded_until
+        raw = len(led.turns) - led.compaction.folded_until
         out: dict[str, Any] = {
             "steps": steps, "budget": budget, "image_scrub_depth": k,
             "render_p50_ms": r(statistics.median(render_ms), 3),
@@ -294,14 +295,14 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
             "prefix_breaks_outside_events": breaks, "operator_waits": led.service.stats.caller_waits,
             "compactions": len([e for e in events if e["kind"] == "fold"]),
             "emergency_snapshots": len(snaps),
-            "era_merges": len(led.eras),
+            "era_merges": len(led.compaction.eras),
             "max_prompt_tokens_ratio": r(max(ratios), 3),
             "compaction_min_reduction": r(min(((e["before"] - e["after"]) / e["before"]) for e in events), 3)
             if events else None,
             "consecutive_compactions": sum(1 for a, b in itertools.pairwise(events) if b["at"] - a["at"] <= 1),
             "orphan_tool_pairs": orphans,
             "ledger_lines_equal_steps": rows_f + raw == steps
-            if not led.snapshot and not any(e.paragraph for e in led.eras) else None,
+            if not led.compaction.snapshot and not any(e.paragraph for e in led.compaction.eras) else None,
             "facts_planted": len(facts), "facts_retained_in_context": r(in_context / len(facts), 3),
             "facts_retained_with_recall": r(with_recall / len(facts), 3),
             "facts_found_by_recall_alone": r(len(by_recall) / len(facts), 3),
@@ -320,8 +321,8 @@ def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int
                 "snapshots_on_consecutive_steps": sum(1 for a, b in itertools.pairwise(snaps)
                                                       if b["at"] - a["at"] <= 1),
                 "recall_answers_checked": recall_checks, "recall_answers_with_wrong_steps": recall_wrong,
-                "frozen_zone_tokens_at_end": led.frozen_tokens(),
-                "periods": len([e for e in led.eras if e.paragraph]),
+                "frozen_zone_tokens_at_end": led.compaction.frozen_tokens(),
+                "periods": len([e for e in led.compaction.eras if e.paragraph]),
             })
         led.close()
     return out

@@ -1,4 +1,4 @@
-"""`bench lessons`: whether what the device learned from real paths is what happened (issue 26).
+"""`bench lessons`: whether what the device learned from real paths is what happened.
 
 On the shared AndroidControl evaluation file, through the runtime's public path (`import_androidcontrol`,
 the code of `memplane import androidcontrol`: recorder, episode write, extraction; then
@@ -326,7 +326,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def headline(out: dict[str, Any]) -> dict[str, Any]:
-    """The figures the issue's bars read, flat (for `bench all`'s table), and the bars themselves."""
+    """The figures the bars read, flat (for `bench all`'s table), and the bars themselves."""
     ac, blame = out.get("androidcontrol", {}), out.get("blame", {})
     split = ac.get("split", {})
     ours, base = split.get("ours_first_procedure", {}), split.get("fts5_trigram_nearest_goal", {})

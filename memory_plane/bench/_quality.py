@@ -128,7 +128,7 @@ def _metrics(tasks: list[dict[str, Any]], hits: list[list[int]], queries: list[i
 
 
 def _bars(ours: dict[str, Any], tri: dict[str, Any]) -> dict[str, bool]:
-    """The issue's bars: P@5 >= trigram + 0.05 (>= trigram where trigram is at 0.90 or more), hit@1, P@2 >=."""
+    """The bars: P@5 >= trigram + 0.05 (>= trigram where trigram is at 0.90 or more), hit@1, P@2 >=."""
     need = tri["precision_at_5"] + (0.0 if tri["precision_at_5"] >= 0.90 else 0.05)
     return {"precision_at_5": ours["precision_at_5"] >= need - 1e-9,
             "hit_at_1": ours["hit_at_1"] >= tri["hit_at_1"] - 1e-9,

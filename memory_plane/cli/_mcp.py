@@ -80,7 +80,7 @@ def mcp_resources(plane: Any) -> dict[str, tuple[str, str, Any]]:
     out: dict[str, tuple[str, str, Any]] = {}
     profiles = plane.device.profiles
     # This phone's profile: the one device the tree knows (device/profiles/pixel7.yaml), else the default
-    # device's (device/profile.yaml); every profile is also served by its own URI (issue 27).
+    # device's (device/profile.yaml); every profile is also served by its own URI.
     sole = profiles.sole_device_id()
     prof = _profile_file(plane, sole or "default")
     if prof is not None:

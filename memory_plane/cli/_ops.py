@@ -156,7 +156,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.root is not None:
         # Benchmarks build their own trees in a temporary folder (sizes, ages and faults they control):
-        # a --root would be silently ignored, so it is refused (issue 27).
+        # a --root would be silently ignored, so it is refused.
         raise UsageError("bench builds its own trees in a temporary folder and does not use --root; "
                          "run `memplane --root DIR verify` or `retrieve` on your own tree instead")
     result = run_bench(args.name, args)

@@ -25,7 +25,8 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     with open_plane(args) as plane:
         device = args.device
         if device is None:
-            # A phone's own tree knows one device: that is the one asked about (issue 27), not "default".
+            # A phone's own tree knows one device: that is the one asked about, not "default"
+            # (which such a tree may not have).
             device = plane.device.profiles.sole_device_id()
             if device is not None:
                 notes.append(f"device {device} (the only device this tree knows; --device picks another)")

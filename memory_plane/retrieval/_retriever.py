@@ -216,7 +216,7 @@ class Retriever:
             gen.indexed_at[c.i] = IndexedFile(idx, path)
             return Checked(c, None)  # what the index says is what the file says
         if state is FileState.MISSING:
-            # Renamed by a person: the item is found by the id inside it.
+            # Renamed by a person: the item is found by the id inside it (the file is the truth).
             found = src.renamed(str(item_id))
             if found is not None:
                 state, path = FileState.CHANGED, str(found)

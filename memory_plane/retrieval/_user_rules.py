@@ -81,10 +81,6 @@ class RuleScope:
             hit = known[goal_apps] = GoalRules(self, src.gen, goal_apps)
         return hit
 
-    def names_goal_app(self, e: dict[str, Any], q: ParsedQuery) -> bool:
-        """Whether a memory names the goal's own app (such a rule is about this very task: it goes first)."""
-        return bool(self.apps(e) & {a for a in (q.app, *q.apps) if a})
-
 
 RuleKey = tuple[bool, bool, float, float, str]
 """(a model's word, not naming the goal's app, minus priority, minus score, id): the order of the user's word."""

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifecycle import BUILD_DATE, clock_doubt, parse_ts, read_jsonl
+from lifecycle import BUILD_DATE, CheckedStore, clock_doubt, parse_ts, read_jsonl
 
 WRITE_KEYS = ("updated_at", "last_validated_at", "created_at", "started_at", "ended_at")
 """The fields of an index line that say when its item was written."""
@@ -24,14 +24,13 @@ def _time(value: Any) -> datetime | None:
     return when if when >= BUILD_DATE else None
 
 
-def newest_write(root: Path, collections: Iterable[Any]) -> tuple[datetime, str] | None:
+def newest_write(root: Path, collections: Iterable[CheckedStore]) -> tuple[datetime, str] | None:
     """The newest write time the tree holds and where (index lines and the tombstone journal: no item file is
     read); times from an unset clock, before the build date, say nothing and are skipped. The index files are
     only read as they are: a broken one is verify's to report and rebuild, not this look's."""
     best: tuple[datetime, str] | None = None
     for coll in collections:
-        index = getattr(coll, "index", None)
-        for e in index.read().entries if index is not None else ():
+        for e in coll.index.read().entries:
             for key in WRITE_KEYS:
                 when = _time(e.get(key))
                 if when is not None and (best is None or when > best[0]):
@@ -45,7 +44,7 @@ def newest_write(root: Path, collections: Iterable[Any]) -> tuple[datetime, str]
     return best
 
 
-def doubt(root: Path, collections: Iterable[Any], now: datetime) -> str | None:
+def doubt(root: Path, collections: Iterable[CheckedStore], now: datetime) -> str | None:
     """Why ``now`` cannot be believed for removing or expiring anything by age in this tree, or None."""
     newest = newest_write(root, collections)
     return clock_doubt(now, newest[0] if newest else None, newest[1] if newest else "")

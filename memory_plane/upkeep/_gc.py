@@ -17,6 +17,7 @@ from lifecycle import (
     GcReport,
     ItemRead,
     Retention,
+    apply_plan,
     atomic_write,
     collection_lock,
     dumps_compact,
@@ -52,6 +53,7 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
             raise ClockError(why)
     rep = GcReport(dry_run=dry_run)
     _remove_stale_temp_files(root, ret, now, rep)
+    apply_plan(root, rep)
     # Every memory file is parsed once; the same records decide references and removals.
     memories: list[Any] = [*device.collections.values(), device.profiles, long_term]
     parsed = {id(c): list(c.iter_items()) for c in memories}
@@ -63,6 +65,7 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     _trim_tombstones(root, ret, now, rep, dry_run)
     _trim_quarantine(root, ret, now, rep)
     _trim_session_archive(root, ret, now, rep)
+    apply_plan(root, rep)
     _trim_conflicts(root, rep, dry_run)
     return rep
 

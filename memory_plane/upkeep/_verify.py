@@ -1,5 +1,5 @@
 """`memplane lifecycle verify` over the whole tree: parse every file, rebuild indexes, mark expired, check
-evidence and config.yaml, close crashed episodes; repair only with fix."""
+evidence and config.yaml, close crashed episodes; each finding carries its repair, made by ``repair_tree``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from device_memory import DeviceMemory
-from episodes import LessonExtractor, OnClosed, OutcomeUpdater, TaskEpisodeStore
+from episodes import FAILED_PREFIX, LESSONS_JOB, OnClosed, TaskEpisodeStore, TaskEpisodeWriter
 from lifecycle import (
-    Collection,
     ConfigError,
     FileProblemError,
+    Repair,
     UnsafePathError,
     VerifyReport,
     atomic_write,
@@ -25,7 +25,7 @@ from lifecycle import (
     odd_entries,
     read_bytes_nofollow,
     read_jsonl,
-    verify_collections,
+    repair_findings,
 )
 
 from .._long_term import LongTermStore
@@ -43,10 +43,10 @@ REPAIRED = {"parse", "validation", "yamlbomb", "oversize", "index", "jsonl", "to
 
 
 def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_term: LongTermStore,
-                *, fix: bool = False, now: datetime | None = None,
-                extra: Iterable[Collection] = (), session: SessionStore | None = None,
+                writer: TaskEpisodeWriter, *, now: datetime | None = None, session: SessionStore | None = None,
                 trust_clock: bool = False) -> VerifyReport:
-    """Rebuild indexes, report bad files, mark expired, check evidence, close crashed episodes.
+    """Rebuild indexes, report bad files (each with the repair it needs), mark expired, check evidence, close
+    crashed episodes. Nothing else changes: ``repair_tree`` makes the repairs (``--fix``).
 
     On a clock it cannot believe (see ``gc_tree``) verify checks everything but marks nothing expired, and
     names the clock as a problem; ``trust_clock`` (the operator gave the time) skips that check."""
@@ -61,44 +61,58 @@ def verify_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, lo
     _check_config(root, report)
     report.stats.update({key: [] for key in STAT_KEYS})
     # Episodes first: what they hold decides which memories lost their evidence.
-    episodes.verify(report, fix, now, on_closed=_commit_jobs(device, episodes, report))
+    episodes.verify(report, now, on_closed=_commit_jobs(writer, report))
     for coll in [*device.all_collections(), long_term]:
-        coll.verify(report, fix, now)
-    verify_collections(root, extra, fix=fix, report=report)
+        coll.verify(report, now)
     report.stats["refresh_candidates"].sort(key=lambda r: -r["success_count"])
-    _check_jsonl(root, report, fix)
+    _check_jsonl(root, report)
     if session is not None:
-        _check_chunks(session, report, fix)
+        _check_chunks(session, report)
     _report_shapes(root, report, episodes.layout.folders)
-    if fix:
-        # The second verify after --fix must be clean: drop the findings that were repaired.
-        report.problems = [p for p in report.problems if p.category not in REPAIRED]
     return report
 
 
-def _commit_jobs(device: DeviceMemory, episodes: TaskEpisodeStore, report: VerifyReport) -> OnClosed:
-    """What runs for an episode verify closed: the jobs its commit would have run."""
+def repair_tree(report: VerifyReport) -> None:
+    """``--fix``: make the repairs the findings need, in the order found (torn lines before chunk checksums),
+    then drop what the repairs and the index rebuilds cleared, so the second verify after it comes back clean."""
+    repair_findings(report)
+    report.problems = [p for p in report.problems if p.category not in REPAIRED]
+
+
+def _commit_jobs(writer: TaskEpisodeWriter, report: VerifyReport) -> OnClosed:
+    """What runs for an episode verify closed: the jobs its commit would have run, by the writer's runner."""
 
     def run(closed: Any) -> None:
         if closed.status == "interrupted":
             # A crash loses the path and the end, not what the paired calls showed of the apps:
             # those facts are learned at low confidence (and nothing else).
-            try:
-                learned = LessonExtractor(device, episodes)(closed)
-            except Exception as exc:  # a lesson is never worth a failed verify
-                log.error("verify: lessons of interrupted %s not extracted: %s", closed.id, exc)
-            else:
-                if learned.ids:
-                    report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {closed.id}")
+            learned = writer.run_now(closed, names={LESSONS_JOB}).get(LESSONS_JOB)
+            if learned is not None and learned.ids:
+                report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {closed.id}")
             return
         # Its events end with finish: what it used and what it taught.
-        for job in (OutcomeUpdater(device, episodes), LessonExtractor(device, episodes)):
-            try:
-                job(closed)
-            except Exception as exc:  # a lesson is never worth a failed verify
-                log.error("verify: %s of completed %s failed: %s", job.__name__, closed.id, exc)
+        writer.run_now(closed)
 
     return run
+
+
+def check_jobs(writer: TaskEpisodeWriter, episodes: TaskEpisodeStore, report: VerifyReport, limit: int) -> None:
+    """Run the background jobs that never ran (a crash, an overflow), then name each job whose last run failed
+    and each transcript closed with work pending: work that did not happen is a problem for cron (exit 1), with
+    its reason (a lesson never learned because the disk was full must not pass as "ok")."""
+    report.stats["jobs_caught_up"] = writer.catch_up(limit=limit)
+    report.stats["jobs_failed"] = writer.failed_jobs()
+
+    def in_episode(ep_id: str, name: str) -> str:
+        return episodes.rel(episodes.layout.expected_path(ep_id).parent / name)
+
+    for j in report.stats["jobs_failed"]:
+        report.add("job_failed", in_episode(j["episode"], f"{FAILED_PREFIX}{j['job']}"),
+                   None, f"background job {j['job']} failed at {j['failed_at'] or '?'}: {j['error'] or '?'}; "
+                   f"retried {j['retry']}")
+    for ep_id in report.stats.get("transcripts_pending") or []:
+        report.add("pending", in_episode(ep_id, "transcript/steps.jsonl"), None,
+                   "the transcript was closed with visual summaries still pending")
 
 
 def _check_retention(root: Path, report: VerifyReport) -> None:
@@ -129,39 +143,65 @@ def _repair_jsonl(root: Path, path: Path) -> int:
     return len(read.problems)
 
 
-def _check_jsonl(root: Path, report: VerifyReport, fix: bool) -> None:
-    """Every jsonl file of the tree: unreadable and torn lines named, dropped with fix."""
+def _check_jsonl(root: Path, report: VerifyReport) -> None:
+    """Every jsonl file of the tree: unreadable and torn lines named; their repair drops them."""
     for f in _jsonl_files(root, report.jsonl_files):
         read = read_jsonl(f)
         if not read.problems:
             continue
         rel = str(f.relative_to(root))
+        repair = Repair("drop_lines", _line_dropper(root, f, rel))  # one rewrite for all of a file's lines
         for p in read.problems:
-            report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message)
-        if fix:
-            try:
-                n = _repair_jsonl(root, f)
-            except UnsafePathError as exc:
-                report.add("symlink", rel, None, f"not repaired: {exc.name} is a symlink (never written through)")
-                continue
-            except OSError as exc:
-                report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
-                continue
-            report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+            report.add("torn_jsonl" if read.torn_tail else "jsonl", rel, p.line, p.message, repair)
 
 
-def _check_chunks(session: SessionStore, report: VerifyReport, fix: bool) -> None:
-    """The session's chunk checksums (after the torn-line repair, so a fix records what the file now holds)."""
+def _line_dropper(root: Path, path: Path, rel: str) -> Callable[[VerifyReport], bool]:
+    """The repair of a jsonl file with unreadable lines: rewritten without them."""
+
+    def drop(report: VerifyReport) -> bool:
+        try:
+            n = _repair_jsonl(root, path)
+        except UnsafePathError as exc:
+            report.add("symlink", rel, None, f"not repaired: {exc.name} is a symlink (never written through)")
+            return False
+        except OSError as exc:
+            report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
+            return False
+        report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+        return True
+
+    return drop
+
+
+def _check_chunks(session: SessionStore, report: VerifyReport) -> None:
+    """The session's chunk checksums; their repair records what each file holds now (made after the torn-line
+    repairs, which were found first)."""
     try:
-        for category, rel, message in session.verify_chunks(fix=fix):
-            report.add(category, rel, None, message)
+        found = session.verify_chunks()
     except OSError as exc:
         report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
+        return
+    repair = Repair("record_chunks", _chunk_recorder(session))
+    for category, rel, message in found:
+        report.add(category, rel, None, message, repair)
+
+
+def _chunk_recorder(session: SessionStore) -> Callable[[VerifyReport], bool]:
+    """The repair of chunk files that do not hold what the index says: the index records what they hold."""
+
+    def record(report: VerifyReport) -> bool:
+        try:
+            session.verify_chunks(fix=True)
+        except OSError as exc:
+            report.add("io", "session/chunks", None, f"cannot check chunks: {exc.strerror or exc}")
+        return False  # what the repair settles is named by category (REPAIRED), as it always was
+
+    return record
 
 
 def _report_shapes(root: Path, report: VerifyReport, folder_place: Callable[[str], bool]) -> None:
     """Every symlink in the tree not reported yet (a linked folder inside an episode, a year folder ...):
-    nothing reads through one, so what it points at would be silently missing (issue 27); and every entry
+    nothing reads through one, so what it points at would be silently missing; and every entry
     of the wrong shape (a folder or a named pipe where a file belongs, a file where a folder belongs)."""
     seen = {p.path for p in report.problems if p.category == "symlink"}
     links, shapes = odd_entries(root, folder_place)
@@ -179,9 +219,9 @@ def _check_config(root: Path, report: VerifyReport) -> None:
     """config.yaml: readable YAML, a mapping, no unknown transcript keys, a valid lenses section."""
     import pydantic
 
-    from episodes.transcript import TranscriptConfig
+    from episodes import TranscriptConfig
 
-    from .._lenses import GeminiSettings
+    from .._lens_settings import GeminiSettings
 
     path = root / "config.yaml"
     try:
@@ -218,4 +258,4 @@ def _check_config(root: Path, report: VerifyReport) -> None:
                 report.add("config", "config.yaml", key_line(text, "lenses"), f"lenses.{where}: {err.get('msg')}")
 
 
-__all__ = ["verify_tree"]
+__all__ = ["check_jobs", "repair_tree", "verify_tree"]

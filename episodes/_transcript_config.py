@@ -1,4 +1,4 @@
-"""Transcript configuration: the design's file layout (002 §6.4), an independent switch per capability.
+"""Transcript configuration: the design's file layout, an independent switch per capability.
 
 `config.yaml` may hold the sections at the top level or under `agent.memory`, as the design writes them:
 `transcript.{enabled, context_budget_tokens, soft_ratio, hard_ratio, min_active_steps, image_scrub_depth,
@@ -32,7 +32,7 @@ class TranscriptSection(_Section):
     visual_summaries: bool = True
     envelopes: bool = True
     similarity_hints: bool = True
-    similarity_max_distance: int = Field(default=5, ge=0, le=64)  # dHash bits; the design's M5 calibration
+    similarity_max_distance: int = Field(default=5, ge=0, le=64)  # dHash bits; the design's calibration
     image_scrub_depth: int = Field(default=3, ge=1)
     pending_grace_steps: int = Field(default=3, ge=0)
     xml_scrub_depth: int = Field(default=1, ge=1)
@@ -73,8 +73,8 @@ class ChunkingSection(_Section):
     target_source_tokens: int = 2000
     max_chunks: int = 8
     max_eras: int | None = None  # None follows max_chunks (the design's default)
-    # The layers past the eras, each bounded (002 decision 5): at most max_periods period paragraphs (the
-    # adjacent pair spanning the fewest steps merges into a wider period), each showing at most
+    # The layers past the eras, each bounded (so they never outgrow the budget): at most max_periods period
+    # paragraphs (the adjacent pair spanning the fewest steps merges into a wider period), each showing at most
     # period_max_facts verified facts; and F as a whole at most frozen_ratio of the budget (the oldest layer
     # steps down first), so a task of any length stays under the soft ratio without an emergency.
     max_periods: int = Field(default=4, ge=1)

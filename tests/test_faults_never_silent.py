@@ -1,4 +1,8 @@
-"""Issue 27: hand edits and faults are never silent (GC resumes, indexes are checked, the file is the truth...)."""
+"""Hand edits and faults are never silent (GC resumes, indexes are checked, the file is the truth...).
+
+It reaches inside the lifecycle bench for its aged tree, `lifecycle._gc` and `episodes._store` to fail or kill a
+step at a chosen point, and `cli/_mcp` for the MCP server.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,11 @@ import time
 from pathlib import Path
 
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
-from memory_plane.cli._main import main as cli
+from memory_plane.cli import main as cli
+
+from helpers import manual_procedure
 
 GOAL = "用支付宝付款 pay with alipay"
-
-
-def _procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
-    coll = plane.device.collection("procedure")
-    item = plane.device.new_item(coll.model, item_id, title="Pay with Alipay", app_id="alipay", intent="pay",
-                                 steps=[{"tool": "tap", "target_label": "Pay"}])
-    return coll.save(item)
 
 
 def _touch_later(path: Path, text: str) -> None:
@@ -27,12 +26,12 @@ def _touch_later(path: Path, text: str) -> None:
     os.utime(path, (later, later))
 
 
-# -- point 4: the file is the truth, at once --------------------------------------------------------------
+# -- the file is the truth, at once --------------------------------------------------------------
 
 
 def test_a_changed_file_is_scored_and_rendered_as_it_is_now(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         (hit,) = plane.retrieve(GOAL).common.procedures
         assert hit.confidence == 0.5
         text = path.read_text()
@@ -60,7 +59,7 @@ def test_a_changed_long_term_summary_is_what_the_prompt_shows(tmp_path: Path) ->
 def test_a_renamed_item_is_found_by_the_id_inside_it(tmp_path: Path, capsys) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         os.rename(path, path.with_name("my-alipay-notes.yaml"))
         ctx = plane.retrieve(GOAL)
         assert "proc_manual" in ctx.refs()
@@ -72,7 +71,7 @@ def test_a_renamed_item_is_found_by_the_id_inside_it(tmp_path: Path, capsys) -> 
 
 
 
-# -- point 2: a GC killed at any point resumes to the same files and tombstones -----------------------------
+# -- a GC killed at any point resumes to the same files and tombstones -----------------------------
 
 
 class _Killed(BaseException):
@@ -95,7 +94,7 @@ def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _gc(root: Path, now) -> None:  # type: ignore[no-untyped-def]
-    from memory_plane.upkeep._gc import gc_tree
+    from memory_plane.upkeep import gc_tree
 
     with MemoryPlane.open(root) as plane:
         gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)
@@ -138,7 +137,7 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
         assert _gc_state(root) == want, kill_at
 
 
-# -- point 3: indexes are checked, not trusted --------------------------------------------------------------
+# -- indexes are checked, not trusted --------------------------------------------------------------
 
 
 def _episodes(plane: MemoryPlane, n: int) -> list[str]:
@@ -191,8 +190,8 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
 
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
-        path = _procedure(plane)
-        _procedure(plane, "proc_second")
+        path = manual_procedure(plane)
+        manual_procedure(plane, "proc_second")
     index = path.parent / "index.yaml"
     _age(path.parent)
     index.write_text("".join(ln for ln in index.read_text().splitlines(keepends=True) if "proc_second" not in ln))
@@ -205,7 +204,7 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
     assert "procedures/index.yaml" in caplog.text and "2 entries read from the item files instead of 1" in caplog.text
 
 
-# -- point 5: finished is finished ----------------------------------------------------------------------------
+# -- finished is finished ----------------------------------------------------------------------------
 
 
 def test_a_finished_task_whose_commit_hit_enospc_is_completed_not_interrupted(tmp_path: Path, monkeypatch) -> None:
@@ -245,7 +244,7 @@ def test_a_finished_task_whose_commit_hit_enospc_is_completed_not_interrupted(tm
         assert ep.id not in [h.id for h in ctx.common.failure_modes]
 
 
-# -- point 6: cron-grade output ---------------------------------------------------------------------------------
+# -- cron-grade output ---------------------------------------------------------------------------------
 
 
 def _cron_lines() -> list[str]:
@@ -275,7 +274,7 @@ def test_the_readme_cron_recipe_logs_one_json_line_per_run_whatever_happens(tmp_
     log = tmp_path / "memplane.log"
     good = tmp_path / "good"
     with MemoryPlane.open(good) as plane:
-        _procedure(plane)
+        manual_procedure(plane)
     _run_cron(verify_line, good, log, tmp_path)                     # ok
     _run_cron(gc_line, good, log, tmp_path)                         # ok
     _run_cron(verify_line, tmp_path / "unmounted", log, tmp_path)   # missing root: exit 4
@@ -308,7 +307,7 @@ def test_failed_background_jobs_make_verify_exit_1_with_their_reason(tmp_path: P
 
 def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> None:
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
+        path = manual_procedure(plane)
         path.write_text(path.read_text().replace("status: active", "status: disabled"))
         report = plane.verify()
         assert report.ok, report.problems
@@ -316,15 +315,15 @@ def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> N
         assert plane.device.get("proc_manual").status == "inactive"  # type: ignore[union-attr]
 
 
-# -- point 7: odd files ---------------------------------------------------------------------------------------------
+# -- odd files ---------------------------------------------------------------------------------------------
 
 
 def test_an_item_over_the_size_limit_is_not_loaded_and_is_named(tmp_path: Path) -> None:
     from lifecycle import MAX_ITEM_BYTES
 
     with MemoryPlane.open(tmp_path / "m") as plane:
-        path = _procedure(plane)
-        _procedure(plane, "proc_second")
+        path = manual_procedure(plane)
+        manual_procedure(plane, "proc_second")
         big = path.read_text() + "notes: |\n" + ("  " + "x" * 1000 + "\n") * (MAX_ITEM_BYTES // 1000 + 10)
         _touch_later(path, big)
         ctx = plane.retrieve(GOAL)
@@ -391,7 +390,7 @@ def test_a_memory_cut_to_the_limit_says_so_and_the_cli_names_its_own_flag(tmp_pa
     assert "--force" in out and "force=True" not in out
 
 
-# -- point 8: MCP and CLI corners ------------------------------------------------------------------------------------
+# -- MCP and CLI corners ------------------------------------------------------------------------------------
 
 
 def _pixel7(root: Path) -> None:
@@ -459,7 +458,7 @@ def test_explain_lists_every_candidate_the_size_budget_dropped(tmp_path: Path) -
     with MemoryPlane.open(tmp_path / "m") as plane:
         for i in range(6):
             plane.long_term.save_memory(type="rule", content=f"Rule {i}: when paying, " + "always check twice. " * 40)
-        plane.retriever.config.budget_chars = 1500
+        plane._retriever.config.budget_chars = 1500
         ctx = plane.explain("pay with alipay")
         cut = [d for d in ctx.dropped_items if d["reason"] == "budget"]
         assert cut and ctx.dropped.get("budget") == len(cut)
