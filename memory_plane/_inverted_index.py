@@ -97,12 +97,15 @@ class InvertedIndex:
             self._idf, self._idf_at = {}, len(self.docs)
         w = self._idf.get(token)
         if w is None:
-            n = max(1, len(self.docs))
             plist = self.postings.get(token)
-            df = len(plist) if plist is not None else 0
-            w = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            if plist is not None:  # kept for the index's own words only: queries' unseen words do not pile up
-                self._idf[token] = w
+            # Every word no document has weighs the same: one entry ("", never a token) for all of them, so
+            # queries' unseen words do not pile up.
+            key = token if plist is not None else ""
+            w = self._idf.get(key)
+            if w is None:
+                n = max(1, len(self.docs))
+                df = len(plist) if plist is not None else 0
+                w = self._idf[key] = math.log(1 + (n - df + 0.5) / (df + 0.5))
         return w
 
     def _fresh_norms(self) -> dict[int, float]:
