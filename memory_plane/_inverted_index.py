@@ -93,13 +93,19 @@ class InvertedIndex:
 
     def weight(self, token: str) -> float:
         """BM25-style IDF of a token (an unseen token weighs as much as the rarest)."""
-        if self._idf_at != len(self.docs) or len(self._idf) > 50_000:  # queries' unseen words stay bounded too
+        if self._idf_at != len(self.docs):
             self._idf, self._idf_at = {}, len(self.docs)
         w = self._idf.get(token)
         if w is None:
-            n = max(1, len(self.docs))
-            df = len(self.postings.get(token, ()))
-            w = self._idf[token] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            plist = self.postings.get(token)
+            # Every word no document has weighs the same: one entry ("", never a token) for all of them, so
+            # queries' unseen words do not pile up.
+            key = token if plist is not None else ""
+            w = self._idf.get(key)
+            if w is None:
+                n = max(1, len(self.docs))
+                df = len(plist) if plist is not None else 0
+                w = self._idf[key] = math.log(1 + (n - df + 0.5) / (df + 0.5))
         return w
 
     def _fresh_norms(self) -> dict[int, float]:

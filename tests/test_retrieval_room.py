@@ -21,17 +21,18 @@ from memory_plane import (
     render_context,
 )
 from memory_plane.retrieval._budget import fit_budget, in_rank_order, rank_key
+from memory_plane.retrieval._candidates import Cand, EpisodeEvidence
 from memory_plane.retrieval._drops import DropLog
 from memory_plane.retrieval._goal_match import Query
 from memory_plane.retrieval._recall import target_app
-from memory_plane.retrieval._scoring import Cand, EpisodeEvidence, Scorer
-from memory_plane.retrieval._sources import Source, long_term_text
+from memory_plane.retrieval._scoring import Scorer
+from memory_plane.retrieval._sources import EpisodeSource, LongTermSource, Source
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
 def _source(n: int) -> Source:
-    src = Source("long_term", long_term_text)
+    src = LongTermSource()
     src.sync([{"id": f"mem_{k:04d}", "type": "rule" if k % 2 else "fact", "status": "active",
                "title": f"rule {k}", "summary": f"remember thing {k}", "priority": k % 3} for k in range(n)])
     return src
@@ -127,7 +128,7 @@ def _verdicts(scorer: Scorer, src: Source, found: dict[int, float], ctx: Query, 
 
 
 def test_judging_all_at_once_replays_exactly_what_judging_one_by_one_decides() -> None:
-    src = Source("long_term", long_term_text)
+    src = LongTermSource()
     entries = []
     for k in range(60):
         e = {"id": f"mem_{k:03d}", "type": ("rule", "preference", "fact", "profile")[k % 4],
@@ -156,9 +157,7 @@ def test_judging_all_at_once_replays_exactly_what_judging_one_by_one_decides() -
 
 
 def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_first() -> None:
-    from memory_plane.retrieval._sources import episode_text
-
-    src = Source("episode", episode_text, lambda app: app)
+    src = EpisodeSource()
     # The closest goal by BM25 (the lead) gets the best word similarity on the calibrated scale, which is the
     # word similarity of the best word match: the two tie on every factor. Its id sorts last.
     src.sync([{"id": f"ep_2026110{k}_{name}", "status": "active", "success": True, "app": "settings",
@@ -177,9 +176,7 @@ def test_an_equal_score_goes_to_the_closest_past_goal_not_to_the_id_that_sorts_f
 
 
 def test_the_closest_past_goal_is_shown_below_the_floor_only_when_no_app_is_likely() -> None:
-    from memory_plane.retrieval._sources import episode_text
-
-    src = Source("episode", episode_text, lambda app: app)
+    src = EpisodeSource()
     src.sync([{"id": f"ep_2026110{k}_{app}", "status": "active", "success": True, "app": app, "goal": goal,
                "started_at": "2026-11-01T00:00:00Z", "path": f"2026/x{k}/episode.yaml"}
               for k, (app, goal) in enumerate([("clock", "delete all alarms after 2pm"),
@@ -199,7 +196,7 @@ def test_the_closest_past_goal_is_shown_below_the_floor_only_when_no_app_is_like
 
 def test_the_weak_closest_goal_is_shown_only_when_no_other_episode_is() -> None:
     scorer = Scorer(RetrieveConfig())
-    src = Source("episode", lambda e: "", lambda app: app)
+    src = EpisodeSource()
     ev = EpisodeEvidence(target=None, post={}, lead=0, fused={0: 0.1})
 
     def cand(i: int, sim: float) -> Cand:
@@ -230,3 +227,24 @@ def test_an_app_whose_only_goal_has_no_words_does_not_break_the_prior() -> None:
     assert loaded.posterior(["send"]) == counted.posterior(["send"])
     assert loaded.posterior(["send"], without=[("wechat", ["open", "chat"])]) == \
         counted.posterior(["send"], without=[("wechat", ["open", "chat"])])
+
+
+def test_what_an_index_derives_lives_as_long_as_its_entries_and_goes_whole() -> None:
+    src = _source(4)
+    gen, entries = src.gen, src.entries
+    scorer, ctx = Scorer(RetrieveConfig()), _query()
+    kept = list(scorer.judge_all(src, dict.fromkeys(range(4), 0.0), "long_term", ctx, DropLog()))
+    assert kept and gen.view(ctx.env).settled  # judged once, kept in the generation for this environment
+    # An append extends the reader's list in place: the same generation, the new tail indexed on top.
+    entries.append({"id": "mem_0004", "type": "rule", "status": "active", "title": "rule 4", "summary": "new"})
+    src.sync(entries)
+    assert src.gen is gen and len(gen.feats) == len(gen.texts) == 5 and gen.always == [1, 3, 4]
+    assert [i for i, _ in gen.inv.search(frozenset({"new"}))] == [4]
+    # A rewritten index is another list (and a shorter one cannot be an append): a new generation, nothing kept.
+    for rewritten in ([dict(e) for e in entries], entries):
+        if rewritten is entries:
+            entries.pop()
+        before = src.gen
+        src.sync(rewritten)
+        assert src.gen is not before and not src.gen.view(ctx.env).settled and not src.gen.hit_fields
+        assert len(src.gen.feats) == len(rewritten)

@@ -181,6 +181,21 @@ def test_explain_keeps_factors(plane: MemoryPlane) -> None:
     assert ex["query"]["app"] == "wechat"
 
 
+def test_every_score_is_its_factors_times_the_weights_explain_prints(plane: MemoryPlane) -> None:
+    run(plane, "打开微信，找到张三", WECHAT)
+    plane.long_term.save_memory(type="rule", content="Always confirm the contact before sending in WeChat")
+    ex = plane.retrieve(req("打开微信找李四")).explain()
+    weights = ex["weights"]
+    assert weights["goal_similarity"] == 0.35 and weights["conflict_or_stale_penalty"] == -0.30
+    hits = [h for section in ex["hits"].values() for h in section if h["type"] != "device_profile"]
+    assert hits and any("user_rule_bonus" in h["factors"] for h in hits)
+    for h in hits:
+        f = h["factors"]
+        # Factors are rounded to three places, the score to four: equal up to that.
+        assert h["score"] == pytest.approx(sum(w * f[k] for k, w in weights.items()) + f.get("user_rule_bonus", 0.0),
+                                           abs=3e-3)
+
+
 def test_long_term_save_dedupe_supersede_forget(plane: MemoryPlane, root: Path) -> None:
     lt = plane.long_term
     r = lt.save_memory(type="preference", content="User prefers WeChat for messages", tags=["messaging"],
@@ -272,15 +287,15 @@ def test_excluded_ids_leave_hits_and_the_app_prior(plane: MemoryPlane) -> None:
     got = [h.id for h in ctx.common.similar_episodes]
     assert ep_ids[0] not in got and set(got) == set(ep_ids[1:])
     # Excluding a document from the prior is the same as never having counted it.
-    src = plane._retriever._episode_source
     q = plane.retrieve(req("在美团点外卖 0")).query.tokens
+    src = plane._retriever._episode_source.gen
     full = src.prior.posterior(q)
     fresh = AppPrior()
     for i in range(1, len(src.entries)):
-        fresh.add(src.canon[i] or "", src.inv.docs[i])
+        fresh.add(src.canon[i] or "", src.inv.doc(i))
     fresh.add("other", frozenset(["x"]))  # keep a second app so both posteriors are over the same apps
     src.prior.add("other", frozenset(["x"]))
-    left = src.prior.posterior(q, without=[(src.canon[0] or "", src.inv.docs[0])])
+    left = src.prior.posterior(q, without=[(src.canon[0] or "", src.inv.doc(0))])
     assert left == pytest.approx(fresh.posterior(q)) and sum(full.values()) == pytest.approx(1.0)
 
 

@@ -269,3 +269,48 @@ def test_the_reach_check_sees_a_silent_reach(tmp_path: Path) -> None:
     probe.write_text('"""A probe.\n\nIt reaches inside bench/ for its metrics."""\n\n'
                      "from memory_plane.bench import _quality\n")
     assert _silent_reaches(probe) == []
+
+
+RETRIEVAL = ("memory_plane/retrieval", "memory_plane/_inverted_index.py")
+
+
+def _ad_hoc_caches(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, what) of each ``id()`` call and each mapping emptied when its own size passes a bound: what
+    retrieval derives from an index lives in that index's generation, dropped whole when the index changes."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "id":
+            yield node.lineno, "id() of an object as a key (the number is reused once the object is gone)"
+        if not isinstance(node, ast.If):
+            continue
+        sized = {ast.dump(c.left.args[0]) for c in ast.walk(node.test)
+                 if isinstance(c, ast.Compare) and isinstance(c.left, ast.Call) and isinstance(c.left.func, ast.Name)
+                 and c.left.func.id == "len" and c.left.args and isinstance(c.ops[0], (ast.Gt, ast.GtE))}
+        for stmt in node.body:
+            for n in ast.walk(stmt):
+                emptied: list[ast.AST] = []
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "clear"
+                        and not n.args):
+                    emptied.append(n.func.value)
+                elif isinstance(n, ast.Assign):
+                    pairs = (zip(n.targets[0].elts, n.value.elts)
+                             if isinstance(n.targets[0], ast.Tuple) and isinstance(n.value, ast.Tuple)
+                             else [(n.targets[0], n.value)])
+                    emptied += [t for t, v in pairs if isinstance(v, ast.Dict) and not v.keys]
+                if any(ast.dump(e).replace("Store()", "Load()") in sized for e in emptied):
+                    yield node.lineno, "a cache emptied when it passes a size"
+
+
+def test_retrieval_keeps_no_cache_keyed_by_id_or_emptied_by_size() -> None:
+    bad = []
+    for rel in RETRIEVAL:
+        base = REPO / rel
+        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
+            bad += [f"{path.relative_to(REPO)}:{line} {what}" for line, what in _ad_hoc_caches(ast.parse(
+                path.read_text("utf-8")))]
+    assert not bad, "\n".join(bad)
+    # The check sees what it forbids, and leaves a bound on something else (a corpus that grew) alone.
+    probe = ast.parse("def f(self, e, d):\n    if len(self._memo) > 4096:\n        self._memo.clear()\n"
+                      "    if e is not self._of or len(self._goals) > 256:\n        self._of, self._goals = e, {}\n"
+                      "    hit = self._seen.get(id(e))\n"
+                      "    if len(self.docs) > self._at * 1.1:\n        self._norms = {}\n")
+    assert [line for line, _ in _ad_hoc_caches(probe)] == [2, 4, 6]

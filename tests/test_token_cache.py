@@ -114,7 +114,7 @@ def test_episodes_appended_after_the_file_are_tokenised_on_top_of_it(store: Path
     truth, _ = answers(store, persist=False)
     got, plane = answers(store)
     src = plane._retriever._episode_source
-    assert src.persisted == 40 and len(src.texts) == 45  # the prefix from the file, five tokenised
+    assert src.persisted == 40 and len(src.gen.texts) == 45  # the prefix from the file, five tokenised
     assert got == truth
     assert cache_file(store).read_bytes() == before  # five behind is not worth a rewrite yet
     ctx = plane.retrieve(MemoryRetrieveRequest(input=goals(5, 2)[0][0], current_hints={"language": "zh-CN"}))
@@ -209,21 +209,21 @@ def _prior_state(prior: AppPrior) -> tuple:
 
 def test_the_app_prior_is_loaded_with_the_postings_and_only_for_the_apps_it_was_counted_with(store: Path) -> None:
     truth, plane = answers(store)
-    computed = plane._retriever._episode_source.prior
+    computed = plane._retriever._episode_source.gen.prior
     assert "prior" in _good_payload(store)
     again, plane2 = answers(store)
     src = plane2._retriever._episode_source
     assert again == truth and None in src.inv.docs  # loaded, not tokenised: the prior came from the file
-    assert _prior_state(src.prior) == _prior_state(computed)
+    assert _prior_state(src.gen.prior) == _prior_state(computed)
     q = token_set("send Alice the photo")
-    assert src.prior.posterior(q) == computed.posterior(q)
+    assert src.gen.prior.posterior(q) == computed.posterior(q)
     # Another canonical app for one episode (a catalog that learned a name since): the postings are used,
     # the counts are not (counted again from the postings, for these apps).
-    apps = [a or "" for a in src.canon]
+    apps = [a or "" for a in src.gen.canon]
     apps[0] = "some_other_app"
-    found = src.cache.load(src.texts, apps)  # type: ignore[union-attr]
+    found = src.cache.load(src.gen.texts, apps)  # type: ignore[union-attr]
     assert found is not None and found.counts is None
-    found = src.cache.load(src.texts, [a or "" for a in src.canon])  # type: ignore[union-attr]
+    found = src.cache.load(src.gen.texts, [a or "" for a in src.gen.canon])  # type: ignore[union-attr]
     assert found is not None and found.counts == computed.counts
 
 
@@ -326,7 +326,7 @@ def test_the_episodes_file_keeps_their_trigram_counts_and_a_file_of_the_old_form
     loaded = plane2._retriever._episode_source.inv.grams
     assert loaded is not None and loaded.df == counted.df and loaded.length == counted.length and again == truth
     fresh = GramStats()
-    fresh.add_many(plane2._retriever._episode_source.texts)
+    fresh.add_many(plane2._retriever._episode_source.gen.texts)
     assert fresh.df == counted.df
     # A file without the counts (format 1): not used, rebuilt; the answers are the same.
     data["format"] = 1

@@ -57,6 +57,11 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     out = [f"goal: {data.get('goal') or q.get('text', '')!r}  device={data.get('device', 'default')}  "
            f"intent={q.get('intent')}  app={q.get('app')}  target={q.get('target')}"]
     out += [f"note: {n}" for n in data.get("notes") or []]
+    short_of = dict(_FACTORS)
+    terms = [f"{'-' if w < 0 else '+'} {abs(w):.2f}·{short_of.get(k, k)}"
+             for k, w in (data.get("weights") or {}).items()]
+    if terms:
+        out.append(f"score = {' '.join(terms).lstrip('+ ')} (+ a user rule's bonus)")
     head = "  ".join(f"{short:>5}" for _, short in _FACTORS)
     for cat in CATEGORY_ORDER:
         hits = (data.get("hits") or {}).get(cat) or []

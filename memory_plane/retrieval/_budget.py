@@ -6,9 +6,9 @@ import heapq
 from collections.abc import Iterator
 
 from .._retrieve_types import RoleMemoryContext
+from ._candidates import Cand
 from ._drops import DropLog
-from ._render import render_context
-from ._scoring import Cand
+from ._render import LineMemo, render_context
 
 # The sections the budget may trim: the weakest last hit among them goes first, cautions only when
 # nothing else is left.
@@ -36,7 +36,7 @@ def fit_budget(common: RoleMemoryContext, budget: int, users: int = 0, drop: Dro
     """Drop the weakest hits until the block fits ``budget`` characters, cautions last."""
     # The user's rules and preferences that apply (the first ``users`` long-term hits, already within
     # their share) stay; the weakest other hits are dropped until the block fits, cautions last.
-    memo: dict[tuple[int, bool], str] = {}  # the hits do not change while the weakest are dropped
+    memo: LineMemo = {}  # the hits do not change while the weakest are dropped
     why = f"left out of the {budget}-character block"
     size = len(render_context(common, memo))
     while size > budget:
@@ -50,7 +50,7 @@ def fit_budget(common: RoleMemoryContext, budget: int, users: int = 0, drop: Dro
         gone = hits.pop()
         if drop is not None:
             drop("budget", gone.id, f"{why} ({cat}; weakest there)")
-        line = memo.get((id(gone), cat == "conflicts"))
+        line = memo.get((cat, len(hits)))  # the line of the hit just taken off the section's end
         if hits and line is not None:
             # One line of a section that stays: the block is that line (and its newline) shorter. When
             # the estimate fits, the block is rendered once more to be sure.

@@ -6,6 +6,7 @@ from typing import Any
 
 from .._retrieve_types import CATEGORY_ORDER, MemoryHit, RoleMemoryContext
 from ._query import ParsedQuery
+from ._scoring import WEIGHTS
 
 
 class MemoryContext:
@@ -39,13 +40,15 @@ class MemoryContext:
         return render_context(self.common)
 
     def explain(self) -> dict[str, Any]:
-        """Every hit with its score factors, and what hard filters dropped (for ``--explain``)."""
+        """Every hit with its score factors, what hard filters dropped, and the weights the score gives each
+        factor (for ``--explain``)."""
         return {
             "query": self.query.to_dict() if self.query else None,
             "hits": {name: [h.model_dump(exclude={"steps"}) for h in getattr(self.common, name)]
                      for name in CATEGORY_ORDER},
             "dropped": self.dropped,
             "dropped_items": self.dropped_items,
+            "weights": dict(WEIGHTS),  # the score of each hit: its factors times these, summed
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from ._sources import ENV_KEYS
+from ._features import ENV_KEYS
 
 
 class DropLog:
@@ -39,15 +39,23 @@ class DropLog:
             self.counts[reason] = self.counts.get(reason, 0) + n
 
 
+class DropCall(NamedTuple):
+    """One call made to a drop log, to be made again into another."""
+
+    reason: str
+    item_id: Any
+    detail: str | None
+
+
 class CallLog(DropLog):
     """A drop log that keeps each call as made, to be replayed into another."""
 
     def __init__(self) -> None:
         super().__init__(explain=True)
-        self.calls: list[tuple[str, Any, Any]] = []
+        self.calls: list[DropCall] = []
 
     def __call__(self, reason: str, item_id: Any = None, detail: str | None = None) -> None:
-        self.calls.append((reason, item_id, detail))
+        self.calls.append(DropCall(reason, item_id, detail))
 
 
 def mismatch(appl: tuple[str | None, ...], env: tuple[str | None, ...]) -> str:

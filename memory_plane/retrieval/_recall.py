@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .._inverted_index import nearest_goal
+from ._candidates import EpisodeEvidence
 from ._config import RetrieveConfig
 from ._goal_match import Query
 from ._query import ParsedQuery
-from ._scoring import EpisodeEvidence
 from ._sources import Source
 
 
@@ -22,9 +22,9 @@ def recall(src: Source, q: ParsedQuery, config: RetrieveConfig,
     # only when the search was truncated must the extra candidates be measured.
     truncated = len(found) >= config.search_limit
     weights = src.inv.weights(q.tokens) if truncated else None
-    extra = list(src.always if always is None else always)
+    extra = list(src.gen.always if always is None else always)
     for app in {q.app, *q.apps} - {None}:
-        extra += src.by_app.get(str(app), [])[-config.app_bound_limit:]
+        extra += src.gen.by_app.get(str(app), [])[-config.app_bound_limit:]
     for i in extra:
         if i not in found:
             found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
@@ -51,7 +51,7 @@ def recall_episodes(src: Source, ctx: Query, config: RetrieveConfig, apps_named:
         truncated = len(hits) >= limit
         weights = src.inv.weights(q.tokens) if truncated else None
         # The app's most recent episodes, a few more than can be shown: they compete on score.
-        for i in src.by_canon.get(target, [])[-2 * config.caps.get("similar_episodes", 3):]:
+        for i in src.gen.by_canon.get(target, [])[-2 * config.caps.get("similar_episodes", 3):]:
             if i not in found and not (ctx.exclude and src.entries[i]["id"] in ctx.exclude):
                 found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
     return found, EpisodeEvidence(target, post, lead, fused, named_app(src, q, lead, apps_named))
@@ -70,7 +70,7 @@ def named_app(src: Source, q: ParsedQuery, lead: int | None,
     words = q.app_words
     if not words or lead is None:
         return words
-    app = src.canon[lead]
+    app = src.gen.canon[lead]
     if app in q.apps:  # the goal's own app (a named one is always among them) or another it names
         return words
     # An episode's words are its goal's and its own app's (another app here): the goal's app is in its goal.
@@ -92,7 +92,7 @@ def nearest_hit(src: Source, q: ParsedQuery, hits: list[tuple[int, float]],
     if not hits or src.inv.grams is None:
         return (hits[0][0] if hits else None), {}
     left_out = [i for i, e in enumerate(src.entries) if e["id"] in exclude] if exclude else []
-    ranked, own = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.texts,
+    ranked, own = nearest_goal(q.text, q.tokens, [i for i, _ in hits], src.inv, src.inv.grams, src.gen.texts,
                                left_out)
     top = ranked[0][1]
     if top <= 0 or own <= 0:

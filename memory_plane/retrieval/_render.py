@@ -70,30 +70,35 @@ def left_out_line(n: int) -> str:
             '{"query": "<app or topic>", "types": ["rule", "preference"]} or `memplane memory recall --type rule`)')
 
 
-def _section(title: str, hits: list[MemoryHit], memo: dict[tuple[int, bool], str] | None,
-             conflict: bool = False) -> list[str]:
+LineMemo = dict[tuple[str, int], str]
+"""Each hit's line by its section and place there, kept between renders of hits that stay (trimming to a budget
+only takes a section's last hit away)."""
+
+
+def _section(title: str, ctx: RoleMemoryContext, sections: tuple[str, ...], memo: LineMemo | None) -> list[str]:
+    hits = [(name, k, h) for name in sections for k, h in enumerate(getattr(ctx, name))]
     if not hits:
         return []
-    if memo is None:
-        return [f"## {title}", *(hit_line(h, conflict=conflict) for h in hits), ""]
     lines = [f"## {title}"]
-    for h in hits:
-        line = memo.get((id(h), conflict))
+    for name, k, h in hits:
+        line = memo.get((name, k)) if memo is not None else None
         if line is None:
-            line = memo[(id(h), conflict)] = hit_line(h, conflict=conflict)
+            line = hit_line(h, conflict=name == "conflicts")
+            if memo is not None:
+                memo[(name, k)] = line
         lines.append(line)
     lines.append("")
     return lines
 
 
-def render_context(ctx: RoleMemoryContext, memo: dict[tuple[int, bool], str] | None = None) -> str:
+def render_context(ctx: RoleMemoryContext, memo: LineMemo | None = None) -> str:
     """Render both blocks: ``# Retrieved Device Experience`` and ``# Known Failure Modes And Conflicts``.
 
     ``memo`` keeps each hit's line between renders of the same, unchanged hits (trimming to a budget)."""
     lines = ["# Retrieved Device Experience", "", ROLE_CONSTRAINTS, ""]
     session = ["## Session so far", *(f"- {quote_data(line, 200)}" for line in ctx.session_so_far), ""] if (
         ctx.session_so_far) else []
-    context = _section("Device/App Context", [*ctx.device_profile, *ctx.long_term, *ctx.app_profiles], memo)
+    context = _section("Device/App Context", ctx, ("device_profile", "long_term", "app_profiles"), memo)
     if ctx.user_rules_left_out:
         at = 1 + len(ctx.device_profile) + len(ctx.long_term)  # right after the rules that are shown
         context = context or ["## Device/App Context", ""]
@@ -101,13 +106,13 @@ def render_context(ctx: RoleMemoryContext, memo: dict[tuple[int, bool], str] | N
     body = (
         session
         + context
-        + _section("Applicable Procedures", [*ctx.procedures, *ctx.navigation], memo)
-        + _section("Similar Successful Episodes", ctx.similar_episodes, memo)
-        + _section("Calibration Notes", ctx.calibration_notes, memo)
+        + _section("Applicable Procedures", ctx, ("procedures", "navigation"), memo)
+        + _section("Similar Successful Episodes", ctx, ("similar_episodes",), memo)
+        + _section("Calibration Notes", ctx, ("calibration_notes",), memo)
     )
     lines += body or ["- (no matching experience)", ""]
     lines += ["# Known Failure Modes And Conflicts", ""]
-    cautions = (_section("Failure Modes", ctx.failure_modes, memo)
-                + _section("Conflicts", ctx.conflicts, memo, conflict=True))
+    cautions = (_section("Failure Modes", ctx, ("failure_modes",), memo)
+                + _section("Conflicts", ctx, ("conflicts",), memo))
     lines += cautions or ["- (none known)", ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -1,7 +1,7 @@
 """The retriever: recall candidates from the indexes, judge each one, route the kept ones, trim to the block.
 
-Per-entry facts (status, parsed times, applicability, validation, penalty) are computed once
-when an index changes; a query only intersects postings and judges the few candidates left.
+Per-entry facts (status, parsed times, applicability, validation, penalty) are computed once per index
+generation (``_generation``); a query only intersects postings and judges the few candidates left.
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from device_memory import GENERIC_NAMES, DeviceMemory, type_of_id
 from episodes import TaskEpisodeStore
@@ -23,22 +22,37 @@ from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._budget import fit_budget, in_rank_order, rank_key
+from ._candidates import Cand as _Cand
+from ._candidates import Rejudged
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
 from ._drops import DropLog
+from ._generation import Generation, IndexedFile, Loaded, StatKey
 from ._goal_match import Query
 from ._hits import HitMaker
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
 from ._render import hit_line
-from ._rule_plan import PlanShare, RulePlans
-from ._scoring import Cand as _Cand
+from ._rule_plan import PlanShare, rule_plan
 from ._scoring import Scorer
-from ._sources import Source, device_text, episode_text, long_term_text
+from ._sources import DeviceSource, EpisodeSource, LongTermSource, Source
 from ._user_rules import RULE_SHARE, GoalRules, RuleScope
 
 log = logging.getLogger("memory_plane")
+
+
+class Checked(NamedTuple):
+    """A candidate that still stands behind its index line: as indexed (``fresh`` None), or as its file says now."""
+
+    cand: _Cand
+    fresh: Rejudged | None
+
+
+def stat_key(path: Path | str) -> StatKey:
+    """The version of a file as ``os.stat`` tells it (raises OSError)."""
+    st = os.stat(path)
+    return StatKey(st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class Retriever:
@@ -55,17 +69,18 @@ class Retriever:
         def cache(name: str) -> TokenCache | None:
             return TokenCache(root, name) if self.config.persist_postings else None
 
-        self._device_sources = {t: Source("device", device_text, cache=cache(f"device-{t}"))
-                                for t in device.collections}
-        self._episode_source = Source("episode", episode_text, device.catalog.app_id_for, cache=cache("episodes"))
-        self._lt_source = Source("long_term", long_term_text, cache=cache("long_term"))
+        self._device_sources = {t: DeviceSource(c, cache(f"device-{t}")) for t, c in device.collections.items()}
+        self._episode_source = EpisodeSource(episodes, device.catalog.app_id_for, cache("episodes"))
+        self._lt_source = LongTermSource(long_term, cache("long_term"))
+        self._sources: list[Source] = [*self._device_sources.values(), self._episode_source, self._lt_source]
+        # The stores a tombstone's type names (see _present).
+        self._tombstoned = {**device.collections, "memory": long_term}
         self._writer = PostingsWriter()
         self._due: list[Source] = []  # sources whose postings are written once this retrieve has its answer
         self.scorer = Scorer(self.config)
         self.rule_scope = RuleScope(device.catalog)
-        self._rule_plans = RulePlans(self.scorer)
-        self._item_cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
-        self.hits = HitMaker(self.scorer, device, episodes, long_term)
+        self._profiles: dict[str, Loaded] = {}  # device profile file -> its record (one per device on disk)
+        self.hits = HitMaker(self.scorer)
 
     # -- the call ----------------------------------------------------------------
 
@@ -76,11 +91,11 @@ class Retriever:
         drop = DropLog(explain)
         picked: dict[str, list[_Cand]] = {k: [] for k in CAPS}
         self._device_candidates(ctx, picked, drop, in_step)
-        if id(self._episode_source) in in_step:
+        if self._episode_source in in_step:
             self._episode_candidates(ctx, picked, drop)
         users: list[_Cand] = []  # the user's rules and preferences that apply: outside the caps, budgeted first
         rules, planned = None, None
-        if id(self._lt_source) in in_step:
+        if self._lt_source in in_step:
             rules, planned = self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
         common = self._within_caps(picked, ctx, drop, index_mtimes)
@@ -95,7 +110,7 @@ class Retriever:
         self._persist_due()
         return out
 
-    def _query(self, req: MemoryRetrieveRequest, now: datetime, in_step: set[int]) -> Query:
+    def _query(self, req: MemoryRetrieveRequest, now: datetime, in_step: set[Source]) -> Query:
         """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
         hints = req.current_hints
         q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
@@ -116,7 +131,7 @@ class Retriever:
 
     def _present(self, kind: str, item_id: str) -> bool:
         """Whether the file of a memory of this tombstone type is in the tree."""
-        coll = self.long_term if kind == "memory" else self.device.collections.get(kind)
+        coll = self._tombstoned.get(kind)
         return coll is not None and is_safe_id(item_id) and coll.layout.expected_path(item_id).exists()
 
     def _apps_named(self, text: str) -> list[str]:
@@ -124,7 +139,7 @@ class Retriever:
         "信息" may be just a word, and is not counted)."""
         return [app for app, _, name in self.device.catalog.find_in_text(text) if name.lower() not in GENERIC_NAMES]
 
-    def _about_app(self, q: ParsedQuery, app: str, in_step: set[int]) -> bool:
+    def _about_app(self, q: ParsedQuery, app: str, in_step: set[Source]) -> bool:
         """Whether the goal shares a word with an episode or device memory of ``app`` (the hinted app); numbers
         are quantities, not what a goal is about, and do not count."""
         words = frozenset(t for t in q.tokens if not t.isdigit())
@@ -132,30 +147,27 @@ class Retriever:
             return False
         sources = [(self._episode_source, True), *((self._device_sources[t], False) for t in self.device.collections)]
         for src, canon in sources:
-            if id(src) not in in_step:
+            if src not in in_step:
                 continue
-            docs = (src.by_canon if canon else src.by_app).get(app)
-            if docs and any(not src.inv.doc(i).isdisjoint(words) for i in docs[-200:]):
+            gen = src.gen
+            docs = (gen.by_canon if canon else gen.by_app).get(app)
+            if docs and any(not gen.inv.doc(i).isdisjoint(words) for i in docs[-200:]):
                 return True
         return False
 
     # -- the indexes ------------------------------------------------------------------
 
-    def _sync_all(self) -> set[int]:
-        """Bring every source in step with its index; the ids of those that are (an unreadable index is logged
-        and skipped)."""
-        sources: list[tuple[Source, Callable[[], list[dict[str, Any]]], Any]] = [
-            (self._device_sources[t], c.entries, c.dir) for t, c in self.device.collections.items()]
-        sources += [(self._episode_source, self.episodes.entries, "episodes index"),
-                    (self._lt_source, self.long_term.entries, "long-term index")]
-        return {id(src) for src, read, what in sources if self._sync(src, read, what)}
+    def _sync_all(self) -> set[Source]:
+        """Bring every source in step with its index; those that are (an unreadable index is logged and
+        skipped)."""
+        return {src for src in self._sources if self._sync(src)}
 
-    def _sync(self, src: Source, read: Callable[[], list[dict[str, Any]]], what: Any) -> bool:
+    def _sync(self, src: Source) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
         try:
-            src.sync(read())
+            src.sync(src.read())
         except (OSError, FileProblemError) as exc:
-            log.warning("retrieve: cannot read %s: %s", what, exc)
+            log.warning("retrieve: cannot read %s: %s", src.label, exc)
             return False
         if src.cache_due() and src not in self._due:
             self._due.append(src)
@@ -179,24 +191,12 @@ class Retriever:
         """Wait for background cache writes; False if the timeout passed first."""
         return self._writer.wait(timeout)
 
-    def _store_of(self, c: _Cand) -> tuple[Path, str, Path, Callable[[Path], Any], Callable[[Any], dict[str, Any]]]:
-        """Where a candidate's item lives: (folder, its default file name there, the index, the loader, the
-        index line of a record)."""
-        store = self._store(c)
-        return (store.dir, store.layout.name_for(c.src.entries[c.i]["id"]), store.index.path, store.load_path,
-                store.entry_for)
-
-    def _store(self, c: _Cand) -> Any:
-        """The store a candidate's item belongs to."""
-        kind = c.src.kind
-        return (self.episodes if kind == "episode" else self.long_term if kind == "long_term"
-                else self.device.collections[c.item_type])
-
-    def _current(self, c: _Cand, drop: DropLog, index_mtimes: dict[Path, int], ctx: Query) -> Any:
-        """Whether a candidate's file still stands behind its index line: True (trusted as indexed),
-        (record, its index line now, the candidate scored on it) when the file changed since the index
-        was written, or None (dropped, counted)."""
-        seen = c.src.indexed_at.get(c.i)
+    def _current(self, c: _Cand, drop: DropLog, index_mtimes: dict[Path, int], ctx: Query) -> Checked | None:
+        """Whether a candidate's file still stands behind its index line: as indexed, or changed since the index
+        was written (the candidate scored on the file as it is now); None when it is dropped (counted)."""
+        src = c.src
+        gen = src.gen
+        seen = gen.indexed_at.get(c.i)
         if seen is not None:
             # The file was found as indexed before: the same one lstat decides again, without the paths worked
             # out anew (one index line names one file for as long as the index stays).
@@ -204,33 +204,35 @@ class Retriever:
             if idx not in index_mtimes:
                 index_mtimes[idx] = mtime_ns(idx)
             if still_indexed(path, index_mtimes[idx]):
-                return True  # else gone, changed or odd now: the full check below says which
-        kind, item_id = c.src.kind, c.src.entries[c.i].get("id")
-        base, default, idx, load, entry_for = self._store_of(c)
+                return Checked(c, None)  # else gone, changed or odd now: the full check below says which
+        item_id = gen.entries[c.i].get("id")
+        store = src.store
+        base, idx = store.dir, store.index.path
         if idx not in index_mtimes:
             index_mtimes[idx] = mtime_ns(idx)  # once per index and retrieve
-        state, path, why = file_state(base, field_str(c.src.entries[c.i].get("path")) or default, index_mtimes[idx])
+        default = store.layout.name_for(gen.entries[c.i]["id"])
+        state, path, why = file_state(base, field_str(gen.entries[c.i].get("path")) or default, index_mtimes[idx])
         if state is FileState.INDEXED:
-            c.src.indexed_at[c.i] = (idx, path)
-            return True  # what the index says is what the file says
-        if state is FileState.MISSING and kind in ("device", "long_term"):
+            gen.indexed_at[c.i] = IndexedFile(idx, path)
+            return Checked(c, None)  # what the index says is what the file says
+        if state is FileState.MISSING:
             # Renamed by a person: the item is found by the id inside it (the file is the truth).
-            found = (self.device.collections[c.item_type].renamed_path(str(item_id)) if kind == "device"
-                     else self.long_term.renamed_path(str(item_id)))
+            found = src.renamed(str(item_id))
             if found is not None:
                 state, path = FileState.CHANGED, str(found)
         if state is FileState.CHANGED:
             # A hand edit after the index was written: read it (once per change) before offering it.
             try:
-                rec = self._cached(path, partial(load, Path(path)))
-                fresh = entry_for(rec)
+                rec = gen.record(path, stat_key(path), partial(store.load_path, Path(path)))
+                fresh = store.entry_for(rec)
             except FileNotFoundError:
                 state, why = FileState.MISSING, "the file was removed after its index line"
             except Exception as exc:  # a file a person edited may hold anything: it is skipped, never fatal
                 state, why = FileState.UNREADABLE, str(exc)[:200]
             else:
                 fresh["path"] = os.path.relpath(path, base)  # where it is now (a renamed file, too)
-                return self.scorer.rejudge(c, rec, fresh, ctx, drop)
+                rejudged = self.scorer.rejudge(c, rec, fresh, ctx, drop)
+                return None if rejudged is None else Checked(rejudged.cand, rejudged)
         if state is FileState.UNREADABLE:
             log.warning("retrieve: %s not offered: %s", item_id, why)
         drop(state.value, item_id, why)
@@ -238,7 +240,8 @@ class Retriever:
 
     # -- candidates: recall, judge, route ------------------------------------------------
 
-    def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog, in_step: set[int]) -> None:
+    def _device_candidates(self, ctx: Query, picked: dict[str, list[_Cand]], drop: DropLog,
+                           in_step: set[Source]) -> None:
         q = ctx.q
         # The apps a memory bound to its app must have to be relevant to this goal (``Scorer.relevant``); the
         # others recalled are left out before they are judged (they would be, without a drop counted).
@@ -249,7 +252,7 @@ class Retriever:
             bound["procedure"] = frozenset((q.app, None, ""))
         for item_type in self.device.collections:
             src = self._device_sources[item_type]
-            if id(src) in in_step:
+            if src in in_step:
                 found = recall(src, q, self.config)
                 if item_type in bound:
                     found = src.app_bound(found, bound[item_type])
@@ -269,16 +272,17 @@ class Retriever:
         """The long-term candidates judged and routed (the user's word that applies into ``users``); the goal's
         view of the rules, and the share of the rule plan in them (None when ``drop.explain`` judges each one)."""
         src = self._lt_source
-        rules = self.rule_scope.for_goal(src.entries, ctx.q)
+        rules = self.rule_scope.for_goal(src, ctx.q)
         planned = None
         if drop.explain:
             found = recall(src, ctx.q, self.config)
         else:
-            plan = self._rule_plans.plan(src, ctx, rules)
+            plan = rule_plan(self.scorer, src, src.gen.view(ctx.env), ctx, rules)
             # Judged with the goal as usual: what its words reach, what holds a name it gives, what is clock-bound.
             reached: set[int] = set()
+            postings = src.gen.inv.postings
             for t in ctx.q.tokens:
-                reached.update(src.inv.postings.get(t, ()))
+                reached.update(postings.get(t, ()))
             found = recall(src, ctx.q, self.config,
                            sorted({*reached.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}))
             apart = plan.replay.keys() & found.keys()
@@ -310,12 +314,10 @@ class Retriever:
                     break
                 # The index may be older than the files (a person deleted, emptied or switched one off):
                 # what is offered is checked against its own file (a stat when warm).
-                rec = self._current(c, drop, index_mtimes, ctx)
-                if rec is True:
-                    kept.append((c, self.hits.hit(c, cat, ctx.now)))
-                elif rec is not None:
-                    kept.append((rec[2], self.hits.hit(rec[2], cat, ctx.now, rec[0], rec[1])))
-                    rescored = True
+                checked = self._current(c, drop, index_mtimes, ctx)
+                if checked is not None:
+                    kept.append((checked.cand, self.hits.hit(checked.cand, cat, ctx.now, checked.fresh)))
+                    rescored = rescored or checked.fresh is not None
             if rescored:  # a file read now may score other than its index line did: ranked again, one order
                 kept.sort(key=lambda ch: rank_key(ch[0]))
             setattr(common, cat, [h for _, h in kept])
@@ -335,10 +337,11 @@ class Retriever:
             sorted(users, key=order), planned.users(), key=order)
         total = len(users) + (planned.n_users if planned is not None else 0)
         for n, c in enumerate(ranked):
-            rec = self._current(c, drop, index_mtimes, ctx)
-            if rec is None:
+            checked = self._current(c, drop, index_mtimes, ctx)
+            if checked is None:
                 continue
-            hit = self.hits.rule_hit(c, now) if rec is True else self.hits.hit(rec[2], "long_term", now, rec[0], rec[1])
+            hit = (self.hits.rule_hit(c, ctx) if checked.fresh is None
+                   else self.hits.hit(checked.cand, "long_term", now, checked.fresh))
             cost = len(hit_line(hit)) + 1
             if hits and used + cost > share:
                 # Beyond the share: counted and named, not checked one by one (there may be hundreds).
@@ -360,7 +363,7 @@ class Retriever:
                         exclude: frozenset[str]) -> None:
         try:
             path = self.device.profiles.path_for(device_id)
-            prof = self._cached(path, lambda: self.device.profiles.load_path(path))
+            prof = self._profile(path)
         except (FileNotFoundError, UnsafePathError):  # no profile, or one behind a symlink (never read)
             return
         except Exception as exc:  # a hand-edited profile may hold anything: no profile shown, never a failure
@@ -372,28 +375,26 @@ class Retriever:
             id=prof.id, type="device_profile", score=1.0, confidence=prof.confidence, text=prof.body(),
             path=str(path.relative_to(self.device.root)), status=prof.status)]
 
-    def _cached(self, path: Any, load: Callable[[], Any]) -> Any:
-        """An item loaded from a file, cached until the file's stat changes (warm path)."""
-        st = os.stat(path)
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        hit = self._item_cache.get(str(path))
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        value = load()
-        if len(self._item_cache) > 512:
-            self._item_cache.clear()
-        self._item_cache[str(path)] = (key, value)
-        return value
+    def _profile(self, path: Path) -> Any:
+        """A device profile's record, read again only when its file changed."""
+        stat = stat_key(path)
+        known = self._profiles.get(str(path))
+        if known is not None and known.stat == stat:
+            return known.record
+        prof = self.device.profiles.load_path(path)
+        self._profiles[str(path)] = Loaded(stat, prof)
+        return prof
 
     def _expand_steps(self, common: RoleMemoryContext) -> None:
         coll = self.device.collections["procedure"]
+        gen: Generation = self._device_sources["procedure"].gen
         for hit in common.procedures:
             if type_of_id(hit.id) != "procedure":
                 continue
             try:
                 path = safe_join(self.device.root, hit.path) if hit.path else coll.item_path(hit.id)
                 # The same cached record the freshness check may have loaded: one parse per file change.
-                proc = self._cached(path, partial(coll.load_path, path))
+                proc = gen.record(path, stat_key(path), partial(coll.load_path, path))
             except Exception as exc:  # the steps of a hand-edited file are optional: the hit stays without them
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue

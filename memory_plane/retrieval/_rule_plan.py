@@ -1,11 +1,12 @@
-"""The long-term memories recalled for every goal (the user's rules and preferences), judged once per index,
-environment and goal apps instead of once per retrieve.
+"""The long-term memories recalled for every goal (the user's rules and preferences), judged once per index
+generation, environment and goal apps instead of once per retrieve.
 
 A device may hold hundreds of rules and preferences, and each is a candidate for every goal: most share no
 word with it (similarity 0), so their verdict, the drops they count and their place in the block's order
 are the same on every retrieve while the index, the environment and the goal's apps stay. A ``RulePlan``
-holds those, sorted once; a retrieve takes out the few the goal's words reach, names or excludes (they are
-judged as usual) and adds the rest as they stand. ``drop.explain`` retrieves judge every one instead, so
+holds those, sorted once, in the generation's view of the environment (``EnvView.plans``); a retrieve takes
+out the few the goal's words reach, names or excludes (they are judged as usual) and adds the rest as they
+stand. ``drop.explain`` retrieves judge every one instead, so
 each is named.
 """
 
@@ -14,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ._candidates import Cand, Settled, Verdict
+from ._generation import EnvView
 from ._goal_match import Query
-from ._scoring import Cand, Scorer, Settled
+from ._scoring import Scorer
 from ._sources import Source
 from ._user_rules import GoalRules
 
@@ -24,28 +27,27 @@ class RulePlan:
     """What the always-recalled entries of one source come to at similarity 0, for one environment and goal apps."""
 
     def __init__(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> None:
-        self.settled = settled  # the scorer's memo it was made from: the plan holds while that object does
         self.rules = rules
-        self.n_always = len(src.always)
+        self.n_always = len(src.gen.always)
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
         self.texts: list[tuple[int, str]] = []  # the lowercase text a goal's names are looked for in
         self.all_text = ""  # all of them, for the common case of a name none of them holds
         self.by_id: dict[str, list[int]] = {}
         users: list[Cand] = []
-        self.picks: list[tuple[str, Cand]] = []  # verdicts of other sections (conflicts, another app's rules)
+        self.picks: list[Verdict] = []  # verdicts of other sections (conflicts, another app's rules)
         self.counts: dict[str, int] = {}
-        for i in src.always:
+        for i in src.gen.always:
             known = settled[i]
             if known is False:
                 self.unsettled.append(i)
                 continue
             self.replay[i] = known
-            self.texts.append((i, known[2]))
+            self.texts.append((i, known.text))
             self.by_id.setdefault(str(src.entries[i].get("id")), []).append(i)
-            for call in known[0]:
-                self.counts[call[0]] = self.counts.get(call[0], 0) + 1
-            verdict = known[1]
+            for call in known.calls:
+                self.counts[call.reason] = self.counts.get(call.reason, 0) + 1
+            verdict = known.verdict
             if verdict is None:
                 continue
             if verdict[0] == "long_term" and rules.user_word_applies(verdict[1].i):
@@ -56,9 +58,9 @@ class RulePlan:
         self.users = sorted(users, key=rules.order)
         self.user_idx = frozenset(c.i for c in users)
 
-    def holds(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> bool:
-        """Whether the plan is still what its source, the scorer's memo and the goal's apps make it."""
-        return self.settled is settled and self.rules is rules and self.n_always == len(src.always)
+    def holds(self, src: Source, rules: GoalRules) -> bool:
+        """Whether the plan is still what its generation (entries appended since?) and the goal's rules make it."""
+        return self.rules is rules and self.n_always == len(src.gen.always)
 
     def named(self, ctx: Query) -> list[int]:
         """The entries whose text holds a name the goal gives (judged with the goal, not replayed)."""
@@ -84,11 +86,11 @@ class PlanShare:
         """The drops the replayed entries count (each reason once, in the order first counted)."""
         counts = dict(self.plan.counts)
         for i in self.apart:
-            for call in self.plan.replay[i][0]:
-                counts[call[0]] -= 1
+            for call in self.plan.replay[i].calls:
+                counts[call.reason] -= 1
         return {k: n for k, n in counts.items() if n}
 
-    def picks(self) -> Iterator[tuple[str, Cand]]:
+    def picks(self) -> Iterator[Verdict]:
         """The replayed verdicts of the other sections."""
         apart = self.apart
         return (p for p in self.plan.picks if p[1].i not in apart) if apart else iter(self.plan.picks)
@@ -99,21 +101,11 @@ class PlanShare:
         return (c for c in self.plan.users if c.i not in apart) if apart else iter(self.plan.users)
 
 
-class RulePlans:
-    """The plans of one source, one per environment and goal apps while its index stays."""
-
-    def __init__(self, scorer: Scorer) -> None:
-        self.scorer = scorer
-        self._plans: dict[tuple[int, int], RulePlan] = {}
-
-    def plan(self, src: Source, ctx: Query, rules: GoalRules) -> RulePlan:
-        """The plan of ``src`` for this request's environment and goal apps (made now if it is missing or stale)."""
-        settled = self.scorer.settled(src, ctx)
-        key = (id(rules), id(settled))  # a plan holds both objects: their ids are not reused while it is here
-        plan = self._plans.get(key)
-        if plan is None or not plan.holds(src, settled, rules):
-            self.scorer.settle_always(src, ctx)
-            if len(self._plans) >= 256:
-                self._plans.clear()
-            plan = self._plans[key] = RulePlan(src, settled, rules)
-        return plan
+def rule_plan(scorer: Scorer, src: Source, view: EnvView, ctx: Query, rules: GoalRules) -> RulePlan:
+    """The plan of ``src`` for this request's environment (``view``) and goal apps (made now if it is missing or
+    the generation grew since)."""
+    plan = view.plans.get(rules.goal_apps)
+    if plan is None or not plan.holds(src, rules):
+        scorer.settle_always(src, view, ctx)
+        plan = view.plans[rules.goal_apps] = RulePlan(src, view.settled, rules)
+    return plan

@@ -1,239 +1,250 @@
-"""Retrieval sources: one collection's index entries with their features, postings and app model.
+"""Retrieval sources: one store's index as retrieval reads it, and what differs by the kind of store.
 
-A source is kept in step with its index incrementally (appends index only the new tail) and, for a
-large index, starts from the postings a previous process persisted (``_token_cache``).
+A source holds the current ``Generation`` of what is derived from its index (``_generation``), kept in step
+incrementally (appends index only the new tail) and, for a large index, started from the postings a previous
+process persisted (``_postings_cache``). What differs between device memories, episodes and long-term
+memories (their text, their features, their hits, a renamed file) is a method of the source's class.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lifecycle import BUILD_DATE, collector_paused, expiry_believed, field_num, field_str, field_text, parse_ts
+from lifecycle import collector_paused, field_num, field_str, field_text
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
+from ._features import Feat, device_text, episode_features, episode_text, long_term_text, memory_features
+from ._generation import Generation, HitFields
 from ._postings_cache import PersistJob, TokenCache
+
+if TYPE_CHECKING:
+    from ._candidates import EpisodeEvidence, Verdict
+    from ._drops import DropLog
+    from ._goal_match import Query
+    from ._scoring import Scorer
 
 log = logging.getLogger("memory_plane")
 
-APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
-ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
-_ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
-            "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
-_OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
-BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
+class IndexedStore(Protocol):
+    """What retrieval reads of a store: its index's entries, where its files are, and how one is read."""
+
+    dir: Path
+    layout: Any  # the store's layout: ``rel_dir`` and ``name_for`` place a hit's file
+    index: Any  # the store's IndexFile: its ``path`` dates the index
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The index entries (the same list until the index file changes; appends extend it)."""
+        ...
+
+    def load_path(self, path: Path) -> Any:
+        """The record an item file holds."""
+        ...
+
+    def entry_for(self, record: Any) -> dict[str, Any]:
+        """The index line of a record."""
+        ...
 
 
-class Feat(NamedTuple):
-    """What retrieval needs of an entry beyond its text, parsed once."""
+class RenamingStore(IndexedStore, Protocol):
+    """A store that finds an item file a person renamed by the id inside it."""
 
-    status: str
-    expires: datetime | None
-    when: datetime | None
-    appl: tuple[str | None, ...]
-    app: str | None
-    confidence: float
-    validation: float
-    penalty: float
-    has_evidence: bool
-
-
-def parse_when(value: Any) -> datetime | None:
-    """A timestamp field as a datetime; None when absent, BAD_TIME when unreadable."""
-    if not value:
-        return None
-    try:
-        return parse_ts(value)
-    except (ValueError, TypeError, OverflowError):
-        return BAD_TIME
-
-
-def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
-    """The environment a memory was made under, one lowercase value (or None) per ENV_KEYS."""
-    appl = e.get("applicability")
-    if not isinstance(appl, dict):
-        appl = {}
-    out = []
-    for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
-        v = None
-        for alias in _ALIASES[key]:
-            v = field_str(appl.get(alias))
-            if v:
-                break
-        if not v and key in _OWN_KEYS:
-            v = field_str(e.get(key))
-        out.append(v.lower() if v else None)
-    return tuple(out)
-
-
-def features(e: dict[str, Any], kind: str) -> Feat:
-    """The query-independent facts of one index entry."""
-    s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
-    status = (field_str(e.get("status")) or "active").strip().lower()
-    if kind == "episode":
-        ok = e.get("success") is True
-        return Feat(status, None, parse_when(e.get("started_at")), appl_key(e),
-                     field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
-    penalty = 0.0
-    # The device source holds every device type: what is app-bound is the entry's own type.
-    item_type = (field_str(e.get("type")) or kind) if kind == "device" else kind
-    evidence = bool(field_num(e.get("evidence"), 0)) or kind == "long_term"
-    if (item_type in APP_BOUND and not evidence) or e.get("traceability") == "excerpt_only":
-        penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
-    if f > s or e.get("conflicts_with"):
-        penalty = max(penalty, 0.5)
-    when = parse_when(e.get("last_validated_at")) or parse_when(e.get("updated_at"))
-    expires = parse_when(e.get("expires_at"))
-    if expires is not None and expires is not BAD_TIME and expires < BUILD_DATE and not expiry_believed(
-            expires, e.get("created_at"), e.get("updated_at"), e.get("last_validated_at")):
-        expires = None  # computed under an unset clock (a phone at 1970): its age is unknown, it is not hidden
-    if when is BAD_TIME or (when is not None and when < BUILD_DATE):
-        when = None  # unknown, not ancient
-    return Feat(status, expires, when,
-                 appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
-                 (s + 1) / (s + f + 2), penalty, evidence)
+    def renamed_path(self, item_id: str) -> Path | None:
+        """The file that holds ``item_id`` under another name, if any."""
+        ...
 
 
 class Source:
-    """Index entries of one collection, their features and inverted index, kept in step incrementally."""
+    """One store's index entries as retrieval sees them: the current ``Generation`` of what is derived from
+    them, kept in step incrementally, and what differs by the kind of store (the methods subclasses define).
 
-    def __init__(self, kind: str, text: Callable[[dict[str, Any]], str],
-                 app_of: Callable[[str], str] | None = None, cache: TokenCache | None = None) -> None:
-        self.kind = kind
-        self._text = text
-        # Episodes only: each entry's canonical app, and a model of which goal words go with which app.
-        self._app_of = app_of
+    ``Source`` itself serves stores of one kind of memory file with no behaviour of their own (tests)."""
+
+    label = "index"  # what a warning calls the index when it cannot be read
+    # The types of entry recalled for every goal, beyond calibration notes and device-wide failures.
+    always_types: frozenset[str] | tuple[str, ...] = ()
+    expires = True  # whether status and expiry are asked of a file read now (an episode has neither)
+    app_bound_applicability = False  # whether the goal's app counts in applicability (see Scorer.applicability)
+
+    def __init__(self, store: IndexedStore | None = None, cache: TokenCache | None = None) -> None:
+        self._store = store  # None: a source built by hand from entries (tests)
         self.cache = cache
-        self.canon: list[str | None] = []
-        self.by_canon: dict[str, list[int]] = {}
-        self.prior = AppPrior()
-        self._key: int | None = None
-        self.generation = 0  # counts the resets: what is memoised per entry index holds for one generation
-        self.entries: list[dict[str, Any]] = []
-        self.texts: list[str] = []  # what each entry's postings were made from (and what the cache hashes)
+        self.gen = Generation([])
         self.persisted = 0  # entries whose postings the cache file holds (as loaded or last written)
-        self._feats: list[Feat | None] = []
-        self.inv = InvertedIndex()
-        self.by_app: dict[str, list[int]] = {}
-        self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
-        self.apps: list[Any] = []  # each entry's "app" field as its index line holds it
-        self.not_active: set[int] = set()  # entries whose status field is anything but "active" (see app_bound)
-        self._bound: dict[frozenset[Any], frozenset[int]] = {}  # app_bound's entries, per apps, while the
-        self._bound_at = 0  # entries stay this many
-        # Entry -> (its index file, its item file) once the file was found as indexed (see Retriever._current).
-        self.indexed_at: dict[int, tuple[Path, str]] = {}
+
+    # -- what differs by kind ------------------------------------------------------------------
+
+    def text(self, e: dict[str, Any]) -> str:
+        """The words of an index line that a goal is matched against."""
+        return device_text(e)
+
+    def features(self, e: dict[str, Any]) -> Feat:
+        """The query-independent facts of one index line."""
+        # A device memory's type is the entry's own (the calibration notes hold UI anchors too).
+        return memory_features(e, field_str(e.get("type")) or "device", bool(field_num(e.get("evidence"), 0)))
+
+    def app_of(self, app: str) -> str | None:
+        """The canonical app of an entry's app name, where the source keeps one (episodes only)."""
+        return None
+
+    keeps_apps = False  # whether the source keeps each entry's canonical app and the app prior (``app_of``)
+
+    @property
+    def store(self) -> IndexedStore:
+        """The store whose index this source reads."""
+        assert self._store is not None, "a source built from entries alone has no store"
+        return self._store
+
+    def read(self) -> list[dict[str, Any]]:
+        """The store's index entries (raises OSError or FileProblemError when the index cannot be read)."""
+        return self.store.entries()
+
+    def renamed(self, item_id: str) -> Path | None:
+        """The file a person renamed that holds ``item_id`` (None: not found, or the store does not look)."""
+        return None
+
+    def empty(self, record: Any) -> bool:
+        """Whether a file read now holds nothing to show (only a long-term memory's text can be empty)."""
+        return False
+
+    def judge(self, scorer: Scorer, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
+              evidence: EpisodeEvidence | None) -> Verdict | None:
+        """``Scorer.judge`` of one of this source's candidates: the filters of its kind."""
+        return scorer.judge_device(self, i, item_type, sim, ctx, drop)
+
+    def judge_all(self, scorer: Scorer, found: dict[int, float], item_type: str, ctx: Query, drop: DropLog,
+                  evidence: EpisodeEvidence | None) -> Iterator[Verdict]:
+        """``Scorer.judge_all`` of this source's recalled candidates."""
+        return scorer.judge_devices(self, found, item_type, ctx, drop)
+
+    def hit_fields(self, e: dict[str, Any], f: Feat, item_type: str, record: Any) -> HitFields:
+        """What a hit of this index line shows (from its file too, when ``record`` was read now)."""
+        layout = self.store.layout
+        path = f"{layout.rel_dir}/{field_str(e.get('path')) or layout.name_for(e['id'])}"
+        return HitFields(item_type, field_text(e.get("summary")) or field_text(e.get("title")) or e["id"],
+                         field_str(e.get("title")), path, field_str(e.get("page")))
+
+    # -- the generation ------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        """The index entries of the current generation."""
+        return self.gen.entries
+
+    @property
+    def inv(self) -> InvertedIndex:
+        """The current generation's postings."""
+        return self.gen.inv
 
     def sync(self, entries: list[dict[str, Any]]) -> None:
-        """Bring the postings in step with the current entries (incrementally after appends)."""
-        # The index reader returns the same list object until the file changes; a pure append
-        # extends it in place, so only the new tail needs indexing.
-        if id(entries) != self._key or len(entries) < len(self._feats):
-            self._key = id(entries)
-            self.generation += 1
-            self.inv, self._feats, self.by_app, self.always = InvertedIndex(), [], {}, []
-            self.apps, self.not_active = [], set()
-            self._bound, self._bound_at = {}, 0
-            self.canon, self.by_canon, self.prior, self.texts = [], {}, AppPrior(), []
-            self.indexed_at = {}
-        self.entries = entries
-        start = len(self._feats)
+        """Bring the generation in step with the current entries (a new one when the index was rewritten; the new
+        tail indexed after appends)."""
+        gen = self.gen
+        # The index reader returns the same list object until the file changes; a pure append extends it in
+        # place, so only the new tail needs indexing.
+        if entries is not gen.entries or len(entries) < len(gen.feats):
+            gen = self.gen = Generation(entries)
+        start = len(gen.feats)
         if start == len(entries):
             return
         # Postings and fields of thousands of entries (a fresh process: all of them), none in a cycle. The
         # entries were read before this call: a rebuild of a doubtful index from its item files is not held off.
         with collector_paused():
-            self._extend(entries, start)
+            self._extend(gen, entries, start)
 
-    def _extend(self, entries: list[dict[str, Any]], start: int) -> None:
+    def _extend(self, gen: Generation, entries: list[dict[str, Any]], start: int) -> None:
         """Index entries ``start``.. (the first ones of a new generation: from the persisted postings if any)."""
         new = entries[start:]
-        self.texts += map(self._text, new)
-        self._add_fields(new, start)
+        gen.texts += map(self.text, new)
+        self._add_fields(gen, new, start)
         loaded = 0
         counts = None
+        keeps_apps = self.keeps_apps
         if start == 0 and self.cache is not None:
-            found = self.cache.load(self.texts, self._apps() if self._app_of is not None else None)
+            found = self.cache.load(gen.texts, self._apps() if keeps_apps else None)
             if found is not None:
-                self.inv, counts, loaded = found.inv, found.counts, len(found.inv.docs)
+                gen.inv, counts, loaded = found.inv, found.counts, len(found.inv.docs)
             self.persisted = loaded
-        if self._app_of is not None:
+        if keeps_apps:
             # Episodes only: the trigram frequencies the nearest past goal is found with (loaded with
             # the postings when the file has them, else counted for the documents they lack).
-            if self.inv.grams is None:
-                self.inv.grams = GramStats()
-            self.inv.grams.add_many(self.texts[self.inv.grams.n:])
-        if loaded and self._app_of is not None:
+            if gen.inv.grams is None:
+                gen.inv.grams = GramStats()
+            gen.inv.grams.add_many(gen.texts[gen.inv.grams.n:])
+        if loaded and keeps_apps:
             apps = self._apps(loaded)
             if counts is not None:  # what add_postings would count, as the file holds it
-                self.prior = AppPrior.from_counts(counts, apps)
+                gen.prior = AppPrior.from_counts(counts, apps)
             else:
-                self.prior.add_postings(self.inv.postings, apps)
+                gen.prior.add_postings(gen.inv.postings, apps)
         begin = max(start, loaded)
         # Entry i is document i: the documents not loaded are tokenised now (most of a start without a cache).
-        first = self.inv.add_many(self.texts[begin:])
-        if self._app_of is not None:
-            docs, add = self.inv.docs, self.prior.add
+        first = gen.inv.add_many(gen.texts[begin:])
+        if keeps_apps:
+            docs, add, canon = gen.inv.docs, gen.prior.add, gen.canon
             for n in range(first, len(docs)):
-                app_n = self.canon[n]
+                app_n = canon[n]
                 if app_n:
                     add(app_n, docs[n] or ())
 
-    def _add_fields(self, new: list[dict[str, Any]], start: int) -> None:
+    def _add_fields(self, gen: Generation, new: list[dict[str, Any]], start: int) -> None:
         """Index entries ``start``.. by their app (episodes: also by canonical app) and under ``always``."""
         # One comprehension per field rather than one loop doing all: this runs for every entry when a
         # process first retrieves.
-        self._feats += [None] * len(new)  # parsed on first use: a cold query touches few entries
+        gen.feats += [None] * len(new)  # parsed on first use: a cold query touches few entries
         apps = [e.get("app") for e in new]
-        self.apps += apps
-        self.not_active.update(i for i, e in enumerate(new, start) if e.get("status") != "active")
-        by_app = self.by_app
+        gen.apps += apps
+        gen.not_active.update(i for i, e in enumerate(new, start) if e.get("status") != "active")
+        by_app = gen.by_app
         for i, app in enumerate(apps, start):
             if isinstance(app, str):
                 by_app.setdefault(app, []).append(i)
-        if self._app_of is not None:
+        if self.keeps_apps:
             # Each distinct name is looked up once (a device has tens of apps, not thousands).
-            canon_of = {a: self._app_of(a) for a in {a for a in apps if isinstance(a, str) and a}}
+            canon_of = {a: self.app_of(a) for a in {a for a in apps if isinstance(a, str) and a}}
             canon = [canon_of[a] if isinstance(a, str) and a else None for a in apps]
-            self.canon += canon
-            by_canon = self.by_canon
+            gen.canon += canon
+            by_canon = gen.by_canon
             for i, c in enumerate(canon, start):
                 if c:
                     by_canon.setdefault(c, []).append(i)
         # A raw "type" compares as its field_str would: no other value equals these names.
-        profile = PROFILE_TYPES if self.kind == "long_term" else ()
-        self.always += [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
-                        if t == "calibration" or (t == "failure" and not app) or t in profile]
+        profile = self.always_types
+        gen.always += [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
+                       if t == "calibration" or (t == "failure" and not app) or t in profile]
+        gen.stale_app = gen.stale_app or any(e.get("stale") == "app" for e in new)
 
     def _apps(self, count: int | None = None) -> list[str]:
         """The canonical app of each of the first ``count`` entries ("": none), as the prior counts them."""
-        return [a or "" for a in self.canon[:count]]
+        return [a or "" for a in self.gen.canon[:count]]
 
     def persist_job(self) -> PersistJob | None:
         """What to write of this source's postings now, as a snapshot (later appends do not change it); counted
         as persisted from here on (one write per lag, even if it fails)."""
         if self.cache is None:
             return None
-        grams = self.inv.grams
-        job = PersistJob(self.cache, self.inv, self.texts[:], grams.snapshot() if grams is not None else None,
-                         self._apps() if self._app_of is not None else None)
-        self.persisted = len(self.texts)
+        gen = self.gen
+        grams = gen.inv.grams
+        job = PersistJob(self.cache, gen.inv, gen.texts[:], grams.snapshot() if grams is not None else None,
+                         self._apps() if self.keeps_apps else None)
+        self.persisted = len(gen.texts)
         return job
 
     def app_posterior(self, tokens: frozenset[str], exclude: frozenset[str],
                       nearest: list[tuple[int, float]]) -> dict[str, float]:
         """P(app | goal): the device's past goals (naive Bayes, excluded episodes left out of the counts),
         weighed by the apps of the closest past goals (their squared similarity as votes)."""
-        gone = [(app, self.inv.doc(i)) for i, app in enumerate(self.canon)
-                if app and self.entries[i]["id"] in exclude] if exclude else []
-        post = self.prior.posterior(tokens, without=gone)
+        gen = self.gen
+        gone = [(app, gen.inv.doc(i)) for i, app in enumerate(gen.canon)
+                if app and gen.entries[i]["id"] in exclude] if exclude else []
+        post = gen.prior.posterior(tokens, without=gone)
         votes: dict[str, float] = {}
         for i, sim in nearest:
-            app = self.canon[i]
+            app = gen.canon[i]
             if app:
                 votes[app] = votes.get(app, 0.0) + sim * sim
         total = sum(votes.values())
@@ -248,44 +259,130 @@ class Source:
         """The candidates of ``found`` whose app is one of ``apps`` (as ``Feat.app`` reads it), whose status field
         is not plainly "active", or whose app field is no text: only these can be about a goal of those apps
         when the memory is bound to its app."""
-        keep = self._bound.get(apps)
-        if keep is None or self._bound_at != len(self.entries):
-            if self._bound_at != len(self.entries) or len(self._bound) > 256:
-                self._bound, self._bound_at = {}, len(self.entries)
+        gen = self.gen
+        if gen.bound_at != len(gen.entries):  # entries appended: the sets are made again for all of them
+            gen.bound, gen.bound_at = {}, len(gen.entries)
+        keep = gen.bound.get(apps)
+        if keep is None:
+            not_active = gen.not_active
             # A number or a list where the app belongs is kept (its Feat.app is not what the field says).
-            keep = self._bound[apps] = frozenset(
-                i for i, a in enumerate(self.apps)
-                if i in self.not_active or (a in apps if a is None or a.__class__ is str else True))
+            keep = gen.bound[apps] = frozenset(
+                i for i, a in enumerate(gen.apps)
+                if i in not_active or (a in apps if a is None or a.__class__ is str else True))
         return {i: sim for i, sim in found.items() if i in keep}
 
     def cache_due(self) -> bool:
         """Whether the persisted postings lag the index enough to be written again."""
-        return self.cache is not None and self.cache.due(len(self.texts), self.persisted)
+        return self.cache is not None and self.cache.due(len(self.gen.texts), self.persisted)
 
     def feat(self, i: int) -> Feat:
-        """Features of entry i (computed once)."""
-        f = self._feats[i]
+        """Features of entry i (computed once per generation)."""
+        feats = self.gen.feats
+        f = feats[i]
         if f is None:
-            f = features(self.entries[i], self.kind)
-            self._feats[i] = f
+            f = feats[i] = self.features(self.gen.entries[i])
         return f
 
 
-def device_text(e: dict[str, Any]) -> str:
-    """The words of a device memory's index line that a goal is matched against."""
-    return " ".join(x for x in map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"), e.get("app"),
-                                           e.get("page"), e.get("tags"))) if x)
+class DeviceSource(Source):
+    """One device collection (procedures, navigation, app profiles, failures, UI anchors, calibration)."""
+
+    def __init__(self, store: RenamingStore | None = None, cache: TokenCache | None = None) -> None:
+        super().__init__(store, cache)
+        self._renaming = store
+        self.label = str(store.dir) if store is not None else "device index"
+
+    def renamed(self, item_id: str) -> Path | None:
+        """The file of the collection that holds ``item_id`` under another name."""
+        assert self._renaming is not None
+        return self._renaming.renamed_path(item_id)
 
 
-def episode_text(e: dict[str, Any]) -> str:
-    """The words of an episode's index line that a goal is matched against (its goal and app)."""
-    goal, app = e.get("goal"), e.get("app")
-    if isinstance(goal, str) and (app is None or isinstance(app, str)):  # the usual line, 10,000 times at start-up
-        return f"{goal} {app}" if goal and app else goal or app or ""
-    return " ".join(x for x in map(field_text, (goal, app)) if x)
+class EpisodeSource(Source):
+    """The task episodes: goals matched by words and trigrams, each entry's canonical app and the app prior."""
+
+    label = "episodes index"
+    expires = False
+    keeps_apps = True
+
+    def __init__(self, store: IndexedStore | None = None, app_of: Callable[[str], str] = str,
+                 cache: TokenCache | None = None) -> None:
+        super().__init__(store, cache)
+        self._app_of = app_of
+
+    def text(self, e: dict[str, Any]) -> str:
+        """An episode's goal and app."""
+        return episode_text(e)
+
+    def features(self, e: dict[str, Any]) -> Feat:
+        """An episode's facts: its outcome is its confidence and validation; it never expires."""
+        return episode_features(e)
+
+    def app_of(self, app: str) -> str | None:
+        """The catalog's canonical app for an episode's app name."""
+        return self._app_of(app)
+
+    def judge(self, scorer: Scorer, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
+              evidence: EpisodeEvidence | None) -> Verdict | None:
+        """``Scorer.judge_episode``, with what the search learned of the goal."""
+        assert evidence is not None, "an episode is judged with what the search learned of the goal"
+        return scorer.judge_episode(self, i, sim, ctx, drop, evidence)
+
+    def judge_all(self, scorer: Scorer, found: dict[int, float], item_type: str, ctx: Query, drop: DropLog,
+                  evidence: EpisodeEvidence | None) -> Iterator[Verdict]:
+        """``Scorer.judge_episodes``, with what the search learned of the goal."""
+        assert evidence is not None, "episodes are judged with what the search learned of the goal"
+        return scorer.judge_episodes(self, found, ctx, drop, evidence)
+
+    def hit_fields(self, e: dict[str, Any], f: Feat, item_type: str, record: Any) -> HitFields:
+        """A success or a failure, shown by its summary or goal, titled by its goal."""
+        return HitFields("task_episode" if f.validation == 1.0 else "task_episode_failure",
+                         field_text(e.get("summary")) or field_text(e.get("goal")), field_str(e.get("goal")),
+                         f"{self.store.layout.rel_dir}/{field_str(e.get('path')) or ''}", field_str(e.get("page")))
 
 
-def long_term_text(e: dict[str, Any]) -> str:
-    """The words of a long-term memory's index line that a goal is matched against."""
-    fields = (e.get("title"), e.get("summary"), e.get("tags"), e.get("entities"))
-    return " ".join(x for x in map(field_text, fields) if x)
+class LongTermSource(Source):
+    """The long-term memories: facts, and the user's rules and preferences (recalled for every goal)."""
+
+    label = "long-term index"
+    always_types = PROFILE_TYPES
+    app_bound_applicability = True
+
+    def __init__(self, store: RenamingStore | None = None, cache: TokenCache | None = None) -> None:
+        super().__init__(store, cache)
+        self._renaming = store
+
+    def renamed(self, item_id: str) -> Path | None:
+        """The long-term memory file that holds ``item_id`` under another name."""
+        assert self._renaming is not None
+        return self._renaming.renamed_path(item_id)
+
+    def text(self, e: dict[str, Any]) -> str:
+        """A long-term memory's title, summary, tags and entities."""
+        return long_term_text(e)
+
+    def features(self, e: dict[str, Any]) -> Feat:
+        """A long-term memory's facts (its evidence is the user's word or the session it was learned in)."""
+        return memory_features(e, "long_term", True)
+
+    def empty(self, record: Any) -> bool:
+        """Whether the memory's text is blank."""
+        return not str(getattr(record, "content", "")).strip()
+
+    def judge(self, scorer: Scorer, i: int, item_type: str, sim: float, ctx: Query, drop: DropLog,
+              evidence: EpisodeEvidence | None) -> Verdict | None:
+        """``Scorer.judge_long_term``."""
+        return scorer.judge_long_term(self, i, sim, ctx, drop)
+
+    def judge_all(self, scorer: Scorer, found: dict[int, float], item_type: str, ctx: Query, drop: DropLog,
+                  evidence: EpisodeEvidence | None) -> Iterator[Verdict]:
+        """``Scorer.judge_rules``: what no word of the goal reaches is replayed."""
+        return scorer.judge_rules(self, found, ctx, drop)
+
+    def hit_fields(self, e: dict[str, Any], f: Feat, item_type: str, record: Any) -> HitFields:
+        """Its type and summary (the text its file holds now, when read now)."""
+        text = field_text(e.get("summary"))
+        if record is not None:  # the text as the file holds it now, if a person edited it since
+            text = " ".join(str(record.content).split())[:240] or text
+        return HitFields(field_str(e.get("type")) or "fact", text, field_str(e.get("title")),
+                         f"{self.store.layout.rel_dir}/{field_str(e.get('path')) or ''}", field_str(e.get("page")))

@@ -17,55 +17,31 @@ from device_memory import GENERIC_NAMES, AppCatalog
 from lifecycle import field_num, field_str, field_text, field_words
 
 from .._long_term import USER_WORD_TYPES
+from ._candidates import Cand
+from ._generation import Generation
 from ._query import ParsedQuery
-from ._scoring import Cand
+from ._sources import Source
 
 RULE_SHARE = 0.5
 """At most this share of the block's characters goes to the user's rules and preferences."""
 
 
 class RuleScope:
-    """The apps each long-term memory names (memoised by id and text: a few rules, every retrieve)."""
+    """The apps each long-term memory names, and the rules of a source's generation seen from a goal's apps."""
 
     def __init__(self, catalog: AppCatalog) -> None:
         self.catalog = catalog
-        self._memo: dict[tuple[Any, ...], frozenset[str]] = {}
-        # The same index line (the same dict object) asks again on every retrieve: answered by identity,
-        # without building the text key (the dict is kept so its id cannot be reused while it is here).
-        self._seen: dict[int, tuple[dict[str, Any], frozenset[str]]] = {}
-        self._goals: dict[frozenset[str], GoalRules] = {}  # see for_goal
-        self._goals_of: list[dict[str, Any]] | None = None
-        self._goals_len = 0
 
     def apps(self, e: dict[str, Any]) -> frozenset[str]:
         """Canonical apps a memory's index line names: its applicability app, its entities, its words."""
-        seen = self._seen.get(id(e))
-        if seen is not None and seen[0] is e:
-            return seen[1]
-        out = self._apps(e)
-        if len(self._seen) > 20_000:
-            self._seen.clear()
-        self._seen[id(e)] = (e, out)
-        return out
-
-    def _apps(self, e: dict[str, Any]) -> frozenset[str]:
-        raw = e.get("applicability")
-        ents = e.get("entities")
-        key = (e.get("id"), e.get("title"), e.get("summary"), repr(raw) if raw else None,
-               tuple(ents) if isinstance(ents, list) else ents)
-        try:
-            hit = self._memo.get(key)  # type: ignore[arg-type]
-        except TypeError:  # a hand-edited field of an odd shape: not memoised
-            key, hit = None, None  # type: ignore[assignment]
-        if hit is not None:
-            return hit
         text = " ".join(x for x in (field_text(e.get("title")), field_text(e.get("summary"))) if x)
+        raw = e.get("applicability")
         appl: dict[str, Any] = raw if isinstance(raw, dict) else {}
         app = field_str(appl.get("app")) or field_str(appl.get("app_id")) or field_str(appl.get("app_name"))
         found: set[str] = set()
         if app:
             found.add(self.catalog.app_id_for(app))
-        for name in field_words(ents):
+        for name in field_words(e.get("entities")):
             canon = self.catalog.canonical(name)
             if canon and name.lower() not in GENERIC_NAMES:
                 found.add(canon)
@@ -78,12 +54,15 @@ class RuleScope:
             if name.isascii() and not text[pos:pos + 1].isupper():
                 continue
             found.add(a)
-        out = frozenset(found)
-        if key is not None:
-            if len(self._memo) > 2048:
-                self._memo.clear()
-            self._memo[key] = out
-        return out
+        return frozenset(found)
+
+    def entry_apps(self, gen: Generation, i: int) -> frozenset[str]:
+        """``apps`` of entry ``i`` of an index generation (worked out once: a few rules, every retrieve)."""
+        known = gen.rule_apps
+        apps = known.get(i)
+        if apps is None:
+            apps = known[i] = self.apps(gen.entries[i])
+        return apps
 
     def applies(self, e: dict[str, Any], q: ParsedQuery) -> bool:
         """Whether a rule or preference applies to the goal: global, the goal's app, or a goal of no app."""
@@ -91,24 +70,26 @@ class RuleScope:
 
     def applies_to(self, e: dict[str, Any], goal_apps: frozenset[str]) -> bool:
         """``applies`` for a goal about ``goal_apps``."""
-        apps = self.apps(e)
-        if not apps:
-            return True
-        return not goal_apps or bool(apps & goal_apps)
+        return _applies(self.apps(e), goal_apps)
 
-    def for_goal(self, entries: list[dict[str, Any]], q: ParsedQuery) -> GoalRules:
-        """The rules of one index seen from the goal's apps (the same object while index and apps stay)."""
+    def for_goal(self, src: Source, q: ParsedQuery) -> GoalRules:
+        """The rules of a source's generation seen from the goal's apps (the same object while both stay)."""
         goal_apps = goal_apps_of(q)
-        # Kept for the index as it is now only (an older index's lines are not held on to).
-        if self._goals_of is not entries or self._goals_len != len(entries) or len(self._goals) > 256:
-            self._goals_of, self._goals_len, self._goals = entries, len(entries), {}
-        hit = self._goals.get(goal_apps)
+        known = src.gen.goal_rules
+        hit = known.get(goal_apps)
         if hit is None:
-            hit = self._goals[goal_apps] = GoalRules(self, entries, goal_apps)
+            hit = known[goal_apps] = GoalRules(self, src.gen, goal_apps)
         return hit
 
 
 RuleKey = tuple[bool, bool, float, float, str]
+"""(a model's word, not naming the goal's app, minus priority, minus score, id): the order of the user's word."""
+
+
+def _applies(apps: frozenset[str], goal_apps: frozenset[str]) -> bool:
+    """Whether a rule naming ``apps`` applies to a goal about ``goal_apps`` (global, the goal's app, or a goal of
+    no app)."""
+    return not apps or not goal_apps or bool(apps & goal_apps)
 
 
 def goal_apps_of(q: ParsedQuery) -> frozenset[str]:
@@ -117,12 +98,13 @@ def goal_apps_of(q: ParsedQuery) -> frozenset[str]:
 
 
 class GoalRules:
-    """One index's rules and preferences seen from one goal's apps: which apply, and the fixed part of their
+    """One index generation's rules and preferences seen from one goal's apps: which apply, and the fixed part of their
     order in the block (memoised per entry: the same rules are asked about on every retrieve)."""
 
-    def __init__(self, scope: RuleScope, entries: list[dict[str, Any]], goal_apps: frozenset[str]) -> None:
+    def __init__(self, scope: RuleScope, gen: Generation, goal_apps: frozenset[str]) -> None:
         self.scope = scope
-        self.entries = entries
+        self.gen = gen
+        self.entries = gen.entries
         self.goal_apps = goal_apps
         self._applies: dict[int, bool] = {}
         self._prefix: dict[int, tuple[bool, bool, float]] = {}
@@ -132,7 +114,8 @@ class GoalRules:
         hit = self._applies.get(i)
         if hit is None:
             e = self.entries[i]
-            hit = field_str(e.get("type")) in USER_WORD_TYPES and self.scope.applies_to(e, self.goal_apps)
+            hit = field_str(e.get("type")) in USER_WORD_TYPES and _applies(self.scope.entry_apps(self.gen, i),
+                                                                          self.goal_apps)
             self._applies[i] = hit
         return hit
 
@@ -143,7 +126,7 @@ class GoalRules:
         e = self.entries[c.i]
         if prefix is None:
             goal_apps = self.goal_apps
-            prefix = (e.get("source") == "model", not (goal_apps and self.scope.apps(e) & goal_apps),
+            prefix = (e.get("source") == "model", not (goal_apps and self.scope.entry_apps(self.gen, c.i) & goal_apps),
                       -field_num(e.get("priority"), 0))
             self._prefix[c.i] = prefix
         return (*prefix, -c.score, e["id"])
