@@ -10,8 +10,7 @@ $(STAMP): pyproject.toml
 	@echo "make: installing memory-plane and its dependencies into $(VENV) (first run only, about a minute)..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@# setuptools prints a banner on every editable install (folders named like a package in the current
-	@# directory may shadow it); memory_plane/_siblings.py handles that case, so the banner is only noise.
+	@# setuptools warns on every editable install (about folders beside the package); the warnings are only noise.
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,mcp]'
 	touch $(STAMP)
 
@@ -20,13 +19,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mypy memory_plane episodes device_memory lifecycle prompts
+	$(PY) -m mypy memory_plane
 	@echo "make: running every test, the slow ones too (about 4 minutes on 2 cores; pytest -m 'not slow' is the quick run)"
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mypy memory_plane episodes device_memory lifecycle prompts
+	$(PY) -m mypy memory_plane
 
 bench: $(STAMP)
 	$(VENV)/bin/memplane bench all --json

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import NamedTuple
 
-from lifecycle import load_yaml, nfkc, slug_id
+from memory_plane.lifecycle import load_yaml, nfkc, slug_id
 
 # Names that are also ordinary words: they name the app only when nothing more specific does.
 GENERIC_NAMES = frozenset({
@@ -100,7 +100,7 @@ class AppCatalog:
     @classmethod
     def shipped(cls) -> AppCatalog:
         """The catalog of the alias table shipped with the package."""
-        text = resources.files("device_memory").joinpath("data/apps.yaml").read_text("utf-8")
+        text = resources.files("memory_plane.device_memory").joinpath("data/apps.yaml").read_text("utf-8")
         data = load_yaml(text, "device_memory/data/apps.yaml") or {}
         return cls(AppInfo(str(k), [str(x) for x in v.get("names", [])], [str(x) for x in v.get("aliases", [])],
                            [str(x) for x in v.get("packages", [])]) for k, v in data.items())

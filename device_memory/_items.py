@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lifecycle import Record, StrList, as_list, content_hash
+from memory_plane.lifecycle import Record, StrList, as_list, content_hash
 
 # Caps so cumulative lists never grow without bound (newest kept).
 CAPS: dict[str, int] = {

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     ABSENT,
     DEFAULT_LOCK_TIMEOUT,
     Clock,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lifecycle import atomic_write
+from memory_plane.lifecycle import atomic_write
 
 from ._sanitize import image_format
 

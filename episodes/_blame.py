@@ -28,7 +28,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from device_memory import AppProfile, Calibration, DeviceItem, Failure, Navigation, Procedure, UiAnchor
+from memory_plane.device_memory import AppProfile, Calibration, DeviceItem, Failure, Navigation, Procedure, UiAnchor
 
 from ._causes import NEAR_PX, _unchanged, _visible
 from ._path_agreement import followed, mask, of_procedure_step

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from lifecycle import FileProblemError, load_yaml_file
+from memory_plane.lifecycle import FileProblemError, load_yaml_file
 
 log = logging.getLogger("memory_plane")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from device_memory import DeviceMemory
-from lifecycle import FileProblemError, UnsafePathError
+from memory_plane.device_memory import DeviceMemory
+from memory_plane.lifecycle import FileProblemError, UnsafePathError
 
 from ._blame import declared_memories
 from ._failure_lessons import learn_failures, phase_cause

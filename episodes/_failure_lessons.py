@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from device_memory import Failure, Procedure
-from lifecycle import FileProblemError, UnsafePathError, content_hash
+from memory_plane.device_memory import Failure, Procedure
+from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash
 
 from ._blame import blamed_procedure
 from ._causes import classify

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from device_memory import DeviceMemory
+from memory_plane.device_memory import DeviceMemory
 
 from ._extract import LessonExtractor
 from ._outcomes import OutcomeUpdater

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from device_memory import DeviceMemory, Failure, Navigation, Procedure
+from memory_plane.device_memory import DeviceMemory, Failure, Navigation, Procedure
 
 from ._blame import note_demotion, procedure_failure_point
 from ._lesson_context import LessonContext

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from device_memory import DeviceMemory
-from lifecycle import EvidenceRef
+from memory_plane.device_memory import DeviceMemory
+from memory_plane.lifecycle import EvidenceRef
 
 from ._blame import lift_demotion
 from ._model import TaskEpisode

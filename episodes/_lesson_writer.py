@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from device_memory import DeviceMemory
-from lifecycle import FileProblemError
+from memory_plane.device_memory import DeviceMemory
+from memory_plane.lifecycle import FileProblemError
 
 from ._lesson_context import LessonContext
 from ._model import TaskEpisode

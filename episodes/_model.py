@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from lifecycle import StrList, Text, Timestamp, format_ts, is_safe_id, normalize_status
+from memory_plane.lifecycle import StrList, Text, Timestamp, format_ts, is_safe_id, normalize_status
 
 EpisodeStatus = Literal["recording", "active", "interrupted", "expired", "deleted", "inactive"]
 

@@ -7,8 +7,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from device_memory import DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
-from lifecycle import EvidenceRef, FileProblemError
+from memory_plane.device_memory import DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
+from memory_plane.lifecycle import EvidenceRef, FileProblemError
 
 from ._blame import (
     RETIRE_AFTER,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lifecycle import content_hash
+from memory_plane.lifecycle import content_hash
 
 from ._steps import Step, coords_close, step_action
 

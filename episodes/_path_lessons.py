@@ -6,8 +6,16 @@ import logging
 import statistics
 from typing import Any
 
-from device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor, cap_list, merge_unique
-from lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
+from memory_plane.device_memory import (
+    Calibration,
+    Navigation,
+    Procedure,
+    ProcedureStep,
+    UiAnchor,
+    cap_list,
+    merge_unique,
+)
+from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._blame import restore_if_earned
 from ._lesson_conflicts import contradicted_navigation, negation, settle_navigation

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from device_memory import AppProfile, DeviceProfile, OpenMethod, ScreenInfo, cap_list, merge_unique
-from lifecycle import content_hash, slug_id
+from memory_plane.device_memory import AppProfile, DeviceProfile, OpenMethod, ScreenInfo, cap_list, merge_unique
+from memory_plane.lifecycle import content_hash, slug_id
 
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, LessonWriter

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
-from lifecycle import Clock, append_line, dumps_compact, format_ts, guarded_makedirs, system_clock
+from memory_plane.lifecycle import Clock, append_line, dumps_compact, format_ts, guarded_makedirs, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
 from ._config_file import read_config

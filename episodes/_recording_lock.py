@@ -6,7 +6,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from lifecycle import UnsafePathError, guarded_unlink, open_dir
+from memory_plane.lifecycle import UnsafePathError, guarded_unlink, open_dir
 
 from ._store import RECORDING_LOCK
 

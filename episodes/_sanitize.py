@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lifecycle import as_text
+from memory_plane.lifecycle import as_text
 
 MAX_STRING = 2000        # longest string kept whole in an event
 EXCERPT_HEAD = 1500

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lifecycle import atomic_write, dumps_compact, read_bytes_nofollow
+from memory_plane.lifecycle import atomic_write, dumps_compact, read_bytes_nofollow
 
 from ._sanitize import REDACTED, TEXT_KEYS, redact_text_fields, sanitize
 

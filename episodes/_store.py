@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     Clock,
     DatedLayout,

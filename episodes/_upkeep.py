@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     GcReport,
     ItemRead,
     Repair,

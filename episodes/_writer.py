@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     UnsafePathError,
     atomic_write,
     dumps_compact,

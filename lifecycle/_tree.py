@@ -49,7 +49,7 @@ def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, byte
 
 def template_files() -> list[tuple[str, bytes]]:
     """Return (relative path, content) of every file of the shipped userdata template."""
-    return _template_files(resources.files("userdata_template"))
+    return _template_files(resources.files("memory_plane.userdata_template"))
 
 
 def init_tree(root: str | os.PathLike[str]) -> list[str]:

@@ -3,18 +3,12 @@
 ``MemoryPlane.open(root)`` gives the runtime its calls: ``retrieve`` before a task,
 ``new_episode_recorder`` during it, ``commit_episode`` after it.
 """
-# ruff: noqa: E402  (the sibling packages must be located before anything imports them)
-
-from . import _siblings
-
-_siblings.ensure_siblings()
-
-from lifecycle import MemoryPlaneError
 
 from ._long_term import LongTermMemory, LongTermStore, SaveResult
 from ._plane import MemoryPlane
 from ._retrieve_types import CurrentEnvironmentHints, MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
+from .lifecycle import MemoryPlaneError
 from .retrieval import MemoryContext, ParsedQuery, RetrieveConfig, Retriever, parse_query, quote_data, render_context
 
 __all__ = [

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from episodes import LESSONS_JOB, EpisodeRecorder, TaskEpisodeWriter, episode_jobs
-from lifecycle import UsageError
+from memory_plane.episodes import LESSONS_JOB, EpisodeRecorder, TaskEpisodeWriter, episode_jobs
+from memory_plane.lifecycle import UsageError
 
 from .retrieval import parse_query
 

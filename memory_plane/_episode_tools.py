@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from episodes.transcript import estimate_text_tokens as estimate_tokens
-from lifecycle import field_str, field_text, is_safe_id, one_line
+from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
+from memory_plane.lifecycle import field_str, field_text, is_safe_id, one_line
 
 from ._tool_answers import ToolResult, bounded, shown
 from ._tool_args import InspectEpisodeArgs, RecallHistoryArgs, RecallSessionArgs

@@ -12,7 +12,7 @@ import os
 from enum import Enum
 from pathlib import Path
 
-from lifecycle import ABSENT
+from memory_plane.lifecycle import ABSENT
 
 
 class FileState(Enum):

@@ -17,8 +17,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-import prompts
-from episodes.transcript import (
+from memory_plane import prompts
+from memory_plane.episodes.transcript import (
     BANNED_WORDS,
     MAX_REQUESTS_PER_MODEL,
     Capsule,
@@ -33,7 +33,7 @@ from episodes.transcript import (
     check_summary,
     current_budget,
 )
-from lifecycle import UsageError, one_line, read_bytes_nofollow
+from memory_plane.lifecycle import UsageError, one_line, read_bytes_nofollow
 
 from ._lens_settings import GeminiSettings
 

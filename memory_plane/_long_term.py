@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     Clock,
     ConflictLog,
@@ -340,7 +340,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
 
 
 def _expired(entry: dict[str, Any], now: Any) -> bool:
-    from lifecycle import expiry_believed, parse_ts
+    from memory_plane.lifecycle import expiry_believed, parse_ts
 
     exp = entry.get("expires_at")
     if not exp:

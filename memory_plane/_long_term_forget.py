@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lifecycle import FileProblemError, UnsafePathError, UsageError, content_hash, index_writes, is_safe_id, remove_path
+from memory_plane.lifecycle import (
+    FileProblemError,
+    UnsafePathError,
+    UsageError,
+    content_hash,
+    index_writes,
+    is_safe_id,
+    remove_path,
+)
 
 from ._long_term_model import LongTermMemory, _norm
 from ._scrub import scrub_tree

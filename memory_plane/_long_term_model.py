@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from lifecycle import Record, StrList, nfkc, one_line
+from memory_plane.lifecycle import Record, StrList, nfkc, one_line
 
 LongTermType = Literal["profile", "rule", "preference", "procedure", "fact"]
 LONG_TERM_TYPES: tuple[str, ...] = ("profile", "rule", "preference", "procedure", "fact")

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lifecycle import FileProblemError, StorageError
+from memory_plane.lifecycle import FileProblemError, StorageError
 
 from ._contradiction import contradicts, meaning_length
 from ._long_term_model import (

@@ -12,8 +12,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from device_memory import DeviceMemory, type_of_id
-from episodes import (
+from memory_plane.device_memory import DeviceMemory, type_of_id
+from memory_plane.episodes import (
     EpisodeJob,
     EpisodeRecorder,
     TaskEpisode,
@@ -22,7 +22,7 @@ from episodes import (
     episode_jobs,
     read_config,
 )
-from lifecycle import (
+from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     Clock,
     GcReport,
@@ -199,7 +199,7 @@ class MemoryPlane:
     def open_transcript(self, recorder: EpisodeRecorder, *, system_prompt: str = "", goal: str | None = None) -> Any:
         """The transcript ledger of a recording episode, with the configured lenses (offline without a key);
         lens usage is metered into its usage.jsonl without touching the agent's measured context size."""
-        from episodes.transcript import TranscriptConfig
+        from memory_plane.episodes.transcript import TranscriptConfig
 
         from ._lenses import GeminiSettings, select_lenses
 
@@ -328,7 +328,7 @@ class MemoryPlane:
 
     def quarantined(self) -> list[Any]:
         """Files `verify --fix` moved to lifecycle/quarantine/ (name, original path, when, why)."""
-        from lifecycle import list_quarantined
+        from memory_plane.lifecycle import list_quarantined
 
         return list_quarantined(self._root)
 

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from episodes import recording_is_live
-from lifecycle import (
+from memory_plane.episodes import recording_is_live
+from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
     IndexFile,

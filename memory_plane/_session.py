@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from episodes import sanitize
-from lifecycle import (
+from memory_plane.episodes import sanitize
+from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     INDEX_NAME,
     Clock,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from episodes.transcript import estimate_text_tokens as estimate_tokens
+from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
 
 from .retrieval import quote_cut
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from lifecycle import as_text
+from memory_plane.lifecycle import as_text
 
 MAX_ARG_DEPTH = 8
 """How deeply a tool's arguments may nest (the arguments object is level 1; a list of words in it, level 2)."""

@@ -15,8 +15,17 @@ from typing import Any
 
 import pydantic
 
-from episodes.transcript import estimate_text_tokens as estimate_tokens
-from lifecycle import StorageError, UsageError, field_num, field_str, field_text, is_safe_id, one_line, strip_unsafe
+from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
+from memory_plane.lifecycle import (
+    StorageError,
+    UsageError,
+    field_num,
+    field_str,
+    field_text,
+    is_safe_id,
+    one_line,
+    strip_unsafe,
+)
 
 from ._episode_tools import EpisodeTools
 from ._tokens import token_set
@@ -97,7 +106,7 @@ class MemoryTools:
         out = []
         for name in self.names():
             if name == "recall_history":
-                from episodes.transcript import RECALL_HISTORY_TOOL
+                from memory_plane.episodes.transcript import RECALL_HISTORY_TOOL
 
                 out.append(json.loads(json.dumps(RECALL_HISTORY_TOOL)))
             else:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from lifecycle import init_tree
 from memory_plane import MemoryPlane
+from memory_plane.lifecycle import init_tree
 
 # CI replays the same examples every run (main stays green); a developer's run explores new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -46,6 +46,6 @@ def shared_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryPla
 
 def no_temp_debris(directory: Path) -> list[str]:
     """Return staging files left anywhere under directory."""
-    from lifecycle import is_temp_name
+    from memory_plane.lifecycle import is_temp_name
 
     return [str(p) for p in directory.rglob("*") if is_temp_name(p.name)]

@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw
 from memory_plane import MemoryPlane
 
 if TYPE_CHECKING:  # the transcript engine is imported when a test builds a ledger, not by every test
-    from episodes.transcript import TranscriptLedger
+    from memory_plane.episodes.transcript import TranscriptLedger
 
 
 def screenshot(label: str = "home", size: tuple[int, int] = (640, 1200), fmt: str = "JPEG") -> bytes:
@@ -40,7 +40,7 @@ def manual_procedure(plane: MemoryPlane, item_id: str = "proc_manual") -> Path:
 def episode_ledger(tmp_path: Path, **kwargs: Any) -> tuple[TranscriptLedger, Path]:
     """A transcript ledger (``kwargs`` as TranscriptLedger takes them) in a fresh episode folder ``tmp_path/ep``
     with its artifacts folder, and that episode folder."""
-    from episodes.transcript import TranscriptLedger
+    from memory_plane.episodes.transcript import TranscriptLedger
 
     ep = tmp_path / "ep"
     (ep / "artifacts").mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,6 @@ from typing import Any
 
 import pytest
 
-from device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor
-from episodes import EpisodeRecorder, pair_steps
-from lifecycle import EvidenceRef
 from memory_plane import MemoryPlane
 from memory_plane.bench._blame import culprits, demotions, run_scenario
 from memory_plane.bench._lesson_paths import Token, action_tokens, lcs_closeness, procedure_tokens, token
@@ -27,6 +24,9 @@ from memory_plane.bench._lessons import (
     read_rows,
     run,
 )
+from memory_plane.device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor
+from memory_plane.episodes import EpisodeRecorder, pair_steps
+from memory_plane.lifecycle import EvidenceRef
 
 from conftest import SHARED_DATA
 

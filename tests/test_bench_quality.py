@@ -64,9 +64,9 @@ def test_fts_queries_quote_every_term() -> None:
 def test_variants_ask_the_altered_goals_of_ours_and_trigram_alike() -> None:
     import pytest
 
-    from lifecycle import UsageError
     from memory_plane.bench._perturb import VARIANTS, variant_goals
     from memory_plane.bench._quality import _variant_report, _variants, answerable
+    from memory_plane.lifecycle import UsageError
 
     goals, apps = [t["goal"] for t in TASKS], [t["app"] for t in TASKS]
     for v in VARIANTS:

@@ -12,9 +12,9 @@ from freezegun import freeze_time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle import BUILD_DATE, CLOCK_SKEW, MAX_CLOCK_LEAP, ClockError, clock_doubt, read_jsonl
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
+from memory_plane.lifecycle import BUILD_DATE, CLOCK_SKEW, MAX_CLOCK_LEAP, ClockError, clock_doubt, read_jsonl
 
 T = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
 EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from device_memory import FOLDER, ITEM_TYPES, DeviceMemory, DeviceProfile
-from episodes import TaskEpisode, TaskEpisodeStore
-from lifecycle import (
+from memory_plane import LongTermMemory, LongTermStore
+from memory_plane.device_memory import FOLDER, ITEM_TYPES, DeviceMemory, DeviceProfile
+from memory_plane.episodes import TaskEpisode, TaskEpisodeStore
+from memory_plane.lifecycle import (
     QUARANTINE_DIR,
     Collection,
     FlatLayout,
@@ -34,7 +35,6 @@ from lifecycle import (
     read_jsonl,
     repair_findings,
 )
-from memory_plane import LongTermMemory, LongTermStore
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 PREFIX = {"app_profile": "app_", "procedure": "proc_", "navigation": "nav_", "calibration": "cal_",

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle import IndexFile, collector_paused
+from memory_plane.lifecycle import IndexFile, collector_paused
 
 
 @contextmanager
@@ -95,7 +95,7 @@ def watch_collector(monkeypatch, owner: object, name: str) -> list[bool]:  # typ
 
 def test_a_hand_edited_index_line_is_parsed_with_the_collector_running(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # ruamel's loader leaves a cycle per parse: the YAML fallback for a hand-edited line is never held off.
-    import lifecycle._index as index_module
+    import memory_plane.lifecycle._index as index_module
 
     seen = watch_collector(monkeypatch, index_module, "load_yaml")
     path = tmp_path / "index.yaml"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from episodes.transcript import (
+from memory_plane.episodes.transcript import (
     RECALL_HISTORY_TOOL,
     Capsule,
     OfflineCapsuleLens,
@@ -20,7 +20,7 @@ from episodes.transcript import (
     check_capsule,
     coverage_problem,
 )
-from lifecycle import UsageError
+from memory_plane.lifecycle import UsageError
 
 from helpers import episode_ledger, screenshot
 
@@ -54,7 +54,7 @@ def addressable(textv: str, n: int) -> bool:
 
 
 def segments(led: TranscriptLedger) -> list[tuple[int, int, str]]:
-    from lifecycle import read_jsonl
+    from memory_plane.lifecycle import read_jsonl
 
     return [(r["start"], r["end"], r["reason"]) for r in read_jsonl(led.dir / "steps.jsonl").records
             if r["kind"] == "segment"]
@@ -211,7 +211,7 @@ def test_recall_bounds_and_usage_errors(tmp_path: Path) -> None:
     (ep / "artifacts" / "step_007.jpg").unlink()
     assert led.recall_history(query="fact number 7", include_images=True).images == []  # only files that exist
     big = led.recall_history(step_range=[1, 11], include_details=True)
-    from episodes.transcript import estimate_text_tokens
+    from memory_plane.episodes.transcript import estimate_text_tokens
 
     assert sum(estimate_text_tokens(str(r)) for r in big.results) <= 2600
     assert RECALL_HISTORY_TOOL["name"] == "recall_history" and "step_range" in RECALL_HISTORY_TOOL["parameters"][
@@ -242,8 +242,8 @@ def test_a_pipe_in_place_of_a_chunk_is_a_named_missing_chunk_not_a_hang(tmp_path
     # A cold start reads each folded chunk back; a named pipe left where one was would block that read forever.
     import os
 
-    from lifecycle import NotAFileError
     from memory_plane.bench._fuzz_shapes import release_fifos, watchdog
+    from memory_plane.lifecycle import NotAFileError
 
     led, ep = make(tmp_path, cfg(max_steps=3, target_source_tokens=10**6, context_budget_tokens=2600))
     for n in range(1, 21):

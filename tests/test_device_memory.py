@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from device_memory import (
+from memory_plane.device_memory import (
     CAPS,
     AppCatalog,
     AppInfo,
@@ -19,8 +19,8 @@ from device_memory import (
     Procedure,
     shipped_catalog,
 )
-from episodes import EpisodeRecorder, LessonExtractor, OutcomeUpdater, TaskEpisodeStore, TaskEpisodeWriter
-from lifecycle import is_safe_id, load_yaml, read_jsonl
+from memory_plane.episodes import EpisodeRecorder, LessonExtractor, OutcomeUpdater, TaskEpisodeStore, TaskEpisodeWriter
+from memory_plane.lifecycle import is_safe_id, load_yaml, read_jsonl
 
 
 class World:
@@ -136,7 +136,7 @@ def test_untargeted_goals_of_one_intent_stay_separate_lessons(world: World) -> N
 
 
 def test_effective_path_cuts_detours() -> None:
-    from episodes import effective_path, pair_steps
+    from memory_plane.episodes import effective_path, pair_steps
 
     def ev(n, kind, tool, page, obs_page=None, **kw):
         e = {"event_id": f"evt_{n}", "type": kind, "tool_name": tool, **kw}

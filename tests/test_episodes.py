@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from episodes import (
+from memory_plane.episodes import (
     FAILURE_PHASES,
     EpisodeJob,
     EpisodeRecorder,
@@ -25,7 +25,7 @@ from episodes import (
     parse_tool_input,
     tool_coords,
 )
-from lifecycle import read_jsonl
+from memory_plane.lifecycle import read_jsonl
 
 from helpers import screenshot
 
@@ -164,7 +164,7 @@ def test_index_line_per_episode_and_readable_chinese(root: Path) -> None:
 
 def test_commit_flushes_events_before_episode_yaml_and_stages_outside_the_year_folder(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import episodes._store as store_mod
+    import memory_plane.episodes._store as store_mod
 
     store, rec = make(root)
     rec.tool_call("launch_app", {"app": "微信"})
@@ -269,7 +269,7 @@ def test_killed_process_leaves_partial_episode(root: Path) -> None:
         import sys, time
         sys.path.insert(0, {str(REPO / 'tests')!r})
         from pathlib import Path
-        from episodes import TaskEpisodeStore, EpisodeRecorder
+        from memory_plane.episodes import TaskEpisodeStore, EpisodeRecorder
         from helpers import screenshot
         store = TaskEpisodeStore(Path({str(root)!r}))
         rec = EpisodeRecorder(store, "open settings")

@@ -79,8 +79,8 @@ class _Killed(BaseException):
 
 
 def _gc_fixture(root: Path) -> None:
-    from lifecycle import init_tree
     from memory_plane.bench._lifecycle import build
+    from memory_plane.lifecycle import init_tree
 
     init_tree(root)
     build(root, n_items=48, n_episodes=30, seed=11)
@@ -104,7 +104,7 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
     import shutil
     from datetime import timedelta
 
-    import lifecycle._gc as maint  # every GC removal goes through its remove_path
+    import memory_plane.lifecycle._gc as maint  # every GC removal goes through its remove_path
     from memory_plane.bench._lifecycle import NOW
 
     now = NOW + timedelta(days=200)  # most episodes past their summary TTL, most items past grace
@@ -197,7 +197,7 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
     index.write_text("".join(ln for ln in index.read_text().splitlines(keepends=True) if "proc_second" not in ln))
     read_only(monkeypatch, root)
     with caplog.at_level("WARNING", logger="memory_plane"):
-        from device_memory import DeviceMemory
+        from memory_plane.device_memory import DeviceMemory
 
         ids = sorted(e["id"] for e in DeviceMemory(root).collection("procedure").entries())
     assert ids == ["proc_manual", "proc_second"]
@@ -210,7 +210,7 @@ def test_a_read_only_tree_reads_around_a_bad_index_and_says_how_many_lines(tmp_p
 def test_a_finished_task_whose_commit_hit_enospc_is_completed_not_interrupted(tmp_path: Path, monkeypatch) -> None:
     import errno
 
-    import episodes._store as store_mod
+    import memory_plane.episodes._store as store_mod
     from memory_plane import MemoryRetrieveRequest as Req
 
     root = tmp_path / "m"
@@ -319,7 +319,7 @@ def test_a_documented_off_word_set_by_hand_is_not_a_problem(tmp_path: Path) -> N
 
 
 def test_an_item_over_the_size_limit_is_not_loaded_and_is_named(tmp_path: Path) -> None:
-    from lifecycle import MAX_ITEM_BYTES
+    from memory_plane.lifecycle import MAX_ITEM_BYTES
 
     with MemoryPlane.open(tmp_path / "m") as plane:
         path = manual_procedure(plane)
@@ -357,7 +357,7 @@ def test_gc_dry_run_works_on_a_read_only_tree(tmp_path: Path, monkeypatch, capsy
 
 def test_save_memory_on_a_read_only_disk_is_a_storage_error_naming_the_file(tmp_path: Path, monkeypatch,
                                                                            capsys) -> None:
-    from lifecycle import StorageError
+    from memory_plane.lifecycle import StorageError
 
     from helpers import read_only
 

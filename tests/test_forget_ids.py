@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle import UsageError, is_safe_id
 from memory_plane import MemoryPlane
+from memory_plane.lifecycle import UsageError, is_safe_id
 
 REPO = Path(__file__).resolve().parent.parent
 LONG_IDS = ["mem_" + "a" * 300, "app_" + "b" * 252, "proc_" + "c" * 400, "x" * 256]

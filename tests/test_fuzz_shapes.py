@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, seed, settings
 
-from lifecycle import NotAFileError, StorageError, append_lines, init_tree, locked, read_bytes_nofollow
 from memory_plane import MemoryPlane
 from memory_plane.bench._fuzz_shapes import ShapeFault, ShapeFixture, release_fifos, shape_strategy, watchdog
+from memory_plane.lifecycle import NotAFileError, StorageError, append_lines, init_tree, locked, read_bytes_nofollow
 
 from helpers import built_once
 

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from episodes import read_config
-from episodes.transcript import OfflineVisualLens, StepRecord, TranscriptLedger, VisualJob
 from memory_plane._fake_gemini import FakeGemini
 from memory_plane._lenses import (
     BadRequest,
@@ -28,6 +26,8 @@ from memory_plane._lenses import (
     VisualTransitionLens,
     select_lenses,
 )
+from memory_plane.episodes import read_config
+from memory_plane.episodes.transcript import OfflineVisualLens, StepRecord, TranscriptLedger, VisualJob
 
 from helpers import screenshot
 
@@ -147,7 +147,7 @@ def test_capsule_json_is_validated(fake: FakeGemini) -> None:
     with pytest.raises(ValueError, match="not JSON"):
         lens.capsule(recs, {})
     cap = lens.capsule(recs, {})
-    from episodes.transcript import check_capsule
+    from memory_plane.episodes.transcript import check_capsule
 
     assert check_capsule(cap, recs) is None
     bad = dict(good, intervals=["Step 1: open", "Step 3: confirm"])
@@ -166,7 +166,7 @@ def test_usage_is_metered_per_call(fake: FakeGemini, tmp_path: Path) -> None:
 
 
 def test_lens_usage_never_overwrites_the_agents_context_size(tmp_path: Path) -> None:
-    from lifecycle import read_jsonl
+    from memory_plane.lifecycle import read_jsonl
 
     led = TranscriptLedger(tmp_path / "ep" / "transcript", lens=OfflineVisualLens())
     led.observe_usage(9000, source="agent")
@@ -190,8 +190,8 @@ def test_without_a_key_the_offline_lenses_run_and_say_so(monkeypatch, caplog) ->
 
 
 def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, tmp_path: Path) -> None:
-    from lifecycle import read_jsonl
     from memory_plane import MemoryPlane, MemoryRetrieveRequest
+    from memory_plane.lifecycle import read_jsonl
 
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
@@ -215,8 +215,8 @@ def test_plane_opens_a_transcript_with_the_configured_lenses(fake: FakeGemini, t
 
 
 def test_capsules_get_what_they_summarise_within_a_budget_and_their_own_output_cap(fake: FakeGemini) -> None:
-    from episodes.transcript import StepRecord, estimate_text_tokens
     from memory_plane._lenses import StepCapsuleLens
+    from memory_plane.episodes.transcript import StepRecord, estimate_text_tokens
 
     cap = {"doing": "paying", "did": "typed the code", "effect": "notes/pay.md written",
            "intervals": ["Steps 1–2: typed the code"]}
@@ -243,7 +243,7 @@ def test_capsules_get_what_they_summarise_within_a_budget_and_their_own_output_c
 
 
 def test_a_capsule_that_keeps_failing_gets_the_offline_capsule_so_later_segments_swap(tmp_path: Path) -> None:
-    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens, TranscriptConfig
+    from memory_plane.episodes.transcript import OfflineCapsuleLens, OfflineVisualLens, TranscriptConfig
 
     class FailsOnFirst:
         name = "flaky"

@@ -14,8 +14,8 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from lifecycle import load_yaml
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, MemoryTools
+from memory_plane.lifecycle import load_yaml
 
 GO_EVENTS = [
     {"event_id": "evt_1", "ts": "2026-06-01T08:00:00Z", "type": "user_input", "role": "user",

@@ -12,9 +12,9 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from device_memory import shipped_catalog
 from memory_plane._tokens import token_set
 from memory_plane.bench._perturb import inflection, no_app_name, typo
+from memory_plane.device_memory import shipped_catalog
 from memory_plane.retrieval._query import BROAD_INTENTS, INTENTS, detect_intent, detect_intents, parse_query
 
 WORDS = st.sampled_from(["Open", "WeChat", "Spotify", "'", "’", "\"", "Bob's", "settings", "Review", "check",

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle import MemoryPlaneError, StorageError, TombstoneLog, append_lines, remove_path
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
+from memory_plane.lifecycle import MemoryPlaneError, StorageError, TombstoneLog, append_lines, remove_path
 
 from helpers import screenshot
 
@@ -86,15 +86,15 @@ def test_gc_never_deletes_through_a_symlinked_folder_of_the_tree(tmp_path: Path,
 
 
 def _aged_tree(root: Path) -> None:
-    from lifecycle import init_tree
     from memory_plane.bench._lifecycle import build
+    from memory_plane.lifecycle import init_tree
 
     init_tree(root)
     build(root, n_items=12, n_episodes=12, seed=3)
 
 
 def test_a_year_folder_swapped_for_a_link_while_gc_runs_is_never_followed(tmp_path: Path, monkeypatch) -> None:
-    import lifecycle._gc as gc_mod
+    import memory_plane.lifecycle._gc as gc_mod
     from memory_plane.bench._lifecycle import NOW
 
     root = tmp_path / "M"
@@ -211,7 +211,7 @@ def test_the_recorder_never_writes_through_a_year_folder_swapped_for_a_link(tmp_
 
 
 def test_a_long_task_transcript_is_never_written_through_a_year_folder_swapped_for_a_link(tmp_path: Path) -> None:
-    from lifecycle import UnsafePathError
+    from memory_plane.lifecycle import UnsafePathError
 
     root = tmp_path / "M"
     away = tmp_path / "outside"
@@ -267,7 +267,7 @@ def test_no_journal_is_appended_to_through_a_hard_link(tmp_path: Path, journal: 
 
 
 def test_tombstones_add_many_refuses_a_symlinked_lifecycle_folder(tmp_path: Path) -> None:
-    from lifecycle import UnsafePathError
+    from memory_plane.lifecycle import UnsafePathError
 
     root = tmp_path / "M"
     MemoryPlane.open(root).close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import init_tree
+from memory_plane.lifecycle import init_tree
 
 REPO = Path(__file__).resolve().parent.parent
 WRITERS = {"atomic_write", "append_line", "append_lines", "create_exclusive", "IndexFile"}
@@ -50,7 +50,7 @@ def test_making_a_tree_refuses_a_link_planted_after_its_check(tmp_path: Path, mo
     root = tmp_path / "m"
     root.mkdir()
     os.symlink(outside, root / "device")
-    monkeypatch.setattr("lifecycle._tree.has_symlink", lambda base, path: False)
+    monkeypatch.setattr("memory_plane.lifecycle._tree.has_symlink", lambda base, path: False)
     created = init_tree(root)
     assert list(outside.iterdir()) == []
     assert not any(c.startswith("device") for c in created)

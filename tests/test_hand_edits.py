@@ -12,10 +12,10 @@ from pathlib import Path
 
 from freezegun import freeze_time
 
-from episodes import EpisodeJob
-from lifecycle import QUARANTINE_DIR
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
+from memory_plane.episodes import EpisodeJob
+from memory_plane.lifecycle import QUARANTINE_DIR
 
 from helpers import manual_procedure
 
@@ -413,7 +413,7 @@ def test_session_events_keep_no_base64(tmp_path: Path) -> None:
 
 
 def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, caplog) -> None:
-    from episodes.transcript import TranscriptConfig, TranscriptLedger
+    from memory_plane.episodes.transcript import TranscriptConfig, TranscriptLedger
 
     ep = tmp_path / "ep"
     (ep / "artifacts").mkdir(parents=True)
@@ -441,7 +441,7 @@ def test_the_ledger_sanitises_odd_input_and_keeps_rendering(tmp_path: Path, capl
 
 
 def test_rewrites_change_only_what_changed(tmp_path: Path) -> None:
-    from lifecycle import dump_yaml
+    from memory_plane.lifecycle import dump_yaml
 
     # A file a person shaped (a comment): the rewrite keeps quoting, order and number form.
     old = '# checked by hand\nid: nav_x\ntitle: "聊天:王五"\npages:\n  - "聊天:王五"\n  - 首页\nconfidence: 0.8\n'
@@ -452,7 +452,7 @@ def test_rewrites_change_only_what_changed(tmp_path: Path) -> None:
 
 
 def test_lists_keep_their_order_when_a_lesson_is_seen_again(tmp_path: Path) -> None:
-    from device_memory import merge_unique
+    from memory_plane.device_memory import merge_unique
 
     assert merge_unique(["a", "b", "c"], ["b", "d"], "pages_seen") == ["a", "b", "c", "d"]
     capped = merge_unique([f"p{i}" for i in range(50)], ["p0", "new"], "pages_seen")

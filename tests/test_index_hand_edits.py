@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import INDEX_HEADER, IndexFile, collection_lock, format_entry
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.lifecycle import INDEX_HEADER, IndexFile, collection_lock, format_entry
 
 
 def _break(index: Path) -> None:

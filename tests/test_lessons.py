@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from device_memory import AppProfile, Calibration, Failure, Navigation, Procedure
-from episodes import RESTORE_AFTER, RETIRE_AFTER
-from lifecycle import read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from memory_plane.device_memory import AppProfile, Calibration, Failure, Navigation, Procedure
+from memory_plane.episodes import RESTORE_AFTER, RETIRE_AFTER
+from memory_plane.lifecycle import read_jsonl
 
 from helpers import screenshot
 
@@ -110,7 +110,7 @@ def test_every_lesson_names_the_calls_and_results_that_show_it(tmp_path: Path) -
 
 
 def test_the_first_evidence_survives_the_cap() -> None:
-    from lifecycle import EvidenceRef
+    from memory_plane.lifecycle import EvidenceRef
 
     p = Procedure(id="proc_x")
     for i in range(30):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     INDEX_HEADER,
     IndexFile,
     ParseError,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     EvidenceRef,
     LockTimeout,
     ParseError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     DatedLayout,
     FlatLayout,
     Layout,
@@ -123,7 +123,7 @@ def test_the_episode_layout_names_the_folders_it_keeps() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from episodes import TaskEpisodeStore
+    from memory_plane.episodes import TaskEpisodeStore
 
     layout = TaskEpisodeStore(Path("/nonexistent/root")).layout
     old = re.compile(r"^episodes/(\.staging|\d{4}(/[^/.][^/]*(/artifacts|/transcript(/chunks|/envelopes)?)?)?)$")

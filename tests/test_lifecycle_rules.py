@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from device_memory import Failure, Navigation, Procedure
-from lifecycle import ConfigError, GcReport, Removal, apply_plan, load_retention, parse_ts, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
+from memory_plane.device_memory import Failure, Navigation, Procedure
+from memory_plane.lifecycle import ConfigError, GcReport, Removal, apply_plan, load_retention, parse_ts, read_jsonl
 
 from helpers import screenshot
 
@@ -435,7 +435,7 @@ def test_the_gc_report_records_and_apply_plan_removes(tmp_path: Path) -> None:
 
 
 def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:
-    import lifecycle._gc as maint  # every GC removal goes through its remove_path
+    import memory_plane.lifecycle._gc as maint  # every GC removal goes through its remove_path
 
     with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
         for i in range(3):

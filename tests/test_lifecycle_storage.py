@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     LockTimeout,
     UnsafePathError,
     append_line,
@@ -61,7 +61,7 @@ def test_atomic_write_never_stages_through_a_link(tmp_path: Path) -> None:
         seen.append(str(path))
         return real_open(path, *a, **k)
 
-    import lifecycle._atomic as atomic_mod
+    import memory_plane.lifecycle._atomic as atomic_mod
 
     atomic_mod.os.open = spy  # type: ignore[assignment]
     try:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle import dump_yaml, load_yaml
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from memory_plane.lifecycle import dump_yaml, load_yaml
 
 GOAL = "open wifi settings in Settings"
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle import UnsafePathError, check_relpath, safe_join
+from memory_plane.lifecycle import UnsafePathError, check_relpath, safe_join
 
 
 def _reference(root: Path, *parts: str, follow_symlinks: bool = False) -> Path:
@@ -74,8 +74,8 @@ def test_safe_join_answers_as_the_definition(tree: Path, parts: list[str], follo
 
 
 def test_a_relative_root_is_a_working_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lifecycle import has_symlink
     from memory_plane import MemoryPlane
+    from memory_plane.lifecycle import has_symlink
 
     monkeypatch.chdir(tmp_path)
     with MemoryPlane.open(tmp_path / "memory") as plane:
@@ -97,7 +97,7 @@ def test_safe_join_refuses_escapes_and_links(tree: Path) -> None:
 
 def test_a_file_on_the_way_is_an_answer_not_an_error(tree: Path) -> None:
     # A part below a file cannot exist, so it holds no link: the join is answered, never an OSError.
-    from lifecycle import has_symlink
+    from memory_plane.lifecycle import has_symlink
 
     joined = safe_join(tree, "device", "profile.yaml", "device")
     assert joined == tree / "device" / "profile.yaml" / "device"
@@ -127,7 +127,7 @@ def _has_symlink_reference(root: Path, path: Path) -> bool:
 def test_has_symlink_answers_as_the_definition_from_any_working_folder(
         tree: Path, parts: list[str], style: str, twice: bool) -> None:
     # Asked again from another working folder, a relative pair must be worked out anew (its steps are memoised).
-    from lifecycle import has_symlink
+    from memory_plane.lifecycle import has_symlink
 
     where, root = {"absolute": (Path.cwd(), tree), "relative": (tree.parent, Path("memory")),
                    "dot": (tree, Path("."))}[style]

@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ["lifecycle", "device_memory", "episodes", "memory_plane"]
+"""The layers, lowest first; all but the last are folders of the repository mapped into memory_plane."""
 
 
-@pytest.mark.parametrize("package", LAYERS)
-def test_all_names_resolve(package: str) -> None:
-    mod = importlib.import_module(package)
+def _package(layer: str) -> str:
+    return layer if layer == "memory_plane" else f"memory_plane.{layer}"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_all_names_resolve(layer: str) -> None:
+    mod = importlib.import_module(_package(layer))
     assert mod.__all__
     for name in mod.__all__:
-        assert hasattr(mod, name), f"{package}.{name} is in __all__ but missing"
+        assert hasattr(mod, name), f"{_package(layer)}.{name} is in __all__ but missing"
 
 
 def test_contract_names() -> None:
@@ -31,26 +39,67 @@ def test_contract_names() -> None:
     assert set(memory_plane.MemoryHit.model_fields) >= {"id", "type", "score", "confidence", "text", "path"}
 
 
-@pytest.mark.parametrize("lower_index", range(len(LAYERS)))
+def _layer_of(dotted: str) -> str | None:
+    """The layer an absolute import names (None: not the project's)."""
+    parts = dotted.split(".")
+    if parts[0] != "memory_plane":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS[:-1] else "memory_plane"
+
+
+@pytest.mark.parametrize("lower_index", range(len(LAYERS) - 1))
 def test_imports_only_point_down(lower_index: int) -> None:
-    package = LAYERS[lower_index]
+    layer = LAYERS[lower_index]
     higher = set(LAYERS[lower_index + 1:])
-    for path in (REPO / package).rglob("*.py"):
+    for path in (REPO / layer).rglob("*.py"):
         tree = ast.parse(path.read_text("utf-8"))
         for node in ast.walk(tree):
-            names = []
+            names: list[str] = []
             if isinstance(node, ast.Import):
-                names = [a.name.split(".")[0] for a in node.names]
+                names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module.split(".")[0]]
-            bad = higher & set(names)
+                names = [node.module]
+            elif isinstance(node, ast.ImportFrom) and node.level > 1:
+                # A relative import that climbs out of the layer's own package reaches memory_plane itself.
+                depth = len(path.relative_to(REPO / layer).parts) - 1
+                assert node.level <= depth + 1, f"{path.relative_to(REPO)} climbs out of {layer} ({node.level} dots)"
+            bad = higher & {_layer_of(n) for n in names}
             assert not bad, f"{path.relative_to(REPO)} imports {bad} from a higher layer"
+    # The top layer's own modules are checked by test_structure's private-import rule; the layers below never
+    # name memory_plane's own modules (above), nor a layer above their own.
+
+
+def test_one_installed_name() -> None:
+    # The distribution installs the one package memory_plane: nothing named lifecycle, episodes or prompts
+    # lands in site-packages beside other projects' packages of those names.
+    from importlib.metadata import distribution
+
+    top = (distribution("memory-plane").read_text("top_level.txt") or "").split()
+    assert top == ["memory_plane"]
+    for layer in LAYERS[:-1]:
+        link = REPO / "memory_plane" / layer
+        assert link.is_symlink() and os.readlink(link) == f"../{layer}", f"memory_plane/{layer} maps ../{layer}"
+
+
+def test_importing_from_inside_a_memory_root_needs_no_path_patching(tmp_path: Path) -> None:
+    # A memory root has folders named lifecycle/ and episodes/; run from inside one, nothing they hold is imported.
+    from memory_plane.lifecycle import init_tree
+
+    root = tmp_path / "m"
+    init_tree(root)
+    out = subprocess.run([sys.executable, "-c", "import memory_plane, sys; print(sorted(m for m in sys.modules "
+                          "if m.split('.')[0] in ('lifecycle', 'episodes', 'device_memory', 'prompts')))"],
+                         cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert not (REPO / "memory_plane" / "_siblings.py").exists()
 
 
 def test_public_functions_have_docstrings() -> None:
     missing = []
-    for package in LAYERS:
-        for path in (REPO / package).rglob("*.py"):
+    for layer in LAYERS:
+        for path in (REPO / layer).rglob("*.py"):
+            if layer == "memory_plane" and path.relative_to(REPO / layer).parts[0] in LAYERS:
+                continue  # reached through a link: checked under its own folder
             tree = ast.parse(path.read_text("utf-8"))
             for node in ast.walk(tree):
                 public = isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_")
@@ -67,3 +116,18 @@ def _is_nested_helper(tree: ast.AST, target: ast.AST) -> bool:
                 if child is target:
                     return True
     return False
+
+
+def test_nothing_imports_a_layer_by_its_folder_name() -> None:
+    # Imported as `lifecycle` beside `memory_plane.lifecycle`, a module would load twice: two registries, two
+    # sets of module globals, and a test's patch of one would miss the other.
+    bare = []
+    for path in sorted(REPO.rglob("*.py")):
+        rel = path.relative_to(REPO)
+        if rel.parts[0].startswith(".") or (rel.parts[0] == "memory_plane" and rel.parts[1] in LAYERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            bare += [f"{rel}:{node.lineno} {n}" for n in names if n.split(".")[0] in (*LAYERS[:-1], "prompts")]
+    assert not bare, "\n".join(bare)

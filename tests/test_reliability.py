@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from episodes import EVENTS_FILE, EpisodeRecorder, TaskEpisodeStore, TaskEpisodeWriter
-from episodes._recorder import MAX_EVENTS
-from lifecycle import init_tree, load_yaml, read_jsonl
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from memory_plane.episodes import EVENTS_FILE, EpisodeRecorder, TaskEpisodeStore, TaskEpisodeWriter
+from memory_plane.episodes._recorder import MAX_EVENTS
+from memory_plane.lifecycle import init_tree, load_yaml, read_jsonl
 
 from helpers import screenshot
 
@@ -127,7 +127,7 @@ def test_forgotten_text_appears_nowhere_under_the_root(tmp_path: Path) -> None:
 
 
 def test_runaway_task_is_bounded(tmp_path: Path) -> None:
-    import episodes._recorder as recorder_mod
+    import memory_plane.episodes._recorder as recorder_mod
 
     root = tmp_path / "m"
     init_tree(root)
@@ -195,8 +195,8 @@ index_values = st.recursive(
 def test_hand_edited_index_lines_of_any_shape_never_empty_retrieval(tmp_path_factory, fields, matching) -> None:
     # One index line per source with fields of the wrong shape (a list for a title, text for a
     # confidence, a number for a date...), worded like the query so retrieval has to look at it.
-    from lifecycle import IndexFile, collection_lock
     from memory_plane.bench._retrieve import build_store
+    from memory_plane.lifecycle import IndexFile, collection_lock
 
     root = tmp_path_factory.mktemp("ix") / "memory"
     init_tree(root)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from lifecycle import load_yaml_file
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, RetrieveConfig, quote_data
+from memory_plane.lifecycle import load_yaml_file
 from memory_plane.retrieval._app_prior import AppPrior
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)

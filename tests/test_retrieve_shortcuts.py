@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle import IndexFile, collection_lock, init_tree
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
 from memory_plane.bench._retrieve import build_store
+from memory_plane.lifecycle import IndexFile, collection_lock, init_tree
 from memory_plane.retrieval import _sources
 
 from helpers import built_once

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TOP = ("lifecycle", "device_memory", "episodes", "memory_plane", "prompts")
+LAYERS = ("lifecycle", "device_memory", "episodes", "prompts")
+"""The card's folders at the top of the repository, each mapped into the one package as memory_plane.<folder>."""
 ROOMS = ("retrieval", "upkeep", "cli", "bench", "sim")
 WARN_MODULE_LINES = 600  # a module longer than this is worth a look: does it hold more than one concept?
 MAX_FUNCTION_LINES = 80  # outside bench/ and sim/, which script whole runs
@@ -25,13 +26,24 @@ MAX_TREE_LOOP_LINES = 60  # verify_tree and gc_tree: loops over the collections
 
 
 def _modules() -> Iterator[tuple[Path, str]]:
-    for top in TOP:
-        for path in sorted((REPO / top).rglob("*.py")):
+    """Every module of the package with its dotted name, each file once (the links into memory_plane/ skipped)."""
+    for folder in (*LAYERS, "memory_plane"):
+        for path in sorted((REPO / folder).rglob("*.py")):
             rel = path.relative_to(REPO).with_suffix("")
             parts = list(rel.parts)
+            if folder == "memory_plane" and len(parts) > 1 and parts[1] in LAYERS:
+                continue  # the same file as under its own folder, reached through the link
             if parts[-1] == "__init__":
                 parts.pop()
-            yield path, ".".join(parts)
+            yield path, ".".join(parts if folder == "memory_plane" else ["memory_plane", *parts])
+
+
+def _layer(dotted: str) -> str | None:
+    """The layer a dotted name belongs to (memory_plane.lifecycle, ..., or memory_plane); None outside."""
+    parts = dotted.split(".")
+    if parts[0] != "memory_plane":
+        return None
+    return f"memory_plane.{parts[1]}" if len(parts) > 1 and parts[1] in LAYERS else "memory_plane"
 
 
 def _packages() -> list[str]:
@@ -83,10 +95,10 @@ def test_all_lists_exactly_the_public_names(package: str) -> None:
 def test_no_module_imports_a_private_name_of_another_package() -> None:
     bad = []
     for path, module in _modules():
-        own = module.split(".")[0]
+        own = _layer(module)
         for line, target, name in _imports(path, module):
-            top = target.split(".")[0]
-            if top not in TOP or top == own:
+            theirs = _layer(target)
+            if theirs is None or theirs == own:
                 continue
             if _private(target) or (name is not None and name.startswith("_")):
                 bad.append(f"{path.relative_to(REPO)}:{line} imports {target}{'.' + name if name else ''}")
@@ -216,19 +228,23 @@ def test_checking_config_imports_no_transcript_engine_or_model_client(tmp_path: 
     # A fresh interpreter: what verify (and its config check) needs, not what other tests loaded.
     out = subprocess.run([sys.executable, "-c", CONFIG_CHECK, str(tmp_path / "m")], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
-    assert "episodes._transcript_config" in out and "memory_plane._lens_settings" in out  # the checks ran
-    heavy = [m for m in out if m.startswith(("episodes.transcript", "memory_plane._lenses", "google"))]
+    assert "memory_plane.episodes._transcript_config" in out and "memory_plane._lens_settings" in out  # the checks ran
+    heavy = [m for m in out if m.startswith(("memory_plane.episodes.transcript", "memory_plane._lenses", "google"))]
     assert not heavy, heavy
 
 
 def test_the_checks_above_catch_what_they_guard(tmp_path: Path) -> None:
     # The import scan sees a nested private import of another package and a room's back door.
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from lifecycle._yaml import emit_block_yaml\n    from ..cli._mcp import x\n")
+    probe.write_text("def f():\n    from memory_plane.lifecycle._yaml import emit_block_yaml\n"
+                     "    from ..cli._mcp import x\n    from ..lifecycle import load_yaml\n")
     found = list(_imports(probe, "memory_plane.retrieval.probe"))
-    assert (2, "lifecycle._yaml", "emit_block_yaml") in found
+    assert (2, "memory_plane.lifecycle._yaml", "emit_block_yaml") in found
     assert (3, "memory_plane.cli._mcp", "x") in found
-    assert _private("lifecycle._yaml") and not _private("lifecycle")
+    assert (4, "memory_plane.lifecycle", "load_yaml") in found
+    assert _private("memory_plane.lifecycle._yaml") and not _private("memory_plane.lifecycle")
+    assert _layer("memory_plane.lifecycle._yaml") == "memory_plane.lifecycle"
+    assert _layer("memory_plane.retrieval") == "memory_plane" and _layer("lifecycle") is None
     assert _room("memory_plane.cli._mcp") == "cli" and _room("memory_plane.cli") == "cli"
     assert _room("memory_plane._plane") is None and _room("memory_plane") is None
     # A mixin chain over files is found; a base two classes share, or one in the class's own module, is not.
@@ -250,7 +266,7 @@ def _silent_reaches(path: Path) -> list[str]:
         return []
     return [f"{path.name}:{line} imports {target}{'.' + name if name else ''}"
             for line, target, name in _imports(path, f"tests.{path.stem}")
-            if target.split(".")[0] in TOP and (_private(target) or (name is not None and name.startswith("_")))]
+            if _layer(target) is not None and (_private(target) or (name is not None and name.startswith("_")))]
 
 
 def test_a_test_that_reaches_inside_a_module_says_why() -> None:
@@ -263,9 +279,10 @@ def test_a_test_that_reaches_inside_a_module_says_why() -> None:
 def test_the_reach_check_sees_a_silent_reach(tmp_path: Path) -> None:
     probe = tmp_path / "test_probe.py"
     probe.write_text('"""A probe."""\n\ndef f():\n    from memory_plane.bench import _quality\n'
-                     "    from lifecycle._yaml import round_float\n    from lifecycle import load_yaml\n")
+                     "    from memory_plane.lifecycle._yaml import round_float\n"
+                     "    from memory_plane.lifecycle import load_yaml\n")
     assert _silent_reaches(probe) == ["test_probe.py:4 imports memory_plane.bench._quality",
-                                      "test_probe.py:5 imports lifecycle._yaml.round_float"]
+                                      "test_probe.py:5 imports memory_plane.lifecycle._yaml.round_float"]
     probe.write_text('"""A probe.\n\nIt reaches inside bench/ for its metrics."""\n\n'
                      "from memory_plane.bench import _quality\n")
     assert _silent_reaches(probe) == []

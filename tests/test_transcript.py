@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from episodes.transcript import (
+from memory_plane.episodes.transcript import (
     FAILED_PLACEHOLDER,
     PENDING_PLACEHOLDER,
     LensOutput,
@@ -155,7 +155,7 @@ def test_summary_versions_never_downgrade() -> None:
 
 
 def test_every_summary_version_is_kept_on_disk(tmp_path: Path) -> None:
-    from lifecycle import read_jsonl
+    from memory_plane.lifecycle import read_jsonl
 
     led, ep = make(tmp_path, OfflineVisualLens())
     step(led, ep, 1)
@@ -258,7 +258,7 @@ def test_genai_adapter_builds_real_contents(tmp_path: Path) -> None:
     led, ep = make(tmp_path, OfflineVisualLens())
     for n in range(1, 3):
         step(led, ep, n)
-    from episodes.transcript import load_image_bytes
+    from memory_plane.episodes.transcript import load_image_bytes
 
     system, contents = to_genai(led.render(), load_image_bytes(ep))
     assert system == "You drive a phone."
@@ -271,8 +271,8 @@ def test_genai_adapter_builds_real_contents(tmp_path: Path) -> None:
 
 
 def test_recorder_opens_a_transcript_beside_the_episode(tmp_path: Path) -> None:
-    from episodes import EpisodeRecorder, TaskEpisodeStore
-    from lifecycle import init_tree
+    from memory_plane.episodes import EpisodeRecorder, TaskEpisodeStore
+    from memory_plane.lifecycle import init_tree
 
     root = tmp_path / "m"
     init_tree(root)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from episodes.transcript import TranscriptConfig, TranscriptLedger
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.episodes.transcript import TranscriptConfig, TranscriptLedger
 
 from helpers import episode_ledger
 
@@ -81,7 +81,7 @@ def test_similarity_hint_follows_the_design(tmp_path: Path) -> None:
 
 
 def test_recall_history_keeps_every_answer_within_its_budget(tmp_path: Path) -> None:
-    from episodes.transcript import estimate_text_tokens
+    from memory_plane.episodes.transcript import estimate_text_tokens
 
     led = ledger(tmp_path)
     for i in range(30):
@@ -103,7 +103,7 @@ def test_rec_open_transcript_applies_config_yaml_and_the_plane(tmp_path: Path) -
         led = rec.open_transcript()
         assert led.config.chunking.max_steps == 3 and not led.config.recall.enabled
         assert "recall_history" not in plane.tools.names()
-    from episodes import EpisodeRecorder, TaskEpisodeStore
+    from memory_plane.episodes import EpisodeRecorder, TaskEpisodeStore
 
     bare = EpisodeRecorder(TaskEpisodeStore(root), "another task")
     assert bare.open_transcript().config.chunking.max_steps == 3
@@ -121,7 +121,7 @@ def test_verify_checks_config_yaml(tmp_path: Path) -> None:
 
 
 def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
-    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
+    from memory_plane.episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
 
     class DownThenUp:
         name = "flaky"
@@ -159,7 +159,7 @@ def test_a_failed_capsule_is_retried_within_the_session(tmp_path: Path) -> None:
 
 
 def test_checkpoint_annotations_bump_the_chunk_and_show_at_the_next_compaction(tmp_path: Path) -> None:
-    from episodes.transcript import OfflineVisualLens
+    from memory_plane.episodes.transcript import OfflineVisualLens
 
     cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 3, "target_source_tokens": 10**6,
                                                       "context_budget_tokens": 2600, "min_active_steps": 2}})
@@ -204,9 +204,9 @@ def test_step_records_carry_the_designs_fields_and_signatures_go_back(tmp_path: 
     from google import genai
     from google.genai import types
 
-    from episodes.transcript import load_image_bytes, to_genai
-    from lifecycle import read_jsonl
     from memory_plane._fake_gemini import FakeGemini
+    from memory_plane.episodes.transcript import load_image_bytes, to_genai
+    from memory_plane.lifecycle import read_jsonl
 
     led = TranscriptLedger(tmp_path / "ep" / "transcript", system_prompt="sys", session_id="sess_1")
     sig = base64.b64encode(b"opaque-thinking-signature").decode()
@@ -234,7 +234,7 @@ def test_step_records_carry_the_designs_fields_and_signatures_go_back(tmp_path: 
 
 
 def test_an_activity_change_closes_a_segment(tmp_path: Path) -> None:
-    from lifecycle import read_jsonl
+    from memory_plane.lifecycle import read_jsonl
 
     cfg = TranscriptConfig.from_mapping({"chunking": {"max_steps": 50, "target_source_tokens": 10**6,
                                                       "activity_boundaries": True}})

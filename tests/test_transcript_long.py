@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from episodes.transcript import (
+from memory_plane.episodes.transcript import (
     RECALL_HISTORY_TOOL,
     OfflineVisualLens,
     TranscriptConfig,
@@ -174,7 +174,7 @@ def test_recall_tool_description_says_when_to_recall() -> None:
 # -- 6. records as designed ------------------------------------------------------------------------------------
 
 def test_chunk_files_and_headers_carry_the_designed_fields(tmp_path: Path) -> None:
-    from lifecycle import parse_frontmatter
+    from memory_plane.lifecycle import parse_frontmatter
 
     led = ledger(tmp_path, max_steps=4, target_source_tokens=10**6)
     for n in range(1, 10):

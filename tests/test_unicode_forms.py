@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle import content_hash, slug_id
 from memory_plane import MemoryPlane
+from memory_plane.lifecycle import content_hash, slug_id
 
 FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from episodes import FAILURE_PHASES
-from lifecycle import init_tree
 from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest, parse_query
 from memory_plane.cli import main as cli
+from memory_plane.episodes import FAILURE_PHASES
+from memory_plane.lifecycle import init_tree
 from memory_plane.retrieval._user_rules import RuleScope
 
 ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1200)

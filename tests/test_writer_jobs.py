@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from episodes import EpisodeJob, TaskEpisodeStore, read_config
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.episodes import EpisodeJob, TaskEpisodeStore, read_config
 
 
 def count_event_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:

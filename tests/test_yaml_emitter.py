@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle import dump_yaml, emit_block_yaml, load_yaml
-from lifecycle._yaml import round_float
+from memory_plane.lifecycle import dump_yaml, emit_block_yaml, load_yaml
+from memory_plane.lifecycle._yaml import round_float
 
 keys = st.text(min_size=1, max_size=12)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
@@ -62,7 +62,7 @@ def test_untouched_files_use_fast_path_and_edited_ones_keep_comments() -> None:
 
 def test_a_hash_in_a_value_is_not_a_comment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # "Call #3" in a file the emitter wrote: rewritten by the emitter, not by the comment-keeping path.
-    import lifecycle._yaml as y
+    import memory_plane.lifecycle._yaml as y
 
     def no_round_trip():  # type: ignore[no-untyped-def]
         raise AssertionError("the comment-keeping rewrite was used")
@@ -78,7 +78,7 @@ def test_a_hash_in_a_value_is_not_a_comment(monkeypatch) -> None:  # type: ignor
 
 
 def test_noncharacters_are_escaped() -> None:
-    from lifecycle import format_entry, parse_index
+    from memory_plane.lifecycle import format_entry, parse_index
 
     d = {"\ufffe": "\uffff", "k": "a\ufffeb"}
     assert load_yaml(emit_block_yaml(d)) == d

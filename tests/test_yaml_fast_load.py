@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle import ParseError, emit_block_yaml, load_yaml
-from lifecycle._yaml import MAX_DEPTH, NODE_BUDGET, _CSafeLoader
-from lifecycle._yaml_events import FALLBACK, from_events
+from memory_plane.lifecycle import ParseError, emit_block_yaml, load_yaml
+from memory_plane.lifecycle._yaml import MAX_DEPTH, NODE_BUDGET, _CSafeLoader
+from memory_plane.lifecycle._yaml_events import FALLBACK, from_events
 
 pytestmark = pytest.mark.skipif(_CSafeLoader is None, reason="needs ruamel.yaml.clib")
 

@@ -72,7 +72,7 @@ class Chunk:
 
     def to_markdown(self) -> str:
         """The chunk file: YAML frontmatter (identity and structured fields) and the three bands."""
-        from lifecycle import render_frontmatter
+        from memory_plane.lifecycle import render_frontmatter
 
         c = self.capsule
         meta: dict[str, Any] = {"chunk_id": self.chunk_id, "chunk_number": self.number,
@@ -91,7 +91,7 @@ class Chunk:
     @classmethod
     def from_markdown(cls, text: str, path: Any = None) -> Chunk:
         """Read a chunk file back."""
-        from lifecycle import parse_frontmatter
+        from memory_plane.lifecycle import parse_frontmatter
 
         meta, body = parse_frontmatter(text, path)
         rows_part = body.split("③\n", 1)[1] if "③\n" in body else ""

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from lifecycle import Clock, format_ts, read_bytes_nofollow
+from memory_plane.lifecycle import Clock, format_ts, read_bytes_nofollow
 
 from .._transcript_config import TranscriptConfig
 from ._capsules import Capsule, CapsuleLens, OfflineCapsuleLens, check_capsule

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifecycle import (
+from memory_plane.lifecycle import (
     Clock,
     append_line,
     atomic_write,

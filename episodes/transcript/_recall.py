@@ -9,7 +9,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from lifecycle import UsageError, safe_join
+from memory_plane.lifecycle import UsageError, safe_join
 
 from ._perception import estimate_text_tokens
 from ._records import StepRecord

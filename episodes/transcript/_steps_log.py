@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lifecycle import append_line, atomic_write, dumps_compact
+from memory_plane.lifecycle import append_line, atomic_write, dumps_compact
 
 STEPS_FILE = "steps.jsonl"
 

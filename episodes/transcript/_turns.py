@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifecycle import dumps_compact
+from memory_plane.lifecycle import dumps_compact
 
 from .._transcript_config import TranscriptSection
 from ._chunks import Chunk, Era

@@ -7,7 +7,7 @@ import importlib
 import math
 from typing import Any as _Any
 
-from lifecycle import UsageError as _UsageError
+from memory_plane.lifecycle import UsageError as _UsageError
 
 __all__ = ["BENCHMARKS", "names", "run_bench", "run_one"]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from device_memory import ITEM_TYPES, Calibration, Navigation, UiAnchor, type_of_id
-from episodes import Step, coords_close, pair_steps
+from memory_plane.device_memory import ITEM_TYPES, Calibration, Navigation, UiAnchor, type_of_id
+from memory_plane.episodes import Step, coords_close, pair_steps
 
 from ..sim import Element, Result, ScriptedAgent, SimPhone, Task, tasks_for
 from ._lessons import audit_traces, traced_summary

@@ -11,8 +11,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from episodes import TaskEpisodeStore
-from lifecycle import IndexFile, collection_lock
+from memory_plane.episodes import TaskEpisodeStore
+from memory_plane.lifecycle import IndexFile, collection_lock
 
 from ._util import pct, r, temp_root
 

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if limiter is not None:
                 out.update(limiter.figures(fake.requests))
             return out
-    from episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
+    from memory_plane.episodes.transcript import OfflineCapsuleLens, OfflineVisualLens
 
     out = _run(steps, OfflineVisualLens(), OfflineCapsuleLens(), 0.0, budget)
     out["lens"] = "offline"
@@ -127,7 +127,7 @@ def _image_figures(requests: list[dict[str, Any]]) -> dict[str, Any]:
 
     from PIL import Image
 
-    from episodes.transcript import estimate_image_tokens
+    from memory_plane.episodes.transcript import estimate_image_tokens
 
     sent_bytes = sent_tokens = full_tokens = calls = 0
     for req in requests:
@@ -170,12 +170,12 @@ def _long_fact(i: int) -> tuple[str, str]:
 
 
 def _run(steps: int, visual: Any, capsule: Any, turn_s: float = 0.0, budget: int = 12_000) -> dict[str, Any]:
-    from episodes.transcript import TranscriptConfig, TranscriptLedger
+    from memory_plane.episodes.transcript import TranscriptConfig, TranscriptLedger
 
     long = steps > 150
     # The shipped config.yaml (the design's file, in its layout) as is, with the budget scaled to a 150-step
     # run: at the design's 80K tokens such a run never reaches the soft ratio.
-    from lifecycle import load_yaml, template_files
+    from memory_plane.lifecycle import load_yaml, template_files
 
     shipped = load_yaml(dict(template_files())["config.yaml"].decode("utf-8")) or {}
     shipped.setdefault("transcript", {})["context_budget_tokens"] = budget

@@ -34,7 +34,7 @@ def real_tasks(data: Path | None) -> list[dict[str, Any]]:
                                 "lang": lang, "source": f"spa-{lang}", "category": None})
     cfg = data / "android-lab" / "config"
     if cfg.is_dir():
-        from lifecycle import load_yaml_file
+        from memory_plane.lifecycle import load_yaml_file
 
         for p in sorted(cfg.glob("*.yaml")):
             doc = load_yaml_file(p) or {}

@@ -83,7 +83,7 @@ def _gc_child(root: Path, now: Any) -> None:
 
 def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """The files left (tombstones aside) and the (type, id) of every tombstone line, sorted."""
-    from lifecycle import read_jsonl
+    from memory_plane.lifecycle import read_jsonl
 
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*")
                    if p.is_file() and ".cache" not in p.parts and p.name not in ("tombstones.jsonl", ".lock"))
@@ -98,7 +98,7 @@ def gc_kills(n: int, rng: random.Random, items: int = 1200, episodes: int = 600)
     import tempfile
     from datetime import timedelta
 
-    from lifecycle import init_tree
+    from memory_plane.lifecycle import init_tree
 
     from ._lifecycle import NOW, build
 

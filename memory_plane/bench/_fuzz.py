@@ -56,7 +56,7 @@ class Outcome:
 def build_template(root: Path) -> None:
     """A small realistic tree: simulated tasks (apps, procedures, navigation, calibration, failures, UI
     anchors, episodes), a second device profile, long-term memories, config and retention."""
-    from lifecycle import init_tree
+    from memory_plane.lifecycle import init_tree
 
     from .._plane import MemoryPlane
     from ..sim import run_rounds
@@ -113,7 +113,7 @@ def _cli(root: Path, *argv: str) -> tuple[int, str]:
 
 def exercise(root: Path, m: Mutation | None, clean: dict[str, str] | None = None) -> tuple[Outcome, dict[str, str]]:
     """Run every reader on the tree; return what went wrong and the inventory after ``verify --fix``."""
-    from lifecycle import ClockError, ConfigError
+    from memory_plane.lifecycle import ClockError, ConfigError
 
     from .._plane import MemoryPlane
     from .._retrieve_types import MemoryRetrieveRequest
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         from hypothesis import HealthCheck, given, settings
     except ImportError as exc:  # pragma: no cover - hypothesis is in the dev extra
-        from lifecycle import UsageError
+        from memory_plane.lifecycle import UsageError
 
         raise UsageError("bench fuzz needs hypothesis (pip install 'memory-plane[dev]')") from exc
     n = 40 if getattr(args, "short", False) else int(getattr(args, "examples", 0) or 500)

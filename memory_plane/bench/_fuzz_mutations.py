@@ -52,7 +52,7 @@ def mutable_files(root: Path) -> list[str]:
 
 def _parse(path: Path) -> Any:
     """The data of a file as the fuzzer edits it: a mapping (YAML, frontmatter) or a list (index, jsonl)."""
-    from lifecycle import load_yaml
+    from memory_plane.lifecycle import load_yaml
 
     text = path.read_text("utf-8")
     if path.suffix == ".jsonl":

@@ -11,7 +11,14 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from lifecycle import IndexFile, Record, YamlCollection, collection_lock, forget_loaded_indexes, format_entry
+from memory_plane.lifecycle import (
+    IndexFile,
+    Record,
+    YamlCollection,
+    collection_lock,
+    forget_loaded_indexes,
+    format_entry,
+)
 
 from ._util import median_ms, r, temp_root
 

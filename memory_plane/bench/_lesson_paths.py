@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from device_memory import CAPS, Procedure, ProcedureStep
-from episodes import Step, coords_close, effective_path, pair_steps, step_action, tool_coords, tool_text
+from memory_plane.device_memory import CAPS, Procedure, ProcedureStep
+from memory_plane.episodes import Step, coords_close, effective_path, pair_steps, step_action, tool_coords, tool_text
 
 # Words that carry no target: articles, prepositions, pronouns, and verbs that only restate the action
 # type (the token's other half). Generic English, not taken from any data set.

@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from device_memory import ITEM_TYPES, Procedure, type_of_id
-from episodes import Step
-from lifecycle import MemoryPlaneError
+from memory_plane.device_memory import ITEM_TYPES, Procedure, type_of_id
+from memory_plane.episodes import Step
+from memory_plane.lifecycle import MemoryPlaneError
 
 from ._lesson_paths import action_tokens, episode_path, lcs_closeness, procedure_tokens, steps_agree
 from ._quality import _fts_match

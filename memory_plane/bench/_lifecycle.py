@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml, format_ts
+from memory_plane.lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml, format_ts
 
 from ._util import r, temp_root
 

@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from lifecycle import UsageError
+from memory_plane.lifecycle import UsageError
 
 from ._corpus import labelled_sets
 from ._perturb import VARIANTS, variant_goals

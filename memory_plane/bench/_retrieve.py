@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from device_memory import shipped_catalog
-from lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml
+from memory_plane.device_memory import shipped_catalog
+from memory_plane.lifecycle import IndexFile, collection_lock, content_hash, emit_block_yaml
 
 from .._tokens import tokens
 from ..retrieval import POSTINGS_CACHE_DIR as CACHE_DIR

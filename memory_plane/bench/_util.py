@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lifecycle import init_tree
+from memory_plane.lifecycle import init_tree
 
 
 def pct(values: list[float], p: float) -> float:

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from lifecycle import UsageError, field_num
+from memory_plane.lifecycle import UsageError, field_num
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORAGE, EXIT_NO_ROOT = 0, 1, 2, 3, 4
 EXIT_CODES = """exit codes:

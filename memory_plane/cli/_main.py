@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from lifecycle import MAX_CLOCK_LEAP, MemoryPlaneError, NoRootError, StorageError, UsageError
+from memory_plane.lifecycle import MAX_CLOCK_LEAP, MemoryPlaneError, NoRootError, StorageError, UsageError
 
 from ._common import (
     EXIT_CODES,

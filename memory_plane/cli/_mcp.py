@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from lifecycle import UnsafePathError, UsageError, has_symlink, one_line, read_bytes_nofollow, strip_unsafe
+from memory_plane.lifecycle import UnsafePathError, UsageError, has_symlink, one_line, read_bytes_nofollow, strip_unsafe
 
 from .._tool_args import json_depth
 from .._tools import MemoryTools

@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from lifecycle import UsageError, format_ts, init_tree, parse_ts, resolve_root
+from memory_plane.lifecycle import UsageError, format_ts, init_tree, parse_ts, resolve_root
 
 from ._common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
 
@@ -94,7 +94,7 @@ def _quarantine(plane: Any, args: argparse.Namespace) -> int:
     if not args.name:
         raise UsageError(f"lifecycle quarantine {what} needs the NAME shown by `quarantine list`")
     if what == "show":
-        from lifecycle import QUARANTINE_DIR, find_quarantined, read_bytes_nofollow
+        from memory_plane.lifecycle import QUARANTINE_DIR, find_quarantined, read_bytes_nofollow
 
         q = find_quarantined(plane.root, args.name)
         text = read_bytes_nofollow(plane.root / QUARANTINE_DIR / q.name).decode("utf-8", "replace")

@@ -7,7 +7,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from lifecycle import UsageError, field_num, parse_duration, parse_ts, read_bytes_nofollow
+from memory_plane.lifecycle import UsageError, field_num, parse_duration, parse_ts, read_bytes_nofollow
 
 from .._retrieve_types import CATEGORY_ORDER
 from ._common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
@@ -186,7 +186,7 @@ def cmd_device(args: argparse.Namespace) -> int:
         if args.json:
             print_json(item.to_yaml_dict())
         else:
-            from lifecycle import dump_yaml
+            from memory_plane.lifecycle import dump_yaml
 
             print(dump_yaml(item.to_yaml_dict()), end="")
     return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lifecycle import BUILD_DATE, expiry_believed, field_num, field_str, field_text, parse_ts
+from memory_plane.lifecycle import BUILD_DATE, expiry_believed, field_num, field_str, field_text, parse_ts
 
 APP_BOUND = ("procedure", "navigation", "app_profile", "failure", "ui_anchor")
 ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")

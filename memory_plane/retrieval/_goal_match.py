@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lifecycle import field_text, field_words
+from memory_plane.lifecycle import field_text, field_words
 
 from ._query import ParsedQuery
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lifecycle import field_words
+from memory_plane.lifecycle import field_words
 
 from .._retrieve_types import MemoryHit
 from ._candidates import Cand, Rejudged

@@ -34,7 +34,7 @@ from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lifecycle import UnsafePathError, atomic_write, has_symlink, read_bytes_nofollow
+from memory_plane.lifecycle import UnsafePathError, atomic_write, has_symlink, read_bytes_nofollow
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._tokens import grams, token_set, tokenizer_fingerprint

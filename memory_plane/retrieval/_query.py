@@ -6,7 +6,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from device_memory import AppCatalog
+from memory_plane.device_memory import AppCatalog
 
 from .._tokens import token_set
 
@@ -124,7 +124,7 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     q.apps = [a for a, _, _ in found]
     if found:
         q.app, at, q.app_name = found[0]
-        from device_memory import GENERIC_NAMES
+        from memory_plane.device_memory import GENERIC_NAMES
 
         # "信息" or "settings" may name an app or just be a word: a weaker signal than "微信".
         q.app_generic = q.app_name.lower() in GENERIC_NAMES

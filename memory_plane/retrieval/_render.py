@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 
-from lifecycle import quote_text
+from memory_plane.lifecycle import quote_text
 
 from .._retrieve_types import MemoryHit, RoleMemoryContext
 

@@ -14,9 +14,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from device_memory import GENERIC_NAMES, DeviceMemory, type_of_id
-from episodes import TaskEpisodeStore
-from lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
+from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, type_of_id
+from memory_plane.episodes import TaskEpisodeStore
+from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import LongTermStore

@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal
 
-from lifecycle import STATUSES, field_str, field_text
+from memory_plane.lifecycle import STATUSES, field_str, field_text
 
 from .._long_term import PROFILE_TYPES
 from ._candidates import (

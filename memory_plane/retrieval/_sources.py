@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lifecycle import collector_paused, field_num, field_str, field_text
+from memory_plane.lifecycle import collector_paused, field_num, field_str, field_text
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES

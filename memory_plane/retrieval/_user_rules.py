@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from device_memory import GENERIC_NAMES, AppCatalog
-from lifecycle import field_num, field_str, field_text, field_words
+from memory_plane.device_memory import GENERIC_NAMES, AppCatalog
+from memory_plane.lifecycle import field_num, field_str, field_text, field_words
 
 from .._long_term import USER_WORD_TYPES
 from ._candidates import Cand

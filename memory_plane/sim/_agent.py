@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from device_memory import AppProfile, Failure, Procedure
+from memory_plane.device_memory import AppProfile, Failure, Procedure
 
 from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 from ._world import APPS, PAGE_NAMES, PINYIN, Element, Result, SimPhone

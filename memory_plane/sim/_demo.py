@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lifecycle import UsageError
+from memory_plane.lifecycle import UsageError
 
 from ._agent import ScriptedAgent, TaskRun, no_memory_steps, tasks_for
 from ._world import SimPhone

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifecycle import BUILD_DATE, CheckedStore, clock_doubt, parse_ts, read_jsonl
+from memory_plane.lifecycle import BUILD_DATE, CheckedStore, clock_doubt, parse_ts, read_jsonl
 
 WRITE_KEYS = ("updated_at", "last_validated_at", "created_at", "started_at", "ended_at")
 """The fields of an index line that say when its item was written."""

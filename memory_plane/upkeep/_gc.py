@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from device_memory import DeviceMemory
-from episodes import TaskEpisodeStore
-from lifecycle import (
+from memory_plane.device_memory import DeviceMemory
+from memory_plane.episodes import TaskEpisodeStore
+from memory_plane.lifecycle import (
     QUARANTINE_DIR,
     ClockError,
     GcReport,

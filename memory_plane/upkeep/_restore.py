@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from device_memory import DeviceMemory
-from episodes import TaskEpisodeStore
-from lifecycle import (
+from memory_plane.device_memory import DeviceMemory
+from memory_plane.episodes import TaskEpisodeStore
+from memory_plane.lifecycle import (
     QUARANTINE_DIR,
     FileProblemError,
     UsageError,

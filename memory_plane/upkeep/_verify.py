@@ -9,9 +9,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from device_memory import DeviceMemory
-from episodes import FAILED_PREFIX, LESSONS_JOB, OnClosed, TaskEpisodeStore, TaskEpisodeWriter
-from lifecycle import (
+from memory_plane.device_memory import DeviceMemory
+from memory_plane.episodes import FAILED_PREFIX, LESSONS_JOB, OnClosed, TaskEpisodeStore, TaskEpisodeWriter
+from memory_plane.lifecycle import (
     ConfigError,
     FileProblemError,
     Repair,
@@ -219,7 +219,7 @@ def _check_config(root: Path, report: VerifyReport) -> None:
     """config.yaml: readable YAML, a mapping, no unknown transcript keys, a valid lenses section."""
     import pydantic
 
-    from episodes import TranscriptConfig
+    from memory_plane.episodes import TranscriptConfig
 
     from .._lens_settings import GeminiSettings
 
