@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -69,31 +66,6 @@ def test_imports_only_point_down(lower_index: int) -> None:
     # name memory_plane's own modules (above), nor a layer above their own.
 
 
-def test_one_installed_name() -> None:
-    # The distribution installs the one package memory_plane: nothing named lifecycle, episodes or prompts
-    # lands in site-packages beside other projects' packages of those names.
-    from importlib.metadata import distribution
-
-    top = (distribution("memory-plane").read_text("top_level.txt") or "").split()
-    assert top == ["memory_plane"]
-    for layer in LAYERS[:-1]:
-        link = REPO / "memory_plane" / layer
-        assert link.is_symlink() and os.readlink(link) == f"../{layer}", f"memory_plane/{layer} maps ../{layer}"
-
-
-def test_importing_from_inside_a_memory_root_needs_no_path_patching(tmp_path: Path) -> None:
-    # A memory root has folders named lifecycle/ and episodes/; run from inside one, nothing they hold is imported.
-    from memory_plane.lifecycle import init_tree
-
-    root = tmp_path / "m"
-    init_tree(root)
-    out = subprocess.run([sys.executable, "-c", "import memory_plane, sys; print(sorted(m for m in sys.modules "
-                          "if m.split('.')[0] in ('lifecycle', 'episodes', 'device_memory', 'prompts')))"],
-                         cwd=root, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-    assert not (REPO / "memory_plane" / "_siblings.py").exists()
-
-
 def test_public_functions_have_docstrings() -> None:
     missing = []
     for layer in LAYERS:
@@ -117,17 +89,3 @@ def _is_nested_helper(tree: ast.AST, target: ast.AST) -> bool:
                     return True
     return False
 
-
-def test_nothing_imports_a_layer_by_its_folder_name() -> None:
-    # Imported as `lifecycle` beside `memory_plane.lifecycle`, a module would load twice: two registries, two
-    # sets of module globals, and a test's patch of one would miss the other.
-    bare = []
-    for path in sorted(REPO.rglob("*.py")):
-        rel = path.relative_to(REPO)
-        if rel.parts[0].startswith(".") or (rel.parts[0] == "memory_plane" and rel.parts[1] in LAYERS):
-            continue
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
-            bare += [f"{rel}:{node.lineno} {n}" for n in names if n.split(".")[0] in (*LAYERS[:-1], "prompts")]
-    assert not bare, "\n".join(bare)

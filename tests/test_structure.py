@@ -331,3 +331,46 @@ def test_retrieval_keeps_no_cache_keyed_by_id_or_emptied_by_size() -> None:
                       "    hit = self._seen.get(id(e))\n"
                       "    if len(self.docs) > self._at * 1.1:\n        self._norms = {}\n")
     assert [line for line, _ in _ad_hoc_caches(probe)] == [2, 4, 6]
+
+
+# -- one installed name: the card's folders mapped into memory_plane ------------------------------------
+
+
+def test_one_installed_name() -> None:
+    # The distribution installs the one package memory_plane: nothing named lifecycle, episodes or prompts
+    # lands in site-packages beside other projects' packages of those names.
+    from importlib.metadata import distribution
+
+    top = (distribution("memory-plane").read_text("top_level.txt") or "").split()
+    assert top == ["memory_plane"]
+    for layer in (*LAYERS, "userdata_template"):
+        link = REPO / "memory_plane" / layer
+        assert link.is_symlink() and os.readlink(link) == f"../{layer}", f"memory_plane/{layer} maps ../{layer}"
+
+
+def test_importing_from_inside_a_memory_root_needs_no_path_patching(tmp_path: Path) -> None:
+    # A memory root has folders named lifecycle/ and episodes/; run from inside one, nothing they hold is imported.
+    from memory_plane.lifecycle import init_tree
+
+    root = tmp_path / "m"
+    init_tree(root)
+    out = subprocess.run([sys.executable, "-c", "import memory_plane, sys; print(sorted(m for m in sys.modules "
+                          "if m.split('.')[0] in ('lifecycle', 'episodes', 'device_memory', 'prompts')))"],
+                         cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert not (REPO / "memory_plane" / "_siblings.py").exists()
+
+
+def test_nothing_imports_a_layer_by_its_folder_name() -> None:
+    # Imported as `lifecycle` beside `memory_plane.lifecycle`, a module would load twice: two registries, two
+    # sets of module globals, and a test's patch of one would miss the other.
+    bare = []
+    for path in sorted(REPO.rglob("*.py")):
+        rel = path.relative_to(REPO)
+        if rel.parts[0].startswith(".") or (rel.parts[0] == "memory_plane" and rel.parts[1] in LAYERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            bare += [f"{rel}:{node.lineno} {n}" for n in names if n.split(".")[0] in LAYERS]
+    assert not bare, "\n".join(bare)
