@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageDraw
 
-from memory_plane import MemoryPlane
+from memory_plane import MemoryPlane, MemoryRetrieveRequest
 
 if TYPE_CHECKING:  # the transcript engine is imported when a test builds a ledger, not by every test
     from memory_plane.episodes.transcript import TranscriptLedger
@@ -124,3 +124,17 @@ def built_once(factory):  # type: ignore[no-untyped-def]
             held.pop().close()
 
     return get, cleanup
+
+
+def record_wechat_task(plane: MemoryPlane) -> str:
+    """Record and commit one finished "open WeChat, find Zhang San" task and save a rule, as the MCP tests' tree
+    holds them; return the episode's id."""
+    req = MemoryRetrieveRequest(input="打开微信，找到张三", current_hints={"language": "zh-CN"})
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    rec.tool_call("launch_app", {"app": "com.tencent.mm"})
+    rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
+    plane.commit_episode(rec.finish(success=True))
+    plane.flush()
+    plane.save_rule("Always confirm before paying")
+    return rec.id
+

@@ -98,31 +98,29 @@ def test_the_next_forget_verify_fix_or_gc_removes_the_leftover(killed: tuple[Pat
     assert sum(json.loads(x)["ref"]["id"] == mem_id for x in lines if x) == 1  # one tombstone, not two
 
 
+def _open_zorbix_settings(plane: MemoryPlane) -> None:
+    """One finished task that teaches the two-step "open Zorbix settings" procedure."""
+    req = MemoryRetrieveRequest(input="open Zorbix settings")
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    rec.tool_call("launch_app", {"app": "Zorbix"})
+    rec.tool_result("launch_app", observed_state={"app": "Zorbix", "page": "Home"})
+    rec.tool_call("tap", {"x": 10, "y": 20, "element": "Settings"})
+    rec.tool_result("tap", observed_state={"app": "Zorbix", "page": "Settings"})
+    plane.commit_episode(rec.finish(success=True))
+    plane.flush()
+
+
 def test_a_killed_device_forget_is_not_learned_again(tmp_path: Path) -> None:
     root = tmp_path / "m"
     with MemoryPlane.open(root) as plane:
         for _ in range(2):
-            req = MemoryRetrieveRequest(input="open Zorbix settings")
-            rec = plane.new_episode_recorder(req, plane.retrieve(req))
-            rec.tool_call("launch_app", {"app": "Zorbix"})
-            rec.tool_result("launch_app", observed_state={"app": "Zorbix", "page": "Home"})
-            rec.tool_call("tap", {"x": 10, "y": 20, "element": "Settings"})
-            rec.tool_result("tap", observed_state={"app": "Zorbix", "page": "Settings"})
-            plane.commit_episode(rec.finish(success=True))
-            plane.flush()
+            _open_zorbix_settings(plane)
         procs = [e["id"] for e in plane.device.collections["procedure"].entries()]
     assert procs
     _killed_forget(root, procs[0])
     assert _tombstoned(root, procs[0])
     with MemoryPlane.open(root) as plane:
-        req = MemoryRetrieveRequest(input="open Zorbix settings")
-        assert procs[0] not in plane.retrieve(req).refs()
-        rec = plane.new_episode_recorder(req, plane.retrieve(req))
-        rec.tool_call("launch_app", {"app": "Zorbix"})
-        rec.tool_result("launch_app", observed_state={"app": "Zorbix", "page": "Home"})
-        rec.tool_call("tap", {"x": 10, "y": 20, "element": "Settings"})
-        rec.tool_result("tap", observed_state={"app": "Zorbix", "page": "Settings"})
-        plane.commit_episode(rec.finish(success=True))
-        plane.flush()
+        assert procs[0] not in plane.retrieve(MemoryRetrieveRequest(input="open Zorbix settings")).refs()
+        _open_zorbix_settings(plane)
         assert plane.verify(fix=True) is not None
         assert plane.device.get(procs[0]) is None  # removed, and the same evidence did not teach it again

@@ -7,20 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane import MemoryPlane
+
+from helpers import record_wechat_task
 
 mcp = pytest.importorskip("mcp")
 
 
 def seed(root: Path) -> str:
     with MemoryPlane.open(root) as plane:
-        req = MemoryRetrieveRequest(input="打开微信，找到张三", current_hints={"language": "zh-CN"})
-        rec = plane.new_episode_recorder(req, plane.retrieve(req))
-        rec.tool_call("launch_app", {"app": "com.tencent.mm"})
-        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
-        plane.commit_episode(rec.finish(success=True))
-        plane.flush()
-        plane.save_rule("Always confirm before paying")
+        record_wechat_task(plane)
         return str(plane.long_term.recall_memory("confirm paying")[0].id)
 
 

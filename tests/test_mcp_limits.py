@@ -14,22 +14,18 @@ from typing import Any
 
 import pytest
 
-from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane import MemoryPlane
+
+from helpers import record_wechat_task
 
 mcp = pytest.importorskip("mcp")
 
 
 def seed(root: Path) -> str:
     with MemoryPlane.open(root) as plane:
-        req = MemoryRetrieveRequest(input="打开微信，找到张三", current_hints={"language": "zh-CN"})
-        rec = plane.new_episode_recorder(req, plane.retrieve(req))
-        rec.tool_call("launch_app", {"app": "com.tencent.mm"})
-        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页", "package": "com.tencent.mm"})
-        plane.commit_episode(rec.finish(success=True))
-        plane.flush()
-        plane.save_rule("Always confirm before paying")
+        episode_id = record_wechat_task(plane)
         plane.long_term.save_memory(content="The user's manager is Zhang San", type="fact")
-        return rec.id
+        return episode_id
 
 
 class RawServer:
