@@ -7,7 +7,13 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from memory_plane.lifecycle import UsageError, field_num, parse_duration, parse_ts, read_bytes_nofollow
+from memory_plane.lifecycle import (
+    UsageError,
+    field_num,
+    parse_duration,
+    parse_ts,
+    read_bytes_nofollow,
+)
 
 from .._retrieve_types import CATEGORY_ORDER
 from ._common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
@@ -133,8 +139,16 @@ def _one(what: str, command: str, item_id: str | None, get: Any) -> Any:
     return item
 
 
+def _refuse_stray_id(args: argparse.Namespace) -> None:
+    """`episodes list ID`, `device list ID`: an id there would be ignored, so it is refused."""
+    if getattr(args, "stray", None):
+        raise UsageError(f"`{args.command} list` takes no id (got {' '.join(args.stray)}); "
+                         f"`memplane {args.command} show ID` shows one")
+
+
 def cmd_episodes(args: argparse.Namespace) -> int:
     """`memplane episodes list|show`: past tasks."""
+    _refuse_stray_id(args)
     with open_plane(args) as plane:
         if args.action == "list":
             rows = _episode_rows(plane, args)
@@ -168,6 +182,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
 
 def cmd_device(args: argparse.Namespace) -> int:
     """`memplane device list|show`: device memories."""
+    _refuse_stray_id(args)
     with open_plane(args) as plane:
         if args.action == "list":
             app = plane.device.catalog.app_id_for(args.app) if args.app else None
