@@ -15,8 +15,18 @@ import errno
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import NoReturn
 
-from memory_plane.lifecycle import MAX_CLOCK_LEAP, MemoryPlaneError, NoRootError, StorageError, UsageError
+from memory_plane.lifecycle import (
+    MAX_CLOCK_LEAP,
+    MemoryPlaneError,
+    NoRootError,
+    StorageError,
+    UsageError,
+    format_ts,
+    resolve_root,
+)
 
 from ._common import (
     EXIT_CODES,
@@ -254,8 +264,16 @@ def _bench_command(command: Command) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `memplane` and `python -m memory_plane`."""
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    if _wants_json(words):
+        # A cron log read by `jq` must get its one line even for a typo: argparse's usage would be the only
+        # output, so it is kept quiet and its message goes into the line.
+        _quiet_usage(parser)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
+    except _UsageExit as exc:
+        print_json(_usage_line(parser, words, exc.message), one_line=True)
+        return EXIT_USAGE
     except SystemExit as exc:  # argparse: 0 for --help, 2 for bad usage
         return int(exc.code or 0)
     as_json = bool(getattr(args, "json", False))
@@ -267,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
+        if as_json:
+            _report_failure(args, as_json, 130, "interrupted")
         return 130
     except BrokenPipeError:
         return EXIT_OK
@@ -284,12 +304,63 @@ def _report_failure(args: argparse.Namespace, as_json: bool, code: int, message:
     """Say a failed command's message where its reader looks (stderr, or one JSON line) and return its code."""
     if not as_json:
         print(f"memplane: {message}", file=sys.stderr)
-    elif args.command == "lifecycle" and args.action in ("verify", "gc"):
+    else:
         # A cron log gets its line even when the run failed: what failed is greppable there too.
         print_json(log_line(args, code, error=message), one_line=True)
-    else:
-        print_json({"exit_code": code, "error": message}, one_line=True)
     return code
+
+
+class _UsageExit(Exception):
+    """argparse's usage error, held back from stderr when the output must be one JSON line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _wants_json(words: Sequence[str]) -> bool:
+    """Whether the command line asks for --json (also as an abbreviation argparse would accept)."""
+    head = words[: words.index("--")] if "--" in words else words
+    return any(len(w) > 3 and "--json".startswith(w.split("=", 1)[0]) for w in head)
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every command's and action's parser below it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _parsers(sub)
+    return found
+
+
+def _quiet_usage(parser: argparse.ArgumentParser) -> None:
+    """Make every parser raise _UsageExit instead of printing its usage and exiting."""
+    def error(message: str) -> NoReturn:
+        raise _UsageExit(message)
+
+    for p in _parsers(parser):
+        p.error = error  # type: ignore[method-assign]
+
+
+def _usage_line(parser: argparse.ArgumentParser, words: Sequence[str], message: str) -> dict[str, object]:
+    """The JSON line of a command line argparse refused: which command it was meant for, and why."""
+    command: list[str] = []
+    p: argparse.ArgumentParser | None = parser
+    root: str | None = None
+    it = iter(words)
+    for w in it:
+        if w in ("--root", "--roo", "--ro"):
+            root = next(it, None)
+        elif w.startswith("--root="):
+            root = w.split("=", 1)[1]
+        elif p is not None and not w.startswith("-"):
+            subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+            p = subs[0].choices.get(w) if subs else None
+            if p is not None:
+                command.append(w)
+    return {"ts": format_ts(datetime.now(timezone.utc)), "root": str(resolve_root(root)), "command": " ".join(command),
+            "exit_code": EXIT_USAGE, "error": message}
 
 
 def _failure(exc: BaseException) -> tuple[int, str]:
