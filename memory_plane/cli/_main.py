@@ -15,8 +15,18 @@ import errno
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import NoReturn
 
-from memory_plane.lifecycle import MAX_CLOCK_LEAP, MemoryPlaneError, NoRootError, StorageError, UsageError
+from memory_plane.lifecycle import (
+    MAX_CLOCK_LEAP,
+    MemoryPlaneError,
+    NoRootError,
+    StorageError,
+    UsageError,
+    format_ts,
+    resolve_root,
+)
 
 from ._common import (
     EXIT_CODES,
@@ -99,22 +109,49 @@ def _read_commands(command: Command) -> None:
     s.set_defaults(func=cmd_retrieve)
 
     s = command("episodes", "list past tasks or show one (inspect_episode)")
-    s.add_argument("action", choices=["list", "show"], help="list, or show ID")
-    s.add_argument("id", nargs="?", help="show: the episode id")
-    s.add_argument("--limit", type=positive_int, default=50, help="list: show at most N, newest first (default 50)")
-    s.add_argument("--app", help="list: only episodes about this app (any of its names)")
-    s.add_argument("--failed", action="store_true", help="list: only episodes that did not succeed")
-    s.add_argument("--since", help="list: only episodes started since a date (2026-11-30) or a duration ago (7d)")
-    s.add_argument("--json", action="store_true", help="print index entries (list) or the episode and events (show)")
+    acts = _actions(s)
+    a = acts("list", "list past tasks, newest first")
+    _no_id(a)
+    a.add_argument("--limit", type=positive_int, default=50, help="show at most N, newest first (default 50)")
+    a.add_argument("--app", help="only episodes about this app (any of its names)")
+    a.add_argument("--failed", action="store_true", help="only episodes that did not succeed")
+    a.add_argument("--since", help="only episodes started since a date (2026-11-30) or a duration ago (7d)")
+    a.add_argument("--json", action="store_true", help="print the index entries as JSON")
+    a = acts("show", "show one past task and its events")
+    a.add_argument("id", help="the episode id")
+    a.add_argument("--json", action="store_true", help="print the episode and its events as JSON")
     s.set_defaults(func=cmd_episodes)
 
     s = command("device", "list device memories or show one (recall_device_memory)")
-    s.add_argument("action", choices=["list", "show"], help="list, or show ID")
-    s.add_argument("id", nargs="?", help="show: the memory id (proc_..., nav_..., app_...)")
-    s.add_argument("--type", choices=ITEM_TYPES, help="list: only this kind of memory")
-    s.add_argument("--app", help="list: only memories about this app (any of its names)")
-    s.add_argument("--json", action="store_true", help="print index entries (list) or the item (show) as JSON")
+    acts = _actions(s)
+    a = acts("list", "list device memories")
+    _no_id(a)
+    a.add_argument("--type", choices=ITEM_TYPES, help="only this kind of memory")
+    a.add_argument("--app", help="only memories about this app (any of its names)")
+    a.add_argument("--json", action="store_true", help="print the index entries as JSON")
+    a = acts("show", "show one device memory")
+    a.add_argument("id", help="the memory id (proc_..., nav_..., app_...)")
+    a.add_argument("--json", action="store_true", help="print the item as JSON")
     s.set_defaults(func=cmd_device)
+
+
+def _actions(s: argparse.ArgumentParser) -> Command:
+    """A command's actions, each its own parser with only its own options (an option of another action is a
+    usage error, not silently ignored)."""
+    sub = s.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        a = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        _global_options(a, top=False)
+        return a
+
+    return action
+
+
+def _no_id(a: argparse.ArgumentParser) -> None:
+    """A list action takes no id: one given is refused with a pointer to `show` (not silently ignored)."""
+    a.add_argument("stray", nargs="*", metavar="", help=argparse.SUPPRESS)
 
 
 def _memory_command(command: Command) -> None:
@@ -157,21 +194,26 @@ def _memory_command(command: Command) -> None:
 def _ops_commands(command: Command) -> None:
     """lifecycle and import: the operator's commands."""
     s = command("lifecycle", "verify the tree, collect garbage (run from cron), or restore from quarantine")
-    s.add_argument("action", choices=["verify", "gc", "quarantine"], help="verify, gc, or quarantine")
-    s.add_argument("what", nargs="?", choices=["list", "show", "restore"],
-                   help="quarantine: list (default), show NAME, restore NAME")
-    s.add_argument("name", nargs="?", help="quarantine show|restore: a name from `quarantine list` (or the "
-                   "original path)")
-    s.add_argument("--json", action="store_true",
-                   help="verify, gc: one JSON line (ts, root, command, exit_code, report) for a cron log")
-    s.add_argument("--fix", action="store_true", help="verify: move unreadable files to lifecycle/quarantine/")
-    s.add_argument("--dry-run", action="store_true", help="gc: report what would be removed, remove nothing")
-    s.add_argument("--now", metavar="TIMESTAMP", default=None,
-                   help="verify, gc: the time to act on (RFC 3339, e.g. 2026-12-01T00:00:00Z), believed as given. "
-                   "Without it the system clock is checked first: before the build date, behind the newest write "
-                   f"in the tree, or more than {MAX_CLOCK_LEAP.days} days after it, gc removes nothing and exits 1, "
-                   "and verify marks nothing expired and reports a clock problem")
-    s.add_argument("--force", action="store_true", help="quarantine restore: put the file back even if it "
+    acts = _actions(s)
+    now_help = ("the time to act on (RFC 3339, e.g. 2026-12-01T00:00:00Z), believed as given. Without it the system "
+                "clock is checked first: before the build date, behind the newest write in the tree, or more than "
+                f"{MAX_CLOCK_LEAP.days} days after it, gc removes nothing and exits 1, and verify marks nothing "
+                "expired and reports a clock problem")
+    json_help = "one JSON line (ts, root, command, exit_code, report) for a cron log"
+    a = acts("verify", "rebuild indexes, report bad files, mark expired, close crashed episodes")
+    a.add_argument("--json", action="store_true", help=json_help)
+    a.add_argument("--fix", action="store_true", help="move unreadable files to lifecycle/quarantine/")
+    a.add_argument("--now", metavar="TIMESTAMP", default=None, help=now_help)
+    a = acts("gc", "remove what retention says is done with")
+    a.add_argument("--json", action="store_true", help=json_help)
+    a.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
+    a.add_argument("--now", metavar="TIMESTAMP", default=None, help=now_help)
+    a = acts("quarantine", "files `verify --fix` set aside, and the way back")
+    a.add_argument("what", nargs="?", choices=["list", "show", "restore"],
+                   help="list (default), show NAME, restore NAME")
+    a.add_argument("name", nargs="?", help="show|restore: a name from `quarantine list` (or the original path)")
+    a.add_argument("--json", action="store_true", help="print the list, the file or the result as JSON")
+    a.add_argument("--force", action="store_true", help="restore: put the file back even if it "
                    "still does not load (verify will report it)")
     s.set_defaults(func=cmd_lifecycle)
 
@@ -222,8 +264,16 @@ def _bench_command(command: Command) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `memplane` and `python -m memory_plane`."""
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    if _wants_json(words):
+        # A cron log read by `jq` must get its one line even for a typo: argparse's usage would be the only
+        # output, so it is kept quiet and its message goes into the line.
+        _quiet_usage(parser)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
+    except _UsageExit as exc:
+        print_json(_usage_line(parser, words, exc.message), one_line=True)
+        return EXIT_USAGE
     except SystemExit as exc:  # argparse: 0 for --help, 2 for bad usage
         return int(exc.code or 0)
     as_json = bool(getattr(args, "json", False))
@@ -235,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
+        if as_json:
+            _report_failure(args, as_json, 130, "interrupted")
         return 130
     except BrokenPipeError:
         return EXIT_OK
@@ -252,12 +304,63 @@ def _report_failure(args: argparse.Namespace, as_json: bool, code: int, message:
     """Say a failed command's message where its reader looks (stderr, or one JSON line) and return its code."""
     if not as_json:
         print(f"memplane: {message}", file=sys.stderr)
-    elif args.command == "lifecycle" and args.action in ("verify", "gc"):
+    else:
         # A cron log gets its line even when the run failed: what failed is greppable there too.
         print_json(log_line(args, code, error=message), one_line=True)
-    else:
-        print_json({"exit_code": code, "error": message}, one_line=True)
     return code
+
+
+class _UsageExit(Exception):
+    """argparse's usage error, held back from stderr when the output must be one JSON line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _wants_json(words: Sequence[str]) -> bool:
+    """Whether the command line asks for --json (also as an abbreviation argparse would accept)."""
+    head = words[: words.index("--")] if "--" in words else words
+    return any(len(w) > 3 and "--json".startswith(w.split("=", 1)[0]) for w in head)
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every command's and action's parser below it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _parsers(sub)
+    return found
+
+
+def _quiet_usage(parser: argparse.ArgumentParser) -> None:
+    """Make every parser raise _UsageExit instead of printing its usage and exiting."""
+    def error(message: str) -> NoReturn:
+        raise _UsageExit(message)
+
+    for p in _parsers(parser):
+        p.error = error  # type: ignore[method-assign]
+
+
+def _usage_line(parser: argparse.ArgumentParser, words: Sequence[str], message: str) -> dict[str, object]:
+    """The JSON line of a command line argparse refused: which command it was meant for, and why."""
+    command: list[str] = []
+    p: argparse.ArgumentParser | None = parser
+    root: str | None = None
+    it = iter(words)
+    for w in it:
+        if w in ("--root", "--roo", "--ro"):
+            root = next(it, None)
+        elif w.startswith("--root="):
+            root = w.split("=", 1)[1]
+        elif p is not None and not w.startswith("-"):
+            subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+            p = subs[0].choices.get(w) if subs else None
+            if p is not None:
+                command.append(w)
+    return {"ts": format_ts(datetime.now(timezone.utc)), "root": str(resolve_root(root)), "command": " ".join(command),
+            "exit_code": EXIT_USAGE, "error": message}
 
 
 def _failure(exc: BaseException) -> tuple[int, str]:

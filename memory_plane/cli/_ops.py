@@ -40,8 +40,6 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
     with open_plane(args) as plane:
         if args.action == "quarantine":
             return _quarantine(plane, args)
-        if args.what or args.name:
-            raise UsageError(f"lifecycle {args.action} takes no further arguments")
         now = _given_now(args.now)
         if args.action == "verify":
             rep = plane.verify(fix=args.fix, now=now)
@@ -80,6 +78,8 @@ def _given_now(text: str | None) -> datetime | None:
 def _quarantine(plane: Any, args: argparse.Namespace) -> int:
     """`memplane lifecycle quarantine list | show NAME | restore NAME [--force]`."""
     what = args.what or "list"
+    if args.force and what != "restore":
+        raise UsageError("--force goes with `lifecycle quarantine restore NAME`")
     if what == "list":
         items = plane.quarantined()
         if args.json:

@@ -7,10 +7,17 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from memory_plane.lifecycle import UsageError, field_num, parse_duration, parse_ts, read_bytes_nofollow
+from memory_plane.lifecycle import (
+    MemoryPlaneError,
+    UsageError,
+    field_num,
+    parse_duration,
+    parse_ts,
+    read_bytes_nofollow,
+)
 
 from .._retrieve_types import CATEGORY_ORDER
-from ._common import EXIT_OK, EXIT_PROBLEMS, cell, conf, hints, open_plane, print_json
+from ._common import EXIT_OK, cell, conf, hints, open_plane, print_json
 
 _FACTORS = (("goal_similarity", "sim"), ("entity_or_app_match", "app"), ("applicability", "appl"),
             ("confidence", "conf"), ("recency", "rec"), ("validation", "valid"),
@@ -123,18 +130,24 @@ def _episode_rows(plane: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def _one(what: str, command: str, item_id: str | None, get: Any) -> Any:
-    """The item `COMMAND show ID` asks for; None (said on stderr) when there is none."""
-    if not item_id:
-        raise UsageError(f"{command} show needs an id (see `memplane {command} list`)")
+def _one(what: str, item_id: str, get: Any) -> Any:
+    """The item `COMMAND show ID` asks for; an error (exit 1, one JSON line with --json) when there is none."""
     item = get(item_id)
     if item is None:
-        print(f"no {what} {item_id}", file=sys.stderr)
+        raise MemoryPlaneError(f"no {what} {item_id}")
     return item
+
+
+def _refuse_stray_id(args: argparse.Namespace) -> None:
+    """`episodes list ID`, `device list ID`: an id there would be ignored, so it is refused."""
+    if getattr(args, "stray", None):
+        raise UsageError(f"`{args.command} list` takes no id (got {' '.join(args.stray)}); "
+                         f"`memplane {args.command} show ID` shows one")
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
     """`memplane episodes list|show`: past tasks."""
+    _refuse_stray_id(args)
     with open_plane(args) as plane:
         if args.action == "list":
             rows = _episode_rows(plane, args)
@@ -149,9 +162,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             more = f"; --limit {total} shows all" if total > len(shown) else ""
             print(f"({len(shown)} of {total} episodes{more})" if total != len(shown) else f"({total} episodes)")
             return EXIT_OK
-        ep = _one("episode", "episodes", args.id, plane.episodes.get)
-        if ep is None:
-            return EXIT_PROBLEMS
+        ep = _one("episode", args.id, plane.episodes.get)
         events = plane.episodes.events(args.id).records
         if args.json:
             print_json({"episode": ep.to_yaml_dict(), "events": events})
@@ -168,6 +179,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
 
 def cmd_device(args: argparse.Namespace) -> int:
     """`memplane device list|show`: device memories."""
+    _refuse_stray_id(args)
     with open_plane(args) as plane:
         if args.action == "list":
             app = plane.device.catalog.app_id_for(args.app) if args.app else None
@@ -180,9 +192,7 @@ def cmd_device(args: argparse.Namespace) -> int:
                       f"{conf(e.get('confidence', 0))}  {str(e.get('summary') or e.get('title') or '')[:70]}")
             print(f"({len(entries)} items)")
             return EXIT_OK
-        item = _one("device memory", "device", args.id, plane.device.get)
-        if item is None:
-            return EXIT_PROBLEMS
+        item = _one("device memory", args.id, plane.device.get)
         if args.json:
             print_json(item.to_yaml_dict())
         else:
@@ -226,7 +236,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
                 for h in hits:
                     print(f"[{h.id} type={h.type} score={h.score:.2f}] {h.text}")
             return EXIT_OK
-        ok = plane.forget(args.text, reason=args.reason)
-        print("forgotten" if ok else f"no memory {args.text}", file=sys.stdout if ok else sys.stderr)
-        return EXIT_OK if ok else EXIT_PROBLEMS
+        if not plane.forget(args.text, reason=args.reason):
+            raise MemoryPlaneError(f"no memory {args.text}")
+        print_json({"id": args.text, "forgotten": True}) if args.json else print("forgotten")
+        return EXIT_OK
 
