@@ -122,7 +122,7 @@ class LessonContext:
     def failure_text(self) -> str | None:
         """Why the episode failed, in one line."""
         o = self.ep.outcome
-        text = o.failure_reason or o.error
+        text = o.failure_reason or o.error or o.completion_reason
         return " ".join(text.split())[:200] if text else None
 
     def app_facts(self, app_id: str) -> dict[str, Any]:

@@ -349,7 +349,11 @@ class EpisodeRecorder:
                failure_phase: str | None = None, failure_reason: str | None = None, final_answer: str | None = None,
                tags: Iterable[str] = (), entities: Iterable[str] = (), tokens: int | None = None,
                prompt_tokens: int | None = None, completion_tokens: int | None = None) -> TaskEpisode:
-        """Close the episode and return it (commit it with ``MemoryPlane.commit_episode``)."""
+        """Close the episode and return it (commit it with ``MemoryPlane.commit_episode``).
+
+        ``success`` defaults to true unless an ``error`` or a ``failure_phase`` is given. On a failure, the
+        reason is ``failure_reason``, or else ``completion_reason`` (the runtime's last word on why it stopped);
+        it reaches ``outcome.failure_reason``, the episode's summary and the failure lesson."""
         with self._lock:
             if self._finished is not None:
                 log.warning("episode %s: finish() called twice; keeping the first outcome", self.episode.id)
@@ -371,6 +375,8 @@ class EpisodeRecorder:
                 given, failure_phase = failure_phase, normalize_phase(str(failure_phase)) or "unknown"
                 if failure_phase not in FAILURE_PHASES:
                     log.info("episode %s: failure_phase %r is not one of the documented phases", ep.id, given)
+            if not success and not (failure_reason and str(failure_reason).strip()):
+                failure_reason = completion_reason  # the reason the runtime gave is the failure's reason
             now = self._clock()
             ep.ended_at = now
             ep.outcome = Outcome(

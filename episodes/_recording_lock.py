@@ -6,7 +6,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from memory_plane.lifecycle import UnsafePathError, guarded_unlink, open_dir
+from memory_plane.lifecycle import UnsafePathError, guarded_unlink, open_dir, own_fd_like_folder
 
 from ._store import RECORDING_LOCK
 
@@ -27,6 +27,7 @@ class RecordingLock:
         dfd = open_dir(self.root, self.dir, create=True)
         try:
             fd = os.open(RECORDING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=dfd)
+            own_fd_like_folder(dfd, fd)
         finally:
             os.close(dfd)
         try:

@@ -295,6 +295,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
             text = _finish_text(finish, key)
             if text is not None and not (ok and key in ("failure_reason", "error")):
                 setattr(ep.outcome, key, text)
+        if not ok and not ep.outcome.failure_reason:
+            ep.outcome.failure_reason = ep.outcome.completion_reason  # a recorder that kept only this word
         if ep.ended_at is None:
             ep.ended_at = finish.get("ts") or ep.started_at
         ep.metrics.events = len(events)

@@ -29,7 +29,7 @@ def episode_summary(ep: TaskEpisode, events: Iterable[Mapping[str, Any]]) -> str
     if o.success:
         outcome = "success" + (f", {o.final_state}" if o.final_state else "")
     else:
-        why = o.failure_reason or o.error or "unknown"
+        why = o.failure_reason or o.error or o.completion_reason or "unknown"
         outcome = f"failure ({o.failure_phase or 'unknown'}): {why}"
     goal = " ".join(ep.user_goal.split())[:200]
     return f"Goal: {goal}. Path: {path or '(no tool calls)'}. Outcome: {outcome}"[:600]

@@ -92,6 +92,7 @@ from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
 from ._layout import DatedLayout, FlatLayout, Layout, ProfileLayout
 from ._locks import DEFAULT_LOCK_TIMEOUT, collection_lock, locked
+from ._owner import own_fd_like_folder
 from ._paths import (
     DEFAULT_ROOT,
     ROOT_ENV,
@@ -260,6 +261,7 @@ __all__ = [
     "older",
     "one_line",
     "open_dir",
+    "own_fd_like_folder",
     "parse_duration",
     "parse_frontmatter",
     "parse_index",

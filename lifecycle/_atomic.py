@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ._errors import ABSENT, NotAFileError, StorageError, UnsafePathError, UsageError
 from ._guarded import DIR_NOFOLLOW, file_nlink_check, open_dir
+from ._owner import makedirs_owned, own_fd_like_folder, own_like_parent
 
 _counter = itertools.count()
 TEMP_MARK = ".tmp."
@@ -64,7 +65,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     if root is not None:
         dfd = open_dir(root, target.parent, create=True)
     else:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        makedirs_owned(target.parent)
         dfd = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         sfd = _staging_fd(stage_in, root)
@@ -86,7 +87,7 @@ def _staging_fd(stage_in: Path | None, root: Path | None) -> int | None:
     try:
         if root is not None:
             return open_dir(root, stage_in, create=True)
-        stage_in.mkdir(parents=True, exist_ok=True)
+        makedirs_owned(stage_in)
         # A link planted there could lead outside the tree: stage beside the target instead.
         if stat.S_ISDIR(os.lstat(stage_in).st_mode):
             return os.open(stage_in, DIR_NOFOLLOW)
@@ -102,6 +103,7 @@ def _write_replace(dfd: int, sfd: int, target: Path, payload: bytes, mode: int) 
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode, dir_fd=sfd)
     try:
         try:
+            own_fd_like_folder(dfd, fd)  # the file replacing the target gets the target folder's owner
             view = memoryview(payload)
             while view:
                 n = os.write(fd, view)
@@ -154,6 +156,10 @@ def _create_in(dfd: int | None, target: Path, payload: bytes, mode: int) -> bool
     fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode, dir_fd=dfd)
     try:
         try:
+            if dfd is not None:
+                own_fd_like_folder(dfd, fd)
+            else:
+                own_like_parent(tmp_name)
             os.write(fd, payload)
             os.fsync(fd)
         finally:
@@ -227,14 +233,16 @@ def _open_append(target: Path, root: Path | None) -> int:
             dfd = open_dir(root, target.parent, create=True)
             try:
                 fd = os.open(target.name, flags, 0o644, dir_fd=dfd)
+                own_fd_like_folder(dfd, fd)
             finally:
                 os.close(dfd)
         else:
             try:
                 fd = os.open(target, flags, 0o644)
             except FileNotFoundError:
-                target.parent.mkdir(parents=True, exist_ok=True)
+                makedirs_owned(target.parent)
                 fd = os.open(target, flags, 0o644)
+            own_like_parent(target)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR, errno.EEXIST):
             raise StorageError(target, f"nothing appended: not a file ({exc.strerror})") from exc

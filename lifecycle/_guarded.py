@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ._errors import StorageError, UnsafePathError
+from ._owner import makedirs_owned, own_like_folder
 from ._paths import _steps_below
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -75,6 +76,7 @@ def _open_below(fd: int, name: str, parts: list[str], create: bool) -> int:
         raise StorageError("/".join(parts), "a file stands where a folder of the path belongs") from None
     try:
         os.mkdir(name, 0o755, dir_fd=fd)
+        own_like_folder(fd, name)
     except FileExistsError:
         pass  # made meanwhile by another writer, or a link planted meanwhile: the open below tells which
     return _open_below(fd, name, parts, create=False)
@@ -213,7 +215,7 @@ def guarded_makedirs(root: Path | None, path: str | os.PathLike[str]) -> None:
     """Make a folder and the missing ones above it (as ``mkdir -p``), never through a link below root
     (without a root, e.g. a transcript ledger used on its own: a plain ``mkdir -p``)."""
     if root is None:
-        Path(path).mkdir(parents=True, exist_ok=True)
+        makedirs_owned(path)
         return
     os.close(open_dir(root, path, create=True))
 
@@ -223,3 +225,4 @@ def guarded_touch(root: Path, path: str | os.PathLike[str]) -> None:
     with parent_fd(root, path, create=True) as (fd, name):
         os.close(os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
                          0o644, dir_fd=fd))
+        own_like_folder(fd, name)

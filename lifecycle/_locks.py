@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._errors import LockTimeout, StorageError
+from ._owner import makedirs_owned, own_like_parent
 
 if TYPE_CHECKING:
     import filelock
@@ -57,18 +58,39 @@ def locked(lock_path: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIME
     import filelock
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        makedirs_owned(path.parent)
         lock.acquire(timeout=timeout)
     except filelock.Timeout:
         raise LockTimeout(path, timeout) from None
+    except PermissionError as exc:
+        raise StorageError(path, f"cannot take the lock: permission denied ({_whose(path)}); run the command "
+                                 "as the user who owns the memory tree") from exc
     except OSError as exc:
         # A folder, a socket or a symlink where the lock file belongs: nothing is written unlocked.
         raise StorageError(path, f"cannot take the lock: not a lock file ({exc.strerror or exc})") from exc
+    own_like_parent(path)  # a lock file made by root's cron stays usable by the tree's owner
     try:
         yield
     finally:
         # filelock never unlinks the lock file on release: unlinking races with waiters.
         lock.release()
+
+
+def _whose(path: Path) -> str:
+    """Who owns the lock file (or its folder, when the file is not there)."""
+    for p in (path, path.parent):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        try:
+            import pwd
+
+            who = pwd.getpwuid(st.st_uid).pw_name
+        except (ImportError, KeyError):
+            who = f"uid {st.st_uid}"
+        return f"{'the lock file' if p == path else 'its folder'} belongs to {who}"
+    return "a folder on the way is closed to this user"
 
 
 def collection_lock(directory: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIMEOUT):  # type: ignore[no-untyped-def]

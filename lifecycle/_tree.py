@@ -13,6 +13,7 @@ from ._atomic import create_exclusive
 from ._errors import StorageError, UnsafePathError
 from ._guarded import guarded_makedirs
 from ._index import INDEX_NAME
+from ._owner import makedirs_owned
 from ._paths import has_symlink
 
 DEVICE_COLLECTIONS: tuple[str, ...] = ("apps", "procedures", "navigation", "calibration", "failures", "ui_anchors")
@@ -58,7 +59,7 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
     created: list[str] = []
     new_dirs: set[str] = set()
     if not base.is_dir():
-        base.mkdir(parents=True, exist_ok=True)
+        makedirs_owned(base)
         created.append(".")
     for rel in LAYOUT_DIRS:
         d = base / rel

@@ -49,9 +49,10 @@ class EpisodeTools:
         end = a.offset + len(window)
         shown = f"events {a.offset + 1}-{end} of {total}" if window else f"0 of {total} events"
         more = (f"; {total - end} more: inspect_episode offset={end}" if end < total and a.max_events else "")
+        why = o.failure_reason or o.error or o.completion_reason or ""
         head = (f"episode {ep.id}: goal {quote_data(ep.user_goal)}; app {quote_data(ep.app() or '?', 80)}; "
                 f"{'succeeded' if o.success else 'failed'}"
-                + (f" ({o.failure_phase}: {quote_data(o.failure_reason or '')})" if not o.success else "")
+                + (f" ({o.failure_phase}: {quote_data(why)})" if not o.success else "")
                 + f"; {ep.metrics.tool_steps} steps; {shown}{more}")
         taught = self._taught(ep)
         if taught:

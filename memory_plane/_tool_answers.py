@@ -55,8 +55,9 @@ def whole(budget_tokens: int, text: str) -> str:
 
 
 def shown(budget_tokens: int, lines: list[str], refs: list[str], head: str, *, tool: str = "", offset: int = 0,
-          more_exists: bool = False, note: str = "") -> ToolResult:
-    """Lines within the budget; a cut says how many results were left out and the offset that reads on."""
+          more_exists: bool = False, note: str = "", more_count: int | None = None) -> ToolResult:
+    """Lines within the budget; a cut says how many results were left out and the offset that reads on
+    (``more_count``: how many more match past this page, when the caller knows)."""
     def resume(i: int) -> str:
         # A result is a line that does not start with a space (an event of a chunk is indented under it).
         results = sum(1 for ln in lines[i:] if not ln.startswith(" "))
@@ -67,7 +68,8 @@ def shown(budget_tokens: int, lines: list[str], refs: list[str], head: str, *, t
 
     text = bounded(lines, budget_tokens - (40 if more_exists or note else 0), head, resume)
     if more_exists and tool and "not shown (answer budget)" not in text:
-        text += f"\n(more match: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
+        many = f"{more_count} more {'matches' if more_count != 1 else 'match'}" if more_count else "more match"
+        text += f"\n({many}: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
     if note:
         text += f"\n({note})"
     found = [r for r in refs if r in text]  # only the ids that made it into the answer

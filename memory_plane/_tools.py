@@ -373,6 +373,8 @@ class MemoryTools:
             scored = [(len(q & token_set(" ".join(map(field_text, (e.get("title"), e.get("summary"), e.get("app_name"),
                                                                   e.get("page")))))), e) for e in entries]
             entries = [e for s, e in sorted(scored, key=lambda se: -se[0]) if s > 0]
+        # Active memories first (a limit must not leave out the one to follow for conflicted ones), then the rest.
+        entries.sort(key=lambda e: str(e.get("status", "active")) != "active")
         page = entries[a.offset: a.offset + a.limit]
         if not page and not lines:
             return ToolResult("this phone has no matching memory yet"
@@ -384,5 +386,6 @@ class MemoryTools:
             lines.append(f"[{e['id']} {field_str(e.get('type'))} app={one_line(field_text(e.get('app')))[:80]} "
                          f"conf={field_num(e.get('confidence'), 0.5):.2f}{caution}] {quoted}{tail}")
             refs.append(e["id"])
+        left_out = max(0, len(entries) - a.offset - len(page))
         return shown(self.budget_tokens, lines, refs, f"{len(page)} device memories:", tool="recall_device_memory",
-                     offset=a.offset, more_exists=len(entries) > a.offset + a.limit)
+                     offset=a.offset, more_exists=left_out > 0, more_count=left_out)
