@@ -76,7 +76,9 @@ def _anchors(text: str) -> set[bytes]:
     """The longest whole word of a text (the last may be cut), as bytes raw and as JSON escapes it."""
     words = text.split()
     word = max(words[:-1] or words, key=len)
-    return {word.encode("utf-8", "surrogatepass"), json.dumps(word)[1:-1].encode("ascii")}
+    return {word.encode("utf-8", "surrogatepass"), json.dumps(word)[1:-1].encode("ascii"),
+            # JSON and YAML written without ASCII escapes: a backslash or quote escaped, the rest as it is.
+            json.dumps(word, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")}
 
 
 def _cut_forms(text: str, head: re.Pattern[str], rest: list[re.Pattern[str]]) -> str:
