@@ -10,7 +10,7 @@ from typing import Any
 
 from memory_plane.lifecycle import UsageError, format_ts, init_tree, parse_ts, resolve_root
 
-from ._common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
+from ._common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
 
 
 def log_line(args: argparse.Namespace, exit_code: int, **fields: Any) -> dict[str, Any]:
@@ -123,6 +123,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if progress is not None:
         print(file=sys.stderr)
     d = rep.to_dict()
+    if rep.interrupted:
+        # Ctrl-C: what was committed stays (running it again imports the rest, nothing twice), and is said.
+        message = (f"interrupted: imported {_count(d['imported'], 'episode')}, skipped {_count(d['skipped'], 'line')} "
+                   f"({d['already_imported']} already imported); run it again to import the rest")
+        if args.json:
+            print_json(log_line(args, EXIT_INTERRUPTED, error="interrupted", **d), one_line=True)
+        else:
+            print(f"memplane: {message}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.json:
         print_json(d)
     else:
@@ -131,6 +140,11 @@ def cmd_import(args: argparse.Namespace) -> int:
               f"in {d['seconds']}s; already imported {d['already_imported']}; lines skipped: {skipped}; "
               f"items created {d['items_created']}, duplicates avoided {d['duplicates_avoided']}")
     return EXIT_OK
+
+
+def _count(n: int, word: str) -> str:
+    """``1 episode``, ``2 episodes``."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _progress_printer() -> Any:
