@@ -166,7 +166,8 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
         """Not checked here: the tree-wide symlink walk of verify names them."""
         return []
 
-    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport) -> None:
+    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport,
+                    paths: dict[str, Path] | None = None) -> None:
         """Device profiles expire like every other memory (one file per device, no index)."""
         try:
             for prof_id, ch in changes.items():
@@ -174,8 +175,10 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
                 if dev_id:
                     self.update(dev_id, partial(_set, changes=ch))
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
-            report.add("io", self.layout.rel(self.dir), None,
-                       f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
+            for prof_id in changes:
+                where = paths.get(prof_id) if paths else None
+                report.add_not_written(self.layout.rel(where) if where else self.layout.rel(self.dir),
+                                       f"{prof_id} is {', '.join(str(v) for v in changes[prof_id].values())}", exc)
 
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[DeviceProfile]] | None = None) -> list[str]:

@@ -80,7 +80,8 @@ def _verify_episode(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], report
         if closed is not None and on_closed is not None:
             on_closed(closed)
     except OSError as exc:
-        report.add("io", store.rel(item.path), None, f"cannot mark interrupted: {exc.strerror or exc}")
+        report.add_not_written(store.rel(item.path), f"{ep.id} is a crashed recording (to be marked interrupted)",
+                               exc)
     if ep.traceability not in ("summary_only", "excerpt_only"):
         _check_artifacts(store, ep, d, item.path, report)
 

@@ -313,23 +313,28 @@ class ItemCollection(Generic[R]):
         from ._verify import check_collection
 
         marks: dict[str, dict[str, Any]] = {}
+        paths: dict[str, Path] = {}
 
         def on_item(_coll: Any, item: ItemRead[R]) -> None:
             changes = self.verify_item(item, report, now)
             if changes:
                 marks[item.record.id] = changes  # type: ignore[union-attr]
+                paths[item.record.id] = item.path  # type: ignore[union-attr]
 
         check_collection(self.root, self, report=report, on_item=on_item)
         if marks:
-            self.apply_marks(marks, report)
+            self.apply_marks(marks, report, paths)
 
-    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport) -> None:
-        """Write verify's lifecycle marks (field -> value, by id); an unwritable tree is reported."""
+    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport,
+                    paths: dict[str, Path] | None = None) -> None:
+        """Write verify's lifecycle marks (field -> value, by id); an unwritable tree is reported, each item
+        with its file (from ``paths``) and the mark it needed."""
         try:
             self.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
-            report.add("io", self.layout.rel(self.dir), None,
-                       f"cannot mark {len(changes)} items expired/excerpt_only: {exc.strerror or exc}")
+            for item_id, ch in changes.items():
+                where = self.layout.rel(paths[item_id]) if paths and item_id in paths else self.layout.rel(self.dir)
+                report.add_not_written(where, f"{item_id} is {_marks_text(ch)}", exc)
 
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[R]] | None = None) -> list[str]:
@@ -339,6 +344,11 @@ class ItemCollection(Generic[R]):
         """
         return collect_expired(self, retention, report, now, dry_run,
                                list(self.iter_items()) if items is None else items)
+
+
+def _marks_text(changes: dict[str, Any]) -> str:
+    """What verify's marks say of an item: ``expired``, ``traceability excerpt_only``."""
+    return ", ".join(str(v) if k == "status" else f"{k} {v}" for k, v in changes.items())
 
 
 def _setter(changes: dict[str, Any]) -> Callable[[Any], Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Iterator
@@ -66,6 +67,8 @@ def locked(lock_path: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIME
         raise StorageError(path, f"cannot take the lock: permission denied ({_whose(path)}); run the command "
                                  "as the user who owns the memory tree") from exc
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise StorageError(path, f"cannot take the lock: the tree is read-only ({exc.strerror})") from exc
         # A folder, a socket or a symlink where the lock file belongs: nothing is written unlocked.
         raise StorageError(path, f"cannot take the lock: not a lock file ({exc.strerror or exc})") from exc
     own_like_parent(path)  # a lock file made by root's cron stays usable by the tree's owner

@@ -31,6 +31,9 @@ class VerifyReport:
     """jsonl files a store hands to the tree-wide torn-line check (the events of every episode). Not reported."""
     clock_doubt: str | None = field(default=None, repr=False)
     """Why the clock cannot be believed (then nothing is marked expired); the report also names it as a problem."""
+    not_written: list[str] = field(default_factory=list)
+    """Files a finding needed written (a mark, an index rebuild) that could not be: a read-only or full tree.
+    Each is also a problem (category ``io``) saying what was found there."""
     traced: set[str] | None = field(default=None, repr=False)
     """Episodes that still hold their trace (set by the episode store's verify; None: not known). Not reported:
     the memories' excerpt-only rule reads it."""
@@ -44,6 +47,13 @@ class VerifyReport:
         """Record one finding (and the repair `--fix` makes for it, if any)."""
         self.problems.append(Problem(category, path, line, message, repair))
 
+    def add_not_written(self, path: str, finding: str, exc: BaseException) -> None:
+        """Record a finding whose write (a mark, an index rebuild) failed, naming the file it needed."""
+        why = getattr(exc, "strerror", None) or str(exc)
+        self.add("io", path, None, f"{finding}; not written: {why}")
+        if path not in self.not_written:
+            self.not_written.append(path)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the report (the `--json` output)."""
         by_cat: dict[str, int] = {}
@@ -56,6 +66,7 @@ class VerifyReport:
             "problems": [p.to_dict() for p in self.problems],
             "rebuilt_indexes": self.rebuilt_indexes,
             "fixed": self.fixed,
+            "not_written": self.not_written,
             **self.stats,
         }
 
@@ -195,7 +206,7 @@ def _rebuild(root: Path, coll: CheckedStore, parsed: list[Any] | None, report: V
     try:
         changed = coll.rebuild_index(items=parsed)
     except OSError as exc:
-        report.add("io", relp(coll.dir), None, f"cannot rebuild index: {exc}")
+        report.add_not_written(relp(coll.index.path), "index out of date with the item files", exc)
         return
     if changed and coll.name not in report.rebuilt_indexes:
         report.rebuilt_indexes.append(coll.name)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +35,13 @@ class ImportReport:
     items_updated: dict[str, int] = field(default_factory=dict)
     tombstoned: int = 0
     seconds: float = 0.0
+    interrupted: bool = False  # Ctrl-C stopped it between two episodes; running it again imports the rest
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {**self.__dict__, "duplicates_avoided": sum(self.items_updated.values()),
+        """JSON form (``imported``: episodes imported by this run; ``skipped``: lines it did not import, already
+        imported or unreadable)."""
+        return {**self.__dict__, "imported": self.episodes, "skipped": self.already_imported + self.skipped_lines,
+                "duplicates_avoided": sum(self.items_updated.values()),
                 "episodes_per_s": round(self.episodes / self.seconds, 1) if self.seconds else None}
 
 
@@ -108,12 +114,36 @@ def _count_lines(path: Path) -> int:
         return sum(1 for line in fh if line.strip())
 
 
+@contextmanager
+def _interrupt_between_episodes() -> Iterator[Callable[[], bool]]:
+    """Hold a Ctrl-C (SIGINT) until the episode being imported is committed: the returned function says
+    whether one came. A second Ctrl-C interrupts at once. Outside the main thread (no signal handlers there)
+    nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    asked: list[bool] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def hold(signum: int, frame: Any) -> None:
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(True)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = None,
                           progress: Callable[[int, int], None] | None = None) -> ImportReport:
     """Turn an AndroidControl jsonl export into committed episodes and run extraction on each.
 
     Importing the same file again adds nothing (stable episode ids); a file with no readable episode
-    raises UsageError naming what was wrong with its lines.
+    raises UsageError naming what was wrong with its lines. A Ctrl-C (in the main thread) stops the import
+    after the episode being imported, and the report says ``interrupted`` with what was imported by then.
     """
     src = Path(path)
     if src.is_dir():
@@ -133,27 +163,33 @@ def import_androidcontrol(plane: Any, path: str | Path, *, limit: int | None = N
         rep.skipped_lines_by_reason[reason] = rep.skipped_lines_by_reason.get(reason, 0) + 1
         log.warning("%s:%d: %s; skipped", src, n, why)
 
-    for n, data in _lines(src):
-        done += 1
-        if progress is not None:
-            progress(done, total)
-        if limit is not None and rep.episodes >= limit:
-            break
-        if data is None:
-            skip("not_json", n, "not a JSON line")
-            continue
-        valid = isinstance(data, dict) and isinstance(data.get("goal"), str) and isinstance(data.get("steps"), list)
-        if not valid:
-            skip("not_an_episode", n, "not an AndroidControl episode (needs 'goal' and a list of 'steps')")
-            continue
-        ep_id = source_episode_id(data)
-        if ep_id in known:
-            rep.already_imported += 1
-            continue
-        _import_one(plane, writer, data, ep_id, rep)
-        known.add(ep_id)
+    with _interrupt_between_episodes() as interrupted:
+        for n, data in _lines(src):
+            if interrupted():
+                rep.interrupted = True
+                break
+            done += 1
+            if progress is not None:
+                progress(done, total)
+            if limit is not None and rep.episodes >= limit:
+                break
+            if data is None:
+                skip("not_json", n, "not a JSON line")
+                continue
+            valid = (isinstance(data, dict) and isinstance(data.get("goal"), str)
+                     and isinstance(data.get("steps"), list))
+            if not valid:
+                skip("not_an_episode", n, "not an AndroidControl episode (needs 'goal' and a list of 'steps')")
+                continue
+            ep_id = source_episode_id(data)
+            if ep_id in known:
+                rep.already_imported += 1
+                continue
+            _import_one(plane, writer, data, ep_id, rep)
+            known.add(ep_id)
+        rep.interrupted = rep.interrupted or interrupted()
     rep.seconds = round(time.perf_counter() - t0, 3)
-    if rep.episodes == 0 and rep.already_imported == 0:
+    if rep.episodes == 0 and rep.already_imported == 0 and not rep.interrupted:
         reasons = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(rep.skipped_lines_by_reason.items()))
         hint = " (it looks like CSV; this importer reads JSON lines)" if _looks_like_csv(src) else ""
         raise UsageError(f"no AndroidControl episode in {src}: {reasons or 'the file is empty'}{hint}")

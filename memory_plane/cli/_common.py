@@ -10,6 +10,7 @@ from typing import Any
 from memory_plane.lifecycle import UsageError, field_num
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORAGE, EXIT_NO_ROOT = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 EXIT_CODES = """exit codes:
   0  ok
   1  problems found (verify), or the operation failed

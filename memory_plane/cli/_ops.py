@@ -10,7 +10,7 @@ from typing import Any
 
 from memory_plane.lifecycle import UsageError, format_ts, init_tree, parse_ts, resolve_root
 
-from ._common import EXIT_OK, EXIT_PROBLEMS, open_plane, print_json
+from ._common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, EXIT_STORAGE, open_plane, print_json
 
 
 def log_line(args: argparse.Namespace, exit_code: int, **fields: Any) -> dict[str, Any]:
@@ -44,8 +44,16 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
         if args.action == "verify":
             rep = plane.verify(fix=args.fix, now=now)
             code = EXIT_OK if rep.ok else EXIT_PROBLEMS
+            # Without --fix a read-only tree is only reported on (every finding, each with its file); --fix was
+            # asked to write, so a file it could not write is exit 3, named.
+            error = (f"cannot write {rep.not_written[0]}" + (f" (and {len(rep.not_written) - 1} more)"
+                                                              if len(rep.not_written) > 1 else "")
+                     + ": the tree is read-only, full or not writable") if args.fix and rep.not_written else None
+            if error is not None:
+                code = EXIT_STORAGE
             if args.json:
-                print_json(log_line(args, code, **rep.to_dict()), one_line=True)
+                print_json(log_line(args, code, **rep.to_dict(), **({"error": error} if error else {})),
+                           one_line=True)
                 return code
             for p in rep.problems:
                 print(p)
@@ -54,6 +62,8 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
             for r in rep.rebuilt_indexes:
                 print(f"rebuilt index: {r}")
             print(f"checked {rep.checked} files: " + ("ok" if rep.ok else f"{len(rep.problems)} problems"))
+            if error is not None:
+                print(f"memplane: {error}", file=sys.stderr)
             return code
         gc = plane.gc(dry_run=args.dry_run, now=now)
         code = EXIT_OK if not gc.errors else EXIT_PROBLEMS
@@ -123,6 +133,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if progress is not None:
         print(file=sys.stderr)
     d = rep.to_dict()
+    if rep.interrupted:
+        # Ctrl-C: what was committed stays (running it again imports the rest, nothing twice), and is said.
+        message = (f"interrupted: imported {_count(d['imported'], 'episode')}, skipped {_count(d['skipped'], 'line')} "
+                   f"({d['already_imported']} already imported); run it again to import the rest")
+        if args.json:
+            print_json(log_line(args, EXIT_INTERRUPTED, error="interrupted", **d), one_line=True)
+        else:
+            print(f"memplane: {message}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.json:
         print_json(d)
     else:
@@ -131,6 +150,11 @@ def cmd_import(args: argparse.Namespace) -> int:
               f"in {d['seconds']}s; already imported {d['already_imported']}; lines skipped: {skipped}; "
               f"items created {d['items_created']}, duplicates avoided {d['duplicates_avoided']}")
     return EXIT_OK
+
+
+def _count(n: int, word: str) -> str:
+    """``1 episode``, ``2 episodes``."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _progress_printer() -> Any:
