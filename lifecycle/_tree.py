@@ -135,7 +135,7 @@ FILE_SUFFIXES = frozenset({".yaml", ".yml", ".md", ".jsonl", ".json", ".txt", ".
 
 def _file_named(name: str) -> bool:
     """Whether a name is one the tree gives files (by suffix, or a lock or job marker)."""
-    return (os.path.splitext(name)[1].lower() in FILE_SUFFIXES or name in (".lock", ".recording.lock")
+    return (os.path.splitext(name)[1].lower() in FILE_SUFFIXES or name in (".lock", ".recording.lock", TREE_MARKER)
             or name.startswith((".done-", ".failed-")))
 
 
