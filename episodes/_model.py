@@ -155,6 +155,10 @@ class TaskEpisode(BaseModel):
 
     def committed(self) -> None:
         """Called by the writer after the episode is on disk: the recording is over."""
+        self.release_recording()
+
+    def release_recording(self) -> None:
+        """Let go of the recording lock (and its file), once: after the commit, or before its debris is removed."""
         if self._release is not None:
             release, self._release = self._release, None
             release()

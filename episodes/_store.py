@@ -37,6 +37,7 @@ from memory_plane.lifecycle import (
     read_bytes_nofollow,
     read_item_text,
     read_jsonl,
+    remove_tree,
     stat_key,
     system_clock,
     validate_record,
@@ -243,6 +244,21 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
 
 
     # -- crash recovery -----------------------------------------------------
+
+    def discard_unwritten(self, ep: TaskEpisode) -> bool:
+        """Remove the folder of an episode whose commit failed and whose episode.yaml was never written (a full
+        disk from its start): it holds no episode, only debris (an empty or torn events.jsonl, the recording lock,
+        empty folders), which nothing could ever read. A folder holding episode.yaml is kept: verify closes it.
+        Returns whether the folder was removed."""
+        d = self.episode_dir(ep.id)
+        with self.lock():
+            if os.path.lexists(d / EPISODE_FILE) or not d.is_dir() or d.is_symlink():
+                return False
+            ep.release_recording()  # ours: it is let go of (and its file removed) before the folder goes
+            if self.is_recording_live(ep.id):
+                return False  # held by another recorder of the same id: never taken from it
+            remove_tree(self.root, d)
+        return not os.path.lexists(d)
 
     def is_recording_live(self, episode_id: str) -> bool:
         """Tell whether a process still records this episode (it holds the recording lock)."""

@@ -140,9 +140,19 @@ class TaskEpisodeWriter:
             msg = f"commit {getattr(ep, 'id', '?')}: {type(exc).__name__}: {exc}"
             self._record_error(msg)
             log.error("memory: %s", msg)
+            self._discard_debris(ep)
             return False
         self.run_jobs(ep)
         return True
+
+    def _discard_debris(self, ep: TaskEpisode) -> None:
+        """After a failed commit: an episode folder that never got its episode.yaml (a disk full from the task's
+        start) is removed, not left with an empty events.jsonl and a recording lock for good."""
+        try:
+            if self.store.discard_unwritten(ep):
+                log.error("memory: episode %s was never written; its folder is removed", ep.id)
+        except Exception as exc:  # the commit already failed and said so: this is only the sweep after it
+            log.warning("memory: cannot remove the folder of unwritten episode %s: %s", getattr(ep, "id", "?"), exc)
 
     def run_jobs(self, ep: TaskEpisode) -> None:
         """Queue an episode's jobs; when the queue is full they wait in a backlog instead of being lost."""

@@ -122,7 +122,7 @@ from ._quarantine import (
 from ._quoting import one_line, quote_text, strip_unsafe
 from ._retention import DEFAULT_GRACE, DEFAULT_TTL, Retention, load_retention
 from ._rules import collect_expired, collect_reason, not_yet_tombstoned, older, record_time, verify_marks
-from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, init_tree, odd_entries, template_files
+from ._tree import DEVICE_COLLECTIONS, LAYOUT_DIRS, TREE_MARKER, init_tree, not_a_tree, odd_entries, template_files
 from ._validate import field_problems, key_line, loc_line, validate_record
 from ._verify import CheckedStore, VerifyReport, check_collection, repair_findings, verify_collections
 from ._yaml import (
@@ -155,6 +155,7 @@ __all__ = [
     "QUARANTINE_LOG",
     "ROOT_ENV",
     "STATUSES",
+    "TREE_MARKER",
     "CheckedStore",
     "Clock",
     "ClockError",
@@ -256,6 +257,7 @@ __all__ = [
     "locked",
     "nfkc",
     "normalize_status",
+    "not_a_tree",
     "not_yet_tombstoned",
     "odd_entries",
     "older",

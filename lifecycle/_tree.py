@@ -34,6 +34,32 @@ LAYOUT_DIRS: tuple[str, ...] = (
 
 _SKIP = {"__init__.py", ".keep", "__pycache__"}
 
+TREE_MARKER = ".memplane-tree"
+"""The file at the root that says a folder is a memory tree (written by `memplane init`)."""
+TREE_LAYOUT_VERSION = 1
+_MARKER_TEXT = (f"# a memory-plane memory tree (written by `memplane init`; do not remove)\n"
+                f"layout: {TREE_LAYOUT_VERSION}\n")
+_OLD_LAYOUT_DIRS = ("device", "episodes", "lifecycle")
+_OLD_LAYOUT_FILES = ("config.yaml", "device/profile.yaml")
+
+
+def not_a_tree(root: str | os.PathLike[str]) -> str | None:
+    """Why a folder is not a memory tree (None: it is one). A tree holds the marker `init` writes, or, made by
+    an older version, the layout: the device/, episodes/ and lifecycle/ folders and config.yaml or
+    device/profile.yaml. An empty folder (an unmounted card's mount point) or one holding other files is not."""
+    base = Path(root)
+    if os.path.isfile(base / TREE_MARKER) and not os.path.islink(base / TREE_MARKER):
+        return None
+    if all((base / d).is_dir() for d in _OLD_LAYOUT_DIRS) and any((base / f).is_file() for f in _OLD_LAYOUT_FILES):
+        return None
+    try:
+        empty = not any(os.scandir(base))
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    what = "is an empty folder" if empty else "holds other files"
+    return (f"is not a memory tree: it {what}, without {TREE_MARKER} or the tree's folders (an unmounted card?); "
+            "`memplane init` makes a tree there")
+
 
 def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
     out: list[tuple[str, bytes]] = []
@@ -53,8 +79,10 @@ def template_files() -> list[tuple[str, bytes]]:
     return _template_files(resources.files("memory_plane.userdata_template"))
 
 
-def init_tree(root: str | os.PathLike[str]) -> list[str]:
-    """Create the memory tree under root, filling in only what is missing; return what was created."""
+def init_tree(root: str | os.PathLike[str], *, mark: bool = True) -> list[str]:
+    """Create the memory tree under root, filling in only what is missing; return what was created.
+
+    With ``mark`` (what `memplane init` does) the tree's marker (TREE_MARKER) is written too, if missing."""
     base = Path(root)
     created: list[str] = []
     new_dirs: set[str] = set()
@@ -91,6 +119,12 @@ def init_tree(root: str | os.PathLike[str]) -> list[str]:
                 created.append(rel)
         except (UnsafePathError, StorageError):
             continue
+    if mark and not os.path.lexists(base / TREE_MARKER):
+        try:
+            if create_exclusive(base / TREE_MARKER, _MARKER_TEXT.encode(), root=base):
+                created.append(TREE_MARKER)
+        except (UnsafePathError, StorageError):
+            pass
     return created
 
 
@@ -101,7 +135,7 @@ FILE_SUFFIXES = frozenset({".yaml", ".yml", ".md", ".jsonl", ".json", ".txt", ".
 
 def _file_named(name: str) -> bool:
     """Whether a name is one the tree gives files (by suffix, or a lock or job marker)."""
-    return (os.path.splitext(name)[1].lower() in FILE_SUFFIXES or name in (".lock", ".recording.lock")
+    return (os.path.splitext(name)[1].lower() in FILE_SUFFIXES or name in (".lock", ".recording.lock", TREE_MARKER)
             or name.startswith((".done-", ".failed-")))
 
 

@@ -30,6 +30,7 @@ from memory_plane.lifecycle import (
     Repair,
     VerifyReport,
     init_tree,
+    not_a_tree,
     resolve_root,
     system_clock,
 )
@@ -105,18 +106,24 @@ class MemoryPlane:
     def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool = True, **kwargs: Any) -> MemoryPlane:
         """Open the memory tree at root (default: $MEMPLANE_ROOT or the device path), filling in what is missing.
 
-        With ``create=False`` (every CLI command but ``init``) a root that does not exist, or is not a
-        folder, raises NoRootError instead of being created: cron must not report success on an
-        unmounted path. Nothing that already exists is written, so a read-only tree opens.
+        With ``create=False`` (every CLI command but ``init``) a root that does not exist, is not a
+        folder, or is a folder that is not a memory tree (no marker and not the tree's layout: an empty
+        mount point, someone's other files) raises NoRootError instead of being made one: cron must not
+        report success on an unmounted path. Nothing that already exists is written, so a read-only tree
+        opens. A tree the library makes here is marked as `memplane init` marks one; an existing tree is
+        not (only `init` adds the marker to a tree made by an older version).
         """
         path = resolve_root(root)
         if not create and not path.is_dir():
             why = "is not a folder" if path.exists() else "does not exist (run `memplane init` to create it)"
             raise NoRootError(path, f"memory root {why}")
+        new_tree = not path.is_dir() or not_a_tree(path) is not None
+        if not create and new_tree:
+            raise NoRootError(path, f"memory root {not_a_tree(path)}")
         if (path.is_dir() and not os.access(path, os.W_OK)) or kwargs.get("read_only"):
             return cls(path, **kwargs)  # read-only: nothing can be (or may be) filled in, everything can be read
         try:
-            init_tree(path)
+            init_tree(path, mark=new_tree)
         except OSError as exc:
             if not path.is_dir():
                 raise

@@ -16,7 +16,7 @@ EXIT_CODES = """exit codes:
   1  problems found (verify), or the operation failed
   2  bad usage (unknown command or option, a value out of range)
   3  cannot write: read-only tree, full disk, or a file that is not writable
-  4  no memory root: the path does not exist or is not a folder (only `init` creates one)"""
+  4  no memory root: the path does not exist, is not a folder, or is not a memory tree (only `init` makes one)"""
 
 
 def print_json(data: Any, *, one_line: bool = False) -> None:
@@ -28,7 +28,8 @@ def print_json(data: Any, *, one_line: bool = False) -> None:
 
 
 def open_plane(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """The tree at --root; a missing root is refused (only `init` and the runtime create one)."""
+    """The tree at --root; a missing root, or a folder that is not a memory tree, is refused (exit 4: only `init`
+    and the runtime make a tree)."""
     from .._plane import MemoryPlane
 
     return MemoryPlane.open(args.root, create=False)

@@ -5,7 +5,7 @@ Exit codes (also in `memplane --help` and the README):
   1  problems found (verify), or the operation failed
   2  bad usage (unknown command or option, a value out of range)
   3  cannot write: the tree is read-only, the disk is full, or a file is not writable
-  4  no memory root: the path does not exist or is not a folder (only `init` creates one)
+  4  no memory root: the path does not exist, is not a folder, or is not a memory tree (only `init` makes one)
 """
 
 from __future__ import annotations
