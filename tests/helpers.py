@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,4 +140,29 @@ def record_wechat_task(plane: MemoryPlane) -> str:
     plane.flush()
     plane.save_rule("Always confirm before paying")
     return rec.id
+
+
+def tree_with_one_task(root: Path) -> Path:
+    """A tree holding one committed, finished "open WeChat, find Zhang San" episode (for the CLI's tests)."""
+    with MemoryPlane.open(root) as plane:
+        req = MemoryRetrieveRequest(input="打开微信，找到张三", current_hints={"language": "zh-CN"})
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        rec.tool_call("launch_app", {"app": "微信"})
+        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页"})
+        plane.commit_episode(rec.finish(success=True))
+        plane.flush()
+    return root
+
+
+def memplane_env() -> dict[str, str]:
+    """The environment a `memplane` child process gets: this checkout's code, no $MEMPLANE_ROOT."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMPLANE_ROOT"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return env
+
+
+def run_memplane(*argv: str) -> subprocess.CompletedProcess[str]:
+    """One `memplane` run in its own process, stderr apart from stdout."""
+    return subprocess.run([sys.executable, "-m", "memory_plane", *argv], capture_output=True, text=True,
+                          env=memplane_env(), timeout=120)
 

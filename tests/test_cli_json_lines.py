@@ -6,7 +6,6 @@ Run as cron runs it: a separate process whose stdout and stderr go into one log 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -15,22 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from helpers import memplane_env, tree_with_one_task
+from helpers import run_memplane as memplane
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMPLANE_ROOT"}
-    env["PYTHONPATH"] = str(REPO)
-    return env
-
-
-def memplane(*argv: str) -> subprocess.CompletedProcess[str]:
-    """One `memplane` run in its own process, stderr apart from stdout."""
-    return subprocess.run([sys.executable, "-m", "memory_plane", *argv], capture_output=True, text=True,
-                          env=_env(), timeout=120)
 
 
 def one_line(out: subprocess.CompletedProcess[str]) -> dict:
@@ -42,15 +32,7 @@ def one_line(out: subprocess.CompletedProcess[str]) -> dict:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("json") / "m"
-    with MemoryPlane.open(root) as plane:
-        req = MemoryRetrieveRequest(input="打开微信，找到张三", current_hints={"language": "zh-CN"})
-        rec = plane.new_episode_recorder(req, plane.retrieve(req))
-        rec.tool_call("launch_app", {"app": "微信"})
-        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页"})
-        plane.commit_episode(rec.finish(success=True))
-        plane.flush()
-    return root
+    return tree_with_one_task(tmp_path_factory.mktemp("json") / "m")
 
 
 @pytest.mark.parametrize(("argv", "command", "words"), [
@@ -115,7 +97,7 @@ def test_the_readme_cron_recipe_through_bash_and_jq_reads_every_line(root: Path,
         verify.replace("/userdata/agent/memory", f"{tmp_path}/not-mounted"),  # no root: 4
         gc.replace("/userdata/agent/memory", tree).replace("gc --json", "gc --json --now 2026-12-01T00:00:00Z"),
     ])
-    run = subprocess.run(["bash", "-c", script], env=_env(), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(["bash", "-c", script], env=memplane_env(), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     lines = log.read_text("utf-8").splitlines()
     assert len(lines) == 4 and all(json.loads(x) for x in lines)

@@ -4,41 +4,21 @@ and nothing runs.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from helpers import run_memplane as memplane
+from helpers import tree_with_one_task
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMPLANE_ROOT"}
-    env["PYTHONPATH"] = str(REPO)
-    return env
-
-
-def memplane(*argv: str) -> subprocess.CompletedProcess[str]:
-    """One `memplane` run in its own process, stderr apart from stdout."""
-    return subprocess.run([sys.executable, "-m", "memory_plane", *argv], capture_output=True, text=True,
-                          env=_env(), timeout=120)
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("json") / "m"
-    with MemoryPlane.open(root) as plane:
-        req = MemoryRetrieveRequest(input="打开微信，找到张三", current_hints={"language": "zh-CN"})
-        rec = plane.new_episode_recorder(req, plane.retrieve(req))
-        rec.tool_call("launch_app", {"app": "微信"})
-        rec.tool_result("launch_app", observed_state={"app": "微信", "page": "首页"})
-        plane.commit_episode(rec.finish(success=True))
-        plane.flush()
-    return root
+    return tree_with_one_task(tmp_path_factory.mktemp("json") / "m")
 
 
 @pytest.mark.parametrize(("argv", "words"), [

@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from memory_plane.lifecycle import (
     MAX_CLOCK_LEAP,
@@ -60,6 +60,14 @@ def _global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
                    help="log warnings and details to stderr")
 
 
+def _subparser(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    """A command's or an action's parser: its help as description, the exit codes as epilog, the global options."""
+    s = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _global_options(s, top=False)
+    return s
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `memplane` (every command and option has help)."""
     p = argparse.ArgumentParser(prog="memplane", description="The memory of an on-device phone agent, as plain files.",
@@ -68,10 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        s = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        _global_options(s, top=False)
-        return s
+        return _subparser(sub, name, help)
 
     _read_commands(command)
     _memory_command(command)
@@ -141,10 +146,7 @@ def _actions(s: argparse.ArgumentParser) -> Command:
     sub = s.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help: str) -> argparse.ArgumentParser:
-        a = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        _global_options(a, top=False)
-        return a
+        return _subparser(sub, name, help)
 
     return action
 
