@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ._errors import StorageError, UnsafePathError
 from ._owner import makedirs_owned, own_like_folder
-from ._paths import _steps_below
+from ._paths import _steps_below, first_link
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -46,13 +46,8 @@ def link_on_way(root: Path, path: str | os.PathLike[str]) -> Path | None:
     steps = _steps_below(os.path.abspath(root), os.path.abspath(path))
     if steps is None:
         raise UnsafePathError(os.fspath(path)[:200], "outside the memory root; nothing is changed there")
-    for cur in steps:
-        try:
-            if stat.S_ISLNK(os.lstat(cur).st_mode):
-                return Path(cur)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-    return None
+    link = first_link(steps)
+    return None if link is None else Path(link)
 
 
 def _symlink_error(parts: list[str]) -> UnsafePathError:

@@ -132,13 +132,18 @@ def has_symlink(root: Path, path: Path) -> bool:
     steps = _steps_below(root_s, path_s)
     if steps is None:
         return True  # not below root at all: treat as unsafe
+    return first_link(steps) is not None
+
+
+def first_link(steps: tuple[str, ...]) -> str | None:
+    """The first of these paths (from ``_steps_below``) that is a symlink, asked with ``lstat`` now; None if none."""
     for cur in steps:
         try:
             if stat.S_ISLNK(os.lstat(cur).st_mode):
-                return True
+                return cur
         except (FileNotFoundError, NotADirectoryError):  # a missing part or a file on the way: no link below
-            return False
-    return False
+            return None
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
