@@ -130,6 +130,7 @@ class OutcomeUpdater:
             res.skipped.extend(dict.fromkeys(ep.retrieved_memory_refs))
             return res
         blamed: str | None = None
+        causes = self._cause_keys(ep, steps) if not ep.outcome.success else set()
         if not ep.outcome.success:
             # Of the procedures shown, the one the events show was followed into the failure (one at most).
             procs = []
@@ -151,17 +152,17 @@ class OutcomeUpdater:
                 res.skipped.append(ref)  # shown, not the path the episode followed into its failure
                 continue
             try:
-                self._one(ep, steps, item_type, ref, res)
+                self._one(ep, steps, item_type, ref, res, causes)
             except KeyError:
                 res.skipped.append(ref)
         return res
 
-    def _one(self, ep: TaskEpisode, steps: list[Step], item_type: str, ref: str, res: OutcomeResult) -> None:
+    def _one(self, ep: TaskEpisode, steps: list[Step], item_type: str, ref: str, res: OutcomeResult,
+             causes: set[CauseKey]) -> None:
         success = ep.outcome.success
         target = ep.normalized_goal.target
         canon = self.device.catalog.app_id_for
         decision: dict[str, Any] = {}
-        causes = self._cause_keys(ep, steps) if not success else set()
 
         def change(cur: DeviceItem | None) -> DeviceItem | None:
             if cur is None:
@@ -170,22 +171,7 @@ class OutcomeUpdater:
                 return None  # applied already (a retried job)
             now = self.device.clock()
             if isinstance(cur, Failure):
-                if success:
-                    counted, d = apply_contradiction(cur, ep, steps, now)
-                    if d:
-                        decision.update(rule="success_contradicts_failure" if d == "conflicted" else "failure_retired",
-                                        decision=d)
-                    return cur if counted else None
-                if not self._met_again(cur, ep, steps, causes):
-                    return None  # shown, not what went wrong here
-                cur.occurrences += 1  # confirmed again
-                cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)
-                cur.renew(now)
-                cur.add_evidence(EvidenceRef(type="outcome", id=ep.id,
-                                             event_ids=[i for s in steps if s.tool == cur.trigger.get("tool")
-                                                        for i in s.event_ids][:20]))
-                cur.summary = cur.body()
-                return cur
+                return self._weigh_failure(cur, ep, steps, causes, now, decision)
             if success:
                 shown = used_steps(cur, steps, target, canon)
                 if not shown:
@@ -246,6 +232,26 @@ class OutcomeUpdater:
         phase, target = ep.outcome.failure_phase, ep.normalized_goal.target
         return {c.key(phase, lambda a: canon(a) if a else None, target, goal_app)
                 for c in failure_causes(device_steps(steps), phase)}
+
+    def _weigh_failure(self, cur: Failure, ep: TaskEpisode, steps: list[Step], causes: set[CauseKey], now: Any,
+                       decision: dict[str, Any]) -> Failure | None:
+        """A failure memory the episode was shown: contradicted by a success that did what it warns against,
+        confirmed by a failure that met it again (None: left as it is)."""
+        if ep.outcome.success:
+            counted, d = apply_contradiction(cur, ep, steps, now)
+            if d:
+                decision.update(rule="success_contradicts_failure" if d == "conflicted" else "failure_retired",
+                                decision=d)
+            return cur if counted else None
+        if not self._met_again(cur, ep, steps, causes):
+            return None  # shown, not what went wrong here
+        cur.occurrences += 1  # confirmed again
+        cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)
+        cur.renew(now)
+        cur.add_evidence(EvidenceRef(type="outcome", id=ep.id, event_ids=[i for s in steps if s.tool == cur.trigger.get(
+            "tool") for i in s.event_ids][:20]))
+        cur.summary = cur.body()
+        return cur
 
     @staticmethod
     def _met_again(fail: Failure, ep: TaskEpisode, steps: list[Step], causes: set[CauseKey]) -> bool:
