@@ -74,11 +74,12 @@ class CauseKey:
         """The key a failure memory stores, or None when it holds none (or not a whole one)."""
         if not isinstance(value, Mapping):
             return None
-        try:
-            return cls(**{k: (str(value[k]) if value.get(k) is not None else None) for k in
-                          ("phase", "tool", "app", "page", "symptom")})
-        except (KeyError, TypeError):
+        phase, tool, symptom = value.get("phase"), value.get("tool"), value.get("symptom")
+        if not (phase and tool and symptom):
             return None
+        app, page = value.get("app"), value.get("page")
+        return cls(str(phase), str(tool), str(app) if app is not None else None,
+                   str(page) if page is not None else None, str(symptom))
 
     def failure_id(self, device_id: str) -> str:
         """The failure memory's id: a hash of the device and this key alone."""
