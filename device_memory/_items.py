@@ -12,7 +12,7 @@ from memory_plane.lifecycle import Record, StrList, as_list, content_hash
 CAPS: dict[str, int] = {
     "pages_seen": 50, "tools_used": 30, "known_issues": 20, "display_names": 20, "aliases": 20, "packages": 10,
     "common_dialogs": 20, "open_methods": 10, "goal_examples": 5, "steps": 30, "tags": 20, "entities": 20,
-    "screens": 10, "labels": 10, "targets": 5,
+    "screens": 10, "labels": 10, "targets": 5, "reasons": 5, "goals": 10, "goal_groups": 10,
 }
 
 
@@ -297,21 +297,39 @@ class Calibration(DeviceItem):
 
 
 class Failure(DeviceItem):
-    """A known failure mode: what triggers it and what to do instead."""
+    """A known failure mode: what triggers it and what to do instead.
+
+    A mode is its cause (``cause``: phase, tool, app, page and the symptom the events showed), whatever goal
+    met it: ``occurrences`` counts the times it was met, ``goals`` and ``goal_groups`` the goals it was met in
+    and their groups, ``reasons`` the runtime's own words for it (examples, never part of what it is).
+    """
 
     failure_mode: str | None = None
     failure_phase: str | None = None
     trigger: dict[str, Any] = Field(default_factory=dict)
+    cause: dict[str, Any] = Field(default_factory=dict)
     lesson: str | None = None
-    goal_pattern: str | None = None
+    goal_pattern: str | None = None  # the goal group it was first met in
+    goals: StrList = Field(default_factory=list)
+    goal_groups: StrList = Field(default_factory=list)
+    reasons: StrList = Field(default_factory=list)
     occurrences: int = 0
     TYPE: ClassVar[str] = "failure"
     DEFAULT_TTL: ClassVar[str] = "60d"
 
+    def met_in(self, goal: str | None, group: str | None, reason: str | None) -> None:
+        """Note a goal, its group and the runtime's reason this failure was met with (each list bounded)."""
+        self.goals = merge_unique(self.goals, [" ".join(goal.split())[:160]] if goal else [], "goals")
+        self.goal_groups = merge_unique(self.goal_groups, [group] if group else [], "goal_groups")
+        self.reasons = merge_unique(self.reasons, [" ".join(reason.split())[:200]] if reason else [], "reasons")
+
     def body(self) -> str:
-        """``Trigger: … Avoid/verify: …``."""
+        """``Trigger: … Avoid/verify: …`` and, once met in goals, how often and in which."""
         trig = ", ".join(f"{k}={v}" for k, v in self.trigger.items()) or "?"
-        return f"Trigger: {trig}. Avoid/verify: {self.lesson or self.summary or self.failure_mode}"
+        out = f"Trigger: {trig}. Avoid/verify: {self.lesson or self.summary or self.failure_mode}"
+        if self.goals:
+            out += f" (met {self.occurrences}x, in: " + "; ".join(repr(g[:60]) for g in self.goals[-3:]) + ")"
+        return out
 
 
 class AnchorPoint(BaseModel):

@@ -2,6 +2,7 @@
 
 from ._artifacts import ImageInfo, dhash, hamming
 from ._blame import RESTORE_AFTER, RETIRE_AFTER
+from ._causes import UNFINISHED_PHASES, CauseKey
 from ._config_file import read_config
 from ._extract import EXTRACTOR_VERSION, ExtractionResult, LessonExtractor, goal_pattern
 from ._jobs import LESSONS_JOB, OUTCOMES_JOB, episode_jobs
@@ -39,6 +40,8 @@ __all__ = [
     "REDACTED",
     "RESTORE_AFTER",
     "RETIRE_AFTER",
+    "UNFINISHED_PHASES",
+    "CauseKey",
     "DeviceScope",
     "EpisodeJob",
     "EpisodeRecorder",

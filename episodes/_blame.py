@@ -4,18 +4,21 @@ Being shown is not being used: a failed episode demotes a memory only when the e
 memory led into the failure (a memory merely shown cannot have caused it), and a success credits only the memories it
 used. Per type:
 
-- procedure: used when the episode executed its last step and at least half of its steps, in order (steps
-  of screens that did not appear may be skipped); led into the failure when the episode executed its steps
-  in order up to the failing step (the first error, else the last step): the failing step was one of them,
-  all were executed and the task still failed, or the episode left it on the page of its next step (that
-  step could not be taken there) and failed without coming back to it;
+- procedure: used when the episode executed all its steps, in order (a success through another path is
+  another procedure's evidence); led into the failure when the episode executed its steps in order up to
+  the failing step (the first error, else the last step) beyond the steps that only enter its app, at least
+  one of them a step that names what it acted on (a label or typed text: an unlabelled tap agrees with any
+  tap near it): the failing step was one of them, all were executed and the task still failed, the last of
+  them was retried without effect until the failure, or the episode left it on the page of its next step
+  (that step could not be taken there) and failed without coming back to it;
 - navigation: used when the episode took its action on its page and arrived where the rule says; led
   elsewhere when it took the action and arrived somewhere else;
 - calibration: used when a tap on a screenshot of its size changed the page; led into the failure when
   the failing tap lies off such a screenshot, or every tap (two or more) on one changed nothing;
 - UI anchor: used when a tap near its point on its page had an effect; led into the failure when the
   failing step is such a tap that changed nothing;
-- app profile: used when the episode worked in its app; never blamed (its facts are what the phone showed).
+- app profile: used when the episode worked in its app; a failed task in its app is counted
+  (``failure_count``), never held against it (its facts are what the phone showed).
 
 A demoted memory records what demoted it (``demotion``: rule, episode, event ids, when, its success count
 then) and comes back to active after ``RESTORE_AFTER`` later successes that used it. A failure memory
@@ -30,8 +33,17 @@ from typing import Any
 
 from memory_plane.device_memory import AppProfile, Calibration, DeviceItem, Failure, Navigation, Procedure, UiAnchor
 
-from ._causes import NEAR_PX, _unchanged, _visible
-from ._path_agreement import followed, mask, of_procedure_step
+from ._causes import NEAR_PX, _unchanged, _visible, failing_step
+from ._path_agreement import (
+    entry_length,
+    followed,
+    informative,
+    mask,
+    names_its_target,
+    of_procedure_step,
+    of_step,
+    steps_agree,
+)
 from ._steps import TEXT_TOOLS, Step, coords_close
 
 RESTORE_AFTER = 2
@@ -40,25 +52,17 @@ RETIRE_AFTER = 3
 """Successes of the same action under the same conditions that retire a failure memory."""
 
 
-def failing_step(steps: list[Step]) -> int | None:
-    """Index of the step the failure happened at: the first error, else the last step."""
-    for i, s in enumerate(steps):
-        if s.is_error:
-            return i
-    return len(steps) - 1 if steps else None
-
-
 def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: Any) -> list[Step]:
     """The steps that show the episode used this memory (empty: it was at most shown)."""
     if isinstance(item, Procedure):
         path = [of_procedure_step(s, item.steps_target) for s in item.steps]
         pairs = followed(path, steps, target)
-        # Used: it executed the procedure's last step and at least half of its steps, in order; a demoted
-        # procedure is also used by a success that executed every step from where it failed to the end.
+        # Used: it executed every step of the procedure, in order; a demoted procedure is also used by a
+        # success that executed every step from where it failed to the end.
         dem = (item.model_extra or {}).get("demotion")
         at = dem.get("at_step") if isinstance(dem, dict) else None
         done = {k for _, k in pairs}
-        ok = bool(path and pairs and pairs[-1][1] == len(path) - 1 and 2 * len(pairs) >= len(path))
+        ok = bool(path) and len(pairs) == len(path)
         if not ok and isinstance(at, int) and not isinstance(at, bool) and 0 <= at < len(path):
             ok = all(k in done for k in range(at, len(path)))
         return [steps[i] for i, _ in pairs] if ok else []
@@ -74,25 +78,39 @@ def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: A
 
 
 def procedure_failure_point(item: Procedure, steps: list[Step], target: str | None) -> tuple[list[Step], int] | None:
-    """Where a failed episode that followed this procedure failed: the steps that executed it and the
-    index of the procedure step it failed at; None when it did not follow it into the failure."""
+    """Where a failed episode that followed this procedure failed: the steps that show it followed it (beyond
+    its app-entry steps, each naming what it acted on) and the index of the procedure step it failed at; None
+    when it did not follow it into the failure."""
     fail = failing_step(steps)
     if fail is None or not item.steps:
         return None
     path = [of_procedure_step(s, item.steps_target) for s in item.steps]
     pairs = [(i, k) for i, k in followed(path, steps, target) if i <= fail]
-    if not pairs:
+    entry = entry_length(item.steps)
+    # Agreement is a step beyond the way into the app that names what it did: opening the same app, or
+    # tapping near the same unlabelled point, is what every task of the app shares.
+    shown = [steps[i] for i, k in pairs if k >= entry and informative(path[k]) and names_its_target(steps[i])]
+    if not shown:
         return None
-    shown = [steps[i] for i, _ in pairs]
     last_i, last_k = pairs[-1]
     if last_i == fail or last_k == len(path) - 1:
         return shown, last_k  # the failing step was its step, or it was followed to the end and still failed
+    # Its last step taken was retried without effect until the failure: the failure is at that step.
+    retries = steps[last_i:fail + 1]
+    if last_k >= entry and len(retries) > 1 and all(_no_effect(s) for s in retries) and all(
+            steps_agree(of_step(s, target), path[last_k]) for s in retries[1:]):
+        return [*shown, *retries[1:]], last_k
     # It was followed up to a step that could not be taken: the episode left it on the page where the
     # procedure's next step was to be done, and never came back to it before the failure.
     nxt = item.steps[last_k + 1]
     where = steps[last_i + 1].page_before if last_i + 1 <= fail else None
     same = nxt.page_name and where and mask(where, target) == mask(nxt.page_name, item.steps_target)
     return (shown, last_k + 1) if same else None
+
+
+def _no_effect(s: Step) -> bool:
+    """A step that changed nothing (or failed)."""
+    return s.is_error or _unchanged(s) or (s.has_result and not s.changed_page and s.changed_screen is None)
 
 
 def declared_memories(events: list[dict[str, Any]]) -> list[str]:

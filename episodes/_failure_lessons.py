@@ -9,7 +9,7 @@ from memory_plane.device_memory import Failure, Procedure
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash
 
 from ._blame import blamed_procedure
-from ._causes import classify
+from ._causes import CauseKey, failure_causes
 from ._lesson_conflicts import negation
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
@@ -32,30 +32,23 @@ def learn_failures(writer: LessonWriter, lesson: LessonContext, res: ExtractionR
         if s.tool in TEXT_TOOLS and s.text and not s.text.isascii() and (
                 s.is_error or (not ep.outcome.success and not raised and not s.changed_page)):
             trig = {"tool": s.tool, "input_contains_non_ascii": True, "input_method": lesson.input_method}
-            _failure(writer, lesson, res, NON_ASCII_MODE, {k: v for k, v in trig.items() if v is not None},
-                          NON_ASCII_LESSON, s, scope_app=False)
+            fid = f"fail_{content_hash(lesson.device_id, None, None, NON_ASCII_MODE)}"
+            _failure(writer, lesson, res, fid, NON_ASCII_MODE, {k: v for k, v in trig.items() if v is not None},
+                     NON_ASCII_LESSON, [s])
             break
     _contradictions(writer, lesson)
-    if ep.outcome.success or raised:
+    if ep.outcome.success:
         return
-    # What the events show (the screen did not change, a dialog was open, typed text did not arrive,
-    # taps without effect): each a typed failure memory, and the episode's failure_causes.
-    for cause in classify(lesson.steps):
-        _failure(writer, lesson, res, cause.label(), cause.trigger(), cause.lesson, cause.steps[-1], scope_app=True,
-                      evidence=cause.steps)
-        ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, cause.label()]))
-    last = lesson.steps[-1]
-    phase = ep.outcome.failure_phase or "unknown"
-    reason = lesson.failure_text() or phase
-    mode = phase_cause(lesson)
-    # The phase and reason the runtime gave are a cause too (a tool error names no screen change).
-    ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, mode]))
-    app = lesson.display(lesson.goal_app or lesson.canon(last.app_after))
-    trigger = {k: v for k, v in {"tool": last.tool, "app": app,
-                                 "page": last.page_before or last.page_after}.items() if v}
-    lesson_text = (f"Goal {ep.user_goal[:80]!r} failed at {phase}: {reason[:160]}. "
-              "Check the current observation before repeating this path; completion needs fresh evidence.")
-    _failure(writer, lesson, res, mode, trigger, lesson_text, last, scope_app=True)
+    # What the events show (the screen did not change, a dialog was open, typed text did not arrive, ...):
+    # each cause one failure memory, keyed by the cause alone, and the episode's failure_causes. A run
+    # that did not finish (interrupted, raised, cut off mid-call) has none: it did not fail.
+    for cause in failure_causes(lesson.steps, ep.outcome.failure_phase):
+        key = cause.key(ep.outcome.failure_phase, lesson.canon, ep.normalized_goal.target, lesson.goal_app)
+        _failure(writer, lesson, res, key.failure_id(lesson.device_id), key.label(), cause.trigger(key),
+                 cause.lesson, cause.steps, key=key)
+        ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, key.label()]))
+    # The phase and reason the runtime gave, as the episode's own record of why.
+    ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, phase_cause(lesson)]))
 
 
 def _contradictions(writer: LessonWriter, lesson: LessonContext) -> None:
@@ -89,15 +82,16 @@ def _contradictions(writer: LessonWriter, lesson: LessonContext) -> None:
                       rule["decision"], "the same action worked under the same conditions")
 
 
-def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult, mode: str, trigger: dict[str, Any],
-             lesson_text: str, step: Step, *, scope_app: bool, evidence: list[Step] | None = None) -> None:
-    """One failure memory of this mode (of the goal's app and pattern when ``scope_app``), created or renewed."""
-    app_id = ((lesson.goal_app or lesson.canon(step.app_after) or lesson.canon(step.app_before))
-              if scope_app else None)
-    pattern = goal_pattern(lesson.ep) if scope_app else None
-    fid = f"fail_{content_hash(lesson.device_id, app_id, pattern, mode)}"
+def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult, fid: str, mode: str,
+             trigger: dict[str, Any], lesson_text: str, evidence: list[Step], *, key: CauseKey | None = None) -> None:
+    """One failure memory, created or met again: a cause's (``key``: of its app, followed by the goal's
+    procedures) or a device-wide one. The goal, its group and the runtime's reason are kept beside it."""
+    ep = lesson.ep
+    app_id = key.app if key else None
+    group = goal_pattern(ep)
+    reason = lesson.failure_text()
     # The procedures this episode followed into the failure: only they are weighed against it.
-    led = _followed_into_failure(writer, lesson, app_id, pattern) if scope_app else []
+    led = _followed_into_failure(writer, lesson, app_id, group) if key else []
 
     def note_led(f: Failure) -> None:
         extra = f.model_extra if f.model_extra is not None else {}
@@ -108,29 +102,38 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
 
     def merge(f: Failure) -> None:
         note_led(f)
-        f.occurrences += 1
-        f.confidence = min(0.98, f.confidence + 0.05)
-        if f.status == "conflicted":
-            f.status = "active"  # the failure happened again: the doubt is resolved in its favour
+        same_group = group in f.goal_groups
+        # The outcome update counted this episode when it was shown this failure and met it again.
+        if not any(r.type == "outcome" and r.id == ep.id for r in f.evidence_refs):
+            f.occurrences += 1
+            f.confidence = min(0.98, f.confidence + 0.05)
+        f.met_in(ep.user_goal, group, reason)
+        if f.status == "conflicted" and (same_group or key is None):
+            # It happened again (a cause: to the same kind of goal): the doubt is resolved in its favour.
+            f.status = "active"
             lesson.decide([f.id], "failure_reconfirmed", "active")
         f.summary = f.body()
 
     def create() -> Failure:
+        where = evidence[-1]
         f = writer.device.new_item(
             Failure, fid, device_id=lesson.device_id, app_id=app_id, app_name=lesson.display(app_id),
-            page_name=trigger.get("page"), failure_mode=mode, failure_phase=lesson.ep.outcome.failure_phase,
-            trigger=trigger, lesson=lesson_text, goal_pattern=pattern, title=mode[:120], confidence=0.8,
+            page_name=key.page if key else None, failure_mode=mode, failure_phase=ep.outcome.failure_phase,
+            trigger=trigger, cause=key.as_dict() if key else {}, lesson=lesson_text,
+            goal_pattern=group if key else None,
+            title=(f"{lesson.display(app_id) or 'Device'}: {mode}" if key else mode)[:120], confidence=0.8,
             priority=80, occurrences=1,
             applicability={k: v for k, v in {"device_id": lesson.device_id, "app": app_id}.items() if v},
+            entities=[p for p in (where.page_before, where.page_after) if p][:2] if key else [],
         )
+        f.met_in(ep.user_goal, group, reason)
         note_led(f)
         f.summary = f.body()
         return f
 
-    fail = writer.upsert(lesson, res, "failure", fid, create, merge, content_hash("failure", fid),
-                        evidence=evidence or [step])
-    if isinstance(fail, Failure) and scope_app and app_id and pattern:
-        negation(writer.device, lesson, app_id, pattern)
+    fail = writer.upsert(lesson, res, "failure", fid, create, merge, content_hash("failure", fid), evidence=evidence)
+    if isinstance(fail, Failure) and key and app_id:
+        negation(writer.device, lesson, app_id, group)
 
 
 def _followed_into_failure(writer: LessonWriter, lesson: LessonContext, app_id: str | None,

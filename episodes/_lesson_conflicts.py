@@ -62,8 +62,8 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
         return
     procs = [e for e in device.entries("procedure", app_id)
              if e.get("goal") == pattern and e.get("status") == "active"]
-    fails = [e for e in device.entries("failure", app_id)
-             if e.get("goal") == pattern and e.get("status") == "active"]
+    # A failure mode is its cause, met by any goal: the procedures it was met on (``led_by``) tie it to a path.
+    fails = [e for e in device.entries("failure", app_id) if e.get("status") == "active"]
     for pe in procs:
         proc = device.collection("procedure").get(pe["id"])
         if not isinstance(proc, Procedure):

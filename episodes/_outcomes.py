@@ -1,5 +1,7 @@
 """Outcome updates: the memories an episode used gain trust from a success, and the ones that led it
-into a failure lose it; a memory that was merely shown is left alone (see ``_blame``)."""
+into a failure lose it; a memory that was merely shown is left alone (see ``_blame``). A failure memory
+shown to a failed episode is confirmed again only by the same cause met by the same kind of goal; a run
+that did not finish (interrupted, raised, cut off mid-call) neither credits nor blames anything."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plane.device_memory import DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
+from memory_plane.device_memory import AppProfile, DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
 from memory_plane.lifecycle import EvidenceRef, FileProblemError
 
 from ._blame import (
@@ -22,8 +24,10 @@ from ._blame import (
     restore_if_earned,
     used_steps,
 )
+from ._causes import CauseKey, failure_causes, unfinished
+from ._lesson_writer import goal_pattern
 from ._model import TaskEpisode
-from ._steps import Step, pair_steps
+from ._steps import Step, device_steps, pair_steps
 from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
@@ -83,9 +87,7 @@ def clear_blame(device: DeviceMemory, proc: Procedure) -> None:
     """A success followed this procedure to its end: the failure memories that named it as the path they
     were met on (``led_by``) no longer hold that against it."""
     coll = device.collection("failure")
-    for e in device.entries("failure", proc.app_id):
-        if e.get("goal") != proc.goal_pattern:
-            continue
+    for e in device.entries("failure", proc.app_id):  # a failure mode is met by any goal: led_by says by which path
 
         def drop(cur: Any) -> Any:
             extra = (cur.model_extra or {}) if cur is not None else {}
@@ -122,11 +124,13 @@ class OutcomeUpdater:
         """Update each referenced device memory once, by its type-qualified id."""
         res = OutcomeResult()
         steps = pair_steps(events)
-        if ep.outcome.failure_phase == "exception":
-            # The runtime raised: nothing the phone did is known to have caused it.
+        if not ep.outcome.success and unfinished(ep.outcome.failure_phase, device_steps(steps)):
+            # The runtime raised, the recorder died or the record stops mid-call: the task did not fail, it
+            # stopped, and nothing the phone did is known to have caused that.
             res.skipped.extend(dict.fromkeys(ep.retrieved_memory_refs))
             return res
         blamed: str | None = None
+        causes = self._cause_keys(ep, steps) if not ep.outcome.success else set()
         if not ep.outcome.success:
             # Of the procedures shown, the one the events show was followed into the failure (one at most).
             procs = []
@@ -148,12 +152,13 @@ class OutcomeUpdater:
                 res.skipped.append(ref)  # shown, not the path the episode followed into its failure
                 continue
             try:
-                self._one(ep, steps, item_type, ref, res)
+                self._one(ep, steps, item_type, ref, res, causes)
             except KeyError:
                 res.skipped.append(ref)
         return res
 
-    def _one(self, ep: TaskEpisode, steps: list[Step], item_type: str, ref: str, res: OutcomeResult) -> None:
+    def _one(self, ep: TaskEpisode, steps: list[Step], item_type: str, ref: str, res: OutcomeResult,
+             causes: set[CauseKey]) -> None:
         success = ep.outcome.success
         target = ep.normalized_goal.target
         canon = self.device.catalog.app_id_for
@@ -166,22 +171,7 @@ class OutcomeUpdater:
                 return None  # applied already (a retried job)
             now = self.device.clock()
             if isinstance(cur, Failure):
-                if success:
-                    counted, d = apply_contradiction(cur, ep, steps, now)
-                    if d:
-                        decision.update(rule="success_contradicts_failure" if d == "conflicted" else "failure_retired",
-                                        decision=d)
-                    return cur if counted else None
-                if not trigger_passed(cur.trigger, steps):
-                    return None  # shown, not what went wrong here
-                cur.occurrences += 1  # confirmed again
-                cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)
-                cur.renew(now)
-                cur.add_evidence(EvidenceRef(type="outcome", id=ep.id,
-                                             event_ids=[i for s in steps if s.tool == cur.trigger.get("tool")
-                                                        for i in s.event_ids][:20]))
-                cur.summary = cur.body()
-                return cur
+                return self._weigh_failure(cur, ep, steps, causes, now, decision)
             if success:
                 shown = used_steps(cur, steps, target, canon)
                 if not shown:
@@ -194,6 +184,13 @@ class OutcomeUpdater:
                     decision.update(rule="restored_by_success", decision="active")
                     restored.append(cur)
                 cur.renew(now)
+            elif isinstance(cur, AppProfile):
+                # A failed task in the app is counted; what the phone showed of the app stays true.
+                shown = used_steps(cur, steps, target, canon)
+                if not shown:
+                    return None
+                cur.failure_count += 1
+                cur.updated_at = now
             else:
                 shown = led_to_failure(cur, steps, target)
                 if not shown:
@@ -227,3 +224,41 @@ class OutcomeUpdater:
             res.decisions.append((ref, decision["rule"], d))
             self.device.conflicts.add([ref], rule=decision["rule"], decision=d,
                                       evidence={"episode": ep.id, "success": success})
+
+    def _cause_keys(self, ep: TaskEpisode, steps: list[Step]) -> set[CauseKey]:
+        """The causes a failed episode's events show, keyed as its failure memories are."""
+        canon = self.device.catalog.app_id_for
+        goal_app = canon(ep.normalized_goal.app) if ep.normalized_goal.app else None
+        phase, target = ep.outcome.failure_phase, ep.normalized_goal.target
+        return {c.key(phase, lambda a: canon(a) if a else None, target, goal_app)
+                for c in failure_causes(device_steps(steps), phase)}
+
+    def _weigh_failure(self, cur: Failure, ep: TaskEpisode, steps: list[Step], causes: set[CauseKey], now: Any,
+                       decision: dict[str, Any]) -> Failure | None:
+        """A failure memory the episode was shown: contradicted by a success that did what it warns against,
+        confirmed by a failure that met it again (None: left as it is)."""
+        if ep.outcome.success:
+            counted, d = apply_contradiction(cur, ep, steps, now)
+            if d:
+                decision.update(rule="success_contradicts_failure" if d == "conflicted" else "failure_retired",
+                                decision=d)
+            return cur if counted else None
+        if not self._met_again(cur, ep, steps, causes):
+            return None  # shown, not what went wrong here
+        cur.occurrences += 1  # confirmed again
+        cur.confidence = min(0.98, cur.confidence + SUCCESS_BOOST)
+        cur.renew(now)
+        cur.add_evidence(EvidenceRef(type="outcome", id=ep.id, event_ids=[i for s in steps if s.tool == cur.trigger.get(
+            "tool") for i in s.event_ids][:20]))
+        cur.summary = cur.body()
+        return cur
+
+    @staticmethod
+    def _met_again(fail: Failure, ep: TaskEpisode, steps: list[Step], causes: set[CauseKey]) -> bool:
+        """Whether a failed episode met this failure again: the same cause (the events show it) in a goal of
+        the same group; a failure about an action (typing non-ASCII text) when the episode did that action."""
+        key = CauseKey.of(fail.cause)
+        if key is None:
+            return bool(fail.trigger.get("input_contains_non_ascii")) and trigger_passed(fail.trigger, steps)
+        groups = fail.goal_groups or ([fail.goal_pattern] if fail.goal_pattern else [])
+        return key in causes and goal_pattern(ep) in groups

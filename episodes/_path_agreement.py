@@ -16,9 +16,11 @@ from typing import Any
 
 from memory_plane.lifecycle import content_hash
 
-from ._steps import Step, coords_close, step_action
+from ._steps import Step, coords_close, is_system_screen, screen_label, step_action
 
 TARGET_MASK = "{target}"
+LAUNCH_WORDS = ("launch", "open_app", "start_app")
+"""Words of a tool that opens an app (a step that only enters it)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,32 @@ def _swipes_close(a: str, b: str) -> bool:
 def paths_agree(a: Sequence[PathStep], b: Sequence[PathStep]) -> bool:
     """Whether two paths are the same path: equally long, every step the same action."""
     return len(a) == len(b) and all(steps_agree(x, y) for x, y in zip(a, b))
+
+
+def informative(p: PathStep) -> bool:
+    """Whether a step names what it acted on (a label or typed text): only such steps show that two paths agree;
+    an unlabelled tap agrees with any tap near it, whatever it was for."""
+    return bool(p.label or p.text)
+
+
+def names_its_target(s: Step) -> bool:
+    """Whether an episode step names what it acted on: typed text, or a label the screen showed there."""
+    return bool(s.text or screen_label(s))
+
+
+def entry_length(steps: Sequence[Any]) -> int:
+    """How many leading steps of a stored path only enter its app: a launch, and the steps taken before any app
+    was on screen (no app, or a system screen such as the launcher). Sharing them says nothing about the task."""
+    named = any(getattr(s, "app_name", None) for s in steps)
+    n = 0
+    for s in steps:
+        app = getattr(s, "app_name", None)
+        launch = any(w in str(s.tool).lower() for w in LAUNCH_WORDS)
+        outside = named and (not app or is_system_screen(app))
+        if not (launch or outside):
+            break
+        n += 1
+    return n
 
 
 def path_key(path: Sequence[PathStep]) -> str:

@@ -216,8 +216,8 @@ def test_outcome_updates_success_and_repeated_failure(world: World) -> None:
     world.run("order tea", MEITUAN, app="Meituan", intent="order", refs=(pid, pid))
     p = world.device.get(pid)
     assert isinstance(p, Procedure) and p.success_count == 2  # applied once despite a duplicate ref
-    for _ in range(4):
-        world.run("order", MEITUAN[:1], app="Meituan", intent="order", refs=(pid,), success=False,
+    for _ in range(4):  # followed past the app's launch (which every task of the app shares) into the failure
+        world.run("order", MEITUAN[:2], app="Meituan", intent="order", refs=(pid,), success=False,
                   failure_reason="checkout missing")
     p = world.device.get(pid)
     assert isinstance(p, Procedure) and p.status == "conflicted" and p.failure_count >= 3

@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal
 
+from memory_plane.episodes import UNFINISHED_PHASES
 from memory_plane.lifecycle import STATUSES, field_str, field_text
 
 from .._long_term import PROFILE_TYPES
@@ -225,6 +226,11 @@ class Scorer:
         floor = self.config.min_similarity
         if f.status not in ("active", "interrupted"):
             drop(f.status, item_id, f"status {f.status}")
+            return None
+        if f.validation != 1.0 and (f.status == "interrupted"
+                                    or src.entries[i].get("failure_phase") in UNFINISHED_PHASES):
+            # A run that stopped (the recorder died, the runtime raised) did not fail: it is no caution.
+            drop("unfinished", item_id, f"stopped: {src.entries[i].get('failure_phase') or f.status}")
             return None
         if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
             drop("expired", item_id, f"older than {self.config.episode_max_age_days:g} days")

@@ -1,0 +1,153 @@
+"""Blame and credit need real agreement: a failure weighs against a procedure only when the failed task
+followed it beyond the way into the app, on steps that name what they acted on; a procedure the agent
+followed and got stuck on (a step retried without effect) is blamed; a success renews a procedure only by
+taking all its steps; an app profile shown to a failed task counts the failure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from memory_plane.device_memory import AppProfile, Procedure
+from memory_plane.lifecycle import read_jsonl
+
+EN = CurrentEnvironmentHints(language="en-US", screen_width=1080, screen_height=2400)
+LAUNCHER = {"app": "Launcher", "page": "Home", "package": "com.android.launcher3"}
+
+
+def run(plane: MemoryPlane, goal: str, steps: list[tuple[Any, ...]], *, success: bool = True,
+        before: Callable[[Any, Any], None] | None = None, **finish: Any) -> tuple[Any, Any]:
+    """One task as a runtime records it, (tool, input, label, observed_state[, error]) per step; returns the
+    committed episode and what retrieve showed it."""
+    req = MemoryRetrieveRequest(input=goal, current_hints=EN)
+    ctx = plane.retrieve(req)
+    rec = plane.new_episode_recorder(req, ctx)
+    if before is not None:
+        before(rec, ctx)
+    for tool, ti, label, obs, *err in steps:
+        rec.tool_call(tool, ti, target_label=label)
+        rec.tool_result(tool, is_error=bool(err), error=err[0] if err else None, observed_state=obs)
+    ep = rec.finish(success=success, **finish)
+    plane.commit_episode(ep)
+    assert plane.flush(20)
+    return ep, ctx
+
+
+def procedures(plane: MemoryPlane) -> list[Procedure]:
+    found = [plane.device.get(e["id"]) for e in plane.device.entries("procedure")]
+    return [p for p in found if isinstance(p, Procedure)]
+
+
+def conflict_rules(plane: MemoryPlane, item_id: str) -> list[str]:
+    return [c["rule"] for c in read_jsonl(plane.root / "lifecycle" / "conflicts.jsonl").records
+            if item_id in c.get("ids", [])]
+
+
+def gmail(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "Gmail", "page": page, "package": "com.google.android.gm", **extra}
+
+
+# The compose path: the launcher's Gmail icon, then an unlabelled compose button and an unlabelled tap on
+# the To field, then labelled steps.
+COMPOSE = [("home", {}, None, LAUNCHER),
+           ("tap", {"x": 300, "y": 1500}, "Gmail", gmail("Inbox")),
+           ("tap", {"x": 980, "y": 2000}, None, gmail("Compose")),
+           ("tap", {"x": 100, "y": 400}, None, gmail("Compose", focus="to")),
+           ("keyboard_text", {"text": "bob@example.com"}, None, gmail("Compose", visible_text=["bob@example.com"])),
+           ("tap", {"x": 900, "y": 150}, "Attach file", gmail("Picker")),
+           ("tap", {"x": 300, "y": 500}, "report.pdf", gmail("Draft")),
+           ("tap", {"x": 1000, "y": 150}, "Send", gmail("Sent"))]
+# A search that shares the way into the app and, by chance, an unlabelled tap at the same point.
+SEARCH = [("home", {}, None, LAUNCHER),
+          ("tap", {"x": 300, "y": 1500}, "Gmail", gmail("Inbox")),
+          ("tap", {"x": 540, "y": 150}, None, gmail("Search")),
+          ("keyboard_text", {"text": "Project"}, None, gmail("Search", visible_text=["Project"])),
+          ("tap", {"x": 100, "y": 400}, None, gmail("Message"))]
+
+
+def test_a_path_sharing_only_the_way_in_and_unlabelled_taps_does_not_blame_a_procedure(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, "Compose an e-mail to bob@example.com in Gmail and attach report.pdf", COMPOSE)
+        (compose,) = procedures(plane)
+        for _ in range(2):
+            _, ctx = run(plane, "Search e-mails in Gmail for 'Project' and flag them", SEARCH, success=False,
+                         failure_phase="state_mismatch", failure_reason="no flag button")
+            assert compose.id in ctx.refs()  # shown: the outcome update weighed it
+        cur = plane.device.get(compose.id)
+        assert isinstance(cur, Procedure) and cur.status == "active" and cur.failure_count == 0
+        assert conflict_rules(plane, compose.id) == []
+
+
+def notes(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "Keep Notes", "page": page, "package": "com.google.android.keep", **extra}
+
+
+WRITE = [("launch_app", {"app": "Keep Notes"}, None, notes("List")),
+         ("tap", {"x": 950, "y": 2200}, "New note", notes("Editor")),
+         ("keyboard_text", {"text": "Buy milk"}, None, notes("Editor", visible_text=["Buy milk"])),
+         ("tap", {"x": 1000, "y": 150}, "Save", notes("Saved")),
+         ("tap", {"x": 540, "y": 2200}, "Done", notes("Done"))]
+
+
+def test_a_declared_procedure_whose_step_was_retried_without_effect_is_blamed(tmp_path: Path) -> None:
+    goal = "Write a note 'Buy milk' in Keep Notes and save it"
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, goal, WRITE)
+        (proc,) = procedures(plane)
+        stuck = WRITE[:3] + [("tap", {"x": 1000, "y": 150}, "Save", notes("Editor", visible_text=["Buy milk"]))] * 3
+
+        def declare(rec: Any, ctx: Any) -> None:
+            assert proc.id in ctx.refs()
+            rec.memory_used(proc.id)
+
+        ep, _ = run(plane, goal, stuck, success=False, before=declare, failure_phase="state_mismatch",
+                    failure_reason="the note was not saved")
+        cur = plane.device.get(proc.id)
+        assert isinstance(cur, Procedure) and cur.failure_count == 1
+        assert any(r.type == "outcome" and r.id == ep.id for r in cur.evidence_refs)
+
+
+def phone(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "Phone", "page": page, "package": "com.android.dialer", **extra}
+
+
+SEARCH_CONTACT = [("launch_app", {"app": "Phone"}, None, phone("Home")),
+                  ("tap", {"x": 540, "y": 150}, "Search contacts", phone("Search")),
+                  ("keyboard_text", {"text": "Alice"}, None, phone("Search", visible_text=["Alice"])),
+                  ("tap", {"x": 300, "y": 400}, "Alice", phone("Contact"))]
+VIA_TAB = [("launch_app", {"app": "Phone"}, None, phone("Home")),
+           ("tap", {"x": 900, "y": 2300}, "Contacts", phone("Contacts")),
+           ("tap", {"x": 300, "y": 400}, "Alice", phone("Contact"))]
+
+
+def test_a_success_through_another_path_does_not_renew_a_procedure(tmp_path: Path) -> None:
+    goal = "Find Alice in the Phone app"
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, goal, SEARCH_CONTACT)
+        (search,) = procedures(plane)
+        ep, ctx = run(plane, goal, VIA_TAB)
+        assert search.id in ctx.refs()
+        cur = plane.device.get(search.id)
+        assert isinstance(cur, Procedure) and cur.success_count == 1
+        assert not any(r.id == ep.id for r in cur.evidence_refs)
+        # The other path is a procedure of its own, with this success as its evidence.
+        (tab,) = [p for p in procedures(plane) if p.id != search.id]
+        assert [s.target_label for s in tab.steps][-2:] == ["Contacts", "Alice"]
+        # The same path again does renew it.
+        run(plane, goal, SEARCH_CONTACT)
+        cur = plane.device.get(search.id)
+        assert isinstance(cur, Procedure) and cur.success_count == 2
+
+
+def test_an_app_profile_shown_to_a_failed_task_counts_the_failure(tmp_path: Path) -> None:
+    goal = "Find Alice in the Phone app"
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, goal, SEARCH_CONTACT)
+        _, ctx = run(plane, goal, SEARCH_CONTACT[:2], success=False, failure_phase="state_mismatch",
+                     failure_reason="no contact called Alice")
+        assert "app_phone" in ctx.refs()
+        prof = plane.device.get("app_phone")
+        assert isinstance(prof, AppProfile) and prof.failure_count == 1 and prof.success_count == 1
+        assert "no contact called Alice" in prof.known_issues

@@ -1,0 +1,92 @@
+"""Unfinished is not failed: a run that stopped (its recorder died, the runtime raised, its record ends on a
+call that never got its result) is never shown as a failure mode or a caution, writes no failure memory and
+blames nothing; it still teaches what it showed of its app, at low confidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from memory_plane.device_memory import AppProfile, Procedure
+
+EN = CurrentEnvironmentHints(language="en-US", screen_width=1080, screen_height=2400)
+
+
+def gmail(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "Gmail", "page": page, "package": "com.google.android.gm", **extra}
+
+
+SEARCH = [("launch_app", {"app": "Gmail"}, None, gmail("Inbox")),
+          ("tap", {"x": 540, "y": 150}, "Search in mail", gmail("Search")),
+          ("keyboard_text", {"text": "invoice"}, None, gmail("Search", visible_text=["invoice"])),
+          ("tap", {"x": 300, "y": 500}, "Invoice March", gmail("Message"))]
+
+
+def record(plane: MemoryPlane, goal: str, steps: list[tuple[Any, ...]]) -> Any:
+    """A recorder that took these steps and has not finished; it is returned to be finished, or to die."""
+    req = MemoryRetrieveRequest(input=goal, current_hints=EN)
+    rec = plane.new_episode_recorder(req, plane.retrieve(req))
+    for tool, ti, label, obs in steps:
+        rec.tool_call(tool, ti, target_label=label)
+        if obs is not None:
+            rec.tool_result(tool, observed_state=obs)
+    return rec
+
+
+def cautions(plane: MemoryPlane, goal: str) -> tuple[list[str], str]:
+    ctx = plane.retrieve(MemoryRetrieveRequest(input=goal, current_hints=EN))
+    return [h.id for h in ctx.common.failure_modes + ctx.common.conflicts], ctx.render()
+
+
+def test_an_interrupted_run_is_no_caution_for_another_goal(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        rec = record(plane, "Search e-mails in Gmail for the invoice from March", SEARCH[:3])
+        crashed = rec.episode.id
+        rec._release_recording_lock()  # the recorder's process died here
+        del rec
+    with MemoryPlane.open(root) as plane:
+        plane.verify()
+        ep = plane.episodes.get(crashed)
+        assert ep is not None and ep.status == "interrupted"
+        assert plane.flush(20)
+        for goal in ("Search e-mails in Gmail for the receipt from April",
+                     "Search e-mails in Gmail for the invoice from March"):
+            ids, block = cautions(plane, goal)
+            assert crashed not in ids and crashed not in block
+        assert plane.device.entries("failure") == []
+        prof = plane.device.get("app_gmail")
+        assert isinstance(prof, AppProfile) and prof.confidence <= 0.3  # its app facts, at low confidence
+
+
+def test_a_run_that_raised_is_no_caution(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        rec = record(plane, "Search e-mails in Gmail for the invoice from March", SEARCH[:2])
+        with pytest.raises(RuntimeError), rec:
+            raise RuntimeError("the device went away")
+        assert plane.flush(20)
+        ids, _ = cautions(plane, "Search e-mails in Gmail for the receipt from April")
+        assert rec.episode.id not in ids and not [i for i in ids if i.startswith("fail_")]
+
+
+def test_a_run_cut_off_mid_call_writes_no_failure_and_blames_nothing(tmp_path: Path) -> None:
+    goal = "Search e-mails in Gmail for the invoice from March"
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        done = record(plane, goal, SEARCH)
+        plane.commit_episode(done.finish(success=True))
+        assert plane.flush(20)
+        (proc,) = [plane.device.get(e["id"]) for e in plane.device.entries("procedure")]
+        assert isinstance(proc, Procedure)
+        # The same path, whose record ends on the tap's call: the result never came.
+        cut = record(plane, goal, [*SEARCH[:3], (*SEARCH[3][:3], None)])
+        cut.memory_used(proc.id)
+        plane.commit_episode(cut.finish(success=False, failure_phase="navigation", failure_reason="no result"))
+        assert plane.flush(20)
+        assert plane.device.entries("failure") == []
+        cur = plane.device.get(proc.id)
+        assert isinstance(cur, Procedure) and cur.failure_count == 0 and cur.status == "active"
+        ep = plane.episodes.get(cut.episode.id)
+        assert ep is not None and ep.failure_causes == ["navigation: no result"]  # the runtime's word, kept
