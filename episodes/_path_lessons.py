@@ -35,7 +35,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         return
     target = lesson.ep.normalized_goal.target
     first = next((s for s in lesson.steps if s.app_before and s.page_before), None)
-    app_id = lesson.goal_app or (lesson.canon(first.app_before) if first else None) or lesson.first_app
+    app_id = lesson.task_app
     page = first.page_before if first else None
     pattern = goal_pattern(lesson.ep)
     path = [of_step(s, target) for s in steps]

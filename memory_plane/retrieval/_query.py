@@ -162,3 +162,11 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     named = [e for e in q.entities if not _NUMBER.fullmatch(e)]
     q.target = named[0] if named else None
     return q
+
+
+def goal_facts(q: ParsedQuery, catalog: AppCatalog) -> dict[str, object]:
+    """The normalized goal an episode records: intent, the app the goal names (its catalog id, and every other
+    name the catalog knows it by, so the phone's own name for it is recognised: 美团 for meituan) and target."""
+    names = [n for n in catalog.names_of(q.app) if n != q.app][:12] if q.app else []
+    return {"intent": q.intent, "app": q.app, "app_names": names or None, "target": q.target}
+
