@@ -20,7 +20,7 @@ from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_ha
 from ._blame import restore_if_earned
 from ._lesson_conflicts import contradicted_navigation, negation, settle_navigation
 from ._lesson_context import LessonContext
-from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
+from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern, goal_title
 from ._outcomes import clear_blame
 from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
 from ._steps import Step, effective_path, screen_label, step_action, step_note
@@ -65,7 +65,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         p = writer.device.new_item(
             Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=lesson.device_id,
             goal_pattern=pattern, intent=lesson.ep.normalized_goal.intent,
-            title=f"{app_name or 'Device'}: {pattern}"[:120], confidence=0.75, priority=70,
+            title=goal_title(lesson.ep, app_name), confidence=0.75, priority=70,
             goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
             steps_target=target,
             applicability=lesson.applicability(app_id),
