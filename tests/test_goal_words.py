@@ -1,7 +1,7 @@
 """Properties of what a goal's words say: the app it names, its intents, and the bench's altered goals.
 
 It reaches inside the tokenizer, the query parser and bench/'s goal perturbations: the properties are about those
-parts.
+parts; and inside the lesson writer for its weak intents, which must be the query parser's broad ones.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from memory_plane._tokens import token_set
 from memory_plane.bench._perturb import inflection, no_app_name, typo
 from memory_plane.device_memory import shipped_catalog
+from memory_plane.episodes._lesson_writer import WEAK_INTENTS
 from memory_plane.retrieval._query import (
     BROAD_INTENTS,
     INTENTS,
@@ -50,6 +51,7 @@ def test_the_first_intent_is_the_leading_verbs_else_the_most_specific_of_those_f
     if found:
         assert detect_intent(goal) == (lead or min(found, key=order.index))
     assert set(order) >= BROAD_INTENTS
+    assert WEAK_INTENTS == BROAD_INTENTS  # a lesson's goal group and retrieval call the same intents weak
 
 
 QUOTES = [("'", "'"), ("\"", "\""), ("“", "”"), ("「", "」"), ("‘", "’"), ("『", "』")]
