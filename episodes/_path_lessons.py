@@ -88,7 +88,7 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
                path: list[Any]) -> str | None:
     """The id of a procedure for this goal whose steps are this path (taps within the closeness rule)."""
     coll = writer.device.collection("procedure")
-    for e in writer.device.entries("procedure", app_id):
+    for e in [e for e in writer.device.entries("procedure") if e.get("app") == app_id]:  # None: of no app
         if e.get("goal") != pattern or e.get("status") not in ("active", "expired", "conflicted"):
             continue
         try:

@@ -128,3 +128,15 @@ def test_the_tie_goes_to_the_app_the_goal_names_in_any_script(tmp_path: Path) ->
                      ("tap", {"x": 100, "y": 200}, None, {"app": named, "page": "首页"})]
             ep = run(plane, goal, steps)
             assert ep.observed_app == named
+
+
+def test_a_path_on_no_app_never_renews_an_apps_procedure(plane: MemoryPlane) -> None:
+    # The same goal and the same taps, once in WeChat and once on the home screen only: the second
+    # episode reached no app, so it renews nothing of WeChat's.
+    def steps(app: dict[str, str]) -> list[tuple[Any, ...]]:
+        return [("tap", {"x": 100, "y": 300}, "item", {**app, "page": "Page 0"}),
+                ("keyboard_text", {"text": "hello"}, None, {**app, "page": "Edit"})]
+
+    run(plane, "微信", steps({"app": "微信", "package": "com.tencent.mm"}))
+    ep = run(plane, "微信", steps(LAUNCHER))
+    assert all(getattr(i, "app_id", None) in ("launcher", None) for i in written(plane, ep))
