@@ -135,6 +135,18 @@ class AppCatalog:
             return None
         return self._by_name.get(_norm(name))
 
+    def names_of(self, app_id: str) -> list[str]:
+        """Every name the catalog knows an app by: its id, display names, aliases and packages."""
+        info = self._apps.get(app_id)
+        return [app_id] if info is None else list(dict.fromkeys([app_id, *info.names, *info.aliases, *info.packages]))
+
+    def same_app(self, a: str | None, b: str | None) -> bool:
+        """Whether two names (display names, aliases, packages or ids, in any script) name one app: 美团 is
+        meituan, com.tencent.mm is 微信; a name the catalog does not know is only itself."""
+        if not a or not b:
+            return False
+        return _norm(a) == _norm(b) or self.app_id_for(a) == self.app_id_for(b)
+
     def app_id_for(self, name: str) -> str:
         """Canonical id of a known app, else a safe slug id of the name (e.g. ``微信`` -> hash)."""
         ids = self._ids

@@ -11,11 +11,16 @@ from memory_plane.lifecycle import EvidenceRef
 
 from ._blame import lift_demotion
 from ._model import TaskEpisode
-from ._steps import TEXT_TOOLS, Step
+from ._steps import TEXT_TOOLS, Step, effective_path, is_system_screen
 
 
 class LessonContext:
-    """Facts about one episode shared by every lesson writer."""
+    """Facts about one episode shared by every lesson writer.
+
+    The apps are what the phone showed, system screens (a launcher) left out: ``apps`` (each gets a
+    profile), ``goal_app`` (the app the goal names, only when the phone showed it), ``task_app`` (the
+    goal's app, else the app the path's work happened in: every task-wide lesson is filed under it) and
+    ``app_of(step)`` (the app one step acted in). A word of the goal never makes an app on its own."""
 
     def __init__(self, ep: TaskEpisode, steps: list[Step], device: DeviceMemory) -> None:
         self.ep = ep
@@ -40,13 +45,14 @@ class LessonContext:
             screen = self.observed_screen
         self.screen = screen
         self.screen_text = f"{screen[0]}x{screen[1]}" if screen else None
-        goal_app = ep.normalized_goal.app
-        self.goal_app = self.catalog.app_id_for(goal_app) if goal_app else None
-        self.apps: list[str] = []
+        self.apps: list[str] = []  # the apps the phone showed, system screens left out: each gets a profile
         self.app_names: dict[str, list[str]] = {}
         self.pages_by_app: dict[str, list[str]] = {}
         self.tools_by_app: dict[str, list[str]] = {}
         self.packages_by_app: dict[str, list[str]] = {}
+        # A name is a system screen when any observation of it says so (a launcher's package is only
+        # reported with the result that reached it, not with the calls made on it).
+        self._system = {app for s in steps for app, pkg in _named_apps(s) if app and is_system_screen(app, pkg)}
         for s in steps:
             for app, page in ((s.app_before, s.page_before), (s.app_after, s.page_after)):
                 if not app:
@@ -54,7 +60,7 @@ class LessonContext:
                 aid = self.canon(app)
                 if aid is None:
                     continue
-                if aid not in self.apps:
+                if aid not in self.apps and app not in self._system:
                     self.apps.append(aid)
                 self.app_names.setdefault(aid, [])
                 if app not in self.app_names[aid]:
@@ -69,9 +75,56 @@ class LessonContext:
                 aid = self.canon(s.app_after)
                 if aid and s.package_after not in self.packages_by_app.setdefault(aid, []):
                     self.packages_by_app[aid].append(s.package_after)
-        if self.goal_app and self.goal_app not in self.apps and any(s.app_before or s.app_after for s in steps):
-            self.apps.insert(0, self.goal_app)
+        if not any(s.app_before or s.app_after for s in steps):
+            # Nothing observed (a runtime that reports no screen): an app launched without error is one the
+            # phone showed; the goal's words alone never are.
+            for s in steps:
+                name = launched_app(s)
+                aid = self.canon(name) if name and not s.is_error and not is_system_screen(name) else None
+                if aid and aid not in self.apps:
+                    self.apps.append(aid)
+                    self.app_names.setdefault(aid, [str(name)])
+        self.goal_app = self._named_and_shown()
+        self.task_app = self.goal_app or self._work_app()
         self.first_app = self.apps[0] if self.apps else None
+
+    def _named_and_shown(self) -> str | None:
+        """The app the goal names, when the phone showed it (matched through the catalog's names, aliases and
+        packages): its id as observed. A name the episode never reached makes no app."""
+        named = [self.ep.normalized_goal.app, *(a for a, _, _ in self.catalog.find_in_text(self.ep.user_goal))]
+        for name in dict.fromkeys(n for n in named if isinstance(n, str) and n.strip()):
+            for aid in self.apps:
+                seen = [aid, *self.app_names.get(aid, []), *self.packages_by_app.get(aid, [])]
+                if any(self.catalog.same_app(name, s) for s in seen):
+                    return aid
+        return None
+
+    def _work_app(self) -> str | None:
+        """The app the path's work happened in: the shown app of the most effective steps (the last one to have
+        a step on a tie), else the last app shown."""
+        counts: dict[str, int] = {}
+        last: dict[str, int] = {}
+        for i, s in enumerate(effective_path([s for s in self.steps if not s.is_error])):
+            aid = self.app_of(s)
+            if aid is not None:
+                counts[aid] = counts.get(aid, 0) + 1
+                last[aid] = i
+        if counts:
+            return max(counts, key=lambda a: (counts[a], last[a]))
+        return self.apps[-1] if self.apps else None
+
+    def app_of(self, step: Step) -> str | None:
+        """The app a step acted in: the app it started in, or, from a system screen (a launcher), the app it
+        entered; None when neither is an app the phone showed (a step on the home screen)."""
+        for app in (step.app_before, step.app_after):
+            aid = self.canon(app)
+            if aid is not None and aid in self.apps and app not in self._system:
+                return aid
+        if not (step.app_before or step.app_after):
+            name = launched_app(step)
+            aid = self.canon(name)
+            return aid if aid in self.apps else None
+        return None
 
     def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None,
                against: list[str] | None = None) -> None:
@@ -170,8 +223,7 @@ class LessonContext:
                 if entered:
                     return ("typed_into", None, not s.is_error)  # the typing happened in the app itself
                 typed = s.text
-            launch = any(k in s.tool.lower() for k in ("launch", "open_app", "start_app")) or \
-                s.tool_input.get("action") == "open"
+            launch = is_launch(s)
             if launch and (self.canon(s.text or str(s.tool_input.get("app") or s.tool_input.get("app_name") or ""))
                            == app_id or entered):
                 name = s.tool_input.get("app") or s.tool_input.get("app_name") or s.text
@@ -179,3 +231,23 @@ class LessonContext:
             if entered:
                 return ("system_search" if typed else "tap_icon", typed, not s.is_error)
         return None
+
+
+def is_launch(s: Step) -> bool:
+    """Whether a step is a launch of an app by name."""
+    return any(k in s.tool.lower() for k in ("launch", "open_app", "start_app")) or s.tool_input.get("action") == "open"
+
+
+def launched_app(s: Step) -> str | None:
+    """The app a launch step names (None for any other step)."""
+    if not is_launch(s):
+        return None
+    name = s.tool_input.get("app") or s.tool_input.get("app_name") or s.tool_input.get("package") or s.text
+    return str(name) if isinstance(name, str) and name.strip() else None
+
+
+def _named_apps(s: Step) -> list[tuple[str | None, str | None]]:
+    """The (app, package) pairs a step's observations name."""
+    before = s.extra.get("observed_before") or {}
+    pkg_before = before.get("package") if isinstance(before, dict) else None
+    return [(s.app_before, pkg_before if isinstance(pkg_before, str) else None), (s.app_after, s.package_after)]

@@ -17,18 +17,46 @@ from ._steps import Step
 log = logging.getLogger("memory_plane")
 
 
+WEAK_INTENTS = frozenset({"open_app", "check_info", "search"})
+"""Intents nearly every goal also names (retrieval's broad intents): alone they do not say which task it is."""
+
+# A quoted value (not an apostrophe between letters: "Bob's"), in ASCII or CJK quotes.
+_QUOTED = re.compile("(?<![A-Za-z])[\"“”'‘’「」『』][^\"“”'‘’「」『』]{0,300}[\"“”'‘’「」『』](?![A-Za-z])")
+
+
+def masked_goal(ep: TaskEpisode) -> str:
+    """A goal's text with its values masked: quoted text and the target as ``…``, numbers as ``#``, lowercase,
+    without punctuation (two goals that differ only in what they type, name or count mask alike)."""
+    text = _QUOTED.sub(" … ", ep.user_goal)
+    target = ep.normalized_goal.target
+    if target and target.strip():
+        # Where it stands as a word: a short target ("Al") is not masked inside another word ("Alarm").
+        text = re.sub("(?<![A-Za-z0-9])" + re.escape(target.strip()) + "(?![A-Za-z0-9])", " … ", text,
+                      flags=re.IGNORECASE)
+    text = re.sub(r"\d+(?:[.:]\d+)*", "#", text.lower())
+    text = re.sub(r"[^\w#…\s]+", " ", text)
+    text = re.sub(r"…(?:\s*…)+", "…", " ".join(text.split()))
+    return text[:120]
+
+
 def goal_pattern(ep: TaskEpisode) -> str:
-    """A goal with its specifics masked: the intent when a target is its variable part (send a message
-    to anyone), else the intent plus the normalised text (dark mode and font size stay two lessons)."""
+    """The goal group a lesson is kept for: a specific intent alone when a target is its variable part (send a
+    message to anyone), a specific intent with the masked text otherwise (dark mode and font size stay two
+    lessons), and the masked text alone when the intent is weak (open, check, search) or unknown: five tasks
+    that all open one app are five groups."""
     intent = ep.normalized_goal.intent if ep.normalized_goal.intent not in (None, "unknown") else None
+    if intent in WEAK_INTENTS:
+        intent = None
     if intent and ep.normalized_goal.target:
         return intent
-    text = ep.user_goal.lower()
-    text = re.sub(r"[\"“”'‘’「」『』][^\"“”'‘’「」『』]{0,40}[\"“”'‘’「」『』]", "…", text)
-    text = re.sub(r"\d+(?:[.:]\d+)*", "#", text)
-    text = re.sub(r"[^\w#…\s]+", " ", text)
-    text = " ".join(text.split())[:120]
+    text = masked_goal(ep)
     return f"{intent}: {text}" if intent else text
+
+
+def goal_title(ep: TaskEpisode, app_name: str | None) -> str:
+    """A lesson's title: its app and the masked goal (two different tasks never share one; the same task with
+    other values does)."""
+    return f"{app_name or 'Device'}: {masked_goal(ep)}"[:120]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_ha
 from ._blame import restore_if_earned
 from ._lesson_conflicts import contradicted_navigation, negation, settle_navigation
 from ._lesson_context import LessonContext
-from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
+from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern, goal_title
 from ._outcomes import clear_blame
 from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
 from ._steps import Step, effective_path, screen_label, step_action, step_note
@@ -35,7 +35,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         return
     target = lesson.ep.normalized_goal.target
     first = next((s for s in lesson.steps if s.app_before and s.page_before), None)
-    app_id = lesson.goal_app or (lesson.canon(first.app_before) if first else None) or lesson.first_app
+    app_id = lesson.task_app
     page = first.page_before if first else None
     pattern = goal_pattern(lesson.ep)
     path = [of_step(s, target) for s in steps]
@@ -65,7 +65,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         p = writer.device.new_item(
             Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=lesson.device_id,
             goal_pattern=pattern, intent=lesson.ep.normalized_goal.intent,
-            title=f"{app_name or 'Device'}: {pattern}"[:120], confidence=0.75, priority=70,
+            title=goal_title(lesson.ep, app_name), confidence=0.75, priority=70,
             goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
             steps_target=target,
             applicability=lesson.applicability(app_id),
@@ -88,7 +88,7 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
                path: list[Any]) -> str | None:
     """The id of a procedure for this goal whose steps are this path (taps within the closeness rule)."""
     coll = writer.device.collection("procedure")
-    for e in writer.device.entries("procedure", app_id):
+    for e in [e for e in writer.device.entries("procedure") if e.get("app") == app_id]:  # None: of no app
         if e.get("goal") != pattern or e.get("status") not in ("active", "expired", "conflicted"):
             continue
         try:

@@ -72,7 +72,7 @@ def learn_app_profile(writer: LessonWriter, lesson: LessonContext, app_id: str, 
     tools = lesson.tools_by_app.get(app_id, [])
     packages = lesson.packages_by_app.get(app_id, [])
     opened = lesson.open_method(app_id)
-    goal_app = lesson.goal_app == app_id or lesson.goal_app is None
+    task_app = lesson.task_app in (app_id, None)  # the task's outcome counts for the app it was done in
     success = lesson.ep.outcome.success
 
     facts = lesson.app_facts(app_id)
@@ -104,7 +104,7 @@ def learn_app_profile(writer: LessonWriter, lesson: LessonContext, app_id: str, 
             om.failure_count += 0 if ok else 1
         # A profile the agent was shown is credited by the outcome update: each episode counts once.
         counted = p.id in lesson.ep.retrieved_memory_refs
-        if goal_app and not crashed and not raised:
+        if task_app and not crashed and not raised:
             if success and not counted:
                 p.success_count += 1
                 p.confidence = min(0.95, p.confidence + 0.05)

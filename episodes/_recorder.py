@@ -388,11 +388,7 @@ class EpisodeRecorder:
             if self._apps_seen:
                 # The app the task worked in is the one the phone showed most often (the first on a tie),
                 # not an app name the goal's words happen to contain.
-                goal_app = (ep.normalized_goal.app or "").strip().lower()
-                top = max(self._apps_seen.values())
-                tied = [a for a, n in self._apps_seen.items() if n == top]
-                # A tie goes to the app the goal names, else to the first seen.
-                ep.observed_app = next((a for a in tied if goal_app and a.strip().lower() == goal_app), tied[0])
+                ep.observed_app = _most_shown(self._apps_seen, ep.normalized_goal)
             ep.tags = list(dict.fromkeys([*ep.tags, *tags]))
             ep.entities = list(dict.fromkeys([*ep.entities, *entities]))
             ep.metrics.tool_steps = self._tool_steps
@@ -443,3 +439,15 @@ def _txt(v: Any) -> str | None:
     if v is None:
         return None
     return sanitize(str(v), limit=1000)
+
+
+def _most_shown(apps_seen: dict[str, int], goal: NormalizedGoal) -> str:
+    """The app a task worked in: the one the phone showed most often; a tie goes to the app the goal names (by
+    any name the catalog knows it by, which the normalized goal carries: 美团 for meituan), else to the first seen."""
+    top = max(apps_seen.values())
+    tied = [a for a, n in apps_seen.items() if n == top]
+    extra = goal.model_extra or {}
+    names = [goal.app, *(extra.get("app_names") or [])]
+    goal_names = {n.strip().lower() for n in names if isinstance(n, str) and n.strip()}
+    return next((a for a in tied if a.strip().lower() in goal_names), tied[0])
+

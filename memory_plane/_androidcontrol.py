@@ -16,7 +16,7 @@ from typing import Any
 from memory_plane.episodes import LESSONS_JOB, EpisodeRecorder, TaskEpisodeWriter, episode_jobs
 from memory_plane.lifecycle import UsageError
 
-from .retrieval import parse_query
+from .retrieval import goal_facts, parse_query
 
 log = logging.getLogger("memory_plane")
 
@@ -205,8 +205,7 @@ def _looks_like_csv(path: Path) -> bool:
 def _import_one(plane: Any, writer: TaskEpisodeWriter, data: dict[str, Any], ep_id: str, rep: ImportReport) -> None:
     goal = data["goal"]
     q = parse_query(goal, plane.device.catalog)
-    rec = EpisodeRecorder(plane.episodes, goal, normalized_goal={"intent": q.intent, "app": q.app_name,
-                                                                 "target": q.target},
+    rec = EpisodeRecorder(plane.episodes, goal, normalized_goal=goal_facts(q, plane.device.catalog),
                           clock=plane.clock, tags=["import:androidcontrol"], episode_id=ep_id)
     app: str | None = None
     for step in data["steps"]:

@@ -39,7 +39,7 @@ from ._long_term import LongTermStore
 from ._long_term_forget import check_forget_id
 from ._retrieve_types import MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
-from .retrieval import MemoryContext, RetrieveConfig, Retriever, parse_query
+from .retrieval import MemoryContext, RetrieveConfig, Retriever, goal_facts, parse_query
 from .upkeep import check_jobs, gc_tree, repair_tree, restore_from_quarantine, verify_tree
 
 log = logging.getLogger("memory_plane")
@@ -194,7 +194,7 @@ class MemoryPlane:
                 log.error("memory: goal not parsed for the recorder: %s", exc)
         normalized = None
         if query is not None:
-            normalized = {"intent": query.intent, "app": query.app, "target": query.target}
+            normalized = goal_facts(query, self._device.catalog)
         return EpisodeRecorder(
             self._episodes, req.input, device_id=req.device_id or "default", language=hints.language,
             screen=hints.screen(), app=hints.app, page=hints.page, normalized_goal=normalized,

@@ -1,7 +1,7 @@
 """Properties of what a goal's words say: the app it names, its intents, and the bench's altered goals.
 
 It reaches inside the tokenizer, the query parser and bench/'s goal perturbations: the properties are about those
-parts.
+parts; and inside the lesson writer for its weak intents, which must be the query parser's broad ones.
 """
 
 from __future__ import annotations
@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 from memory_plane._tokens import token_set
 from memory_plane.bench._perturb import inflection, no_app_name, typo
 from memory_plane.device_memory import shipped_catalog
-from memory_plane.retrieval._query import BROAD_INTENTS, INTENTS, detect_intent, detect_intents, parse_query
+from memory_plane.episodes._lesson_writer import WEAK_INTENTS
+from memory_plane.retrieval._query import (
+    BROAD_INTENTS,
+    INTENTS,
+    detect_intent,
+    detect_intents,
+    leading_intent,
+    parse_query,
+    without_quotes,
+)
 
 WORDS = st.sampled_from(["Open", "WeChat", "Spotify", "'", "’", "\"", "Bob's", "settings", "Review", "check",
                          "turn off", "notifications", "打开", "微信", "去哪儿", "“", "”", "and", "play", ".", " "])
@@ -34,12 +43,36 @@ def test_the_app_words_are_words_of_the_goal_and_only_for_a_named_specific_app(g
 
 
 @given(GOALS)
-def test_the_first_intent_is_the_most_specific_of_those_found(goal: str) -> None:
+def test_the_first_intent_is_the_leading_verbs_else_the_most_specific_of_those_found(goal: str) -> None:
     found = detect_intents(goal)
     order = [intent for intent, _, _ in INTENTS]
+    lead = leading_intent(goal)
+    assert lead is None or (lead in found and lead not in BROAD_INTENTS)
     if found:
-        assert detect_intent(goal) == min(found, key=order.index)
+        assert detect_intent(goal) == (lead or min(found, key=order.index))
     assert set(order) >= BROAD_INTENTS
+    assert WEAK_INTENTS == BROAD_INTENTS  # a lesson's goal group and retrieval call the same intents weak
+
+
+QUOTES = [("'", "'"), ("\"", "\""), ("“", "”"), ("「", "」"), ("‘", "’"), ("『", "』")]
+
+
+@given(st.lists(WORDS, max_size=8).map(" ".join), st.sampled_from(QUOTES),
+       st.sampled_from(["What is the capital city of France?", "check the weather", "播放音乐", "book a hotel",
+                        "send it", "Turn off"]))
+def test_quoted_text_gives_no_intent(goal: str, quote: tuple[str, str], value: str) -> None:
+    quoted = f"{goal} {quote[0]}{value}{quote[1]}"
+    if without_quotes(quoted).strip() == without_quotes(goal).strip():  # the value did stand in quotes
+        assert detect_intents(quoted) == detect_intents(goal)
+
+
+def test_a_question_typed_into_a_flashcard_is_not_the_goals_intent() -> None:
+    goal = "Create a new flashcard in Default deck with the question 'What is the capital city of France?'"
+    assert detect_intent(goal) == "unknown" and not detect_intents(goal)
+    assert detect_intent("新建一条笔记，内容是“查看天气”") == "create_note"
+    # A leading verb names the task; a word met later is incidental ("meeting" is what is played).
+    assert detect_intent("Please play the recording of the meeting") == "play_media"
+    assert detect_intent("Check the details of General settings. Turn off all notifications.") == "toggle_setting"
 
 
 @given(st.text(max_size=60), st.integers(0, 2**32))

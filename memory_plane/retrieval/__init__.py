@@ -15,7 +15,7 @@ one retrieve to the next, ``_hits`` makes the hits shown, ``_render`` writes the
 from ._config import RetrieveConfig
 from ._context import MemoryContext
 from ._postings_cache import CACHE_DIR as POSTINGS_CACHE_DIR
-from ._query import ParsedQuery, parse_query
+from ._query import ParsedQuery, goal_facts, parse_query
 from ._render import quote_cut, quote_data, render_context
 from ._retriever import Retriever
 
@@ -25,6 +25,7 @@ __all__ = [
     "ParsedQuery",
     "RetrieveConfig",
     "Retriever",
+    "goal_facts",
     "parse_query",
     "quote_cut",
     "quote_data",

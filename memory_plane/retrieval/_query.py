@@ -89,20 +89,56 @@ _EN_INTENT_WORDS = [(intent, re.compile("(?<![a-z0-9])(?:" + "|".join(map(re.esc
                     for intent, zh, en in INTENTS]
 
 
+# Quoted text is a value the task types or looks for ("question 'What is the capital of France?'"), never what
+# the goal asks: it is left out before intents are read. An apostrophe between letters (Bob's) quotes nothing.
+_QUOTED_VALUE = re.compile("(?<![A-Za-z])" + _QUOTE + "[^\"“”「」『』‘’']{1,300}" + _QUOTE + "(?![A-Za-z])")
+# Words a request may open with before its verb ("please", "帮我"): the verb that follows still leads.
+_LEAD_IN = re.compile(r"^(?:\s|[^\w\s])*(?:(?:please|kindly|can you|could you|help me(?: to)?|i want to|"
+                      r"i would like to|i'd like to|let's|let me|请|帮我|麻烦|给我|我要|我想|我需要|你)\s*,?\s*)*",
+                      re.IGNORECASE)
+
+
+def without_quotes(text: str) -> str:
+    """A goal with its quoted values left out (ASCII and CJK quotes; not an apostrophe between letters)."""
+    return _QUOTED_VALUE.sub(" ", text)
+
+
 def detect_intent(text: str) -> str:
-    """The intent of a goal from a small keyword vocabulary, the most specific first (``unknown`` when nothing
-    matches; an English keyword only where a word starts: "Review" is no "view")."""
+    """The intent of a goal from a small keyword vocabulary (``unknown`` when nothing matches; an English keyword
+    only where a word starts: "Review" is no "view"; quoted text never counts): the goal's leading verb when it
+    names a specific intent ("Play the video of the meeting" plays, whatever else its words name), else the most
+    specific intent found."""
+    lead = leading_intent(text)
+    if lead is not None:
+        return lead
     found = detect_intents(text)
     return next((intent for intent, _, _ in INTENTS if intent in found), "unknown")
 
 
 @functools.lru_cache(maxsize=1 << 14)
 def detect_intents(text: str) -> frozenset[str]:
-    """Every intent the vocabulary finds in a text, an English keyword only where a word starts: a goal of
-    several steps asks for several things."""
+    """Every intent the vocabulary finds in a text outside quotes, an English keyword only where a word starts:
+    a goal of several steps asks for several things."""
+    text = without_quotes(text)
     low = " " + text.lower() + " "
     return frozenset(intent for intent, en, zh in _EN_INTENT_WORDS
                      if any(k in text for k in zh) or en.search(low))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def leading_intent(text: str) -> str | None:
+    """The specific intent the goal's first word names (after a lead-in such as "please" or "帮我"), or None: a
+    broad one (open, check, search) leads nearly every goal and yields to a specific intent named later."""
+    rest = without_quotes(text)
+    rest = rest[_LEAD_IN.match(rest).end():]  # type: ignore[union-attr]  # the pattern matches the empty string
+    low = " " + rest.lower()
+    for intent, en, zh in _EN_INTENT_WORDS:
+        if intent in BROAD_INTENTS:
+            continue
+        hit = en.match(low, 1)
+        if (hit is not None and hit.start() == 1) or any(rest.startswith(k) for k in zh):
+            return intent
+    return None
 
 
 MAX_GOAL_CHARS = 2000
@@ -162,3 +198,11 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     named = [e for e in q.entities if not _NUMBER.fullmatch(e)]
     q.target = named[0] if named else None
     return q
+
+
+def goal_facts(q: ParsedQuery, catalog: AppCatalog) -> dict[str, object]:
+    """The normalized goal an episode records: intent, the app the goal names (its catalog id, and every other
+    name the catalog knows it by, so the phone's own name for it is recognised: 美团 for meituan) and target."""
+    names = [n for n in catalog.names_of(q.app) if n != q.app][:12] if q.app else []
+    return {"intent": q.intent, "app": q.app, "app_names": names or None, "target": q.target}
+
