@@ -77,6 +77,7 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "tools": item.required_tools() or None,
         "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
         "traceability": (item.model_extra or {}).get("traceability"),
+        "verified": False if (item.model_extra or {}).get("verified") is False else None,
         # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
         "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
         if isinstance(item, AppProfile) else None,
