@@ -1,4 +1,7 @@
-"""What a sequence of episodes teaches depends on the episodes and their order, never on the worker's pace."""
+"""What a sequence of episodes teaches depends on the episodes and their order, never on the worker's pace.
+
+It reaches inside the plane for its writer's one job runner (``plane._writer._run_marked``), to slow the
+background worker down as a busy phone would."""
 
 from __future__ import annotations
 

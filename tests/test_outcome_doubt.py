@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.cli import main as cli
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 GOAL = 'Add a note "buy milk" in Notes'
@@ -73,8 +74,6 @@ def test_a_verifier_a_completion_reason_or_the_target_on_screen_is_evidence(tmp_
 
 
 def test_imported_demonstrations_stay_verified(tmp_path: Path) -> None:
-    from memory_plane._androidcontrol import import_androidcontrol
-
     src = tmp_path / "ac.jsonl"
     src.write_text(json.dumps({"episode_id": 7, "goal": "Open Notes and add a note called groceries",
                                "is_successful": True, "steps": [
@@ -82,8 +81,9 @@ def test_imported_demonstrations_stay_verified(tmp_path: Path) -> None:
                                    {"action_content": {"action": "click", "coordinate": [10, 20]}},
                                    {"action_content": {"action": "type", "text": "groceries"}}]}) + "\n",
                    "utf-8")
+    assert cli(["--root", str(tmp_path / "m"), "init"]) == 0
+    assert cli(["--root", str(tmp_path / "m"), "import", "androidcontrol", str(src)]) == 0
     with MemoryPlane.open(tmp_path / "m") as plane:
-        import_androidcontrol(plane, src)
         procs = _procedures(plane)
         assert procs and all((p.model_extra or {}).get("verified") is not False for p in procs)
 
