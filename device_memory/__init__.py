@@ -1,6 +1,7 @@
 """Device memory: what this device taught, as one YAML file per memory under device/."""
 
 from ._apps import GENERIC_NAMES, AppCatalog, AppInfo, shipped_catalog
+from ._history import HISTORY_LIMIT, Revision, change_cause
 from ._items import (
     CAPS,
     FOLDER,
@@ -22,12 +23,13 @@ from ._items import (
     merge_unique,
     type_of_id,
 )
-from ._store import DeviceMemory, DeviceProfileStore, index_entry
+from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry
 
 __all__ = [
     "CAPS",
     "FOLDER",
     "GENERIC_NAMES",
+    "HISTORY_LIMIT",
     "ID_PREFIX",
     "ITEM_TYPES",
     "AnchorPoint",
@@ -35,6 +37,7 @@ __all__ = [
     "AppInfo",
     "AppProfile",
     "Calibration",
+    "DeviceCollection",
     "DeviceItem",
     "DeviceMemory",
     "DeviceProfile",
@@ -44,9 +47,11 @@ __all__ = [
     "OpenMethod",
     "Procedure",
     "ProcedureStep",
+    "Revision",
     "ScreenInfo",
     "UiAnchor",
     "cap_list",
+    "change_cause",
     "index_entry",
     "merge_unique",
     "shipped_catalog",

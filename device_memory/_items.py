@@ -240,7 +240,11 @@ class Procedure(DeviceItem):
         """When goal is …, prefer this path."""
         goal = self.goal_examples[-1] if self.goal_examples else (self.goal_pattern or "")
         path = " → ".join(s.tool for s in self.steps[:8])
-        return f"When goal is like {goal!r}: verified path {path} ({len(self.steps)} steps)"
+        # Taught by a success nothing confirmed (no verifier, no completion reason, the goal not on the last
+        # screen): said so wherever the procedure is shown.
+        kind = "UNVERIFIED path (its success was not confirmed)" if (self.model_extra or {}).get(
+            "verified") is False else "verified path"
+        return f"When goal is like {goal!r}: {kind} {path} ({len(self.steps)} steps)"
 
 
 class Navigation(DeviceItem):

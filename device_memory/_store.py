@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,9 +29,11 @@ from memory_plane.lifecycle import (
     atomic_write,
     dump_yaml,
     format_ts,
+    index_writes,
     is_safe_id,
     load_retention,
     load_yaml,
+    read_bytes_nofollow,
     read_item_text,
     slug_id,
     system_clock,
@@ -39,6 +41,7 @@ from memory_plane.lifecycle import (
 )
 
 from ._apps import AppCatalog, shipped_catalog
+from ._history import ItemHistory, Revision, change_cause, fields_at, snapshot
 from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, type_of_id
 
 T = TypeVar("T", bound=DeviceItem)
@@ -74,6 +77,7 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "tools": item.required_tools() or None,
         "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
         "traceability": (item.model_extra or {}).get("traceability"),
+        "verified": False if (item.model_extra or {}).get("verified") is False else None,
         # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
         "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
         if isinstance(item, AppProfile) else None,
@@ -88,6 +92,81 @@ def _ts(v: Any) -> str | None:
     return v if isinstance(v, str) else format_ts(v)
 
 
+class DeviceCollection(YamlCollection[T]):
+    """One folder of device memories whose every write also records a revision in the item's history."""
+
+    def __init__(self, root: Path, rel_dir: str, model: type[T], *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 clock: Clock = system_clock) -> None:
+        super().__init__(root, rel_dir, model, index_entry=index_entry, lock_timeout=lock_timeout, clock=clock)
+        self.history = ItemHistory(self.root, self.layout.items_dir, clock)  # type: ignore[attr-defined]
+
+    def save(self, record: T) -> Path:
+        """Write an item file then its index line, under the lock; the change goes into its history."""
+        with self.lock():
+            before = snapshot(self._current(record.id))
+            path = self.save_locked(record)
+            self.history.record(record.id, before, snapshot(record) or {})
+            return path
+
+    def update(self, item_id: str, change: Callable[[T | None], T | None]) -> T | None:
+        """Read-modify-write one item under the lock (``change`` gets None for a new item); the change goes
+        into its history."""
+        with self.lock():
+            current = self.get(item_id)
+            before = snapshot(current)  # taken first: ``change`` may edit the record it is given in place
+            new = change(current)
+            if new is not None:
+                self.save_locked(new)
+                self.history.record(new.id, before, snapshot(new) or {})
+            return new
+
+    def _write_many(self, changes: Mapping[str, Callable[[T], T | None]]) -> dict[str, dict[str, Any]]:
+        """Apply changes to existing items (the caller holds the lock), each into its history; the index lines
+        of the items written, by id."""
+        changed: dict[str, dict[str, Any]] = {}
+        for item_id, change in changes.items():
+            cur = self.get(item_id)
+            if cur is None:
+                continue
+            before = snapshot(cur)
+            new = change(cur)
+            if new is None:
+                continue
+            path = self.path_of(item_id)
+            old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
+            atomic_write(path, self.dump(new, old_text), root=self.root)
+            self.history.record(item_id, before, snapshot(new) or {})
+            changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
+        return changed
+
+    def delete(self, item_id: str) -> bool:
+        """Remove an item's index line, then its file, then its history; True if it existed."""
+        with self.lock(), index_writes(self):
+            gone = super().delete(item_id)
+            self.history.remove(item_id)
+            return gone
+
+    def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
+                items: list[ItemRead[T]] | None = None) -> list[str]:
+        """GC of the items (see ItemCollection.collect); the histories of the items it removed go with them."""
+        removed = super().collect(retention, report, now, dry_run, items=items)
+        if not dry_run:
+            for item_id in removed:
+                if is_safe_id(item_id) and not os.path.lexists(self.item_path(item_id)):
+                    self.history.remove(item_id)
+        return removed
+
+    def _current(self, item_id: str) -> T | None:
+        try:
+            return self.get(item_id)
+        except FileProblemError:
+            return None  # a broken file is replaced whole: its history starts again from the new record
+
+    def revisions(self, item_id: str) -> list[Revision]:
+        """The item's kept revisions, oldest first."""
+        return self.history.read(item_id)
+
+
 class DeviceProfileStore(ItemCollection[DeviceProfile]):
     """Device profiles: device/profile.yaml for ``default``, device/profiles/<id>.yaml for others (no index)."""
 
@@ -97,6 +176,7 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
     def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, clock: Clock | None = None) -> None:
         super().__init__(ProfileLayout(Path(root), slug_id), name="device/profiles", lock_timeout=lock_timeout,
                          clock=clock)
+        self.history = ItemHistory(self.root, self.root / "device" / "profiles", clock or system_clock)
 
     def path_for(self, device_id: str) -> Path:
         """File of a device's profile (never shared between two devices)."""
@@ -117,9 +197,18 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
 
     def save(self, profile: DeviceProfile) -> Path:
         """Write a profile (keeping comments a person added)."""
-        path = self.path_for(profile.device_id or "default")
-        atomic_write(path, self.dump(profile, self._old_text(path)), root=self.root)
-        return path
+        with self.lock():
+            path = self.path_for(profile.device_id or "default")
+            before = snapshot(self._profile_at(path))
+            atomic_write(path, self.dump(profile, self._old_text(path)), root=self.root)
+            self.history.record(profile.id, before, snapshot(profile) or {})
+            return path
+
+    def _profile_at(self, path: Path) -> DeviceProfile | None:
+        try:
+            return self.load_path(path)
+        except (FileNotFoundError, FileProblemError):
+            return None
 
     def update(self, device_id: str, change: Callable[[DeviceProfile | None], DeviceProfile | None]) -> Any:
         """Read-modify-write a profile under the lock."""
@@ -128,10 +217,17 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
                 cur = self.get(device_id)
             except FileProblemError:
                 cur = None  # a broken profile is rebuilt from new evidence; verify reports the old one
+            before = snapshot(cur)  # taken first: ``change`` may edit the record it is given in place
             new = change(cur)
             if new is not None:
-                self.save(new)
+                path = self.path_for(new.device_id or "default")
+                atomic_write(path, self.dump(new, self._old_text(path)), root=self.root)
+                self.history.record(new.id, before, snapshot(new) or {})
             return new
+
+    def revisions(self, item_id: str) -> list[Revision]:
+        """A profile's kept revisions, oldest first."""
+        return self.history.read(item_id)
 
     def iter_items(self) -> Iterator[ItemRead[DeviceProfile]]:
         """The default profile and every other device's profile."""
@@ -201,9 +297,8 @@ class DeviceMemory:
                  catalog: AppCatalog | None = None) -> None:
         self.root = Path(root)
         self.clock = clock
-        self.collections: dict[str, YamlCollection[Any]] = {
-            t: YamlCollection(self.root, f"device/{folder}", ITEM_TYPES[t], index_entry=index_entry,
-                              lock_timeout=lock_timeout, clock=clock)
+        self.collections: dict[str, DeviceCollection[Any]] = {
+            t: DeviceCollection(self.root, f"device/{folder}", ITEM_TYPES[t], lock_timeout=lock_timeout, clock=clock)
             for t, folder in FOLDER.items()
         }
         self.profiles = DeviceProfileStore(self.root, lock_timeout=lock_timeout, clock=clock)
@@ -245,7 +340,7 @@ class DeviceMemory:
 
     # -- access -------------------------------------------------------------------
 
-    def collection(self, item_type: str) -> YamlCollection[Any]:
+    def collection(self, item_type: str) -> DeviceCollection[Any]:
         """The collection holding one memory type."""
         return self.collections[item_type]
 
@@ -257,6 +352,49 @@ class DeviceMemory:
         if t is None:
             return None
         return self.collections[t].find(item_id)  # type: ignore[no-any-return]
+
+    def history(self, item_id: str) -> list[Revision]:
+        """The kept revisions of a device memory, oldest first (at most ``HISTORY_LIMIT``): each names the fields
+        it changed with their old and new values, the rule and episode that caused it when known, and when.
+        A UsageError names an id no device memory has."""
+        self._known(item_id)
+        t = type_of_id(item_id)
+        if t == "device_profile":
+            return self.profiles.revisions(item_id)
+        return self.collections[str(t)].revisions(item_id)
+
+    def revert(self, item_id: str, to: int) -> DeviceItem:
+        """Put a device memory back as it was right after revision ``to`` of its history and return it.
+
+        The revert is a change of its own: written through the collection's guarded write path under its lock,
+        recorded in the history (rule ``revert``), so it can be reverted in turn. A UsageError names an unknown
+        id or a revision the history does not hold (the oldest ones are dropped past ``HISTORY_LIMIT``)."""
+        self._known(item_id)
+        t = str(type_of_id(item_id))
+
+        def change(cur: Any) -> Any:
+            if cur is None:
+                raise UsageError(f"no device memory {item_id}")
+            revs = self.history(item_id)
+            if to not in {r.rev for r in revs}:
+                kept = f"revisions {revs[0].rev}-{revs[-1].rev}" if revs else "no revisions"
+                raise UsageError(f"{item_id} has no revision {to} (its history holds {kept})")
+            fields = fields_at(snapshot(cur) or {}, revs, to)
+            fields["updated_at"] = format_ts(self.clock())
+            return type(cur).model_validate(fields)
+
+        with change_cause("revert", detail=f"back to revision {to}"):
+            if t == "device_profile":
+                dev = next((p.device_id or "default" for p in self.profiles.all() if p.id == item_id), "default")
+                out = self.profiles.update(dev, change)
+            else:
+                out = self.collections[t].update(item_id, change)
+        return out  # type: ignore[no-any-return]
+
+    def _known(self, item_id: str) -> None:
+        """Refuse (UsageError) an id no device memory has."""
+        if not is_safe_id(item_id) or type_of_id(item_id) is None or self.get(item_id) is None:
+            raise UsageError(f"no device memory {str(item_id)[:80]}")
 
     def entries(self, item_type: str | None = None, app: str | None = None) -> list[dict[str, Any]]:
         """Index entries of one type or all, optionally for one app."""

@@ -21,6 +21,7 @@ from ._blame import restore_if_earned
 from ._lesson_conflicts import contradicted_navigation, negation, settle_navigation
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern, goal_title
+from ._outcome_doubt import confirm, mark_new
 from ._outcomes import clear_blame
 from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
 from ._steps import Step, effective_path, screen_label, step_action, step_note
@@ -59,6 +60,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         p.targets = merge_unique(p.targets, [target] if target else [], "targets")
         p.entities = merge_unique(p.entities, [*pages, *lesson.ep.entities], "entities")
         lesson.resolve(p, app_id)
+        confirm(p, lesson)  # an unverified procedure renewed by another episode is verified now
         p.summary = p.body()
 
     def create() -> Procedure:
@@ -74,6 +76,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
             entities=[*pages, *lesson.ep.entities][:20],
         )
         p.success_count = 1
+        mark_new(p, lesson)  # a success without evidence of completion teaches an unverified procedure
         p.summary = p.body()
         return p
 

@@ -155,7 +155,23 @@ class TaskEpisodeWriter:
             log.warning("memory: cannot remove the folder of unwritten episode %s: %s", getattr(ep, "id", "?"), exc)
 
     def run_jobs(self, ep: TaskEpisode) -> None:
-        """Queue an episode's jobs; when the queue is full they wait in a backlog instead of being lost."""
+        """Queue an episode's jobs; when the queue is full they wait in a backlog instead of being lost.
+
+        Jobs run in commit order: while older episodes wait in the backlog, a new one waits behind them
+        (lessons depend on the order of the episodes, never on how far behind the worker is)."""
+        with self._cond:
+            if self._backlog and ep.id not in self._backlog:
+                if len(self._backlog) < self.max_backlog:
+                    self._backlog[ep.id] = ep
+                    self.stats.jobs_deferred += 1
+                else:
+                    self.stats.jobs_dropped += 1
+                return
+        self._queue_jobs(ep)
+
+    def _queue_jobs(self, ep: TaskEpisode, *, first: bool = False) -> None:
+        """Put an episode's jobs that have not run on the queue (the rest of them into the backlog when it is full:
+        at its head when ``first``, an episode taken from there, which is older than every one still there)."""
         # One read of events.jsonl for all the jobs (the recorder's, from finish, when it has them); a
         # backlogged episode keeps none in memory and reads them again when its jobs are queued.
         events = _EpisodeEvents(self.store, ep.id, ep.take_events())
@@ -165,7 +181,10 @@ class TaskEpisodeWriter:
             if not self.submit(f"{job.name}({ep.id})", self._marked_call(job, ep, events), drop_ok=False):
                 with self._cond:
                     if len(self._backlog) < self.max_backlog:
-                        self._backlog[ep.id] = ep
+                        if first:  # back at the head: it is older than every episode still waiting
+                            self._backlog = {ep.id: ep, **self._backlog}
+                        else:
+                            self._backlog[ep.id] = ep
                         self.stats.jobs_deferred += 1
                     else:
                         self.stats.jobs_dropped += 1  # verify's catch-up still finds it by its missing marker
@@ -344,7 +363,7 @@ class TaskEpisodeWriter:
                 self._pending += 1  # in transfer: flush must not see "nothing left" in between
             try:
                 self.stats.jobs_caught_up += 1
-                self.run_jobs(ep)
+                self._queue_jobs(ep, first=True)
             finally:
                 with self._cond:
                     self._pending -= 1
@@ -374,6 +393,11 @@ class TaskEpisodeWriter:
         if elapsed > self.slow_after_s:
             self.stats.jobs_slow += 1
             log.warning("memory: background %s took %.1fs (slow after %.1fs)", name, elapsed, self.slow_after_s)
+
+    def pending(self) -> int:
+        """Pieces of background work queued or running, plus episodes waiting in the backlog."""
+        with self._cond:
+            return self._pending + len(self._backlog)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until queued and backlogged work is done; return False if the timeout passed first."""

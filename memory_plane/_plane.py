@@ -44,14 +44,20 @@ from .upkeep import check_jobs, gc_tree, repair_tree, restore_from_quarantine, v
 
 log = logging.getLogger("memory_plane")
 
+LESSON_WAIT_S = 5.0
+"""How long a retrieve (or a recorder made without one) waits for the lessons of the episodes already committed:
+what a task is shown, and so what it credits and blames, must not depend on how far behind the worker is."""
+
 
 class MemoryPlane:
     """Retrieve before a task, record during it, commit after it; never fails the task."""
 
     def __init__(self, root: Path, *, clock: Clock = system_clock, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  queue_size: int = 64, extra_jobs: Iterable[EpisodeJob] = (),
-                 retrieve_config: RetrieveConfig | None = None, read_only: bool = False) -> None:
+                 retrieve_config: RetrieveConfig | None = None, read_only: bool = False,
+                 lesson_wait_s: float = LESSON_WAIT_S) -> None:
         self._root = Path(root)
+        self._lesson_wait_s = lesson_wait_s
         self._clock = clock
         self._episodes = TaskEpisodeStore(self._root, clock=clock, lock_timeout=lock_timeout)
         self._device = DeviceMemory(self._root, clock=clock, lock_timeout=lock_timeout)
@@ -145,12 +151,15 @@ class MemoryPlane:
         """``retrieve``; with ``explain``, each candidate a filter dropped is named in the context."""
         if isinstance(req, str):
             req = MemoryRetrieveRequest(input=req)
+        behind = self._await_lessons()
         try:
             memory = self._retriever.retrieve(req, self._clock(), explain=explain)
         except Exception:
             self._retrieve_errors += 1
             log.exception("memory: retrieve failed; continuing without memory")
             return MemoryContext(RoleMemoryContext(), None, dropped={"error": 1})
+        if behind:
+            memory.dropped["lessons_pending"] = behind  # named in the result: this answer may miss their lessons
         if req.session_id:
             try:
                 memory.common.session_so_far = self._session.summary_lines()
@@ -167,6 +176,17 @@ class MemoryPlane:
             except Exception:
                 log.exception("memory: session freeze failed; using a fresh block")
         return memory
+
+    def _await_lessons(self) -> int:
+        """Wait (at most ``lesson_wait_s``) until the background jobs of the episodes already committed have run,
+        so a new task reads the memory those episodes taught; 0 when they have, else the pieces of work still
+        pending (logged: the wait is bounded, never a hang)."""
+        if self._writer.pending() == 0 or self._writer.flush(self._lesson_wait_s):
+            return 0
+        left = self._writer.pending()
+        log.warning("memory: lessons of committed episodes still pending after %.1fs (%d jobs); reading memory "
+                    "without them", self._lesson_wait_s, left)
+        return max(1, left)
 
     @property
     def tools(self) -> Any:
@@ -187,7 +207,9 @@ class MemoryPlane:
         refs = memory.refs() if memory is not None and hasattr(memory, "refs") else []
         query = getattr(memory, "query", None)
         if query is None:
-            # Recorded without a retrieve: the goal is still parsed, so its lessons know intent and target.
+            # Recorded without a retrieve: the goal is still parsed, so its lessons know intent and target (with
+            # the app names the episodes already committed taught, as a retrieve would have read them).
+            self._await_lessons()
             try:
                 query = parse_query(req.input, self._device.catalog)
             except Exception as exc:  # a recorder never fails a task

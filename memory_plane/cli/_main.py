@@ -127,7 +127,7 @@ def _read_commands(command: Command) -> None:
     a.add_argument("--json", action="store_true", help="print the episode and its events as JSON")
     s.set_defaults(func=cmd_episodes)
 
-    s = command("device", "list device memories or show one (recall_device_memory)")
+    s = command("device", "list device memories, show one, its history, or revert it to a revision")
     acts = _actions(s)
     a = acts("list", "list device memories")
     _no_id(a)
@@ -137,6 +137,15 @@ def _read_commands(command: Command) -> None:
     a = acts("show", "show one device memory")
     a.add_argument("id", help="the memory id (proc_..., nav_..., app_...)")
     a.add_argument("--json", action="store_true", help="print the item as JSON")
+    a = acts("history", "show the recorded changes of one device memory (its last 20 revisions), oldest first")
+    a.add_argument("id", help="the memory id (proc_..., nav_..., app_...)")
+    a.add_argument("--json", action="store_true", help="print the revisions as JSON")
+    a = acts("revert", "put one device memory back as it was after a revision of its history (a change of its "
+                       "own, recorded there too)")
+    a.add_argument("id", help="the memory id (proc_..., nav_..., app_...)")
+    a.add_argument("--to", type=positive_int, required=True, metavar="N",
+                   help="the revision to go back to (its number in `device history ID`)")
+    a.add_argument("--json", action="store_true", help="print the revision the revert recorded as JSON")
     s.set_defaults(func=cmd_device)
 
 

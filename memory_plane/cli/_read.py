@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -192,6 +193,10 @@ def cmd_device(args: argparse.Namespace) -> int:
                       f"{conf(e.get('confidence', 0))}  {str(e.get('summary') or e.get('title') or '')[:70]}")
             print(f"({len(entries)} items)")
             return EXIT_OK
+        if args.action == "history":
+            return _device_history(plane, args)
+        if args.action == "revert":
+            return _device_revert(plane, args)
         item = _one("device memory", args.id, plane.device.get)
         if args.json:
             print_json(item.to_yaml_dict())
@@ -199,6 +204,45 @@ def cmd_device(args: argparse.Namespace) -> int:
             from memory_plane.lifecycle import dump_yaml
 
             print(dump_yaml(item.to_yaml_dict()), end="")
+    return EXIT_OK
+
+
+def _device_history(plane: Any, args: argparse.Namespace) -> int:
+    """`memplane device history ID`: the item's revisions, oldest first (a table, or JSON)."""
+    revs = plane.device.history(args.id)
+    if args.json:
+        print_json({"id": args.id, "revisions": [r.to_dict() for r in revs]})
+        return EXIT_OK
+    for r in revs:
+        why = " ".join(x for x in (r.rule, f"episode {r.episode}" if r.episode else None, r.detail and f"({r.detail})")
+                       if x)
+        print(f"#{r.rev}  {r.at or '?'}  {why or 'change'}")
+        for c in r.changes:
+            print(f"    {c['field']}: {_value(c, 'old')} → {_value(c, 'new')}")
+    print(f"({len(revs)} revisions; `memplane device revert {args.id} --to N` goes back to one)")
+    return EXIT_OK
+
+
+def _value(change: dict[str, Any], key: str) -> str:
+    """One side of a field change, on one bounded line (``(absent)`` when the field was not there)."""
+    if key not in change:
+        return "(absent)"
+    text = json.dumps(change[key], ensure_ascii=False, default=str)
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+def _device_revert(plane: Any, args: argparse.Namespace) -> int:
+    """`memplane device revert ID --to N`: the item as it was after revision N, written as a new revision."""
+    before = plane.device.history(args.id)
+    plane.device.revert(args.id, args.to)
+    after = plane.device.history(args.id)
+    made = after[-1] if after and (not before or after[-1].rev > before[-1].rev) else None
+    if args.json:
+        print_json({"id": args.id, "reverted_to": args.to, "revision": made.to_dict() if made else None})
+    elif made is None:
+        print(f"{args.id}: already as revision {args.to} left it (nothing to change)")
+    else:
+        print(f"{args.id}: back to revision {args.to} as revision {made.rev} (changed {', '.join(made.fields())})")
     return EXIT_OK
 
 
