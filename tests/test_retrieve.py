@@ -101,7 +101,7 @@ def test_expired_conflicted_replaced_inapplicable_never_in_normal_block(plane: M
     set_status("conflicted", expires_at=None)
     ctx = plane.retrieve(req("打开微信找李四"))
     assert pid not in [h.id for h in ctx.common.procedures] and pid in [h.id for h in ctx.common.conflicts]
-    assert "type=conflict" in ctx.render() and "Do not rely on it" in ctx.render()
+    assert f"[{pid} type=procedure status=conflicted" in ctx.render() and "Do not rely on it" in ctx.render()
     set_status("active")
     en = plane.retrieve(req("open WeChat and find Li Si", EN))
     assert pid not in en.refs()  # recorded under zh-CN: not applicable in en-US

@@ -127,7 +127,7 @@ def test_a_model_save_contradicting_the_users_rule_is_a_conflict_and_the_rule_st
     # The user's rule is what the agent follows; the model's is a caution that names the rule.
     head, cautions = block.split("# Known Failure Modes And Conflicts")
     assert f"[{user.id} type=rule" in head and model_id not in head
-    assert f"[{model_id} type=conflict" in cautions and f"conflicts with [{user.id}]" in cautions
+    assert f"[{model_id} type=rule status=conflicted" in cautions and f"conflicts with [{user.id}]" in cautions
     assert USER_RULE in (root / "long_term" / "profile.md").read_text()
     assert MODEL_RULE not in (root / "long_term" / "profile.md").read_text()
 
