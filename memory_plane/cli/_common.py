@@ -30,7 +30,7 @@ def invoked_as(argv0: str | None = None, python: str | None = None) -> str:
     argv0 = sys.argv[0] if argv0 is None else argv0
     python = sys.executable if python is None else python
     name = os.path.basename(argv0)
-    if name == "__main__.py" or argv0 == "-m":  # python -m memory_plane
+    if name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "memory_plane":  # python -m memory_plane
         short = os.path.basename(python)
         found = shutil.which(short) if short else None
         interp = short if found and _same_file(found, python) else (python or "python3")
