@@ -473,7 +473,7 @@ def test_procedures_needing_a_tool_the_agent_lacks_are_not_offered(plane: Memory
 
 
 def test_excluded_ids_leave_out_every_kind_of_memory(plane: MemoryPlane) -> None:
-    # The README's promise: a memory the user rejected is left out of everything, whatever its kind.
+    # The documented promise (docs/runtime.md): a memory the user rejected is left out of everything, whatever its kind.
     run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
     rule = plane.long_term.save_memory(type="rule", content="微信里转账前先问我", source="user")
     shown = plane.retrieve(req("打开微信，给李四发消息"))

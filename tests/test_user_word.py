@@ -25,7 +25,7 @@ ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1
 TOOLS = ["touch_gesture", "keyboard_text", "mouse_click"]
 USER_RULE = "Always ask me before paying anything in Alipay"
 MODEL_RULE = "Never ask before paying anything in Alipay"
-README = Path(__file__).resolve().parent.parent / "README.md"
+RUNTIME_DOC = Path(__file__).resolve().parent.parent / "docs" / "runtime.md"  # finish and its failure phases
 
 
 def _lines(path: Path) -> list[dict]:
@@ -323,6 +323,6 @@ def test_a_failure_phase_is_kept_as_given(root: Path, phase: str) -> None:
 
 
 def test_the_readme_lists_every_known_failure_phase() -> None:
-    text = README.read_text()
+    text = RUNTIME_DOC.read_text()
     section = text[text.index("Failure phases"):][:1500]
     assert all(f"`{p}`" in section for p in FAILURE_PHASES)
