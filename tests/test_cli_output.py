@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory_plane import MemoryPlane
-from memory_plane.cli._main import build_parser
 from memory_plane.cli import main as cli
+from memory_plane.cli._main import build_parser
 from memory_plane.lifecycle import GcReport, counted
 
 from helpers import memplane_env, run_memplane, tree_with_one_task

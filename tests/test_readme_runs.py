@@ -131,7 +131,7 @@ def test_every_python_example_runs_as_written(index: int, tmp_path: Path, monkey
 
 def test_the_readme_has_the_runtime_example_and_the_two_commands() -> None:
     text = README.read_text("utf-8")
-    assert ["runtime"] == [n for code in re.findall(r"```python\n(.*?)```", text, re.S) for n in _runner_of(code)]
+    assert [n for code in re.findall(r"```python\n(.*?)```", text, re.S) for n in _runner_of(code)] == ["runtime"]
     (sh,) = re.findall(r"```sh\n(.*?)```", text, re.S)
     assert [ln.split("#")[0].strip() for ln in sh.strip().splitlines()] == ["make demo", "make test"]
     assert len(text.splitlines()) <= 120  # a few screens
