@@ -20,7 +20,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy memory_plane
-	@echo "make: running every test, the slow ones too (about 4 minutes on 2 cores; pytest -m 'not slow' is the quick run)"
+	@echo "make: running every test, the slow ones too (about 5 minutes on 2 cores; .venv/bin/python -m pytest -m 'not slow' is the quick run)"
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

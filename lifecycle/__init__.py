@@ -108,6 +108,7 @@ from ._paths import (
     slug_id,
     slugify,
 )
+from ._plural import counted
 from ._quarantine import (
     QUARANTINE_DIR,
     QUARANTINE_LOG,
@@ -215,6 +216,7 @@ __all__ = [
     "collection_lock",
     "collector_paused",
     "content_hash",
+    "counted",
     "create_exclusive",
     "decode_utf8",
     "dump_yaml",

@@ -15,7 +15,7 @@ STATUSES: tuple[str, ...] = ("active", "replaced", "deleted", "conflicted", "exp
 """``inactive`` is for people: a memory switched off by hand, never retrieved, never removed by GC."""
 
 
-# Words the README documents for switching a memory off by hand: read as ``inactive`` and not a problem
+# Words docs/files.md documents for switching a memory off by hand: read as ``inactive`` and not a problem
 # (a hand-set ``status: disabled`` must not make every nightly verify exit 1).
 OFF_WORDS = ("disabled", "off")
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._atomic import is_temp_name
 from ._errors import ABSENT, StorageError, UnsafePathError
 from ._guarded import link_on_way, remove_tree
+from ._plural import counted
 
 if TYPE_CHECKING:
     from ._journal import TombstoneLog
@@ -105,8 +106,8 @@ class GcReport:
         out += [f"skipped symlink (never followed): {s}" for s in self.skipped_symlinks]
         out += [f"error: {e}" for e in self.errors]
         d = self.to_dict()
-        out.append(f"gc {'dry run' if self.dry_run else 'done'}: {verb} {d['removed_count']} paths, "
-                   f"{self.bytes_freed} bytes; kept {self.kept or 'nothing by rule'}")
+        out.append(f"gc {'dry run' if self.dry_run else 'done'}: {verb} {counted(d['removed_count'], 'path')}, "
+                   f"{counted(self.bytes_freed, 'byte')}; kept {self.kept or 'nothing by rule'}")
         return out
 
 

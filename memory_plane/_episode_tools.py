@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
-from memory_plane.lifecycle import field_str, field_text, is_safe_id, one_line
+from memory_plane.lifecycle import counted, field_str, field_text, is_safe_id, one_line
 
 from ._tool_answers import ToolResult, bounded, shown
 from ._tool_args import InspectEpisodeArgs, RecallHistoryArgs, RecallSessionArgs
@@ -47,13 +47,13 @@ class EpisodeTools:
         total = len(records)
         window = records[a.offset: a.offset + (a.max_events or 0)]
         end = a.offset + len(window)
-        shown = f"events {a.offset + 1}-{end} of {total}" if window else f"0 of {total} events"
+        shown = f"events {a.offset + 1}-{end} of {total}" if window else f"0 of {counted(total, 'event')}"
         more = (f"; {total - end} more: inspect_episode offset={end}" if end < total and a.max_events else "")
         why = o.failure_reason or o.error or o.completion_reason or ""
         head = (f"episode {ep.id}: goal {quote_data(ep.user_goal)}; app {quote_data(ep.app() or '?', 80)}; "
                 f"{'succeeded' if o.success else 'failed'}"
                 + (f" ({o.failure_phase}: {quote_data(why)})" if not o.success else "")
-                + f"; {ep.metrics.tool_steps} steps; {shown}{more}")
+                + f"; {counted(ep.metrics.tool_steps, 'step')}; {shown}{more}")
         taught = self._taught(ep)
         if taught:
             head += "\ntaught (memory: the events that show it): " + "; ".join(taught)
@@ -81,7 +81,7 @@ class EpisodeTools:
 
         def resume(i: int) -> str:
             at = first_event[i]
-            return (f"… {total - at} more events not shown (answer budget): inspect_episode offset={at} "
+            return (f"… {counted(total - at, 'more event')} not shown (answer budget): inspect_episode offset={at} "
                     "reads on (a lower max_events gives smaller parts)")
 
         text = bounded(lines, budget_tokens, head, resume)
@@ -96,7 +96,7 @@ class EpisodeTools:
             except Exception:  # a broken file: named without its events (verify reports the file)
                 item = None
             refs = [r for r in (item.evidence_refs if item is not None else []) if r.id == ep.id]
-            ids = [i for r in refs for i in r.event_ids]
+            ids = list(dict.fromkeys(i for r in refs for i in r.event_ids))  # two refs may name the same events
             out.append(f"{mid} ({', '.join(ids[:6])}{' …' if len(ids) > 6 else ''})" if ids else mid)
         more = len(ep.reusable_lessons) - 8
         return out + ([f"{more} more in episode.yaml reusable_lessons"] if more > 0 else [])
@@ -123,8 +123,8 @@ class EpisodeTools:
                     who = field_str(ev.get("role")) or field_str(ev.get("type")) or "?"
                     lines.append(f"  {who}: {quote_data(field_text(ev.get('content')), 300)}")
             if not query:
-                return shown(budget_tokens, lines, [], f"{len(a.chunk_ids)} parts of this conversation by id:",
-                             note=note)
+                return shown(budget_tokens, lines, [],
+                             f"{counted(len(a.chunk_ids), 'part')} of this conversation by id:", note=note)
         if not query:
             # Go's empty tags ([]) mean "recent history": the newest parts, newest first.
             hits = [MemoryHit(id=c["id"], type="session_chunk", score=1.0, confidence=1.0,

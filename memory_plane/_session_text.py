@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from memory_plane.lifecycle import counted
+
 
 def summarize_events(events: list[dict[str, Any]]) -> str:
     """Offline summary of a run of session events: who asked what, which apps, how it ended."""
@@ -19,10 +21,10 @@ def summarize_events(events: list[dict[str, Any]]) -> str:
     if apps:
         parts.append("apps: " + ", ".join(apps[:5]))
     if tools:
-        parts.append(f"{tools} tool results")
+        parts.append(counted(tools, "tool result"))
     if outs:
         parts.append("last reply: " + " ".join(outs[-1].split())[:120])
-    return "; ".join(parts)[:400] or f"{len(events)} events"
+    return "; ".join(parts)[:400] or counted(len(events), "event")
 
 
 _TOP_LEVEL = re.compile(r"^[^\s#-]")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
+from memory_plane.lifecycle import counted
 
 from .retrieval import quote_cut
 
@@ -61,14 +62,14 @@ def shown(budget_tokens: int, lines: list[str], refs: list[str], head: str, *, t
     def resume(i: int) -> str:
         # A result is a line that does not start with a space (an event of a chunk is indented under it).
         results = sum(1 for ln in lines[i:] if not ln.startswith(" "))
-        left = f"{results} more results" if results else f"{len(lines) - i} more lines"
+        left = counted(results, "more result") if results else counted(len(lines) - i, "more line")
         skip = offset + sum(1 for ln in lines[:i] if not ln.startswith(" "))
         how = f"{tool} offset={skip} reads on, or narrow the query" if tool else "ask for fewer ids at a time"
         return f"… {left} not shown (answer budget): {how}"
 
     text = bounded(lines, budget_tokens - (40 if more_exists or note else 0), head, resume)
     if more_exists and tool and "not shown (answer budget)" not in text:
-        many = f"{more_count} more {'matches' if more_count != 1 else 'match'}" if more_count else "more match"
+        many = counted(more_count, "more match") if more_count else "more match"
         text += f"\n({many}: {tool} offset={offset + sum(1 for ln in lines if not ln.startswith(' '))})"
     if note:
         text += f"\n({note})"

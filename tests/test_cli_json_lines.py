@@ -18,7 +18,7 @@ from helpers import memplane_env, tree_with_one_task
 from helpers import run_memplane as memplane
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+OPERATING = REPO / "docs" / "operating.md"  # where the cron recipe is documented
 
 
 
@@ -74,8 +74,8 @@ def test_a_show_of_nothing_without_json_says_so_on_stderr(root: Path) -> None:
 
 
 def _cron_lines() -> list[str]:
-    """The README's crontab lines, each without its five schedule fields."""
-    block = re.search(r"```cron\n(.*?)```", README.read_text("utf-8"), re.S)
+    """The documented crontab lines (docs/operating.md), each without its five schedule fields."""
+    block = re.search(r"```cron\n(.*?)```", OPERATING.read_text("utf-8"), re.S)
     assert block is not None
     return [line.split(None, 5)[5] for line in block.group(1).splitlines()
             if line.strip() and not line.startswith("#") and "=" not in line.split()[0]]

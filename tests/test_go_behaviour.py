@@ -3,7 +3,7 @@
 The first part pins what went wrong with Go-shaped input (each test failed before it was fixed). The second
 restates, in this project's words and API, the behaviours of the Go implementation's memory tests
 (AidenAI-IO/aiden-firmware, src/agent/internal/agent/*_test.go) that this project shares; each names the
-Go test it restates. What the project does differently on purpose is listed in the README
+Go test it restates. What the project does differently on purpose is listed in docs/tools.md
 ("Beside the Go agent").
 """
 
@@ -334,7 +334,7 @@ def test_whitespace_only_tags_are_an_empty_query(plane: MemoryPlane) -> None:
 
 def test_forget_excludes_the_memory_from_search_and_leaves_a_tombstone(plane: MemoryPlane) -> None:
     # Go: long_term_memory_test.go TestLongTermMemoryForgetExcludesMemoryFromSearch (Go keeps the file's
-    # evidence; here the text goes everywhere: see the README's list of differences)
+    # evidence; here the text goes everywhere: see the list of differences in docs/tools.md)
     mem = plane.save_rule("支付前必须确认。", tags=["支付"])
     assert plane.tools.call("forget_memory", {"id": mem.id, "reason": "user_request"}).refs == [mem.id]
     assert not plane.long_term.recall_memory("支付 确认")

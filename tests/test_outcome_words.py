@@ -45,6 +45,6 @@ def test_the_reason_given_reaches_episode_lesson_and_block(tmp_path: Path, key: 
 
 
 def test_finish_arguments_are_documented() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "runtime.md").read_text("utf-8")
     for arg in ("completion_reason", "failure_reason", "failure_phase", "final_state", "final_answer"):
         assert f"`{arg}`" in readme, arg

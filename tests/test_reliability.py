@@ -147,7 +147,7 @@ def test_runaway_task_is_bounded(tmp_path: Path) -> None:
     assert json.loads(lines[-1])["type"] == "finish"
     assert len(list((store.episode_dir(rec.id) / "artifacts").iterdir())) == 1
     assert TaskEpisodeWriter(store).commit(ep)
-    assert MAX_EVENTS == 20_000  # the cap documented in the README
+    assert MAX_EVENTS == 20_000  # the cap documented in docs/operating.md
 
 
 def test_verify_catches_up_jobs_a_crash_or_overflow_skipped(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_expired_conflicted_replaced_inapplicable_never_in_normal_block(plane: M
     set_status("conflicted", expires_at=None)
     ctx = plane.retrieve(req("打开微信找李四"))
     assert pid not in [h.id for h in ctx.common.procedures] and pid in [h.id for h in ctx.common.conflicts]
-    assert "type=conflict" in ctx.render() and "Do not rely on it" in ctx.render()
+    assert f"[{pid} type=procedure status=conflicted" in ctx.render() and "Do not rely on it" in ctx.render()
     set_status("active")
     en = plane.retrieve(req("open WeChat and find Li Si", EN))
     assert pid not in en.refs()  # recorded under zh-CN: not applicable in en-US
@@ -473,7 +473,7 @@ def test_procedures_needing_a_tool_the_agent_lacks_are_not_offered(plane: Memory
 
 
 def test_excluded_ids_leave_out_every_kind_of_memory(plane: MemoryPlane) -> None:
-    # The README's promise: a memory the user rejected is left out of everything, whatever its kind.
+    # The documented promise (docs/runtime.md): a memory the user rejected is left out of everything, whatever its kind.
     run(plane, "打开微信，找到张三，准备发消息", WECHAT, final_state="张三 chat")
     rule = plane.long_term.save_memory(type="rule", content="微信里转账前先问我", source="user")
     shown = plane.retrieve(req("打开微信，给李四发消息"))

@@ -25,7 +25,7 @@ ZH = CurrentEnvironmentHints(language="zh-CN", screen_width=640, screen_height=1
 TOOLS = ["touch_gesture", "keyboard_text", "mouse_click"]
 USER_RULE = "Always ask me before paying anything in Alipay"
 MODEL_RULE = "Never ask before paying anything in Alipay"
-README = Path(__file__).resolve().parent.parent / "README.md"
+RUNTIME_DOC = Path(__file__).resolve().parent.parent / "docs" / "runtime.md"  # finish and its failure phases
 
 
 def _lines(path: Path) -> list[dict]:
@@ -127,7 +127,7 @@ def test_a_model_save_contradicting_the_users_rule_is_a_conflict_and_the_rule_st
     # The user's rule is what the agent follows; the model's is a caution that names the rule.
     head, cautions = block.split("# Known Failure Modes And Conflicts")
     assert f"[{user.id} type=rule" in head and model_id not in head
-    assert f"[{model_id} type=conflict" in cautions and f"conflicts with [{user.id}]" in cautions
+    assert f"[{model_id} type=rule status=conflicted" in cautions and f"conflicts with [{user.id}]" in cautions
     assert USER_RULE in (root / "long_term" / "profile.md").read_text()
     assert MODEL_RULE not in (root / "long_term" / "profile.md").read_text()
 
@@ -323,6 +323,6 @@ def test_a_failure_phase_is_kept_as_given(root: Path, phase: str) -> None:
 
 
 def test_the_readme_lists_every_known_failure_phase() -> None:
-    text = README.read_text()
+    text = RUNTIME_DOC.read_text()
     section = text[text.index("Failure phases"):][:1500]
     assert all(f"`{p}`" in section for p in FAILURE_PHASES)

@@ -9,7 +9,12 @@ from typing import Any as _Any
 
 from memory_plane.lifecycle import UsageError as _UsageError
 
-__all__ = ["BENCHMARKS", "names", "run_bench", "run_one"]
+__all__ = ["BENCHMARKS", "DATA_HELP", "names", "run_bench", "run_one"]
+
+DATA_HELP = ("the folder of public phone-task data some benchmarks read: androidcontrol/ (an AndroidControl export, "
+             "one JSON episode a line: extract, lessons), spa-bench/, android-lab/ and mobiagent/ (task lists with "
+             "their apps: retrieve, retrieval-quality). Default: $MEMPLANE_SHARED_DATA, else shared/data beside the "
+             "checkout's folder when there is one. A benchmark whose data is not there says so and skips")
 
 # name -> module of this package with a run(args) -> dict function
 BENCHMARKS: dict[str, str] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._util import data_dir, r, temp_root, tree_bytes
+from ._util import data_dir, no_data, r, temp_root, tree_bytes
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = data_dir(args)
     src = data / "androidcontrol" / "android_control_evaluation_std.jsonl" if data else None
     if src is None or not src.is_file():
-        return {"skipped": "../shared/data/androidcontrol is not here (pass --data PATH)"}
+        return no_data("AndroidControl export (androidcontrol/android_control_evaluation_std.jsonl)")
     limit = 300 if getattr(args, "short", False) else None
     with temp_root() as root:
         with MemoryPlane.open(root) as plane:

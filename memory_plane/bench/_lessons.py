@@ -35,7 +35,7 @@ from memory_plane.lifecycle import MemoryPlaneError
 
 from ._lesson_paths import action_tokens, episode_path, lcs_closeness, procedure_tokens, steps_agree
 from ._quality import _fts_match
-from ._util import data_dir, r, temp_root
+from ._util import data_dir, no_data, r, temp_root
 
 DATA_FILE = ("androidcontrol", "android_control_evaluation_std.jsonl")
 SHORT_LIMIT = 150  # episodes read in --short (`bench all`): seconds, not minutes
@@ -300,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = data_dir(args)
     path = data.joinpath(*DATA_FILE) if data is not None else None
     if path is None or not path.is_file():
-        out["androidcontrol"] = {"skipped": "../shared/data/androidcontrol is not here (pass --data PATH)"}
+        out["androidcontrol"] = no_data("AndroidControl export (androidcontrol/android_control_evaluation_std.jsonl)")
     else:
         rows = read_rows(path, limit)
         short = bool(getattr(args, "short", False))

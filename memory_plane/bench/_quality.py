@@ -26,7 +26,7 @@ from memory_plane.lifecycle import UsageError
 
 from ._corpus import labelled_sets
 from ._perturb import VARIANTS, variant_goals
-from ._util import data_dir, r, temp_root
+from ._util import data_dir, no_data, r, temp_root
 
 K = 5
 CHINESE_SETS = ("spa-bench-chn", "mobiagent-zh")
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if only:
         sets = {k: v for k, v in sets.items() if k in only.split(",")}
     if not sets:
-        return {"skipped": "../shared/data (spa-bench, android-lab, mobiagent) is not here (pass --data PATH)"}
+        return no_data("labelled task set (spa-bench/, android-lab/, mobiagent/)" + (f" named {only}" if only else ""))
     variants = _variants(getattr(args, "variants", None))
     out: dict[str, Any] = {"sets": {}}
     for name, tasks in sets.items():

@@ -49,9 +49,8 @@ def temp_root(prefix: str = "memplane-bench-") -> Iterator[Path]:
 
 
 def shared_data_dir(explicit: str | None) -> Path:
-    """../shared/data beside the checkout (or $MEMPLANE_SHARED_DATA, or --data)."""
-    import os
-
+    """The public task data's folder: --data, else $MEMPLANE_SHARED_DATA, else shared/data beside the checkout's
+    folder (where a development machine keeps it; a clone has none, and the benchmarks that need it skip)."""
     if explicit:
         return Path(explicit)
     env = os.environ.get("MEMPLANE_SHARED_DATA")
@@ -61,9 +60,15 @@ def shared_data_dir(explicit: str | None) -> Path:
 
 
 def data_dir(args: Any) -> Path | None:
-    """../shared/data (None when absent: benchmarks that need it say so and skip)."""
+    """The public task data's folder (None when absent: benchmarks that need it say so and skip)."""
     d = shared_data_dir(getattr(args, "data", None))
     return d if d.is_dir() else None
+
+
+def no_data(what: str) -> dict[str, str]:
+    """The figure of a benchmark whose data is not there: what it needed and how to give it."""
+    return {"skipped": f"no {what} in the data folder: pass --data PATH (see `memplane bench --help`) "
+                       "or set $MEMPLANE_SHARED_DATA"}
 
 
 def tree_bytes(root: Path) -> int:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shlex
+import shutil
+import sys
 from typing import Any
 
 from memory_plane.lifecycle import UsageError, field_num
@@ -17,6 +21,33 @@ EXIT_CODES = """exit codes:
   2  bad usage (unknown command or option, a value out of range)
   3  cannot write: read-only tree, full disk, or a file that is not writable
   4  no memory root: the path does not exist, is not a folder, or is not a memory tree (only `init` makes one)"""
+
+
+def invoked_as(argv0: str | None = None, python: str | None = None) -> str:
+    """The command as the user ran it, for the hints a command prints ("try: memplane ... retrieve ..."):
+    ``memplane`` when that name on $PATH is this program, the path it was run by otherwise (``.venv/bin/memplane``),
+    and ``python -m memory_plane`` (the interpreter by the name $PATH gives it, else by its path) when run so."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    python = sys.executable if python is None else python
+    name = os.path.basename(argv0)
+    if name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "memory_plane":  # python -m memory_plane
+        short = os.path.basename(python)
+        found = shutil.which(short) if short else None
+        interp = short if found and _same_file(found, python) else (python or "python3")
+        return f"{shlex.quote(interp)} -m memory_plane"
+    if not name.startswith("memplane"):
+        return "memplane"  # called from Python (a test, another program): the installed command's name
+    found = shutil.which(name)
+    if found and _same_file(found, argv0):
+        return shlex.quote(name)
+    return shlex.quote(argv0)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def print_json(data: Any, *, one_line: bool = False) -> None:

@@ -1,6 +1,6 @@
 """`memplane`: the command line. The only modules that print or exit are the ones in this folder (cli/).
 
-Exit codes (also in `memplane --help` and the README):
+Exit codes (also in `memplane --help` and docs/operating.md):
   0  ok
   1  problems found (verify), or the operation failed
   2  bad usage (unknown command or option, a value out of range)
@@ -28,6 +28,8 @@ from memory_plane.lifecycle import (
     resolve_root,
 )
 
+from ..bench import DATA_HELP
+from ..sim import DEFAULT_DEMO_ROOT
 from ._common import (
     EXIT_CODES,
     EXIT_NO_ROOT,
@@ -46,25 +48,30 @@ __all__ = ["EXIT_NO_ROOT", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_STORAGE", "EXIT_USA
 ITEM_TYPES = ["device_profile", "app_profile", "procedure", "navigation", "calibration", "failure", "ui_anchor"]
 
 
-Command = Callable[[str, str], argparse.ArgumentParser]
-"""Adds one command to the parser: (name, help) -> its parser."""
+Command = Callable[..., argparse.ArgumentParser]
+"""Adds one command to the parser: (name, help, **_subparser's options) -> its parser."""
 
 
-def _global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+ROOT_HELP = "memory root (default: $MEMPLANE_ROOT, then /userdata/agent/memory)"
+
+
+def _global_options(p: argparse.ArgumentParser, *, top: bool, root_help: str | None = ROOT_HELP) -> None:
     # The same options before or after the command (`memplane --root D gc` and `memplane gc --root D`):
     # on a command's parser they default to "not given", so the value given before it stands.
     default = None if top else argparse.SUPPRESS
-    p.add_argument("--root", default=default,
-                   help="memory root (default: $MEMPLANE_ROOT, then /userdata/agent/memory)")
+    if root_help is not None:
+        p.add_argument("--root", default=default, help=root_help)
     p.add_argument("-v", "--verbose", action="store_true", default=False if top else argparse.SUPPRESS,
                    help="log warnings and details to stderr")
 
 
-def _subparser(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
-    """A command's or an action's parser: its help as description, the exit codes as epilog, the global options."""
-    s = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES,
+def _subparser(sub: Any, name: str, help: str, *, description: str | None = None,
+               root_help: str | None = ROOT_HELP) -> argparse.ArgumentParser:
+    """A command's or an action's parser: its help (or a longer ``description``) as description, the exit codes as
+    epilog, the global options (``root_help``: what --root means to this command; None: it takes no --root)."""
+    s = sub.add_parser(name, help=help, description=description or help, epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    _global_options(s, top=False)
+    _global_options(s, top=False, root_help=root_help)
     return s
 
 
@@ -75,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(p, top=True)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return _subparser(sub, name, help)
+    def command(name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return _subparser(sub, name, help, **kwargs)
 
     _read_commands(command)
     _memory_command(command)
@@ -88,7 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also offer save_memory and forget_memory (read-only by default)")
     s.set_defaults(func=cmd_mcp)
 
-    s = command("demo", "run the simulated phone twice with memory, then after a language change")
+    # The demo replaces its previous tree: it never writes into the real one ($MEMPLANE_ROOT is not read).
+    s = command("demo", "run the simulated phone twice with memory, then after a language change",
+                root_help=f"where the demo writes its memory tree: an empty or new folder (default "
+                          f"{DEFAULT_DEMO_ROOT}, replaced on every run; $MEMPLANE_ROOT is not used, so the demo "
+                          "never writes into a real tree)")
     s.add_argument("--tasks", type=positive_int, default=None, help="tasks a round (default 3)")
     s.add_argument("--seed", type=int, default=0, help="rotates the task targets")
     s.set_defaults(func=cmd_demo)
@@ -174,8 +185,7 @@ def _memory_command(command: Command) -> None:
     acts = s.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help: str) -> argparse.ArgumentParser:
-        a = acts.add_parser(name, help=help, description=help)
-        _global_options(a, top=False)
+        a = _subparser(acts, name, help)
         a.add_argument("--json", action="store_true", help="machine-readable output")
         return a
 
@@ -238,7 +248,11 @@ def _ops_commands(command: Command) -> None:
 
 def _bench_command(command: Command) -> None:
     """bench NAME: the benchmarks and their sizes."""
-    s = command("bench", "run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...)")
+    s = command("bench", "run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...)",
+                description="run a benchmark (index, commit, extract, retrieve, retrieval-quality, ...). Benchmarks "
+                            "build their own trees in a temporary folder and take no --root; to look at your own "
+                            "tree, run `memplane --root DIR lifecycle verify` or `memplane --root DIR retrieve GOAL`.",
+                root_help=None)
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
                    "compaction, crash, concurrency, lessons, fuzz, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -254,7 +268,8 @@ def _bench_command(command: Command) -> None:
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--limit", type=positive_int, default=None,
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")
-    s.add_argument("--data", default=None, help="path of ../shared/data (default: beside the checkout)")
+    s.add_argument("--data", default=None, metavar="PATH",
+                   help=DATA_HELP)
     s.add_argument("--seed", type=int, default=0, help="random seed")
     s.add_argument("--set", default=None,
                    help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab)")

@@ -8,9 +8,9 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from memory_plane.lifecycle import UsageError, format_ts, init_tree, parse_ts, resolve_root
+from memory_plane.lifecycle import UsageError, counted, format_ts, init_tree, parse_ts, resolve_root
 
-from ._common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, EXIT_STORAGE, open_plane, print_json
+from ._common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, EXIT_STORAGE, invoked_as, open_plane, print_json
 
 
 def log_line(args: argparse.Namespace, exit_code: int, **fields: Any) -> dict[str, Any]:
@@ -29,7 +29,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"root": str(root), "created": created})
     else:
-        print(f"memory tree at {root}: {len(created)} paths created" + (":" if created else " (already complete)"))
+        print(f"memory tree at {root}: {counted(len(created), 'path')} created" + (":" if created
+                                                                                  else " (already complete)"))
         for c in created:
             print(f"  + {c}")
     return EXIT_OK
@@ -55,13 +56,8 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
                 print_json(log_line(args, code, **rep.to_dict(), **({"error": error} if error else {})),
                            one_line=True)
                 return code
-            for p in rep.problems:
-                print(p)
-            for f in rep.fixed:
-                print(f"fixed: {f}")
-            for r in rep.rebuilt_indexes:
-                print(f"rebuilt index: {r}")
-            print(f"checked {rep.checked} files: " + ("ok" if rep.ok else f"{len(rep.problems)} problems"))
+            for line in verify_lines(rep):
+                print(line)
             if error is not None:
                 print(f"memplane: {error}", file=sys.stderr)
             return code
@@ -73,6 +69,34 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
             for line in gc.lines():
                 print(line)
         return code
+
+
+_STAT_LINES = (("expired_marked", "marked expired"),
+               ("excerpt_only", "marked excerpt_only (the episodes they came from are gone)"),
+               ("refresh_candidates", "expired but helped tasks succeed (worth re-validating)"),
+               ("jobs_caught_up", "episodes whose background jobs ran now (a crash or an overflow had skipped them)"))
+"""What `verify --json` lists beside its problems and repairs, with the words a person reads. (Episodes closed as
+interrupted are among the repairs; failed jobs and pending transcripts among the problems.)"""
+
+
+def verify_lines(rep: Any) -> list[str]:
+    """`lifecycle verify` for people: every problem, every repair and rebuilt index, and each list `--json` gives
+    (memories marked expired, episodes closed, ...), then the summary line."""
+    out = [str(p) for p in rep.problems]
+    out += [f"fixed: {f}" for f in rep.fixed]
+    out += [f"rebuilt index: {r}" for r in rep.rebuilt_indexes]
+    for key, words in _STAT_LINES:
+        listed = rep.stats.get(key) or []
+        if listed:
+            out.append(f"{words}: " + ", ".join(_stat_item(x) for x in listed))
+    out.append(f"checked {counted(rep.checked, 'file')}: "
+               + ("ok" if rep.ok else counted(len(rep.problems), "problem")))
+    return out
+
+
+def _stat_item(x: Any) -> str:
+    """One entry of a verify list: an id, or a record named by its id."""
+    return str(x.get("id") if isinstance(x, dict) else x)
 
 
 def _given_now(text: str | None) -> datetime | None:
@@ -99,7 +123,8 @@ def _quarantine(plane: Any, args: argparse.Namespace) -> int:
         else:
             for q in items:
                 print(f"{q.name}\n    from {q.original} at {q.quarantined_at or '?'}: {q.reason or '(no reason kept)'}")
-            print(f"({len(items)} files; `memplane lifecycle quarantine restore NAME` puts one back)")
+            print(f"({counted(len(items), 'file')}; `{invoked_as()} lifecycle quarantine restore NAME` "
+                  "puts one back)")
         return EXIT_OK
     if not args.name:
         raise UsageError(f"lifecycle quarantine {what} needs the NAME shown by `quarantine list`")
@@ -135,7 +160,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     d = rep.to_dict()
     if rep.interrupted:
         # Ctrl-C: what was committed stays (running it again imports the rest, nothing twice), and is said.
-        message = (f"interrupted: imported {_count(d['imported'], 'episode')}, skipped {_count(d['skipped'], 'line')} "
+        message = (f"interrupted: imported {counted(d['imported'], 'episode')}, "
+                   f"skipped {counted(d['skipped'], 'line')} "
                    f"({d['already_imported']} already imported); run it again to import the rest")
         if args.json:
             print_json(log_line(args, EXIT_INTERRUPTED, error="interrupted", **d), one_line=True)
@@ -146,15 +172,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         print_json(d)
     else:
         skipped = ", ".join(f"{k} {v}" for k, v in sorted(d["skipped_lines_by_reason"].items())) or "none"
-        print(f"imported {d['episodes']} episodes ({d['steps']} steps, {d['skipped_actions']} empty actions skipped) "
+        print(f"imported {counted(d['episodes'], 'episode')} ({counted(d['steps'], 'step')}, "
+              f"{counted(d['skipped_actions'], 'empty action')} skipped) "
               f"in {d['seconds']}s; already imported {d['already_imported']}; lines skipped: {skipped}; "
               f"items created {d['items_created']}, duplicates avoided {d['duplicates_avoided']}")
     return EXIT_OK
-
-
-def _count(n: int, word: str) -> str:
-    """``1 episode``, ``2 episodes``."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _progress_printer() -> Any:
@@ -181,8 +203,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.root is not None:
         # Benchmarks build their own trees in a temporary folder (sizes, ages and faults they control):
         # a --root would be silently ignored, so it is refused.
-        raise UsageError("bench builds its own trees in a temporary folder and does not use --root; "
-                         "run `memplane --root DIR verify` or `retrieve` on your own tree instead")
+        me = invoked_as()
+        raise UsageError(f"bench builds its own trees in a temporary folder and takes no --root; to look at your own "
+                         f"tree run `{me} --root DIR lifecycle verify` or `{me} --root DIR retrieve GOAL`")
     result = run_bench(args.name, args)
     if args.json:
         print_json(result)
@@ -207,4 +230,4 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """`memplane demo`: the simulated phone."""
     from ..sim import run_demo
 
-    return run_demo(args)
+    return run_demo(args, command=invoked_as())

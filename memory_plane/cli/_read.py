@@ -11,6 +11,7 @@ from typing import Any
 from memory_plane.lifecycle import (
     MemoryPlaneError,
     UsageError,
+    counted,
     field_num,
     parse_duration,
     parse_ts,
@@ -18,11 +19,20 @@ from memory_plane.lifecycle import (
 )
 
 from .._retrieve_types import CATEGORY_ORDER
-from ._common import EXIT_OK, cell, conf, hints, open_plane, print_json
+from ._common import EXIT_OK, cell, conf, hints, invoked_as, open_plane, print_json
 
-_FACTORS = (("goal_similarity", "sim"), ("entity_or_app_match", "app"), ("applicability", "appl"),
-            ("confidence", "conf"), ("recency", "rec"), ("validation", "valid"),
-            ("conflict_or_stale_penalty", "pen"), ("no_evidence", "noev"))
+_FACTORS = (("goal_similarity", "sim", "how close the goal is to the memory's goal or words (1 = the same)"),
+            ("entity_or_app_match", "app", "whether it is about the goal's app or entities (1 = the same app)"),
+            ("applicability", "appl", "how much of the device, language, screen and app it was made under the "
+                                      "request confirms (a mismatch drops it instead)"),
+            ("confidence", "conf", "its own confidence (an episode: 1 if it succeeded, 0.8 if not)"),
+            ("recency", "rec", "1 when validated now, falling with age (0.5 when its time is unknown)"),
+            ("validation", "valid", "how outcomes bear it out: (successes + 1) / (successes + failures + 2); an "
+                                    "episode: 1 if it succeeded, 0.5 if not"),
+            ("conflict_or_stale_penalty", "pen", "0.5 when it names a conflict, fails more than it succeeds, lacks "
+                                                 "evidence or its episodes are gone; weighs against"),
+            ("no_evidence", "noev", "1 when nothing on disk shows it (part of pen)"))
+"""Each score factor of `retrieve --explain`: its key in --json, its column, and what it measures."""
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
@@ -45,7 +55,8 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     if not memory.refs() or by_device:
         n = by_device or memory.dropped.get("inapplicable", 0)
         if n and len(known) > 1:
-            notes.append(f"{n} memories dropped as inapplicable (made on another device?): this tree knows devices "
+            notes.append(f"{counted(n, 'memory', 'memories')} dropped as inapplicable (made on another device?): "
+                         f"this tree knows devices "
                          f"{', '.join(known)}; --device names one")
     if args.explain:
         data = {"goal": args.goal, "device": req.device_id or "default", **memory.explain(), "notes": notes}
@@ -65,12 +76,13 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
     out = [f"goal: {data.get('goal') or q.get('text', '')!r}  device={data.get('device', 'default')}  "
            f"intent={q.get('intent')}  app={q.get('app')}  target={q.get('target')}"]
     out += [f"note: {n}" for n in data.get("notes") or []]
-    short_of = dict(_FACTORS)
+    short_of = {k: short for k, short, _ in _FACTORS}
     terms = [f"{'-' if w < 0 else '+'} {abs(w):.2f}·{short_of.get(k, k)}"
              for k, w in (data.get("weights") or {}).items()]
     if terms:
         out.append(f"score = {' '.join(terms).lstrip('+ ')} (+ a user rule's bonus)")
-    head = "  ".join(f"{short:>5}" for _, short in _FACTORS)
+        out += [f"  {short:>5}  {what}" for _, short, what in _FACTORS]
+    head = "  ".join(f"{short:>5}" for _, short, _ in _FACTORS)
     for cat in CATEGORY_ORDER:
         hits = (data.get("hits") or {}).get(cat) or []
         if not hits:
@@ -80,8 +92,12 @@ def explain_lines(data: dict[str, Any]) -> list[str]:
         out.append(f"  {'id':30} {'score':>6}  {head}  title")
         for h in hits:
             f = h.get("factors") or {}
-            vals = "  ".join(f"{field_num(f.get(k), 0.0):5.2f}" for k, _ in _FACTORS)
             title = str(h.get("title") or h.get("text") or "")[:60]
+            if not f:
+                # Not scored (the device's own profile): shown whatever the goal, so it has no factors.
+                out.append(f"  {cell(h.get('id'), 30)} {'-':>6}  {'always shown, not scored':{len(head)}}  {title}")
+                continue
+            vals = "  ".join(f"{field_num(f.get(k), 0.0):5.2f}" for k, _, _ in _FACTORS)
             out.append(f"  {cell(h.get('id'), 30)} {field_num(h.get('score'), 0.0):6.3f}  {vals}  {title}")
     dropped = data.get("dropped") or {}
     items = data.get("dropped_items") or []
@@ -143,7 +159,27 @@ def _refuse_stray_id(args: argparse.Namespace) -> None:
     """`episodes list ID`, `device list ID`: an id there would be ignored, so it is refused."""
     if getattr(args, "stray", None):
         raise UsageError(f"`{args.command} list` takes no id (got {' '.join(args.stray)}); "
-                         f"`memplane {args.command} show ID` shows one")
+                         f"`{invoked_as()} {args.command} show ID` shows one")
+
+
+ARGS_SHOWN = 100
+"""A call's arguments are shown up to this many characters in `episodes show` (the file holds them whole)."""
+
+
+def event_lines(events: list[dict[str, Any]], where: Any) -> list[str]:
+    """`episodes show`'s event list: counted as the episode counts them (its ``metrics.events``: the task's own
+    events, without the finish event the recorder adds to keep the outcome), each call with its arguments."""
+    finish = sum(1 for ev in events if ev.get("type") == "finish")
+    head = f"# {counted(len(events) - finish, 'event')}"
+    out = [head + (" and the finish event (the outcome)" if finish else "") + f" in {where}"]
+    for ev in events:
+        what = str(ev.get("tool_name") or ev.get("content") or "")[:60]
+        if ev.get("type") == "tool_call" and "tool_input" in ev:
+            shown = json.dumps(ev.get("tool_input"), ensure_ascii=False, default=str)
+            what += " " + (shown if len(shown) <= ARGS_SHOWN else shown[:ARGS_SHOWN - 1] + "…")
+        extra = ev.get("screenshot_ref") or ""
+        out.append(f"  {ev.get('event_id')} {cell(ev.get('type'), 18)} {what} {extra}".rstrip())
+    return out
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
@@ -161,7 +197,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
                 print(f"{e['id']}  {mark}  {cell(e.get('started_at'), 24)}  {cell(e.get('goal'), 70).rstrip()}")
             total = len(rows)
             more = f"; --limit {total} shows all" if total > len(shown) else ""
-            print(f"({len(shown)} of {total} episodes{more})" if total != len(shown) else f"({total} episodes)")
+            print(f"({len(shown)} of {counted(total, 'episode')}{more})" if total != len(shown)
+                  else f"({counted(total, 'episode')})")
             return EXIT_OK
         ep = _one("episode", args.id, plane.episodes.get)
         events = plane.episodes.events(args.id).records
@@ -170,11 +207,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             return EXIT_OK
         path = plane.episodes.episode_dir(args.id)
         print(read_bytes_nofollow(path / "episode.yaml").decode("utf-8", "replace"), end="")
-        print(f"# {len(events)} events in {path / 'events.jsonl'}")
-        for ev in events:
-            what = ev.get("tool_name") or ev.get("content") or ""
-            extra = ev.get("screenshot_ref") or ""
-            print(f"  {ev.get('event_id')} {cell(ev.get('type'), 18)} {str(what)[:60]} {extra}")
+        for line in event_lines(events, path / "events.jsonl"):
+            print(line)
     return EXIT_OK
 
 
@@ -191,7 +225,7 @@ def cmd_device(args: argparse.Namespace) -> int:
             for e in entries:
                 print(f"{e['id']:28} {cell(e.get('type'), 14)} {cell(e.get('status'), 10)} "
                       f"{conf(e.get('confidence', 0))}  {str(e.get('summary') or e.get('title') or '')[:70]}")
-            print(f"({len(entries)} items)")
+            print(f"({counted(len(entries), 'item')})")
             return EXIT_OK
         if args.action == "history":
             return _device_history(plane, args)

@@ -46,7 +46,7 @@ def hit_line(hit: MemoryHit, *, conflict: bool = False) -> str:
 def _line(mem_id: str, kind: str, confidence: float, page: str | None, against_ids: tuple[str, ...], text: str,
           steps: tuple[str, ...], conflict: bool) -> str:
     # The same memory is shown again and again (every retrieve, every trim to the budget): one line each.
-    attrs = [mem_id, f"type={'conflict' if conflict else kind}", f"confidence={confidence:.2f}"]
+    attrs = [mem_id, f"type={kind}", *(["status=conflicted"] if conflict else []), f"confidence={confidence:.2f}"]
     if page:
         attrs.append(f"page={_safe_attr(page)}")
     # A conflict names the memories on both sides, as the design's example does: [a] conflicts with [b]: …

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import unicodedata
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_plane.lifecycle import UsageError
+from memory_plane.lifecycle import UsageError, counted
 
 from ._agent import ScriptedAgent, TaskRun, no_memory_steps, tasks_for
 from ._world import SimPhone
@@ -125,15 +126,17 @@ def _tree_summary(root: Path) -> list[str]:
         if rel.startswith("episodes/") and rel.count("/") >= 2:
             continue  # one line for the episodes, not one per episode folder
         size = sum(f.stat().st_size for f in files)
-        out.append(f"  {rel + '/':34} {len(files):4} files {size:9,} bytes")
+        out.append(f"  {rel + '/':34} {counted(len(files), 'file'):>10} {size:9,} bytes")
     n_eps = sum(1 for _ in root.glob("episodes/*/*/episode.yaml"))
     shots = sum(1 for _ in root.glob("episodes/*/*/artifacts/*"))
-    out.append(f"  {'episodes/<yyyy>/<episode_id>/':34} {n_eps:4} episodes, {shots} screenshots in artifacts/")
+    out.append(f"  {'episodes/<yyyy>/<episode_id>/':34} {counted(n_eps, 'episode'):>10}, "
+               f"{counted(shots, 'screenshot')} in artifacts/")
     return out
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    """`memplane demo`: the simulated phone, twice with memory, then after a language change."""
+def run_demo(args: argparse.Namespace, command: str = "memplane") -> int:
+    """`memplane demo`: the simulated phone, twice with memory, then after a language change (``command``: how the
+    user runs memplane, for the commands it suggests trying)."""
     from .._plane import MemoryPlane
 
     explicit = getattr(args, "root", None)
@@ -152,7 +155,7 @@ def run_demo(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    say(f"memory-plane demo: a simulated phone ({n} tasks a round), memory at {root}")
+    say(f"memory-plane demo: a simulated phone ({counted(n, 'task')} a round), memory at {root}")
     with MemoryPlane.open(root) as plane:
         rounds = run_rounds(plane, n_tasks=n, seed=seed, progress=say)
         stats = plane.stats()
@@ -178,10 +181,10 @@ def run_demo(args: argparse.Namespace) -> int:
                 "episodes/index.yaml", "lifecycle/conflicts.jsonl"):
         say(f"  {root / rel}")
     say("try:")
-    say(f"  grep -h 微信 {root}/device/*/index.yaml | head -3")
-    say(f"  .venv/bin/memplane --root {root} retrieve '打开微信，找到王五，准备发消息' "
-        "--language zh-CN --screen 640x1200")
-    say(f"  .venv/bin/memplane --root {root} lifecycle verify")
+    q = shlex.quote(str(root))  # a path with a space still pastes as one word
+    say(f"  grep -h 微信 {q}/device/*/index.yaml | head -3")
+    say(f"  {command} --root {q} retrieve '打开微信，找到王五，准备发消息' --language zh-CN --screen 640x1200")
+    say(f"  {command} --root {q} lifecycle verify")
     ok = all(r.true_success for rnd in rounds for r in rnd.runs) and m["false_completions"] == 0
     return 0 if ok else 1
 

@@ -20,6 +20,7 @@ from memory_plane.lifecycle import (
     apply_plan,
     atomic_write,
     collection_lock,
+    counted,
     dumps_compact,
     link_on_way,
     load_retention,
@@ -128,7 +129,7 @@ def _trim_tombstones(root: Path, ret: Retention, now: datetime, rep: GcReport, d
         keep = [r for r in read.records if not older(r.get("ts"), grace, now)]
         dropped = len(read.records) - len(keep)
         if dropped:
-            rep.note("lifecycle/tombstones.jsonl", f"tombstones_past_grace ({dropped} lines)")
+            rep.note("lifecycle/tombstones.jsonl", f"tombstones_past_grace ({counted(dropped, 'line')})")
             if not dry_run:
                 atomic_write(path, "".join(dumps_compact(r) + "\n" for r in keep), root=root)
 
@@ -148,7 +149,8 @@ def _trim_conflicts(root: Path, rep: GcReport, dry_run: bool) -> None:
     with nullcontext() if dry_run else collection_lock(root / "lifecycle"):
         read = read_jsonl(path)
         if len(read.records) > CONFLICT_LOG_MAX:
-            rep.note("lifecycle/conflicts.jsonl", f"conflict_log_cap ({len(read.records) - CONFLICT_LOG_MAX} lines)")
+            cut = counted(len(read.records) - CONFLICT_LOG_MAX, "line")
+            rep.note("lifecycle/conflicts.jsonl", f"conflict_log_cap ({cut})")
             if not dry_run:
                 atomic_write(path, "".join(dumps_compact(r) + "\n" for r in read.records[-CONFLICT_LOG_MAX:]),
                              root=root)

@@ -18,6 +18,7 @@ from memory_plane.lifecycle import (
     UnsafePathError,
     VerifyReport,
     atomic_write,
+    counted,
     dumps_compact,
     key_line,
     load_retention,
@@ -88,7 +89,7 @@ def _commit_jobs(writer: TaskEpisodeWriter, report: VerifyReport) -> OnClosed:
             # those facts are learned at low confidence (and nothing else).
             learned = writer.run_now(closed, names={LESSONS_JOB}).get(LESSONS_JOB)
             if learned is not None and learned.ids:
-                report.fixed.append(f"learned {len(learned.ids)} app facts from interrupted {closed.id}")
+                report.fixed.append(f"learned {counted(len(learned.ids), 'app fact')} from interrupted {closed.id}")
             return
         # Its events end with finish: what it used and what it taught.
         writer.run_now(closed)
@@ -167,7 +168,7 @@ def _line_dropper(root: Path, path: Path, rel: str) -> Callable[[VerifyReport], 
         except OSError as exc:
             report.add("io", rel, None, f"cannot repair: {exc.strerror or exc}")
             return False
-        report.fixed.append(f"{rel}: dropped {n} unreadable lines")
+        report.fixed.append(f"{rel}: dropped {counted(n, 'unreadable line')}")
         return True
 
     return drop
