@@ -178,6 +178,7 @@ class AppProfile(DeviceItem):
 
 
 PROSE_STEP = "step"
+MAX_STEP_LINE = 240  # the longest rendered step: the stored values stay whole
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -225,8 +226,8 @@ class ProcedureStep(BaseModel):
             args.append(f'said="{self.narration[:60]}"')  # nothing from the screen: the runtime's words, marked
         out = f"{self.tool}({', '.join(args)})"
         if self.outcome_note:
-            out += f" → {self.outcome_note}"
-        return out
+            out += f" → {_bounded(self.outcome_note, 100)}"
+        return _bounded(out, MAX_STEP_LINE)
 
 
 class Procedure(DeviceItem):
