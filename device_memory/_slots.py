@@ -214,5 +214,5 @@ def substitute(text: str | None, values: Mapping[str, str]) -> str | None:
     for old, new in sorted(values.items(), key=lambda kv: -len(kv[0])):
         if len(old.strip()) < 2:
             continue
-        out = re.sub(_edges_pattern(old.strip()), lambda _m, new=new: new, out, flags=re.IGNORECASE)
+        out = re.sub(_edges_pattern(old.strip()), new.replace("\\", "\\\\"), out, flags=re.IGNORECASE)
     return out
