@@ -57,6 +57,9 @@ def test_two_episodes_differing_only_in_values_are_one_procedure(plane: MemoryPl
     run_task(plane, "给韩梅梅发消息说明天见", _message_calls("韩梅梅", "明天见"))
     [proc] = procedures(plane)
     assert proc.success_count == 2
+    steps, section = _procedure_block(plane, "给李雷发消息说周末见")
+    assert any('text="李雷"' in s for s in steps) and any('text="周末见"' in s for s in steps)
+    assert not any(old in section for old in ("老妈", "晚上回家吃饭", "韩梅梅", "明天见"))
 
 
 def test_a_create_task_with_another_name_is_the_same_procedure(plane: MemoryPlane) -> None:

@@ -30,11 +30,15 @@ def quote_cut(text: str, limit: int = MAX_LINE_BODY) -> tuple[str, int]:
 
 
 def slotted_text(proc: Procedure, text: str) -> str:
-    """A procedure's line with the values of the example it was learned from shown as their slots
-    (``{contact}``): they were another task's, and the steps below carry the asked goal's."""
+    """A procedure's line with the values of the examples it was learned from shown as their slots
+    (``{contact}``): they were other tasks', and the steps below carry the asked goal's."""
     if not proc.slots:
         return text
-    return substitute(text, {value: slot_mark(name) for name, value in proc.slots.items() if value}) or text
+    swap = {value: slot_mark(name) for name, value in proc.slots.items() if value}
+    for example in proc.goal_examples:  # every example's values: the line may quote any of them
+        swap.update({value: mark for name, value in proc.slot_values(example).items()
+                     if value != (mark := slot_mark(name))})
+    return substitute(text, swap) or text
 
 
 def _safe_attr(value: str) -> str:
