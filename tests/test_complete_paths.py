@@ -3,6 +3,7 @@ where it started; only loops that changed nothing are cut, and stored targets ar
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -82,6 +83,20 @@ def test_a_long_launch_name_is_stored_whole_and_rendered_bounded(plane: MemoryPl
     assert line.startswith("launch_app(myTuner Radio, Podcasts, Music")
     huge = proc.steps[0].model_copy(update={"action": name * 20, "outcome_note": name * 20})
     assert len(huge.render()) <= 240  # only the rendered line is bounded
+
+
+def test_an_imported_open_action_keeps_the_whole_app_name(plane: MemoryPlane, tmp_path: Path) -> None:
+    from memory_plane._androidcontrol import import_androidcontrol
+
+    name = "myTuner Radio, Podcasts, Music, Songs, News"
+    src = tmp_path / "ac.jsonl"
+    src.write_text(json.dumps({"goal": "Listen to the news on the radio", "is_successful": True, "steps": [
+        {"action_content": {"action": "open", "app_name": name}, "step_instruction": "open the radio app"},
+        {"action_content": {"action": "click", "coordinate": [500, 900]}, "step_instruction": "tap News"},
+    ]}) + "\n")
+    import_androidcontrol(plane, src)
+    [proc] = procedures(plane)
+    assert proc.steps[0].tool == "launch_app" and proc.steps[0].action == name
 
 
 # -- the rule, on any sequence of steps ------------------------------------------------------------------
