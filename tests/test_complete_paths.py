@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from task_runs import procedures, run_task, screen
 
 from memory_plane import MemoryPlane
+from memory_plane.cli import main as cli
 from memory_plane.episodes import Step, effective_path
 
 APP = "Diary"
@@ -85,17 +86,19 @@ def test_a_long_launch_name_is_stored_whole_and_rendered_bounded(plane: MemoryPl
     assert len(huge.render()) <= 240  # only the rendered line is bounded
 
 
-def test_an_imported_open_action_keeps_the_whole_app_name(plane: MemoryPlane, tmp_path: Path) -> None:
-    from memory_plane._androidcontrol import import_androidcontrol
-
+def test_an_imported_open_action_keeps_the_whole_app_name(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     name = "myTuner Radio, Podcasts, Music, Songs, News"
     src = tmp_path / "ac.jsonl"
     src.write_text(json.dumps({"goal": "Listen to the news on the radio", "is_successful": True, "steps": [
         {"action_content": {"action": "open", "app_name": name}, "step_instruction": "open the radio app"},
         {"action_content": {"action": "click", "coordinate": [500, 900]}, "step_instruction": "tap News"},
     ]}) + "\n")
-    import_androidcontrol(plane, src)
-    [proc] = procedures(plane)
+    root = tmp_path / "m"
+    assert cli(["--root", str(root), "init"]) == 0
+    assert cli(["--root", str(root), "import", "androidcontrol", str(src), "--json"]) == 0
+    capsys.readouterr()
+    with MemoryPlane.open(root) as plane:
+        [proc] = procedures(plane)
     assert proc.steps[0].tool == "launch_app" and proc.steps[0].action == name
 
 
