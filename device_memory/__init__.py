@@ -21,8 +21,10 @@ from ._items import (
     UiAnchor,
     cap_list,
     merge_unique,
+    slot_mark,
     type_of_id,
 )
+from ._slots import mask_values, normalize, occurs, role_of, slot_names, substitute
 from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry
 
 __all__ = [
@@ -53,7 +55,14 @@ __all__ = [
     "cap_list",
     "change_cause",
     "index_entry",
+    "mask_values",
     "merge_unique",
+    "normalize",
+    "occurs",
+    "role_of",
     "shipped_catalog",
+    "slot_mark",
+    "slot_names",
+    "substitute",
     "type_of_id",
 ]

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memory_plane.lifecycle import Record, StrList, as_list, content_hash
 
+from ._slots import fill, substitute
+
 # Caps so cumulative lists never grow without bound (newest kept).
 CAPS: dict[str, int] = {
     "pages_seen": 50, "tools_used": 30, "known_issues": 20, "display_names": 20, "aliases": 20, "packages": 10,
@@ -175,7 +177,17 @@ class AppProfile(DeviceItem):
         return "; ".join(parts)
 
 
-PROSE_STEP = "step"  # the tool of a step written as plain text in a hand-made procedure
+PROSE_STEP = "step"
+MAX_STEP_LINE = 240  # the longest rendered step: the stored values stay whole
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def slot_mark(name: str) -> str:
+    """How a slot the goal does not give is shown in a step: ``{name}``."""
+    return "{" + name + "}"  # the tool of a step written as plain text in a hand-made procedure
 
 
 class ProcedureStep(BaseModel):
@@ -193,26 +205,29 @@ class ProcedureStep(BaseModel):
     target_label: str | None = None
     outcome_note: str | None = None
     narration: str | None = None  # what the runtime said it was doing (not what the screen showed)
+    slot: str | None = None  # the goal's value this step's text (else its label) is: a name of Procedure.slots
 
     def render(self) -> str:
-        """``tool(@x=..,y=.., text="…", desc="…") → page=App/Page``."""
+        """``tool(@x=..,y=.., text="…", desc="…") → page=App/Page``; stored values are whole, the line is bounded."""
         args = []
         if self.action:
-            args.append(self.action[:30])
+            args.append(_bounded(self.action, 60))
         if self.coords:
             args.append(f"@{self.coords}")
         if self.text:
-            args.append(f'text="{self.text[:40]}"')
+            args.append(f'text="{_bounded(self.text, 80)}"')
         if self.target_label:
-            args.append(f"label={self.target_label[:30]!r}")
+            args.append(f"label={_bounded(self.target_label, 60)!r}")
+        if self.slot:
+            args.append(f"slot={self.slot}")
         if self.description and self.description != self.target_label:
             args.append(f'desc="{self.description[:60]}"')
         elif not self.description and not self.target_label and self.narration:
             args.append(f'said="{self.narration[:60]}"')  # nothing from the screen: the runtime's words, marked
         out = f"{self.tool}({', '.join(args)})"
         if self.outcome_note:
-            out += f" → {self.outcome_note}"
-        return out
+            out += f" → {_bounded(self.outcome_note, 100)}"
+        return _bounded(out, MAX_STEP_LINE)
 
 
 class Procedure(DeviceItem):
@@ -224,8 +239,27 @@ class Procedure(DeviceItem):
     targets: StrList = Field(default_factory=list)
     steps_target: str | None = None  # the target of the episode the steps come from
     steps: list[ProcedureStep] = Field(default_factory=list)
+    slots: dict[str, str] = Field(default_factory=dict)  # slot name -> the example value the steps hold
     TYPE: ClassVar[str] = "procedure"
     DEFAULT_TTL: ClassVar[str] = "45d"
+
+    def slot_values(self, goal: str) -> dict[str, str]:
+        """Each slot's value for a goal: what the goal gives where the example's value stood, else ``{name}``."""
+        given = fill(self.goal_examples, self.slots, goal)
+        return {name: given.get(name, slot_mark(name)) for name in self.slots}
+
+    def steps_for_goal(self, goal: str) -> list[ProcedureStep]:
+        """The steps with a goal's values in place of the example's (``{name}`` where the goal gives none),
+        so a procedure never asks for another task's text; its stored steps are left as they are."""
+        if not self.slots:
+            return [s.model_copy() for s in self.steps]
+        values = self.slot_values(goal)
+        swap = {self.slots[name]: new for name, new in values.items() if self.slots.get(name)}
+        out = []
+        for s in self.steps:
+            fields = ("text", "target_label", "description", "page_name", "outcome_note", "narration")
+            out.append(s.model_copy(update={f: substitute(getattr(s, f), swap) for f in fields}))
+        return out
 
     @field_validator("steps", mode="before")
     @classmethod
@@ -248,28 +282,40 @@ class Procedure(DeviceItem):
 
 
 class Navigation(DeviceItem):
-    """A page transition rule: from App/Page, this action leads to App/Page."""
+    """A page transition rule: from App/Page, this action leads to App/Page. Tool, button, label, coordinates
+    and text are all of one step (the latest that made the transition with this action)."""
 
     from_app: str | None = None
     from_page: str | None = None
     to_app: str | None = None
     to_page: str | None = None
     tool: str | None = None
+    action: str | None = None  # the button, key or direction the tool was given (back, home, up)
+    label: str | None = None  # what the phone showed at the target
     coords: str | None = None
     text: str | None = None
     description: str | None = None
     TYPE: ClassVar[str] = "navigation"
     DEFAULT_TTL: ClassVar[str] = "30d"
 
-    def body(self) -> str:
-        """``A/P1 → A/P2 via tool(@coords)``."""
-        how = self.tool or "?"
+    def how(self) -> str:
+        """The action whole: ``tap('Done' @x=..,y=..)``, ``system_button(back)``, ``keyboard_text("…")``."""
+        args = []
+        if self.action:
+            args.append(_bounded(self.action, 40))
+        if self.label:
+            args.append(repr(_bounded(self.label, 60)))
         if self.coords:
-            how += f"(@{self.coords})"
-        elif self.text:
-            how += f'("{self.text[:30]}")'
-        desc = f" — {self.description[:60]}" if self.description else ""
-        return f"{self.from_app}/{self.from_page} → {self.to_app}/{self.to_page} via {how}{desc}"
+            args.append(f"@{self.coords}")
+        if self.text and not self.label:
+            args.append(f'"{_bounded(self.text, 30)}"')
+        return f"{self.tool or '?'}({' '.join(args)})" if args else (self.tool or "?")
+
+    def body(self) -> str:
+        """``A/P1 → A/P2 via tool(…)``; a rule stored before labels were kept names its description after it."""
+        desc = self.description if self.description and self.description != self.label else None
+        tail = f" — {_bounded(desc, 60)}" if desc else ""
+        return f"{self.from_app}/{self.from_page} → {self.to_app}/{self.to_page} via {self.how()}{tail}"
 
     def required_tools(self) -> list[str]:
         """The tool of the transition."""

@@ -10,7 +10,7 @@ from memory_plane.device_memory import DeviceMemory, Failure, Navigation, Proced
 from ._blame import note_demotion, procedure_failure_point
 from ._lesson_context import LessonContext
 from ._lesson_writer import setter_of
-from ._steps import Step, coords_close
+from ._steps import Step, coords_close, screen_label, step_action
 
 log = logging.getLogger("memory_plane")
 
@@ -25,10 +25,22 @@ def contradicted_navigation(device: DeviceMemory, lesson: LessonContext, s: Step
         n = device.collection("navigation").get(e["id"])
         if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
             continue
-        same_action = coords_close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
-        if same_action and (n.to_app, n.to_page) != (s.app_after, s.page_after):
+        if not same_action(n, s):
+            continue
+        if (n.to_app, n.to_page) != (s.app_after, s.page_after):
             out.append(n)
     return out
+
+
+def same_action(n: Navigation, s: Step) -> bool:
+    """Whether a rule's action is a step's: the same label, else the same button or key, else (neither
+    labelled) a tap in the same place or the same typed text."""
+    label, action = screen_label(s), step_action(s)
+    if n.label and label:
+        return n.label == label
+    if n.action and action:
+        return n.action.lower() == action.lower()
+    return coords_close(n.coords, s.coords) or (n.text is not None and n.text == s.text)
 
 
 def settle_navigation(device: DeviceMemory, lesson: LessonContext, new: Navigation,

@@ -18,19 +18,21 @@ from memory_plane.device_memory import (
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
 from ._blame import restore_if_earned
+from ._goal_slots import episode_view, identity_pattern, pattern_matcher, procedure_view, slot_of, step_slots
 from ._lesson_conflicts import contradicted_navigation, negation, settle_navigation
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern, goal_title
 from ._outcome_doubt import confirm, mark_new
 from ._outcomes import clear_blame
-from ._path_agreement import of_procedure_step, of_step, path_key, paths_agree
+from ._path_agreement import path_key, paths_agree
 from ._steps import Step, effective_path, screen_label, step_action, step_note
 
 log = logging.getLogger("memory_plane")
 
 
 def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
-    """The procedure of a successful episode's goal: its effective path, renewed when it is the same path."""
+    """The procedure of a successful episode's goal: its effective path, the goal's values as named slots,
+    renewed when it is the same path (with any values in the slots)."""
     steps = effective_path([s for s in lesson.steps if not s.is_error])
     if not steps:
         return
@@ -39,16 +41,22 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
     app_id = lesson.task_app
     page = first.page_before if first else None
     pattern = goal_pattern(lesson.ep)
-    path = [of_step(s, target) for s in steps]
+    slots = step_slots(steps, lesson.ep.user_goal, target)
+    key = identity_pattern(lesson.ep, list(slots), goal_pattern)
+    path = [episode_view(s, target, slots) for s in steps]
     # One procedure, one path: an existing procedure of this goal is renewed only when its steps are
-    # this episode's path; a different path for the same kind of goal is a procedure of its own.
-    pid = _same_path(writer, lesson, app_id, pattern, path) or \
-        f"proc_{content_hash(lesson.device_id, app_id, page, pattern, path_key(path))}"
+    # this episode's path; a different path for the same kind of goal is a procedure of its own. The
+    # goal's values are slots: the same task with other values is the same procedure.
+    pid = _same_path(writer, lesson, app_id, pattern, key, path) or \
+        f"proc_{content_hash(lesson.device_id, app_id, page, key, path_key(path))}"
     psteps = [ProcedureStep(tool=s.tool, action=step_action(s), description=screen_label(s), coords=s.coords,
                             text=s.text, app_name=s.app_before, page_name=s.page_before,
-                            target_label=screen_label(s), outcome_note=step_note(s), narration=s.content)
+                            target_label=screen_label(s), outcome_note=step_note(s), narration=s.content,
+                            slot=slot_of(s, slots))
               for s in steps]
     psteps = cap_list(psteps, "steps")
+    slot_examples = {name: value for value, name in slots.items()
+                     if any(st.slot == name for st in psteps)}
     pages = list(dict.fromkeys(p for s in steps for p in (s.page_before, s.page_after) if p))
     app_name = lesson.display(app_id)
 
@@ -69,7 +77,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
             goal_pattern=pattern, intent=lesson.ep.normalized_goal.intent,
             title=goal_title(lesson.ep, app_name), confidence=0.75, priority=70,
             goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
-            steps_target=target,
+            steps_target=target, slots=slot_examples,
             applicability=lesson.applicability(app_id),
             tags=[f"page:{p}" for p in pages[:5]] + ([lesson.ep.normalized_goal.intent]
                                                       if lesson.ep.normalized_goal.intent else []),
@@ -87,31 +95,48 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         negation(writer.device, lesson, app_id, pattern)
 
 
-def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, pattern: str,
+def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, pattern: str, key: str,
                path: list[Any]) -> str | None:
-    """The id of a procedure for this goal whose steps are this path (taps within the closeness rule)."""
+    """The id of a procedure for this goal whose steps are this path (taps within the closeness rule, slot
+    values masked); a goal pattern with other values where this one's slots stand is this goal."""
     coll = writer.device.collection("procedure")
+    same_goal = pattern_matcher(key, pattern)
     for e in [e for e in writer.device.entries("procedure") if e.get("app") == app_id]:  # None: of no app
-        if e.get("goal") != pattern or e.get("status") not in ("active", "expired", "conflicted"):
+        goal = e.get("goal")
+        if e.get("status") not in ("active", "expired", "conflicted"):
+            continue
+        if goal != pattern and not (same_goal and isinstance(goal, str) and same_goal.fullmatch(goal)):
             continue
         try:
             p = coll.get(str(e["id"]))
         except (FileProblemError, UnsafePathError, KeyError):
             continue
         if isinstance(p, Procedure) and p.device_id in (None, lesson.device_id) and paths_agree(
-                [of_procedure_step(st, p.steps_target) for st in p.steps], path):
+                [procedure_view(st, p) for st in p.steps], path):
             return p.id
     return None
 
 
+def navigation_action(s: Step) -> tuple[str, str | None, str | None]:
+    """What a rule's action is, whole: the tool, the button or key it was given, and the label it targeted
+    (an unlabelled tap: its place on a coarse grid, as a path's key keeps it)."""
+    action, label = step_action(s), screen_label(s)
+    if action is None and label is None and s.point() is not None:
+        x, y = s.point() or (0.0, 0.0)
+        action = f"@{round(x / 96)},{round(y / 96)}"
+    return s.tool, action, label
+
+
 def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
-    """A navigation rule for each page transition a working step made, settled against the rules it contradicts."""
+    """A navigation rule for each (page, action, page) a working step made, settled against the rules it
+    contradicts: Done, Navigate up and back between the same two pages are three rules."""
     seen: set[str] = set()
     for s in lesson.steps:
         if s.is_error or not s.has_result or not s.changed_page or not s.page_before or not s.app_before:
             continue
         fa, ta = lesson.canon(s.app_before), lesson.canon(s.app_after)
-        nid = f"nav_{content_hash(lesson.device_id, fa, s.page_before, ta, s.page_after)}"
+        tool, action, label = navigation_action(s)
+        nid = f"nav_{content_hash(lesson.device_id, fa, s.page_before, ta, s.page_after, tool, action, label)}"
         if nid in seen:
             continue
         seen.add(nid)
@@ -120,7 +145,9 @@ def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: Extractio
             if nid not in lesson.ep.retrieved_memory_refs:
                 n.success_count += 1
                 n.confidence = min(0.95, n.confidence + 0.05)
-            n.coords, n.text, n.tool = s.coords or n.coords, s.text or n.text, s.tool
+            # The action is one step's, whole: never this step's tool with another step's place or label.
+            n.tool, n.action, n.label = s.tool, step_action(s), screen_label(s)
+            n.coords, n.text, n.description = s.coords, s.text, screen_label(s)
             if n.status == "replaced" and lesson.ep.outcome.success and not s.is_error:
                 # The transition it names happened again: the rule that replaced it is now the one
                 # contradicted (settled below), and this one holds again.
@@ -133,10 +160,12 @@ def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: Extractio
             n = writer.device.new_item(
                 Navigation, nid, app_id=fa, app_name=s.app_before, page_name=s.page_before,
                 device_id=lesson.device_id, from_app=s.app_before, from_page=s.page_before, to_app=s.app_after,
-                to_page=s.page_after, tool=s.tool, coords=s.coords, text=s.text, description=screen_label(s),
+                to_page=s.page_after, tool=s.tool, action=step_action(s), label=screen_label(s), coords=s.coords,
+                text=s.text, description=screen_label(s),
                 title=f"{s.app_before}/{s.page_before} → {s.app_after}/{s.page_after}", confidence=0.7,
                 priority=65, applicability=lesson.applicability(fa), entities=[s.page_before, s.page_after],
             )
+            n.title = f"{n.title} via {n.how()}"[:200]
             n.success_count = 1
             n.summary = n.body()
             return n
@@ -238,7 +267,7 @@ def learn_ui_anchors(writer: LessonWriter, lesson: LessonContext, res: Extractio
         def create(s: Step = s, uid: str = uid, label: str = label, app_id: str | None = app_id) -> UiAnchor:
             a = writer.device.new_item(
                 UiAnchor, uid, device_id=lesson.device_id, app_id=app_id, app_name=s.app_before,
-                page_name=s.page_before, label=label, title=f"{label} on {s.app_before}/{s.page_before}",
+                page_name=s.page_before, label=label, title=f"{label[:80]} on {s.app_before}/{s.page_before}",
                 confidence=0.6, applicability=lesson.applicability(app_id), entities=[label],
             )
             return a

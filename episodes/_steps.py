@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,8 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             ti = parse_tool_input(ev.get("tool_input"))
             label = ev.get("target_label") or ti.get("target_label") or ti.get("label")
             text = tool_text(ti)
-            if ev.get("sensitive") or text == REDACTED:
+            sensitive = bool(ev.get("sensitive")) or text == REDACTED
+            if sensitive:
                 text = label = None  # typed into a password field: what was typed teaches nothing, and is not known
             step = Step(
                 index=len(steps) + 1, tool=name, tool_input=ti, call_event=ev.get("event_id"),
@@ -112,6 +114,8 @@ def pair_steps(events: Iterable[Mapping[str, Any]]) -> list[Step]:
                 app_before=ev.get("app") or last_app, page_before=ev.get("page") or last_page,
                 obs_before=last_sig,
             )
+            if sensitive:
+                step.extra["sensitive"] = True  # something was typed, though what is not known
             if last_dhash is not None:
                 step.extra["dhash_before"] = last_dhash
             if last_obs is not None:
@@ -193,34 +197,102 @@ def screen_label(s: Step) -> str | None:
         if x0 <= pt[0] <= x1 and y0 <= pt[1] <= y1:
             area = (x1 - x0) * (y1 - y0)
             if best is None or area < best[0]:
-                best = (area, label.strip()[:80])
+                best = (area, label.strip())  # whole: only a rendered line is bounded
     return best[1] if best else None
 
 
+COMMIT_WORDS = (
+    "save", "done", "ok", "okay", "confirm", "send", "submit", "apply", "log in", "login", "sign in", "sign up",
+    "register", "create", "post", "publish", "update", "accept", "finish", "yes",
+    "保存", "完成", "确定", "确认", "发送", "提交", "应用", "登录", "登入", "注册", "创建", "发布", "更新",
+    "好的", "是", "同意",
+    "guardar", "enviar", "aceptar", "listo", "enregistrer", "envoyer", "valider", "terminé", "speichern",
+    "senden", "fertig", "bestätigen", "salvar", "concluído",
+    "保存する", "送信", "完了", "저장", "보내기", "확인", "완료",
+)
+"""Labels that commit what was entered (a secondary signal: what the screens show decides first)."""
+
+
+def _norm_label(label: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+
+
+def is_commit_label(label: str | None) -> bool:
+    """Whether a tapped label reads as a commit (Save, OK, LOG IN, 保存, 确定 ...): the whole label, or its
+    first words (``Save changes``), in the multilingual word list."""
+    if not label:
+        return False
+    text = _norm_label(label).strip(" .!…>→»")
+    for w in COMMIT_WORDS:
+        if text == w:
+            return True
+        if w.isascii():
+            if text.startswith(w + " ") and len(text.split()) <= len(w.split()) + 2:
+                return True
+        elif text.startswith(w) and len(text) <= len(w) + 2:
+            return True
+    return False
+
+
+def is_typing(s: Step) -> bool:
+    """Whether a step typed something (a password field's step too, though its text is not kept)."""
+    return s.tool in TEXT_TOOLS or s.text is not None or bool(s.extra.get("sensitive"))
+
+
+def _is_scroll(s: Step) -> bool:
+    return "swipe" in s.tool.lower() or "scroll" in s.tool.lower() or bool(s.coords and "->" in s.coords) or (
+        isinstance(s.tool_input.get("direction"), str))
+
+
+def entered(s: Step) -> bool:
+    """Whether a step entered or chose something: it typed, it tapped a commit label, or it changed what its
+    page shows without leaving it (a toggle, a selection, a check), not by scrolling."""
+    if s.is_error:
+        return False
+    if is_typing(s) or is_commit_label(screen_label(s)):
+        return True
+    same_page = s.page_after is not None and (s.app_after, s.page_after) == (s.app_before, s.page_before)
+    return same_page and s.changed_screen is True and not _is_scroll(s)
+
+
 def effective_path(steps: list[Step]) -> list[Step]:
-    """The path without detours: a loop back to an earlier screen is cut, a tap that changed nothing is
-    dropped (unless it is the last step, which may be the action the goal is about, e.g. a toggle)."""
+    """The complete path without what changed nothing: a loop back to an earlier screen is cut only when
+    nothing was entered or committed on the way (no typing, no choice, no commit, and the screen came back
+    as it was left); a create or edit task that ends where it started keeps its work. A tap that changed
+    nothing is dropped, and the last step (the one that completes the task) is never cut."""
     path: list[Step] = []
-    seen: dict[tuple[str | None, str | None], int] = {}
+    seen: dict[tuple[str | None, str | None], int] = {}  # page -> where the path stood on it
+    left: dict[tuple[str | None, str | None], str | None] = {}  # page -> what it showed when the path left it
     for i, s in enumerate(steps):
+        last = i == len(steps) - 1
         before = (s.app_before, s.page_before)
         if before[1] is not None and before not in seen:
             seen[before] = len(path)
         after = (s.app_after, s.page_after)
-        typing = s.tool in TEXT_TOOLS or s.text is not None
         # Same page and, when the observation is known, nothing on it changed either (a toggle or an
         # "add to cart" changes the screen without changing the page, and is kept).
         unchanged = s.changed_screen is False or (s.changed_screen is None and after == before)
-        noop = s.has_result and after == before and not typing and after[1] is not None and unchanged
-        if noop and i != len(steps) - 1:
+        noop = s.has_result and after == before and not is_typing(s) and after[1] is not None and unchanged
+        if noop and not last:
             continue
-        if after[1] is not None and after != before and after in seen:
-            # Back where we were: everything since that screen was a detour.
-            cut = seen[after]
-            del path[cut:]
-            seen = {k: v for k, v in seen.items() if v < cut}
-            seen[after] = len(path)
-            continue
+        if after[1] is not None and after != before:
+            if before[1] is not None:
+                left[before] = s.obs_before
+            if after in seen:
+                cut = seen[after]
+                then = left.get(after)
+                # Back where we were: the loop changed nothing when nothing in it entered or committed
+                # anything and the page shows what it showed when the path left it.
+                changed = (any(entered(x) for x in (*path[cut:], s))
+                           or (then is not None and s.obs_after is not None and s.obs_after != then))
+                if not changed and not last:
+                    del path[cut:]
+                    seen = {k: v for k, v in seen.items() if v < cut}
+                    seen[after] = len(path)
+                    continue
+                path.append(s)
+                seen[after] = len(path)
+                continue
         path.append(s)
     return path
 
@@ -247,7 +319,7 @@ def step_action(s: Step) -> str | None:
     for key in ("type", "button", "direction", "app", "app_name", "action", "key"):
         v = s.tool_input.get(key)
         if isinstance(v, str) and v:
-            return v[:40]
+            return v  # whole: a launch name or a label is a target, only its rendered line is bounded
     return None
 
 

@@ -79,7 +79,8 @@ def test_navigation_records_transition(world: World) -> None:
     home_cart = [n for n in navs if isinstance(n, Navigation) and n.from_page == "Home" and n.to_page == "Cart"]
     assert len(home_cart) == 1
     assert home_cart[0].tool == "touch_gesture" and home_cart[0].coords == "x=500,y=850"
-    assert home_cart[0].title == "Meituan/Home → Meituan/Cart"
+    # A rule is keyed by its action too: its title names the action (tool and label) after the two pages.
+    assert home_cart[0].title == "Meituan/Home → Meituan/Cart via touch_gesture('tap the cart tab' @x=500,y=850)"
 
 
 def test_app_profile_is_cumulative(world: World) -> None:

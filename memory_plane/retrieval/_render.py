@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 
+from memory_plane.device_memory import Procedure, slot_mark, substitute
 from memory_plane.lifecycle import quote_text
 
 from .._retrieve_types import MemoryHit, RoleMemoryContext
@@ -26,6 +27,18 @@ def quote_data(text: str, limit: int = MAX_LINE_BODY) -> str:
 def quote_cut(text: str, limit: int = MAX_LINE_BODY) -> tuple[str, int]:
     """``quote_data`` and how many characters of the folded text it left out (0 when whole)."""
     return quote_text(text, limit)
+
+
+def slotted_text(proc: Procedure, text: str) -> str:
+    """A procedure's line with the values of the examples it was learned from shown as their slots
+    (``{contact}``): they were other tasks', and the steps below carry the asked goal's."""
+    if not proc.slots:
+        return text
+    swap = {value: slot_mark(name) for name, value in proc.slots.items() if value}
+    for example in proc.goal_examples:  # every example's values: the line may quote any of them
+        swap.update({value: mark for name, value in proc.slot_values(example).items()
+                     if value != (mark := slot_mark(name))})
+    return substitute(text, swap) or text
 
 
 def _safe_attr(value: str) -> str:

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, type_of_id
+from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, Procedure, type_of_id
 from memory_plane.episodes import TaskEpisodeStore
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
 
@@ -33,7 +33,7 @@ from ._hits import HitMaker
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
-from ._render import hit_line
+from ._render import hit_line, slotted_text
 from ._rule_plan import PlanShare, rule_plan
 from ._scoring import Scorer
 from ._sources import DeviceSource, EpisodeSource, LongTermSource, Source
@@ -103,7 +103,7 @@ class Retriever:
                      else self._user_hits(users, planned, rules, ctx, now, drop, index_mtimes, common))
         common.long_term = [*user_hits, *common.long_term]
         self._device_profile(req.device_id or "default", common, now, ctx.exclude)
-        self._expand_steps(common)
+        self._expand_steps(common, req.input)
         fit_budget(common, self.config.budget_chars, len(user_hits), drop)
         out = MemoryContext(common, ctx.q, dropped=drop.counts)
         out.dropped_items = drop.items
@@ -385,7 +385,7 @@ class Retriever:
         self._profiles[str(path)] = Loaded(stat, prof)
         return prof
 
-    def _expand_steps(self, common: RoleMemoryContext) -> None:
+    def _expand_steps(self, common: RoleMemoryContext, goal: str) -> None:
         coll = self.device.collections["procedure"]
         gen: Generation = self._device_sources["procedure"].gen
         for hit in common.procedures:
@@ -398,4 +398,9 @@ class Retriever:
             except Exception as exc:  # the steps of a hand-edited file are optional: the hit stays without them
                 log.warning("retrieve: %s unreadable: %s", hit.id, exc)
                 continue
-            hit.steps = [s.render() for s in getattr(proc, "steps", [])]
+            if isinstance(proc, Procedure):
+                # The steps for the asked goal: its own values in the slots, never another task's text.
+                hit.steps = [s.render() for s in proc.steps_for_goal(goal)]
+                hit.text = slotted_text(proc, hit.text)
+            else:
+                hit.steps = [s.render() for s in getattr(proc, "steps", [])]

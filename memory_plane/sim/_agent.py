@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plane.device_memory import AppProfile, Failure, Procedure
+from memory_plane.device_memory import AppProfile, Failure, Procedure, slot_mark
 
 from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 from ._world import APPS, PAGE_NAMES, PINYIN, Element, Result, SimPhone
@@ -295,7 +295,9 @@ class ScriptedAgent:
                 return str(st.page_name).replace(old, task.target)
             return st.page_name
 
-        steps = [st for st in proc.steps if st.tool not in ("launch_app", "home", "back")]
+        # The steps with this task's values in the procedure's slots (the substitution above stays for what
+        # is not a slot: a value typed as pinyin, a page named after the old target).
+        steps = [st for st in proc.steps_for_goal(task.goal) if st.tool not in ("launch_app", "home", "back")]
         if not (task.target and old) and task.goal not in proc.goal_examples and steps:
             steps = steps[:-1]  # another goal of the same app: reuse the way there, not its final action
         i = 0
@@ -315,7 +317,10 @@ class ScriptedAgent:
             if st.tool == "keyboard_text" and st.text:
                 # A typed query is about this task's target, whatever the old episode searched for.
                 typed_old.append(st.text)
-                if not self.type_text(task.target or subst(st.text) or st.text).ok:
+                text = task.target or subst(st.text) or st.text
+                if st.slot and text == slot_mark(st.slot):
+                    return  # a value this goal does not give: explore from here rather than type its name
+                if not self.type_text(text).ok:
                     return
             elif st.tool == "swipe":
                 if not (task.target and self.find(task.target)):  # scroll only when the item is not in view

@@ -1,0 +1,218 @@
+"""The goal's values in a procedure: which step values came from the goal, their slot names, and a new goal's values.
+
+A procedure learned from "给老妈发消息说晚上回家吃饭" typed 老妈 and 晚上回家吃饭 because the goal said so: those
+values are slots (``contact``, ``message``), kept with the example values beside them. For another goal the
+example goal is aligned against the new one, the slot values standing as placeholders: what stands where an
+example value stood is the new value; a slot the new goal does not give is shown by its name.
+
+Text is compared token by token on its NFKC, case-folded form: a run of letters or digits of an alphabetic
+script is one token, every other character (a CJK character, a punctuation mark) is a token of its own, so a
+value matches at word boundaries in English and anywhere in Chinese.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+
+Token = tuple[str, int, int]  # (case-folded token, start, end in the NFKC text)
+
+QUOTES = "\"'“”‘’「」『』《》«»`"
+ROLE_WORDS: dict[str, tuple[str, ...]] = {
+    "contact": ("to", "text", "call", "email", "给", "跟", "和", "与", "打给", "打电话给", "联系"),
+    "name": ("named", "called", "name", "叫", "叫做", "名为", "名叫", "命名为", "名字为", "名称为"),
+    "title": ("titled", "title", "标题", "标题为", "题为"),
+    "message": ("message", "saying", "say", "says", "reply", "write", "说", "内容", "内容为", "消息", "回复", "写"),
+    "query": ("search", "for", "find", "look up", "search for", "搜索", "搜", "查找", "查询", "找", "找到"),
+}
+"""Words that say which role the value after them plays in a goal (English and Chinese, no app's words)."""
+TIME_SHAPE = re.compile(r"\d\s*(?::|：|点|时|分|am\b|pm\b|a\.m|p\.m|h\b)|(?:上午|下午|晚上|早上)\s*\d", re.IGNORECASE)
+PLACEHOLDER = "\x00slot:"
+
+
+def _is_wordish(c: str) -> bool:
+    # Letters and digits of scripts written with spaces between words join into one token; a wide (CJK)
+    # character is a token of its own.
+    return c.isalnum() and unicodedata.east_asian_width(c) not in ("W", "F")
+
+
+def tokens(text: str) -> tuple[str, list[Token]]:
+    """The NFKC form of a text and its tokens (case-folded), with their spans in that form."""
+    t = unicodedata.normalize("NFKC", text)
+    out: list[Token] = []
+    i = 0
+    while i < len(t):
+        c = t[i]
+        if c.isspace():
+            i += 1
+            continue
+        j = i + 1
+        if _is_wordish(c):
+            while j < len(t) and _is_wordish(t[j]):
+                j += 1
+        out.append((t[i:j].casefold(), i, j))
+        i = j
+    return t, out
+
+
+def normalize(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed: the form values are compared in."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _keys(text: str) -> list[str]:
+    return [k for k, _, _ in tokens(text)[1]]
+
+
+def _find(needle: list[str], hay: list[str], start: int = 0) -> int | None:
+    n = len(needle)
+    if not n:
+        return None
+    for i in range(start, len(hay) - n + 1):
+        if hay[i:i + n] == needle:
+            return i
+    return None
+
+
+def occurs(value: str, text: str) -> bool:
+    """Whether a value occurs in a text, token for token (at word boundaries)."""
+    return _find(_keys(value), _keys(text)) is not None
+
+
+def _ends_with(keys: list[str], word: list[str]) -> bool:
+    return len(keys) >= len(word) and keys[len(keys) - len(word):] == word
+
+
+def role_of(goal: str, value: str) -> str | None:
+    """The role the goal gives a value it contains: ``text`` when quoted, ``time`` by its shape, else the
+    role word right before it (``named`` → name, ``给`` → contact, ``说`` → message, ``search`` → query)."""
+    keys, vk = _keys(goal), _keys(value)
+    at = _find(vk, keys)
+    if at is None:
+        return None
+    end = at + len(vk)
+    if at > 0 and keys[at - 1] in QUOTES and end < len(keys) and keys[end] in QUOTES:
+        return "text"
+    if TIME_SHAPE.search(unicodedata.normalize("NFKC", value)):
+        return "time"
+    before = keys[:at]
+    while before and not any(_is_wordish(ch) or unicodedata.east_asian_width(ch) in ("W", "F")
+                             for ch in before[-1]):
+        before = before[:-1]  # "saying: hello", "named, Yoga": the punctuation between does not matter
+    best: tuple[int, str] | None = None
+    for role, words in ROLE_WORDS.items():
+        for w in words:
+            wk = _keys(w)
+            if _ends_with(before, wk) and (best is None or len(wk) > best[0]):
+                best = (len(wk), role)
+    return best[1] if best else None
+
+
+def slot_names(goal: str, values: Iterable[str], target: str | None = None) -> dict[str, str]:
+    """A slot name for each value (values equal once normalised share one): its role in the goal, ``target``
+    for the goal's parsed target, else ``value1``, ``value2`` ... in order; a role met twice is numbered."""
+    out: dict[str, str] = {}
+    by_norm: dict[str, str] = {}
+    used: set[str] = set()
+    unnamed = 0
+    for v in values:
+        n = normalize(v)
+        if n in by_norm:
+            out[v] = by_norm[n]
+            continue
+        role = role_of(goal, v) or ("target" if target and normalize(target) == n else None)
+        if role is None:
+            unnamed += 1
+            role = f"value{unnamed}"
+        name, k = role, 1
+        while name in used:
+            k += 1
+            name = f"{role}{k}"
+        used.add(name)
+        out[v] = by_norm[n] = name
+    return out
+
+
+def mask_values(text: str, values: Iterable[str], mark: str = "…") -> str:
+    """A text with every occurrence of the values (token for token, longest first) replaced by ``mark``."""
+    t, toks = tokens(text)
+    spans: list[tuple[int, int]] = []
+    keys = [k for k, _, _ in toks]
+    taken = [False] * len(toks)
+    for v in sorted({v for v in values if v}, key=lambda v: -len(_keys(v))):
+        vk = _keys(v)
+        at = _find(vk, keys)
+        while at is not None:
+            if not any(taken[at:at + len(vk)]):
+                for i in range(at, at + len(vk)):
+                    taken[i] = True
+                spans.append((toks[at][1], toks[at + len(vk) - 1][2]))
+            at = _find(vk, keys, at + 1)
+    for a, b in sorted(spans, reverse=True):
+        t = t[:a] + mark + t[b:]
+    return t
+
+
+def fill(examples: Iterable[str], slots: Mapping[str, str], goal: str) -> dict[str, str]:
+    """The values a new goal gives each slot: each example goal holding the slot values is aligned against
+    the goal, and the text standing where an example value stood is that slot's value. Slots the goal does
+    not give (no example aligns, or the text around the value differs) are left out."""
+    if not slots:
+        return {}
+    g_text, g_toks = tokens(goal)
+    g_keys = [k for k, _, _ in g_toks]
+    out: dict[str, str] = {}
+    for ex in examples:
+        ex_keys = _keys(ex)
+        present = False
+        for name, value in sorted(slots.items(), key=lambda kv: -len(_keys(kv[1]))):
+            vk = _keys(value)
+            at = _find(vk, ex_keys)
+            while at is not None:
+                present = True
+                ex_keys[at:at + len(vk)] = [PLACEHOLDER + name]
+                at = _find(vk, ex_keys, at + 1)
+        if not present:
+            continue
+        sm = difflib.SequenceMatcher(None, ex_keys, g_keys, autojunk=False)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            # Only a placeholder replaced on its own is a value: one mixed with other words in the same
+            # change is not known to stand where the value stood.
+            if tag != "replace" or i2 - i1 != 1 or not ex_keys[i1].startswith(PLACEHOLDER):
+                continue
+            name = ex_keys[i1][len(PLACEHOLDER):]
+            value = g_text[g_toks[j1][1]:g_toks[j2 - 1][2]].strip().strip(QUOTES).strip()
+            if value and name not in out:
+                out[name] = value
+        if all(name in out for name in slots):
+            break
+    return out
+
+
+def _edges_pattern(value: str) -> str:
+    # A value is replaced where it stands as a whole: not inside a longer word of an alphabetic script.
+    pat = re.escape(value)
+    if value and _is_wordish(value[0]):
+        pat = r"(?<![^\W_])" + pat if value[0].isascii() else pat
+    if value and _is_wordish(value[-1]):
+        pat = pat + r"(?![^\W_])" if value[-1].isascii() else pat
+    return pat
+
+
+def substitute(text: str | None, values: Mapping[str, str]) -> str | None:
+    """A stored text with each example value (key) replaced by its new value or placeholder (value);
+    a one-character value only when it is the whole text."""
+    if text is None or not values:
+        return text
+    n = normalize(text)
+    for old, new in values.items():
+        if normalize(old) == n:
+            return new
+    out = text
+    for old, new in sorted(values.items(), key=lambda kv: -len(kv[0])):
+        if len(old.strip()) < 2:
+            continue
+        out = re.sub(_edges_pattern(old.strip()), new.replace("\\", "\\\\"), out, flags=re.IGNORECASE)
+    return out

@@ -1,0 +1,105 @@
+"""The goal's values are slots: a procedure shows the asked goal's values (or the slot's name), never the values
+of the task it was learned from; the same task with other values is one procedure."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from task_runs import procedures, run_task, screen
+
+from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane.device_memory import Procedure, ProcedureStep
+
+CHAT = "微信"
+
+
+def _message_calls(who: str, text: str) -> list:
+    return [
+        ("launch_app", {"app": "com.tencent.mm"}, None,
+         screen(CHAT, "首页", "搜索", "通讯录", package="com.tencent.mm")),
+        ("tap", {"x": 900, "y": 120}, "搜索", screen(CHAT, "搜索", "搜索框")),
+        ("keyboard_text", {"text": who}, "搜索框", screen(CHAT, "搜索", "搜索框", who)),
+        ("tap", {"x": 300, "y": 400}, who, screen(CHAT, f"聊天:{who}", "输入框", "发送")),
+        ("keyboard_text", {"text": text}, "输入框", screen(CHAT, f"聊天:{who}", "输入框", "发送", draft=text)),
+        ("tap", {"x": 980, "y": 2200}, "发送", screen(CHAT, f"聊天:{who}", "输入框", "发送", text)),
+    ]
+
+
+def _procedure_block(plane: MemoryPlane, goal: str) -> tuple[list[str], str]:
+    memory = plane.retrieve(MemoryRetrieveRequest(input=goal, current_hints={"language": "en-US"}))
+    assert memory.common.procedures, "the messaging procedure applies to another contact's goal"
+    hit = memory.common.procedures[0]
+    block = memory.render()
+    section = block.split("## Applicable Procedures", 1)[1].split("\n## ", 1)[0]
+    return list(hit.steps or []), section
+
+
+def test_a_procedure_asked_for_another_contact_shows_the_new_values(plane: MemoryPlane) -> None:
+    run_task(plane, "给老妈发消息说晚上回家吃饭", _message_calls("老妈", "晚上回家吃饭"))
+    [proc] = procedures(plane)
+    assert proc.slots == {"contact": "老妈", "message": "晚上回家吃饭"}
+    assert [s.slot for s in proc.steps] == [None, None, "contact", "contact", "message", None]
+    steps, section = _procedure_block(plane, "给韩梅梅发消息说明天见")
+    assert any('text="韩梅梅"' in s for s in steps) and any('text="明天见"' in s for s in steps)
+    assert "老妈" not in section and "晚上回家吃饭" not in section
+
+
+def test_a_value_the_goal_does_not_give_shows_the_slot_name(plane: MemoryPlane) -> None:
+    run_task(plane, "给老妈发消息说晚上回家吃饭", _message_calls("老妈", "晚上回家吃饭"))
+    steps, section = _procedure_block(plane, "给韩梅梅发消息")
+    assert any('text="韩梅梅"' in s for s in steps)
+    assert any('text="{message}"' in s for s in steps)
+    assert "老妈" not in section and "晚上回家吃饭" not in section
+
+
+def test_two_episodes_differing_only_in_values_are_one_procedure(plane: MemoryPlane) -> None:
+    run_task(plane, "给老妈发消息说晚上回家吃饭", _message_calls("老妈", "晚上回家吃饭"))
+    run_task(plane, "给韩梅梅发消息说明天见", _message_calls("韩梅梅", "明天见"))
+    [proc] = procedures(plane)
+    assert proc.success_count == 2
+    steps, section = _procedure_block(plane, "给李雷发消息说周末见")
+    assert any('text="李雷"' in s for s in steps) and any('text="周末见"' in s for s in steps)
+    assert not any(old in section for old in ("老妈", "晚上回家吃饭", "韩梅梅", "明天见"))
+
+
+def test_a_create_task_with_another_name_is_the_same_procedure(plane: MemoryPlane) -> None:
+    def calls(name: str) -> list:
+        main = screen("Diary", "Main", "Add")
+        editor = screen("Diary", "Editor", "Name", "Save")
+        return [("launch_app", {"app": "Diary"}, None, main),
+                ("tap", {"x": 600, "y": 1800}, "Add", editor),
+                ("keyboard_text", {"text": name}, "Name", {**editor, "name": name}),
+                ("tap", {"x": 600, "y": 200}, "Save", screen("Diary", "Main", "Add", name))]
+
+    run_task(plane, "Add a new activity named Gym Workout", calls("Gym Workout"))
+    run_task(plane, "Add a new activity named Yoga", calls("Yoga"))
+    [proc] = procedures(plane)
+    assert proc.success_count == 2 and proc.slots == {"name": "Gym Workout"}
+    typed = [s for s in proc.steps_for_goal("Add a new activity named Evening Walk") if s.tool == "keyboard_text"]
+    assert [s.text for s in typed] == ["Evening Walk"]
+    # A goal that names no activity: the slot's name, not another task's value.
+    assert [s.text for s in proc.steps_for_goal("Add a new activity to the diary")
+            if s.tool == "keyboard_text"] == ["{name}"]
+
+
+# -- the rule, on any goal ---------------------------------------------------------------------------------
+
+WORDS = st.sampled_from(["Bob", "Carol", "晚饭", "明天见", "Gym", "7:30", "hello there", "老妈", "Yoga"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(old=st.tuples(WORDS, WORDS), new=st.tuples(WORDS, WORDS), template=st.sampled_from([
+    "Send a message to {} saying {}", "给{}发消息说{}", "Add an activity named {} at {}"]))
+def test_filled_steps_never_hold_a_value_of_the_example_the_goal_replaced(old: tuple[str, str],
+                                                                          new: tuple[str, str],
+                                                                          template: str) -> None:
+    if old[0] == old[1] or {old[0], old[1]} & {new[0], new[1]}:
+        return  # values shared between the two goals are the new goal's too
+    proc = Procedure(id="proc_x", goal_examples=[template.format(*old)], slots={"a": old[0], "b": old[1]},
+                     steps=[ProcedureStep(tool="keyboard_text", text=old[0], slot="a"),
+                            ProcedureStep(tool="tap", target_label=old[1], slot="b",
+                                          outcome_note=f"page=App/{old[1]}")])
+    steps = proc.steps_for_goal(template.format(*new))
+    rendered = " ".join(s.render() for s in steps)
+    assert old[0] not in rendered and old[1] not in rendered
+    assert steps[0].text in (new[0], "{a}") and steps[1].target_label in (new[1], "{b}")
