@@ -328,5 +328,5 @@ def step_note(s: Step) -> str | None:
     if s.is_error:
         return f"error: {s.error or 'tool error'}"[:120]
     if s.app_after or s.page_after:
-        return f"page={s.app_after or '?'}/{s.page_after or '?'}"
+        return "page=" + "/".join(x for x in (s.app_after, s.page_after) if x)  # an unknown side is left out, not "?"
     return None

@@ -296,3 +296,16 @@ def test_a_conflicted_memory_keeps_its_type_in_the_block(root: Path) -> None:
     caution = block.split("# Known Failure Modes And Conflicts", 1)[1]
     assert f"[{proc} type=procedure status=conflicted" in caution and "type=conflict " not in block
 
+
+
+def test_a_step_whose_page_is_unknown_names_its_app_alone(tmp_path: Path) -> None:
+    """Imported data knows the app a step reached and not the page: the step says `page=Gmail`, never
+    `page=Gmail/?`."""
+    from task_runs import procedures, run_task
+
+    from memory_plane import MemoryPlane
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run_task(plane, "open Gmail", [("launch_app", {"app": "Gmail"}, None, {"app": "Gmail"})])
+        notes = [s.outcome_note for p in procedures(plane) for s in p.steps]
+    assert notes == ["page=Gmail"]
