@@ -22,7 +22,7 @@ never got its result) did not fail: it has no cause.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -102,10 +102,9 @@ class Cause:
         """The step the cause happened at (the last that shows it)."""
         return self.steps[-1]
 
-    def key(self, phase: str | None, canon: Callable[[str | None], str | None], target: str | None,
-            goal_app: str | None = None) -> CauseKey:
-        """The cause's key: the app canonical, the page with the episode's own target masked."""
-        app = canon(self.app) or goal_app
+    def key(self, phase: str | None, app: str | None, target: str | None) -> CauseKey:
+        """The cause's key: ``app`` as the caller resolved it (the app the phone showed the step in, never a
+        launcher), the page with the episode's own target masked."""
         return CauseKey(phase or "unknown", self.step.tool, app, mask(self.page, target), self.kind)
 
     def trigger(self, key: CauseKey) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def learn_failures(writer: LessonWriter, lesson: LessonContext, res: ExtractionR
     # each cause one failure memory, keyed by the cause alone, and the episode's failure_causes. A run
     # that did not finish (interrupted, raised, cut off mid-call) has none: it did not fail.
     for cause in failure_causes(lesson.steps, ep.outcome.failure_phase):
-        key = cause.key(ep.outcome.failure_phase, lesson.canon, ep.normalized_goal.target, lesson.goal_app)
+        key = cause.key(ep.outcome.failure_phase, lesson.app_at(cause.step), ep.normalized_goal.target)
         _failure(writer, lesson, res, key.failure_id(lesson.device_id), key.label(), cause.trigger(key),
                  cause.lesson, cause.steps, key=key)
         ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, key.label()]))

@@ -126,6 +126,11 @@ class LessonContext:
             return aid if aid in self.apps else None
         return None
 
+    def app_at(self, step: Step) -> str | None:
+        """The app a lesson about one step belongs to: the app the phone showed the step in, else the task's
+        app (a failure on the home screen is the task's); never a system screen, never an app not reached."""
+        return self.app_of(step) or self.task_app
+
     def decide(self, ids: list[str], rule: str, decision: str, detail: str | None = None,
                against: list[str] | None = None) -> None:
         """Queue a line for lifecycle/conflicts.jsonl (written after the item locks are released): ``ids``

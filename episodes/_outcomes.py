@@ -25,6 +25,7 @@ from ._blame import (
     used_steps,
 )
 from ._causes import CauseKey, failure_causes, unfinished
+from ._lesson_context import LessonContext
 from ._lesson_writer import goal_pattern
 from ._model import TaskEpisode
 from ._steps import Step, device_steps, pair_steps
@@ -226,12 +227,11 @@ class OutcomeUpdater:
                                       evidence={"episode": ep.id, "success": success})
 
     def _cause_keys(self, ep: TaskEpisode, steps: list[Step]) -> set[CauseKey]:
-        """The causes a failed episode's events show, keyed as its failure memories are."""
-        canon = self.device.catalog.app_id_for
-        goal_app = canon(ep.normalized_goal.app) if ep.normalized_goal.app else None
+        """The causes a failed episode's events show, keyed exactly as its failure memories are."""
+        lesson = LessonContext(ep, device_steps(steps), self.device)
         phase, target = ep.outcome.failure_phase, ep.normalized_goal.target
-        return {c.key(phase, lambda a: canon(a) if a else None, target, goal_app)
-                for c in failure_causes(device_steps(steps), phase)}
+        return {c.key(phase, lesson.app_at(c.step), target)
+                for c in failure_causes(lesson.steps, phase)}
 
     def _weigh_failure(self, cur: Failure, ep: TaskEpisode, steps: list[Step], causes: set[CauseKey], now: Any,
                        decision: dict[str, Any]) -> Failure | None:

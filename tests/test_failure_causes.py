@@ -112,3 +112,25 @@ def test_a_failure_id_depends_on_its_cause_alone(shared: MemoryPlane, reason: st
     got = shared.episodes.get(ep.id)
     assert got is not None and got.reusable_lessons.count(key.failure_id("default")) == 1
     assert [i for i in got.reusable_lessons if i.startswith("fail_")] == [key.failure_id("default")]
+
+
+def test_a_failure_on_the_home_screen_is_the_app_the_run_reached_or_none(tmp_path: Path) -> None:
+    """A tap that does nothing on the launcher belongs to no launcher and to no app the goal merely names; it
+    is the task's app when the run reached one, and the outcome update keys it the same way."""
+    home = {"app": "Launcher", "page": "Home", "package": "com.android.launcher3"}
+    dead_icon = [("tap", {"x": 120, "y": 900}, "Keep Notes", home), ("tap", {"x": 120, "y": 900}, "Keep Notes", home)]
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, "Open Keep Notes and add a note", dead_icon, success=False, failure_phase="navigation",
+            failure_reason="the icon did nothing")
+        (mode,) = failures(plane)
+        assert mode.app_id is None and mode.cause.get("app") is None
+        reached = [("launch_app", {"app": "Keep Notes"}, None, LIST), *dead_icon]
+        run(plane, "Open Keep Notes then go home and reopen it", reached, success=False,
+            failure_phase="navigation", failure_reason="the icon did nothing")
+        apps = sorted(str(f.app_id) for f in failures(plane))
+        assert apps == ["None", "keep_notes"]
+        # Shown to the same goal again, the same cause is met again (the update and the lesson agree on its key).
+        _, ctx = run(plane, "Open Keep Notes then go home and reopen it", reached, success=False,
+                     failure_phase="navigation", failure_reason="again")
+        (kept,) = [f for f in failures(plane) if f.app_id == "keep_notes"]
+        assert kept.id in ctx.refs() and kept.occurrences == 2
