@@ -34,13 +34,13 @@ from typing import Any
 from memory_plane.device_memory import AppProfile, Calibration, DeviceItem, Failure, Navigation, Procedure, UiAnchor
 
 from ._causes import NEAR_PX, _unchanged, _visible, failing_step
+from ._goal_slots import procedure_view
 from ._path_agreement import (
     entry_length,
     followed,
     informative,
     mask,
     names_its_target,
-    of_procedure_step,
     of_step,
     steps_agree,
 )
@@ -55,7 +55,7 @@ RETIRE_AFTER = 3
 def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: Any) -> list[Step]:
     """The steps that show the episode used this memory (empty: it was at most shown)."""
     if isinstance(item, Procedure):
-        path = [of_procedure_step(s, item.steps_target) for s in item.steps]
+        path = [procedure_view(s, item) for s in item.steps]
         pairs = followed(path, steps, target)
         # Used: it executed every step of the procedure, in order; a demoted procedure is also used by a
         # success that executed every step from where it failed to the end.
@@ -84,7 +84,7 @@ def procedure_failure_point(item: Procedure, steps: list[Step], target: str | No
     fail = failing_step(steps)
     if fail is None or not item.steps:
         return None
-    path = [of_procedure_step(s, item.steps_target) for s in item.steps]
+    path = [procedure_view(s, item) for s in item.steps]
     pairs = [(i, k) for i, k in followed(path, steps, target) if i <= fail]
     entry = entry_length(item.steps)
     # Agreement is a step beyond the way into the app that names what it did: opening the same app, or

@@ -84,6 +84,19 @@ def _swipes_close(a: str, b: str) -> bool:
     return coords_close(a0.strip(), b0.strip(), 96.0) and coords_close(a1.strip(), b1.strip(), 96.0)
 
 
+def fills_slot(step: PathStep, slot: PathStep) -> bool:
+    """Whether an episode step is a procedure step whose value is a slot (masked on the procedure's side), done
+    with this episode's own value: the same tool and action, any typed text where the procedure types its slot,
+    any label where it taps its slot (a value's place in a list moves with the value)."""
+    if step.tool != slot.tool or TARGET_MASK not in (slot.text, slot.label):
+        return False
+    if step.action and slot.action and step.action.lower() != slot.action.lower():
+        return False
+    if slot.text == TARGET_MASK:
+        return step.text is not None
+    return bool(step.label) and (slot.text is None) == (step.text is None)
+
+
 def paths_agree(a: Sequence[PathStep], b: Sequence[PathStep]) -> bool:
     """Whether two paths are the same path: equally long, every step the same action."""
     return len(a) == len(b) and all(steps_agree(x, y) for x, y in zip(a, b))
@@ -142,7 +155,8 @@ def followed(proc_path: Sequence[PathStep], steps: Sequence[Step], target: str |
     j = 0
     for i, s in enumerate(steps):
         view = of_step(s, target)
-        k = next((k for k in range(j, len(proc_path)) if steps_agree(view, proc_path[k])), None)
+        k = next((k for k in range(j, len(proc_path))
+                  if steps_agree(view, proc_path[k]) or fills_slot(view, proc_path[k])), None)
         if k is not None:
             out.append((i, k))
             j = k + 1

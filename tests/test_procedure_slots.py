@@ -103,3 +103,16 @@ def test_filled_steps_never_hold_a_value_of_the_example_the_goal_replaced(old: t
     rendered = " ".join(s.render() for s in steps)
     assert old[0] not in rendered and old[1] not in rendered
     assert steps[0].text in (new[0], "{a}") and steps[1].target_label in (new[1], "{b}")
+
+
+def test_a_shown_procedure_followed_with_other_values_is_credited(plane: MemoryPlane) -> None:
+    """Retrieve waits for the lessons of earlier tasks, so the procedure is shown to the next message task; that
+    task follows it with its own contact and message, and the outcome update counts it as used."""
+    run_task(plane, "给老妈发消息说晚上回家吃饭", _message_calls("老妈", "晚上回家吃饭"))
+    for who, text in (("韩梅梅", "明天见"), ("李雷", "周末见")):
+        memory = plane.retrieve(MemoryRetrieveRequest(input=f"给{who}发消息说{text}"))
+        [proc] = procedures(plane)
+        assert proc.id in memory.refs()
+        run_task(plane, f"给{who}发消息说{text}", _message_calls(who, text))
+    [proc] = procedures(plane)
+    assert proc.success_count == 3
