@@ -402,8 +402,10 @@ def _imported_twice(rows: list[dict[str, Any]], workdir: Path) -> dict[str, Any]
     return {**replay_diff(snaps[0], snaps[1]), "episodes": len(rows)}
 
 
-GOALS_PER_TASK = 8
+GOALS_PER_TASK = 8  # goals of each task that succeeds (about one in five held out)
 GOALS_PER_TASK_SHORT = 3
+FAILURES_PER_TASK = 3  # failed runs of each (cause, task)
+FAILURES_PER_TASK_SHORT = 2
 
 
 def _trajectories(seed: int, short: bool) -> dict[str, Any]:
@@ -414,7 +416,7 @@ def _trajectories(seed: int, short: bool) -> dict[str, Any]:
     from ._trajectory_set import generate
 
     trajs = generate(seed, goals_per_task=GOALS_PER_TASK_SHORT if short else GOALS_PER_TASK,
-                     failures_per_cause_task=2 if short else 3)
+                     failures_per_cause_task=FAILURES_PER_TASK_SHORT if short else FAILURES_PER_TASK)
     out: dict[str, Any] = {"seed": seed, "trajectories": len(trajs),
                            "recorded": sum(1 for t in trajs if not t.held_out),
                            "held_out_goals": sum(1 for t in trajs if t.held_out)}
