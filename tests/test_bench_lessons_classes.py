@@ -219,8 +219,12 @@ def test_a_navigation_rule_mixing_actions_or_naming_no_button_is_counted(root: P
 
 
 def test_items_under_an_app_the_episode_never_showed_are_counted(root: Path) -> None:
-    truths = {"ep_share": _truth("Share the mail to Daybook", [("tap", "Share")], apps=("Postbox",))}
+    truths = {"ep_share": _truth("Share the mail to Daybook", [("tap", "Share")], apps=("Postbox",)),
+              "ep_blind": _truth("Add an entry in Daybook", [("tap", "Add")], apps=())}
     with MemoryPlane.open(root) as plane:
+        blind = plane.device.new_item(Procedure, "proc_blind", app_id="daybook", app_name="Daybook")
+        blind.add_evidence(EvidenceRef(type="episode", id="ep_blind"))  # the phone never said which app
+        plane.device.collection("procedure").save(blind)
         for item in (plane.device.new_item(Procedure, "proc_wrong", app_id="daybook", app_name="Daybook"),
                      plane.device.new_item(Procedure, "proc_right", app_id="postbox", app_name="Postbox"),
                      plane.device.new_item(Failure, "fail_wrong", app_id="launcher", app_name="Launcher"),
@@ -228,8 +232,8 @@ def test_items_under_an_app_the_episode_never_showed_are_counted(root: Path) -> 
             item.add_evidence(EvidenceRef(type="episode", id="ep_share"))
             plane.device.collection(item.TYPE).save(item)
         rep = wrong_app(plane, truths)
-    assert (rep["count"], rep["of"]) == (2, 4)
-    assert rep["by_type"]["procedure"] == {"count": 1, "of": 2} and rep["by_type"]["failure"] == {"count": 1, "of": 2}
+    assert (rep["count"], rep["of"], rep["evidence_showed_no_app"]) == (3, 5, 1)
+    assert rep["by_type"]["procedure"] == {"count": 2, "of": 3} and rep["by_type"]["failure"] == {"count": 1, "of": 2}
 
 
 def test_failure_modes_split_or_mixed_by_cause_and_those_of_unfinished_runs_are_counted(root: Path) -> None:
@@ -269,7 +273,7 @@ def test_two_trees_fed_the_same_episodes_are_diffed() -> None:
     rep = replay_diff(a, b)
     assert (rep["ids_only_in_one"], rep["status_differs"], rep["confidence_differs"], rep["demoted_differs"]) == (
         2, 1, 1, 1)
-    assert rep["count"] == 5
+    assert rep["count"] == 3  # items that differ: fail_1, fail_2 and proc_1
 
 
 # -- the bench -------------------------------------------------------------------------------------------------

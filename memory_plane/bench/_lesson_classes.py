@@ -173,7 +173,7 @@ def claimed_verified(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]
         verified = p.status == "active" and getattr(p, "verified", True) is not False and "unverified" not in p.tags
         if verified and not any(t.success for t in ev) and any(t.reported_success for t in ev):
             bad.append(p.id)
-    return {"count": len(bad), "of": of, "examples": _ex(bad)}
+    return {"count": len(bad), "of": of, "examples": _ex(bad), "all": bad}
 
 
 def _parsed_intents(text: str, catalog: Any) -> set[str]:
@@ -249,7 +249,7 @@ def _item_apps(item: Any, catalog: Any) -> set[str]:
 def wrong_app(plane: Any, truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
     """Items (procedures, app profiles, failures) filed under an app none of their evidence episodes showed."""
     cat = plane.device.catalog
-    out: dict[str, Any] = {"count": 0, "of": 0, "by_type": {}, "examples": []}
+    out: dict[str, Any] = {"count": 0, "of": 0, "by_type": {}, "evidence_showed_no_app": 0, "examples": []}
     for t in ("procedure", "app_profile", "failure"):
         n = bad = 0
         for item in items(plane, t):
@@ -261,6 +261,7 @@ def wrong_app(plane: Any, truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
             shown = {cat.app_id_for(a) for e in ev for a in e.apps}
             if not apps & shown:
                 bad += 1
+                out["evidence_showed_no_app"] += 0 if shown else 1  # the app can only have come from words
                 if len(out["examples"]) < EXAMPLES:
                     out["examples"].append(f"{item.id} ({', '.join(sorted(apps))})")
         out["by_type"][t] = {"count": bad, "of": n}
@@ -369,18 +370,20 @@ def tree_snapshot(plane: Any) -> dict[str, tuple[str, str, float]]:
 
 
 def replay_diff(a: dict[str, tuple[str, str, float]], b: dict[str, tuple[str, str, float]]) -> dict[str, Any]:
-    """How two trees fed the same episodes differ: ids in one only, statuses, confidences, counts per type."""
+    """How two trees fed the same episodes differ: the items that differ (in one only, or another status or
+    confidence), with each kind of difference, and the counts per type."""
     both = set(a) & set(b)
     per_type: dict[str, list[int]] = {}
     for snap, i in ((a, 0), (b, 1)):
         for t, _, _ in snap.values():
             per_type.setdefault(t, [0, 0])[i] += 1
-    out = {"ids_only_in_one": len(set(a) ^ set(b)),
-           "status_differs": sum(1 for k in both if a[k][1] != b[k][1]),
-           "confidence_differs": sum(1 for k in both if a[k][2] != b[k][2]),
-           "count_differs": sum(abs(x - y) for x, y in per_type.values()),
-           "demoted_differs": len({k for k in a if a[k][1] != "active"} ^ {k for k in b if b[k][1] != "active"})}
-    return {"count": sum(out.values()), "of": len(set(a) | set(b)), **out}
+    status = {k for k in both if a[k][1] != b[k][1]}
+    confidence = {k for k in both if a[k][2] != b[k][2]}
+    only = set(a) ^ set(b)
+    return {"count": len(only | status | confidence), "of": len(set(a) | set(b)), "ids_only_in_one": len(only),
+            "status_differs": len(status), "confidence_differs": len(confidence),
+            "count_differs": sum(abs(x - y) for x, y in per_type.values()),
+            "demoted_differs": len({k for k in a if a[k][1] != "active"} ^ {k for k in b if b[k][1] != "active"})}
 
 
 def count_classes(plane: Any, truths: dict[str, EpisodeTruth], *, exact_tasks: bool) -> dict[str, Any]:

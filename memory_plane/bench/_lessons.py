@@ -375,6 +375,8 @@ def _androidcontrol(path: Path, limit: int | None, short: bool) -> dict[str, Any
             full["split"] = evaluate_split(rows, Path(tmp))
         full["replay_diff"] = _imported_twice(rows[:TWICE_SHORT if short else TWICE], Path(tmp))
     split = full["split"]
+    if "claimed_verified" in full.get("classes", {}):
+        full["classes"]["claimed_verified"].pop("all", None)
     full["classes"] = {**full.get("classes", {}),
                        "unfinished_cautions": split.get("unfinished_cautions"),
                        "cross_goal_demotions": {"count": None, "of": None, "note": "the import runs no outcome "
@@ -440,6 +442,11 @@ def _trajectories(seed: int, short: bool) -> dict[str, Any]:
             asked_rep = ask_held_out(plane, trajs, fed)
             procs = sum(1 for v in snaps[0].values() if v[0] == "procedure")
             classes["unfinished_cautions"] = asked_rep.pop("unfinished_cautions")
+            at_end = classes["claimed_verified"]
+            classes["claimed_verified"] = {
+                "count": len(fed.claimed_taught | set(at_end.pop("all"))), "of": procs,
+                "at_end": at_end["count"], "examples": sorted(fed.claimed_taught)[:3],
+                "how": "verified as taught by a claimed success, or still verified at the end"}
             classes["cross_goal_demotions"] = {"count": len(fed.cross_goal_demoted), "of": procs,
                                                "demoted_by_failures": len(fed.demoted_by_failures),
                                                "examples": sorted(fed.cross_goal_demoted)[:3]}

@@ -17,9 +17,10 @@ from typing import Any
 from memory_plane.device_memory import Procedure, type_of_id
 
 from ._blame import demotions
-from ._lesson_classes import EpisodeTruth, evidence, items, taught_by_unfinished, truth_token
+from ._lesson_classes import EpisodeTruth, claimed_verified, evidence, items, taught_by_unfinished, truth_token
 from ._lesson_paths import lcs_closeness, shown_steps, steps_tokens
-from ._trajectory_set import HEIGHT, WIDTH, Trajectory
+from ._trajectory_apps import HEIGHT, WIDTH
+from ._trajectory_set import Trajectory
 from ._util import r
 
 
@@ -69,6 +70,7 @@ class Fed:
     order: list[str] = field(default_factory=list)
     cross_goal_demoted: set[str] = field(default_factory=set)
     demoted_by_failures: set[str] = field(default_factory=set)
+    claimed_taught: set[str] = field(default_factory=set)  # verified procedures a claimed success taught
 
 
 def _procedures(plane: Any) -> dict[str, tuple[str, str, float]]:
@@ -90,6 +92,10 @@ def feed(plane: Any, trajectories: list[Trajectory], clock: StepClock, *, settle
         out.order.append(eid)
         if settle_each:
             plane.flush(60)
+            if t.truth.reported_success and not t.truth.success:
+                # As taught, before any later episode could change it (a demotion would hide it).
+                taught = [p for p in items(plane, "procedure") if any(ref.id == eid for ref in p.evidence_refs)]
+                out.claimed_taught |= set(claimed_verified(taught, out.truths)["all"])
         if before is not None:
             after = _procedures(plane)
             hit = {i for i in demotions(before, after, plane.device.conflicts.records()[lines:])
