@@ -55,11 +55,10 @@ def truth_of(t: Trajectory) -> EpisodeTruth:
 
 
 def _request(t: Trajectory) -> Any:
-    from .._retrieve_types import MemoryRetrieveRequest
+    from .._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 
-    return MemoryRetrieveRequest(input=t.goal, current_hints={
-        "language": t.language, "app": t.start.app, "page": t.start.page, "screen_width": WIDTH,
-        "screen_height": HEIGHT})
+    return MemoryRetrieveRequest(input=t.goal, current_hints=CurrentEnvironmentHints(
+        language=t.language, app=t.start.app, page=t.start.page, screen_width=WIDTH, screen_height=HEIGHT))
 
 
 @dataclass

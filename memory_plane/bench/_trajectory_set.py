@@ -335,7 +335,7 @@ def generate(seed: int = 7, goals_per_task: int = 8, failures_per_cause_task: in
         return {k.lstrip("_"): x for k, x in v.items()}
 
     for tid in SUCCESS_TASKS:
-        task, used = TASK_BY_ID[tid], set()
+        task, used = TASK_BY_ID[tid], set[str]()
         for n in range(goals_per_task):
             v = draw(task, used, n)
             t = _trajectory(task, v, n, task.build(plain(v)), success=True, reported_success=True, finished=True,
@@ -343,7 +343,7 @@ def generate(seed: int = 7, goals_per_task: int = 8, failures_per_cause_task: in
             t.held_out = held_out(t.goal)
             add(t)
     for cause, tid in FAILURES:
-        task, used = TASK_BY_ID[tid], set()
+        task, used = TASK_BY_ID[tid], set[str]()
         for n in range(failures_per_cause_task):
             v = draw(task, used, n)
             run = _failing(cause, task, v, rng)
