@@ -22,6 +22,7 @@ from memory_plane.bench._lessons import (
     audit_traces,
     evaluate_split,
     read_rows,
+    row_asked,
     run,
 )
 from memory_plane.device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor
@@ -142,7 +143,7 @@ def test_path_closeness_is_a_normalised_lcs_of_action_type_and_target_words() ->
     assert lcs_closeness(tap("x=10,y=10"), tap("x=99,y=10")) == 0
 
 
-def test_the_split_is_a_stable_hash_of_the_goal_near_one_in_five() -> None:
+def test_the_split_is_a_stable_hash_of_the_episode_near_one_in_five() -> None:
     goals = [f"goal number {i}" for i in range(2000)]
     share = sum(map(asked, goals)) / len(goals)
     assert 0.17 < share < 0.23
@@ -199,14 +200,21 @@ PLACES = {"click alarm tab": [100, 300], "click add": [900, 2000], "click report
           "click week": [200, 500], "click month": [500, 500], "click today": [800, 500]}
 
 
+def _episode_id(want_asked: bool, name: str) -> str:
+    """A source episode id on the wanted side of the split (the split is by a hash of the episode's id)."""
+    return next(f"{name}-{k}" for k in range(1000)
+                if row_asked({"episode_id": f"{name}-{k}"}) is want_asked)
+
+
 def _split_rows() -> list[dict[str, Any]]:
-    """Six source episodes: two goals asked, four recorded (by the hash), all naming their app."""
+    """Six source episodes: one asked, five recorded (by the hash of their ids), all naming their app."""
     def row(goal: str, app: str, taps: list[str]) -> dict[str, Any]:
         steps = [{"action_content": {"action": "open", "app_name": app}, "step_instruction": f"open {app}"}]
         # Each target sits at its own place on the screen (another target is another tap).
         steps += [{"action_content": {"action": "click", "coordinate": PLACES[t]}, "step_instruction": t}
                   for t in taps]
-        return {"goal": goal, "is_successful": True, "steps": steps}
+        return {"goal": goal, "is_successful": True, "steps": steps,
+                "episode_id": _episode_id("today" in goal, goal.replace(" ", "-"))}
 
     rows = []
     for goal, app, taps in [("Set an alarm for 6 am in Clock", "Clock", ["click alarm tab", "click add"]),
@@ -221,7 +229,7 @@ def _split_rows() -> list[dict[str, Any]]:
 
 def test_the_split_asks_only_unrecorded_goals_and_reports_both_sides(tmp_path: Path) -> None:
     rows = _split_rows()
-    assert [row["goal"] for row in rows if asked(row["goal"])] == ["Show my spending today in Bluecoins"]
+    assert [row["goal"] for row in rows if row_asked(row)] == ["Show my spending today in Bluecoins"]
     rep = evaluate_split(rows, tmp_path)
     assert rep["recorded"] == 5 and rep["asked_goals"] == 1 and rep["asked_with_app"] == 1
     for side in ("ours_first_procedure", "fts5_trigram_nearest_goal"):
@@ -258,9 +266,16 @@ def test_report_shape_on_a_slice_of_the_real_episodes(monkeypatch: pytest.Monkey
     monkeypatch.setattr(blame, "run_scenario", lambda short: {"collateral_demotions": None})  # tested above
     rows = read_rows(SHARED_DATA.joinpath(*DATA_FILE), 12)
     assert len(rows) == 12
-    args = argparse.Namespace(data=str(SHARED_DATA), limit=12, short=True)
+    args = argparse.Namespace(data=str(SHARED_DATA), limit=12, short=True, set="androidcontrol")
     rep = run(args)
+    assert "trajectories" not in rep  # only the set asked for
     ac = rep["androidcontrol"]
+    assert {"lost_work_step", "under_half_path", "one_step", "other_task_text", "wrong_app", "title_from_quotes",
+            "shared_titles", "nav_several_actions", "nav_button_unnamed", "failure_modes_by_cause",
+            "modes_from_unfinished", "claimed_verified", "unfinished_cautions", "replay_diff"} <= set(ac["classes"])
+    assert ac["classes"]["replay_diff"]["count"] == 0  # the import is synchronous: the same lessons twice
+    assert set(rep["androidcontrol_closeness"]) == {"ours", "nearest_goal"}
+    assert "androidcontrol_every_class_0" in rep["bars"]
     assert ac["episodes"] == 12 and ac["procedures"] >= 1
     assert {"cross_task", "steps_of_no_named_goal", "steps_of_no_evidence_episode", "traced", "traced_by_type",
             "split"} <= set(ac)

@@ -134,7 +134,12 @@ def step_words_source(s: ProcedureStep) -> str | None:
 
 def procedure_tokens(proc: Procedure) -> list[Token]:
     """A procedure's steps as tokens."""
-    return [token(s.tool, s.action, s.text, step_words_source(s), s.coords) for s in proc.steps]
+    return steps_tokens(proc.steps)
+
+
+def steps_tokens(steps: Iterable[ProcedureStep]) -> list[Token]:
+    """Procedure steps as tokens."""
+    return [token(s.tool, s.action, s.text, step_words_source(s), s.coords) for s in steps]
 
 
 def action_tokens(actions: list[dict[str, Any]]) -> list[Token]:
@@ -145,3 +150,11 @@ def action_tokens(actions: list[dict[str, Any]]) -> list[Token]:
         action = next((str(ti[k]) for k in ("button", "direction", "app") if isinstance(ti.get(k), str)), None)
         out.append(token(a["tool"], action, tool_text(ti), a["description"], tool_coords(ti)))
     return out
+
+
+def shown_steps(proc: Procedure, goal: str) -> list[ProcedureStep]:
+    """The steps a procedure shows for a goal: its goal-filled steps (``steps_for_goal``) when it can fill
+    them, else its steps."""
+    fill = getattr(proc, "steps_for_goal", None)
+    steps = fill(goal) if callable(fill) else proc.steps
+    return [s if isinstance(s, ProcedureStep) else ProcedureStep.model_validate(s) for s in steps]

@@ -270,9 +270,10 @@ def _bench_command(command: Command) -> None:
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")
     s.add_argument("--data", default=None, metavar="PATH",
                    help=DATA_HELP)
-    s.add_argument("--seed", type=int, default=0, help="random seed")
+    s.add_argument("--seed", type=int, default=0, help="random seed (lessons: of the generated trajectory set)")
     s.add_argument("--set", default=None,
-                   help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab)")
+                   help="retrieval-quality: only these task sets (comma-separated, e.g. spa-bench-chn,android-lab); "
+                        "lessons: only these trajectory sets (androidcontrol, trajectories)")
     s.add_argument("--variants", default=None,
                    help="retrieval-quality: also ask every goal as these variants of its text, ours and FTS5 "
                         "trigram alike (typo, inflection, no_app_name, comma-separated, or all)")
