@@ -71,7 +71,7 @@ def evidence(item: Any, truths: dict[str, EpisodeTruth]) -> list[EpisodeTruth]:
 
 def is_slot(step: ProcedureStep) -> bool:
     """Whether a step marks its value as the goal's (a slot): a ``slot``-named field, or a ``{name}`` value."""
-    extra = step.model_extra or {}
+    extra = {**(step.model_extra or {}), "slot": getattr(step, "slot", None)}
     if any("slot" in str(k).lower() and v for k, v in extra.items()):
         return True
     return any(isinstance(v, str) and re.search(r"\{[^{}\s]+\}", v) for v in (step.text, step.target_label))

@@ -97,8 +97,16 @@ def feed(plane: Any, trajectories: list[Trajectory], clock: StepClock, *, settle
                 out.claimed_taught |= set(claimed_verified(taught, out.truths)["all"])
         if before is not None:
             after = _procedures(plane)
-            hit = {i for i in demotions(before, after, plane.device.conflicts.records()[lines:])
-                   if type_of_id(i) == "procedure" and before[i][1] == "active"}
+            decided = plane.device.conflicts.records()[lines:]
+            # A change of the UI language or screen sets aside what was learned under the other one (and
+            # brings it back): that is the environment, not the failure, and is not counted here.
+            env = {str(i) for line in decided if str(line.get("rule", "")).startswith("environment_")
+                   for i in line.get("ids") or []}
+            blamed = [x for x in decided if not str(x.get("rule", "")).startswith("environment_")]
+            named = {str(i) for line in blamed for i in line.get("ids") or []}
+            hit = {i for i in demotions(before, after, blamed)
+                   if type_of_id(i) == "procedure" and before[i][1] == "active"
+                   and (i not in env or i in named or (i in after and after[i][2] < before[i][2] - 1e-9))}
             out.demoted_by_failures |= hit
             for pid in hit:
                 proc = plane.device.get(pid)
