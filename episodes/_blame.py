@@ -89,7 +89,10 @@ def procedure_failure_point(item: Procedure, steps: list[Step], target: str | No
     entry = entry_length(item.steps)
     # Agreement is a step beyond the way into the app that names what it did: opening the same app, or
     # tapping near the same unlabelled point, is what every task of the app shares.
-    shown = [steps[i] for i, k in pairs if k >= entry and informative(path[k]) and names_its_target(steps[i])]
+    # A slot filled with another value agrees with any value: only a step done exactly as the procedure says it
+    # shows the episode was following this procedure.
+    shown = [steps[i] for i, k in pairs if k >= entry and informative(path[k]) and names_its_target(steps[i])
+             and steps_agree(of_step(steps[i], target), path[k])]
     if not shown:
         return None
     last_i, last_k = pairs[-1]

@@ -288,7 +288,7 @@ def _no_blame(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_set_whose_data_is_absent_is_skipped_with_a_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _no_blame(monkeypatch)
     rep = run(argparse.Namespace(data=str(tmp_path / "nowhere"), short=True, set="androidcontrol"))
-    assert "is not here" in rep["androidcontrol"]["skipped"]
+    assert "no AndroidControl export" in rep["androidcontrol"]["skipped"]
     assert "androidcontrol_every_class_0" not in rep["bars"]
     from memory_plane.lifecycle import UsageError
 
