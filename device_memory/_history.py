@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,6 +201,31 @@ class ItemHistory:
             log.warning("memory: history of %s not written: %s", item_id, exc)
             return None
         return rev
+
+    def check(self, report: Any, rel: Any) -> None:
+        """Verify's look at the histories: a ``.history`` that is not a folder (revisions cannot be recorded)
+        and lines that do not read as a revision are named with their file and line (``rel``: a path as the
+        report names it). Nothing is repaired: the item files are the truth, a history only says how."""
+        if not os.path.lexists(self.dir):
+            return
+        if os.path.islink(self.dir) or not self.dir.is_dir():
+            report.add("shape", rel(self.dir), None,
+                       "the item history folder is not a folder: changes are not recorded (remove it; the next "
+                       "write makes it again)")
+            return
+        for path in sorted(self.dir.glob("*.jsonl")):
+            try:
+                raw = read_bytes_nofollow(path)
+            except (OSError, UnsafePathError) as exc:
+                report.add("io", rel(path), None, f"item history not readable: {exc}")
+                continue
+            for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), start=1):
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    data = None
+                if not isinstance(data, dict) or Revision.from_dict(data) is None:
+                    report.add("jsonl", rel(path), n, "not a revision of the item's history (skipped when read)")
 
     def remove(self, item_id: str) -> None:
         """Drop an item's history (its item was forgotten or removed: what it said must go too)."""

@@ -156,6 +156,11 @@ class DeviceCollection(YamlCollection[T]):
                     self.history.remove(item_id)
         return removed
 
+    def verify(self, report: Any, now: Any) -> None:
+        """Verify the items (see ItemCollection.verify), then their histories."""
+        super().verify(report, now)
+        self.history.check(report, self.layout.rel)
+
     def _current(self, item_id: str) -> T | None:
         try:
             return self.get(item_id)
@@ -203,6 +208,11 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
             atomic_write(path, self.dump(profile, self._old_text(path)), root=self.root)
             self.history.record(profile.id, before, snapshot(profile) or {})
             return path
+
+    def verify(self, report: Any, now: Any) -> None:
+        """Verify the profiles (see ItemCollection.verify), then their histories."""
+        super().verify(report, now)
+        self.history.check(report, self.layout.rel)
 
     def _profile_at(self, path: Path) -> DeviceProfile | None:
         try:

@@ -202,3 +202,27 @@ def test_revert_to_any_kept_revision_gives_back_its_fields(tmp_path_factory: pyt
         with pytest.raises(UsageError):
             plane.device.revert("proc_pay", dropped)
     plane.close()
+
+
+def test_verify_names_a_history_folder_that_is_a_file_and_a_line_that_is_no_revision(tmp_path: Path) -> None:
+    """A person (or a full disk) left `.history` as a file, or a line that is no revision: verify names each with
+    its file (and line); the items are untouched."""
+    from memory_plane.lifecycle import atomic_write
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        item = plane.device.new_item(Procedure, "proc_h", title="Pay", steps=[{"tool": "tap", "target_label": "Pay"}])
+        coll = plane.device.collection("procedure")
+        coll.save(item)
+        hist = coll.history.path_of("proc_h")
+        atomic_write(hist, hist.read_text("utf-8") + "not json\n", root=plane.root)
+        report = plane.verify()
+        assert [(p.path, p.line) for p in report.problems if p.category == "jsonl"] == [
+            ("device/procedures/.history/proc_h.jsonl", 2)]
+        cal = plane.root / "device" / "calibration" / ".history"
+        if cal.exists():
+            import shutil
+            shutil.rmtree(cal)
+        cal.write_text("")
+        report = plane.verify()
+        assert any(p.category == "shape" and p.path == "device/calibration/.history" for p in report.problems)
+        assert plane.device.get("proc_h") is not None
