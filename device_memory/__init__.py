@@ -24,7 +24,7 @@ from ._items import (
     slot_mark,
     type_of_id,
 )
-from ._slots import mask_values, normalize, occurs, role_of, slot_names, substitute
+from ._slots import mask_values, normalize, occurs, role_of, slot_names, starts_clause, substitute
 from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "shipped_catalog",
     "slot_mark",
     "slot_names",
+    "starts_clause",
     "substitute",
     "type_of_id",
 ]

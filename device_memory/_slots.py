@@ -28,6 +28,18 @@ ROLE_WORDS: dict[str, tuple[str, ...]] = {
     "query": ("search", "for", "find", "look up", "search for", "搜索", "搜", "查找", "查询", "找", "找到"),
 }
 """Words that say which role the value after them plays in a goal (English and Chinese, no app's words)."""
+RECIPIENT_ONLY = frozenset({"to", "给", "跟", "和", "与"})
+"""Contact words that name a recipient only in a goal that messages or calls someone ("rename X to Y" names no
+contact): elsewhere the value after them has no role from them."""
+CLAUSE_WORDS = ("and", "then", "also", "after that", "und", "dann", "et", "puis", "y", "luego", "depois",
+                "然后", "并且", "并", "再", "接着", "之后", "随后")
+"""Words that start the next part of a request: what follows them is its verb, not a value."""
+LEAD_WORDS = ("please", "kindly", "can you", "could you", "help me", "help me to", "i want to", "i'd like to",
+              "bitte", "por favor", "s'il te plaît", "请", "帮我", "麻烦", "我要", "我想", "你")
+"""Words a request may open with before its verb."""
+_CLAUSE_MARKS = frozenset(",;.!?，；。！？")
+ADDRESS_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$|^\+?[\d\s\-()]{6,}$")
+"""An e-mail address or a phone number: whoever the goal names with it is a contact."""
 TIME_SHAPE = re.compile(r"\d\s*(?::|：|点|时|分|am\b|pm\b|a\.m|p\.m|h\b)|(?:上午|下午|晚上|早上)\s*\d", re.IGNORECASE)
 PLACEHOLDER = "\x00slot:"
 
@@ -85,9 +97,10 @@ def _ends_with(keys: list[str], word: list[str]) -> bool:
     return len(keys) >= len(word) and keys[len(keys) - len(word):] == word
 
 
-def role_of(goal: str, value: str) -> str | None:
-    """The role the goal gives a value it contains: ``text`` when quoted, ``time`` by its shape, else the
-    role word right before it (``named`` → name, ``给`` → contact, ``说`` → message, ``search`` → query)."""
+def role_of(goal: str, value: str, *, messaging: bool = True) -> str | None:
+    """The role the goal gives a value it contains: ``text`` when quoted, ``time`` by its shape, ``contact``
+    for an address, else the role word right before it (``named`` → name, ``给`` → contact, ``说`` → message,
+    ``search`` → query). Unless the goal is ``messaging``, a bare recipient word (``to``, ``给``) gives no role."""
     keys, vk = _keys(goal), _keys(value)
     at = _find(vk, keys)
     if at is None:
@@ -97,6 +110,8 @@ def role_of(goal: str, value: str) -> str | None:
         return "text"
     if TIME_SHAPE.search(unicodedata.normalize("NFKC", value)):
         return "time"
+    if ADDRESS_SHAPE.match(normalize(value)):
+        return "contact"
     before = keys[:at]
     while before and not any(_is_wordish(ch) or unicodedata.east_asian_width(ch) in ("W", "F")
                              for ch in before[-1]):
@@ -104,15 +119,36 @@ def role_of(goal: str, value: str) -> str | None:
     best: tuple[int, str] | None = None
     for role, words in ROLE_WORDS.items():
         for w in words:
+            if role == "contact" and not messaging and w in RECIPIENT_ONLY:
+                continue
             wk = _keys(w)
             if _ends_with(before, wk) and (best is None or len(wk) > best[0]):
                 best = (len(wk), role)
     return best[1] if best else None
 
 
-def slot_names(goal: str, values: Iterable[str], target: str | None = None) -> dict[str, str]:
-    """A slot name for each value (values equal once normalised share one): its role in the goal, ``target``
-    for the goal's parsed target, else ``value1``, ``value2`` ... in order; a role met twice is numbered."""
+def starts_clause(goal: str, value: str) -> bool:
+    """Whether a value stands where the goal (or a part of it after ``,``/``and``/``然后`` ...) starts: there it is
+    the request's verb ("Add" in "Add a new entry", "send" in "... and send it"), not a value."""
+    keys, vk = _keys(goal), _keys(value)
+    at = _find(vk, keys)
+    while at is not None:
+        before = keys[:at]
+        for w in sorted(LEAD_WORDS, key=lambda w: -len(_keys(w))):
+            if before == _keys(w):
+                before = []  # "please add ...": the verb still leads
+                break
+        if not before or before[-1] in _CLAUSE_MARKS or any(_ends_with(before, _keys(w)) for w in CLAUSE_WORDS):
+            return True
+        at = _find(vk, keys, at + 1)
+    return False
+
+
+def slot_names(goal: str, values: Iterable[str], target: str | None = None, *,
+               messaging: bool = True) -> dict[str, str]:
+    """A slot name for each value (values equal once normalised share one): its role in the goal (``messaging``
+    as for ``role_of``), ``target`` for the goal's parsed target, else ``value1``, ``value2`` ... in order; a
+    role met twice is numbered."""
     out: dict[str, str] = {}
     by_norm: dict[str, str] = {}
     used: set[str] = set()
@@ -122,7 +158,7 @@ def slot_names(goal: str, values: Iterable[str], target: str | None = None) -> d
         if n in by_norm:
             out[v] = by_norm[n]
             continue
-        role = role_of(goal, v) or ("target" if target and normalize(target) == n else None)
+        role = role_of(goal, v, messaging=messaging) or ("target" if target and normalize(target) == n else None)
         if role is None:
             unnamed += 1
             role = f"value{unnamed}"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plane.device_memory import DeviceMemory
+from memory_plane.device_memory import DeviceMemory, mask_values, occurs
 from memory_plane.lifecycle import FileProblemError
 
 from ._lesson_context import LessonContext
@@ -53,10 +54,40 @@ def goal_pattern(ep: TaskEpisode) -> str:
     return f"{intent}: {text}" if intent else text
 
 
-def goal_title(ep: TaskEpisode, app_name: str | None) -> str:
-    """A lesson's title: its app and the masked goal (two different tasks never share one; the same task with
-    other values does)."""
-    return f"{app_name or 'Device'}: {masked_goal(ep)}"[:120]
+TITLE_TEXT = 90  # the masked goal's share of a title: a distinguishing suffix still fits in the bound
+
+
+def title_text(ep: TaskEpisode, values: Iterable[str] = ()) -> str:
+    """A goal's text for a title with only its values masked (``…``): quoted text, the values its steps took
+    from the goal (``values``), numbers as ``#``; every other word kept, the parsed target too (two tasks that
+    differ in it are two tasks)."""
+    text = _QUOTED.sub(" … ", ep.user_goal)
+    text = mask_values(text, [v for v in values if v and v.strip()], " … ")
+    text = re.sub(r"\d+(?:[.:]\d+)*", "#", text.lower())
+    text = re.sub(r"[^\w#…\s]+", " ", text)
+    return re.sub(r"…(?:\s*…)+", "…", " ".join(text.split()))
+
+
+def goal_title(ep: TaskEpisode, app_name: str | None, values: Iterable[str] = (), *,
+               device: DeviceMemory | None = None, app_id: str | None = None, pattern: str | None = None) -> str:
+    """A lesson's title: its app and the goal with its values masked (``title_text``). Two different tasks never
+    share one: when a procedure of another goal group (``pattern``) of the app already holds it (``device``),
+    the goal's own words are added to tell them apart; the same task with other values shares it."""
+    title = f"{app_name or 'Device'}: {title_text(ep, values)[:TITLE_TEXT]}"
+    if device is None:
+        return title[:120]
+    taken = any(e.get("title") == title and e.get("goal") != pattern
+                for e in device.entries("procedure", app_id) if e.get("app") == app_id)
+    if taken:
+        # What the mask hid tells the two apart: this goal's values, else its words the title does not show.
+        hidden = [m.strip(" '\"“”‘’「」『』") for m in _QUOTED.findall(ep.user_goal)]
+        hidden += [v for v in values if v and occurs(v, ep.user_goal)]
+        if not hidden:
+            shown = set(title.lower().split())
+            hidden = [w for w in re.sub(r"[^\w\s]+", " ", ep.user_goal.lower()).split() if w not in shown]
+        words = " ".join(dict.fromkeys(h for h in hidden if h)) or ep.user_goal
+        title = f"{title} ({words[:max(8, 120 - len(title) - 3)]})"
+    return title[:120]
 
 
 @dataclass

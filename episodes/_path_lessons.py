@@ -14,6 +14,7 @@ from memory_plane.device_memory import (
     UiAnchor,
     cap_list,
     merge_unique,
+    occurs,
 )
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
@@ -41,7 +42,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
     app_id = lesson.task_app
     page = first.page_before if first else None
     pattern = goal_pattern(lesson.ep)
-    slots = step_slots(steps, lesson.ep.user_goal, target)
+    slots = step_slots(steps, lesson.ep.user_goal, target, lesson.ep.normalized_goal.intent)
     key = identity_pattern(lesson.ep, list(slots), goal_pattern)
     path = [episode_view(s, target, slots) for s in steps]
     # One procedure, one path: an existing procedure of this goal is renewed only when its steps are
@@ -75,7 +76,8 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         p = writer.device.new_item(
             Procedure, pid, app_id=app_id, app_name=app_name, page_name=page, device_id=lesson.device_id,
             goal_pattern=pattern, intent=lesson.ep.normalized_goal.intent,
-            title=goal_title(lesson.ep, app_name), confidence=0.75, priority=70,
+            title=goal_title(lesson.ep, app_name, list(slots), device=writer.device, app_id=app_id,
+                             pattern=pattern), confidence=0.75, priority=70,
             goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
             steps_target=target, slots=slot_examples,
             applicability=lesson.applicability(app_id),
@@ -117,37 +119,41 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
     return None
 
 
-def navigation_action(s: Step) -> tuple[str, str | None, str | None]:
-    """What a rule's action is, whole: the tool, the button or key it was given, and the label it targeted
-    (an unlabelled tap: its place on a coarse grid, as a path's key keeps it)."""
+def navigation_action(s: Step, goal: str) -> tuple[str, str | None, str | None, str | None]:
+    """What a rule's action is, whole: the tool, the button or key it was given, the label it targeted (an
+    unlabelled tap: its place on a coarse grid, as a path's key keeps it), and the text it typed unless the goal
+    gave that text (a query typed into a search box: any query leads on, and the value is the goal's own)."""
     action, label = step_action(s), screen_label(s)
     if action is None and label is None and s.point() is not None:
         x, y = s.point() or (0.0, 0.0)
         action = f"@{round(x / 96)},{round(y / 96)}"
-    return s.tool, action, label
+    text = s.text if s.text is not None and s.text.strip() and not occurs(s.text, goal) else None
+    return s.tool, action, label, text
 
 
 def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
     """A navigation rule for each (page, action, page) a working step made, settled against the rules it
-    contradicts: Done, Navigate up and back between the same two pages are three rules."""
+    contradicts: Done, Navigate up and back between the same two pages are three rules. The rule's action is the
+    step's, whole; a text the goal gave is no part of it (typing any query on a search page is one rule)."""
     seen: set[str] = set()
     for s in lesson.steps:
         if s.is_error or not s.has_result or not s.changed_page or not s.page_before or not s.app_before:
             continue
         fa, ta = lesson.canon(s.app_before), lesson.canon(s.app_after)
-        tool, action, label = navigation_action(s)
-        nid = f"nav_{content_hash(lesson.device_id, fa, s.page_before, ta, s.page_after, tool, action, label)}"
+        tool, action, label, text = navigation_action(s, lesson.ep.user_goal)
+        keyed = [tool, action, label, *([text] if text is not None else [])]
+        nid = f"nav_{content_hash(lesson.device_id, fa, s.page_before, ta, s.page_after, *keyed)}"
         if nid in seen:
             continue
         seen.add(nid)
 
-        def merge(n: Navigation, s: Step = s, nid: str = nid, fa: str | None = fa) -> None:
+        def merge(n: Navigation, s: Step = s, nid: str = nid, fa: str | None = fa, text: str | None = text) -> None:
             if nid not in lesson.ep.retrieved_memory_refs:
                 n.success_count += 1
                 n.confidence = min(0.95, n.confidence + 0.05)
             # The action is one step's, whole: never this step's tool with another step's place or label.
             n.tool, n.action, n.label = s.tool, step_action(s), screen_label(s)
-            n.coords, n.text, n.description = s.coords, s.text, screen_label(s)
+            n.coords, n.text, n.description = s.coords, text, screen_label(s)
             if n.status == "replaced" and lesson.ep.outcome.success and not s.is_error:
                 # The transition it names happened again: the rule that replaced it is now the one
                 # contradicted (settled below), and this one holds again.
@@ -156,12 +162,13 @@ def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: Extractio
             lesson.resolve(n, fa)
             n.summary = n.body()
 
-        def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid) -> Navigation:
+        def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid,
+                   text: str | None = text) -> Navigation:
             n = writer.device.new_item(
                 Navigation, nid, app_id=fa, app_name=s.app_before, page_name=s.page_before,
                 device_id=lesson.device_id, from_app=s.app_before, from_page=s.page_before, to_app=s.app_after,
                 to_page=s.page_after, tool=s.tool, action=step_action(s), label=screen_label(s), coords=s.coords,
-                text=s.text, description=screen_label(s),
+                text=text, description=screen_label(s),
                 title=f"{s.app_before}/{s.page_before} → {s.app_after}/{s.page_after}", confidence=0.7,
                 priority=65, applicability=lesson.applicability(fa), entities=[s.page_before, s.page_after],
             )

@@ -140,6 +140,18 @@ def test_a_goals_own_value_left_unmarked_is_another_tasks_text() -> None:
     assert rep["count"] == 2 and rep["examples"] == ["proc_label", "proc_literal"]
 
 
+def test_a_fixed_label_holding_a_short_value_of_another_goal_is_not_another_tasks_text() -> None:
+    truths = {"ep_create": TRUTHS["ep_create"],
+              "ep_mom": _truth("Text mom hello", [("type", "mom")], values=("mom",)),
+              "ep_backup": _truth("Turn off Backup", [("tap", "Backup")], values=("Backup",))}
+    # "Momentum" holds "mom" only as letters; "Backup" is a value of another goal, not of this one's.
+    fixed = _proc("proc_fixed", [_step("tap", "Momentum"), _step("tap", "Backup"), _step("tap", "Save")],
+                  ["ep_create"])
+    held = _proc("proc_held", [_step("tap", "Entry: Gym workout")], ["ep_create"])  # its own goal's value
+    rep = other_task_text([fixed, held], truths)
+    assert rep["count"] == 1 and rep["examples"] == ["proc_held"]
+
+
 def test_a_launch_name_stored_cut_short_is_counted() -> None:
     name = "Wavecast Radio, Podcasts, Music, Songs, News"
     truths = {"ep_radio": _truth("Play Jazz", [("open", name)], targets=[name])}
@@ -165,6 +177,16 @@ def test_a_title_or_intent_from_quoted_text_is_counted(root: Path) -> None:
     with MemoryPlane.open(root) as plane:
         rep = title_from_quotes([from_quote, plain], truths, plane.device.catalog)
     assert (rep["count"], rep["of"]) == (1, 2) and rep["examples"] == ["proc_quote"]
+
+
+def test_an_apostrophe_is_no_quote_for_the_title_counter(root: Path) -> None:
+    goal = "In the diary app's settings, disable Reminders"
+    # A split on ' finds a span between the apostrophe and nothing: the goal quotes nothing.
+    truths = {"ep_settings": _truth(goal, [("tap", "Reminders")], quoted=["s settings, disable Reminders"])}
+    title = _proc("proc_settings", [], ["ep_settings"], title="Daybook: in the diary app s settings disable reminders")
+    with MemoryPlane.open(root) as plane:
+        rep = title_from_quotes([title], truths, plane.device.catalog)
+    assert (rep["count"], rep["of"]) == (0, 0)
 
 
 def test_distinct_tasks_sharing_a_title_are_counted() -> None:
@@ -216,6 +238,28 @@ def test_a_navigation_rule_mixing_actions_or_naming_no_button_is_counted(root: P
         rep = navigation_actions(plane, truths)
     assert rep["several_actions"] == {"count": 1, "of": 4, "examples": ["nav_mixed"]}
     assert rep["button_unnamed"]["examples"] == ["nav_mixed", "nav_nameless"]
+
+
+def test_a_query_the_goal_gave_is_no_part_of_a_typing_rules_action(root: Path) -> None:
+    with MemoryPlane.open(root) as plane:
+        eps = [_record(plane, f"Find mails about {q}", [("keyboard_text", {"text": q}, None, "Search",
+                                                          "Search results")]) for q in ("Invoice", "Meeting")]
+        fixed = [_record(plane, "Join the channel", [("keyboard_text", {"text": t}, None, "Channel", "Joined")])
+                 for t in ("#join", "/join")]
+        truths = {eps[0][0]: _truth("Find mails about Invoice", [("type", "Invoice")], values=("Invoice",)),
+                  eps[1][0]: _truth("Find mails about Meeting", [("type", "Meeting")], values=("Meeting",)),
+                  fixed[0][0]: _truth("Join the channel", [("type", "#join")]),
+                  fixed[1][0]: _truth("Join the channel", [("type", "/join")])}
+        for nid, refs, pages in [("nav_query", eps, ("Search", "Search results")), ("nav_join", fixed,
+                                                                                   ("Channel", "Joined"))]:
+            nav = plane.device.new_item(Navigation, nid, tool="keyboard_text", from_app="CardDeck",
+                                        from_page=pages[0], to_app="CardDeck", to_page=pages[1])
+            for ref in refs:
+                nav.add_evidence(EvidenceRef(type="episode", id=ref[0], event_ids=ref[1:]))
+            plane.device.collection("navigation").save(nav)
+        rep = navigation_actions(plane, truths)
+    # Two fixed texts are two actions; two queries the goals gave are one (typing the goal's query).
+    assert rep["several_actions"] == {"count": 1, "of": 2, "examples": ["nav_join"]}
 
 
 def test_items_under_an_app_the_episode_never_showed_are_counted(root: Path) -> None:

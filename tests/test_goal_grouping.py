@@ -98,3 +98,33 @@ def test_a_weak_goal_is_grouped_by_its_text_with_its_values_masked(template: str
     assert one == goal_pattern(ep(template.format(c, d, n=m), c))  # the same task with other values
     assert one != goal_pattern(ep(f"Open Notes and delete the note '{a}'", a))  # another task, the same value
     assert a not in one and str(n) not in one.split()
+
+
+def _titles(plane: MemoryPlane) -> list[str]:
+    return sorted(p.title for p in (plane.device.get(e["id"]) for e in plane.device.entries("procedure"))
+                  if isinstance(p, Procedure))
+
+
+def test_a_title_masks_only_values_so_two_tasks_that_differ_in_a_word_keep_it(plane: MemoryPlane) -> None:
+    # The city is a word of each goal, not a value its steps took (nothing typed or tapped it): two paths, two
+    # procedures, and their titles keep what tells them apart.
+    for city, last in (("Paris", "Chart"), ("London", "Map")):
+        run(plane, f"Open Activity Diary and show the statistics for {city}", path("Statistics", last))
+    titles = _titles(plane)
+    assert len(titles) == 2 and any("paris" in t for t in titles) and any("london" in t for t in titles)
+
+
+def test_a_title_another_group_holds_gets_the_goals_own_words(plane: MemoryPlane) -> None:
+    run(plane, "Open Activity Diary and add a new activity named Gym", path("Edit", "Activity list", text="Gym"))
+    [first] = _titles(plane)
+    # Another goal group whose title masks alike (its value is a word the first goal's group keeps).
+    ep = TaskEpisode(id="ep_y", user_goal="Open Activity Diary and add a new activity named Yoga",
+                     normalized_goal=NormalizedGoal(intent="create_note", target=None))
+    from memory_plane.episodes._lesson_writer import goal_title
+
+    app_id = plane.device.entries("procedure")[0]["app"]
+    other = goal_title(ep, "Activity Diary", ["Yoga"], device=plane.device, app_id=app_id, pattern="another group")
+    assert other == f"{first} (Yoga)"
+    same = goal_title(ep, "Activity Diary", ["Yoga"], device=plane.device, app_id=app_id,
+                      pattern=plane.device.entries("procedure")[0]["goal"])
+    assert same == first  # the same group with another value shares the title

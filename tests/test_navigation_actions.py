@@ -45,3 +45,30 @@ def test_a_rule_stored_before_actions_were_kept_reads_as_it_was(plane: MemoryPla
     again = plane.device.get("nav_0123456789abcdef")
     assert isinstance(again, Navigation)
     assert again.body() == "Cards/A → Cards/B via tap(@x=1,y=2) — Done"
+
+
+def test_typing_the_goals_query_is_one_rule_that_holds_no_query(plane: MemoryPlane) -> None:
+    """Two goals type their own query on the search page: one rule (any query leads to the results), and it never
+    holds one goal's query as its action, so its evidence shows one action."""
+    search = screen("Mailer", "Search", "Search box")
+    for query in ("Invoice", "Meeting"):
+        run_task(plane, f"Find the mails about {query} and flag them", [
+            ("launch_app", {"app": "Mailer"}, None, screen("Mailer", "Inbox", "Search")),
+            ("tap", {"x": 900, "y": 120}, "Search", search),
+            ("keyboard_text", {"text": query}, None, screen("Mailer", "Search results", f"{query} notes")),
+            ("tap", {"x": 500, "y": 400}, f"{query} notes", screen("Mailer", "Message", "Flag"))])
+    typed = [n for n in navigation_rules(plane) if n.tool == "keyboard_text"]
+    assert len(typed) == 1
+    [rule] = typed
+    assert (rule.from_page, rule.to_page, rule.text, rule.success_count) == ("Search", "Search results", None, 2)
+    assert "Invoice" not in rule.title and "Meeting" not in rule.body()
+
+
+def test_a_fixed_text_typed_is_part_of_the_action(plane: MemoryPlane) -> None:
+    """A text the goal did not give (a command the app needs) is the action: two texts are two rules."""
+    for text in ("#join", "#leave"):
+        run_task(plane, "Change the channel membership", [
+            ("launch_app", {"app": "Chat"}, None, screen("Chat", "Channel", "Box")),
+            ("keyboard_text", {"text": text}, None, screen("Chat", "Done", "ok"))])
+    typed = sorted(n.text or "" for n in navigation_rules(plane) if n.tool == "keyboard_text")
+    assert typed == ["#join", "#leave"]

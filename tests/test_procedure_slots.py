@@ -116,3 +116,104 @@ def test_a_shown_procedure_followed_with_other_values_is_credited(plane: MemoryP
         run_task(plane, f"给{who}发消息说{text}", _message_calls(who, text))
     [proc] = procedures(plane)
     assert proc.success_count == 3
+
+
+# -- tapped values, and the labels that are part of the way ---------------------------------------------------
+
+
+def _follow_calls(podcast: str) -> list:
+    home = screen("Casts", "Home", "Podcasts", "Search")
+    pods = screen("Casts", "Podcasts", "Code Stories", "Night Sky", "Deep Kitchen")
+    page = screen("Casts", "Podcast", "Follow", "Episodes")
+    return [("launch_app", {"app": "Casts"}, None, home),
+            ("tap", {"x": 300, "y": 2200}, "Podcasts", pods),
+            ("tap", {"x": 500, "y": 600}, podcast, {**page, "title": podcast}),
+            ("tap", {"x": 900, "y": 400}, "Follow", {**page, "title": podcast, "state": "Following"})]
+
+
+def test_a_tapped_label_the_goal_gives_is_a_slot_and_the_way_is_not(plane: MemoryPlane) -> None:
+    run_task(plane, "Follow the podcast Code Stories", _follow_calls("Code Stories"))
+    [proc] = procedures(plane)
+    assert list(proc.slots.values()) == ["Code Stories"]
+    # Podcasts names the page its tap leads to, Follow is the goal's verb: the way, not values.
+    assert [s.slot is not None for s in proc.steps] == [False, False, True, False]
+    steps = proc.steps_for_goal("Follow the podcast Night Sky")
+    assert [s.target_label for s in steps] == [None, "Podcasts", "Night Sky", "Follow"]
+    run_task(plane, "Follow the podcast Deep Kitchen", _follow_calls("Deep Kitchen"))
+    [proc] = procedures(plane)
+    assert proc.success_count == 2  # the same task with another podcast: one procedure
+
+
+def test_the_verb_of_a_later_clause_and_a_field_typed_into_are_no_values(plane: MemoryPlane) -> None:
+    compose = screen("Mailer", "Compose", "To", "Subject", "Attach", "Send")
+    calls = [("launch_app", {"app": "Mailer"}, None, screen("Mailer", "Inbox", "Compose")),
+             ("tap", {"x": 900, "y": 2200}, "Compose", compose),
+             ("tap", {"x": 500, "y": 300}, "To", compose),
+             ("keyboard_text", {"text": "ana@example.org"}, "To", {**compose, "to": "ana@example.org"}),
+             ("tap", {"x": 500, "y": 420}, "Subject", compose),
+             ("keyboard_text", {"text": "the budget"}, "Subject", {**compose, "subject": "the budget"}),
+             ("tap", {"x": 950, "y": 120}, "Send", screen("Mailer", "Inbox", "Compose", "Sent"))]
+    run_task(plane, "Compose an e-mail to ana@example.org with the subject the budget and send it", calls)
+    [proc] = procedures(plane)
+    assert sorted(proc.slots.values()) == ["ana@example.org", "the budget"]
+    assert proc.slots["contact"] == "ana@example.org"  # an address is a contact, whatever the intent
+    # Only the typed values: Compose leads the goal, To and Subject are typed into, Send starts its last part.
+    assert [s.tool for s in proc.steps if s.slot] == ["keyboard_text", "keyboard_text"]
+
+
+def test_the_apps_name_typed_into_the_launcher_is_no_value(plane: MemoryPlane) -> None:
+    launcher = screen("Launcher", "Search")
+    calls = [("tap", {"x": 540, "y": 280}, "Search", launcher),
+             ("keyboard_text", {"text": "Tripster"}, None, {**launcher, "query": "Tripster"}),
+             ("tap", {"x": 540, "y": 430}, "Tripster", screen("Tripster", "Home", "Destination", "Search")),
+             ("tap", {"x": 540, "y": 600}, "Destination", screen("Tripster", "Home", "Destination", "Search")),
+             ("keyboard_text", {"text": "Quito"}, "Destination", screen("Tripster", "Home", "Quito")),
+             ("tap", {"x": 540, "y": 880}, "Search", screen("Tripster", "Results", "Hotel Quito Centre")),
+             ("tap", {"x": 540, "y": 430}, "Hotel Quito Centre", screen("Tripster", "Hotel", "Reserve")),
+             ("tap", {"x": 540, "y": 580}, "Reserve", screen("Tripster", "Booked", "Done"))]
+    run_task(plane, "Book a room in Quito on Tripster", calls)
+    [proc] = procedures(plane)
+    assert list(proc.slots.values()) == ["Quito"]
+    # The hotel's label holds the typed city: that value's slot, its other words kept for another city.
+    assert [s.slot is not None for s in proc.steps] == [False, False, False, True, False, True, False]
+    steps = proc.steps_for_goal("Book a room in Lisbon on Tripster")
+    assert [s.text for s in steps if s.tool == "keyboard_text"] == ["Tripster", "Lisbon"]
+    assert "Hotel Lisbon Centre" in [s.target_label for s in steps]
+
+
+def test_to_names_a_contact_only_when_the_goal_messages_someone(plane: MemoryPlane) -> None:
+    main = screen("Diary", "Main", "Gym")
+    editor = screen("Diary", "Editor", "Name", "Save")
+    run_task(plane, "Rename the entry Gym to Yoga", [
+        ("launch_app", {"app": "Diary"}, None, main),
+        ("tap", {"x": 300, "y": 500}, "Gym", editor),
+        ("tap", {"x": 300, "y": 200}, "Name", editor),
+        ("keyboard_text", {"text": "Yoga"}, "Name", {**editor, "name": "Yoga"}),
+        ("tap", {"x": 600, "y": 2200}, "Save", screen("Diary", "Main", "Yoga"))])
+    [proc] = procedures(plane)
+    assert sorted(proc.slots.values()) == ["Gym", "Yoga"]
+    assert "contact" not in proc.slots
+
+
+NAMES = st.text(st.characters(whitelist_categories=("Lu", "Ll", "Lo")), min_size=2, max_size=10)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=NAMES, verb=st.sampled_from(["Follow", "Open", "Add", "关注", "打开"]),
+       lead=st.sampled_from(["", "Please ", "帮我"]), tail=st.sampled_from(["", " and Follow it", "，然后Follow"]))
+def test_a_tapped_label_the_goal_holds_is_a_slot_unless_it_starts_a_part_of_the_goal(value: str, verb: str, lead: str,
+                                                                                        tail: str) -> None:
+    from memory_plane.episodes._goal_slots import step_slots
+    from memory_plane.episodes._steps import Step
+
+    if value.casefold() in {"follow", "it", "the", "item", "and", "please"} or verb.casefold() in value.casefold():
+        return
+    goal = f"{lead}{verb} the item {value}{tail}"
+    steps = [Step(index=0, tool="tap", tool_input={}, target_label=verb, app_before="A", page_before="List",
+                  app_after="A", page_after="List"),
+             Step(index=1, tool="tap", tool_input={}, target_label=value, app_before="A", page_before="List",
+                  app_after="A", page_after="Item"),
+             Step(index=2, tool="tap", tool_input={}, target_label="Follow", app_before="A", page_before="Item",
+                  app_after="A", page_after="Item")]
+    slots = step_slots(steps, goal, None)
+    assert value in slots and verb not in slots and "Follow" not in slots

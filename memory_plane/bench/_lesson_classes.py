@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memory_plane.device_memory import ITEM_TYPES, Failure, Navigation, Procedure, ProcedureStep
+from memory_plane.device_memory import ITEM_TYPES, Failure, Navigation, Procedure, ProcedureStep, occurs
 from memory_plane.episodes import pair_steps, step_action
 from memory_plane.lifecycle import MemoryPlaneError
 
@@ -131,16 +131,23 @@ def short_paths(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]) -> 
 
 def other_task_text(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
     """Procedures that would make an agent type or tap a goal's own value (another task's text) that no slot
-    marks: a step whose typed text or label holds a value some goal gave."""
-    values = {v.casefold() for t in truths.values() for v in t.values if len(v.strip()) >= 2}
+    marks: a step whose typed text or label holds, word for word, a value one of the goals it was taught by
+    gave (its evidence episodes, its goal examples). A fixed label that merely holds a short value of some other
+    goal ("Momentum" and a goal that typed "mom", "Backup" on a page another goal switched off) is no value of
+    this procedure's goals and is not counted."""
+    by_goal: dict[str, list[str]] = {}
+    for t in truths.values():
+        by_goal.setdefault(t.goal, []).extend(t.values)
     of, bad = 0, []
     for p in procs:
         of += 1
+        goals = {t.goal for t in evidence(p, truths)} | set(p.goal_examples)
+        values = {v for g in goals for v in by_goal.get(g, []) if len(v.strip()) >= 2}
         for s in p.steps:
             if is_slot(s):
                 continue
-            said = [x.casefold() for x in (s.text, s.target_label) if x]
-            if any(v in x for x in said for v in values):
+            said = [x for x in (s.text, s.target_label) if x]
+            if any(occurs(v, x) for x in said for v in values):
                 bad.append(p.id)
                 break
     return {"count": len(bad), "of": of, "examples": _ex(bad)}
@@ -183,13 +190,35 @@ def _parsed_intents(text: str, catalog: Any) -> set[str]:
     return {q.intent, *getattr(q, "intents", ())} - {"unknown", None}  # type: ignore[arg-type]
 
 
+_LETTER = re.compile(r"\w")
+
+
+def quoted_spans(goal: str, quoted: Iterable[str]) -> list[str]:
+    """The spans a goal really quotes: each stands between two quote marks of which the opening one follows no
+    letter and the closing one is followed by none (the apostrophes of "the app's settings, disable Bob's
+    alarm" quote nothing, though a split on ``'`` finds a span between them)."""
+    out = []
+    for q in quoted:
+        at = goal.find(q)
+        while at != -1:
+            before = goal[at - 2] if at >= 2 else ""
+            after = goal[at + len(q) + 1] if at + len(q) + 1 < len(goal) else ""
+            if at >= 1 and not _LETTER.match(before or " ") and not _LETTER.match(after or " "):
+                out.append(q)
+                break
+            at = goal.find(q, at + 1)
+    return out
+
+
 def title_from_quotes(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth], catalog: Any) -> dict[str, Any]:
     """Procedures whose title or intent comes from a goal's quoted text: a title word found only inside the
-    quotes, or an intent the quoted text names and the rest of the goal does not."""
+    quotes, or an intent the quoted text names and the rest of the goal does not (the quotes as ``quoted_spans``
+    reads them)."""
     of, bad = 0, []
     words = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
     for p in procs:
-        ev = [t for t in evidence(p, truths) if t.quoted]
+        ev = [replace(t, quoted=quoted_spans(t.goal, t.quoted)) for t in evidence(p, truths)]
+        ev = [t for t in ev if t.quoted]
         if not ev:
             continue
         of += 1
@@ -282,13 +311,16 @@ def _steps_of(plane: Any, eid: str, cache: dict[str, list[Any]]) -> list[Any]:
     return cache[eid]
 
 
-def _action(s: Any) -> tuple[str, str]:
-    return (s.tool, s.target_label or step_action(s) or s.text or "")
+def _action(s: Any, values: Iterable[str] = ()) -> tuple[str, str]:
+    # A text the goal gave (a query typed into a search box) is that episode's value, not the rule's action.
+    text = s.text if s.text and not any(occurs(v, s.text) for v in values if len(v.strip()) >= 2) else None
+    return (s.tool, s.target_label or step_action(s) or text or "")
 
 
 def navigation_actions(plane: Any, truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
     """Navigation rules whose evidence (the events they cite, else their episodes' steps between their two
-    pages) shows several different actions; and rules naming a button tool without naming the button."""
+    pages) shows several different actions (a text the episode's goal gave is no part of its action); and rules
+    naming a button tool without naming the button."""
     cache: dict[str, list[Any]] = {}
     of, mixed, unnamed = 0, [], []
     for nav in items(plane, "navigation"):
@@ -305,7 +337,7 @@ def navigation_actions(plane: Any, truths: dict[str, EpisodeTruth]) -> dict[str,
                 between = (s.app_before, s.page_before, s.app_after, s.page_after) == (
                     nav.from_app, nav.from_page, nav.to_app, nav.to_page)
                 if cited if ref.event_ids else between:
-                    seen.add(_action(s))
+                    seen.add(_action(s, truths[ref.id].values))
         if len(seen) > 1:
             mixed.append(nav.id)
         if nav.tool == "system_button":
