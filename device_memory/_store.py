@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,7 +33,6 @@ from memory_plane.lifecycle import (
     is_safe_id,
     load_retention,
     load_yaml,
-    read_bytes_nofollow,
     read_item_text,
     slug_id,
     system_clock,
@@ -100,44 +99,15 @@ class DeviceCollection(YamlCollection[T]):
         super().__init__(root, rel_dir, model, index_entry=index_entry, lock_timeout=lock_timeout, clock=clock)
         self.history = ItemHistory(self.root, self.layout.items_dir, clock)  # type: ignore[attr-defined]
 
-    def save(self, record: T) -> Path:
-        """Write an item file then its index line, under the lock; the change goes into its history."""
-        with self.lock():
-            before = snapshot(self._current(record.id))
-            path = self.save_locked(record)
-            self.history.record(record.id, before, snapshot(record) or {})
-            return path
+    records_writes = True
 
-    def update(self, item_id: str, change: Callable[[T | None], T | None]) -> T | None:
-        """Read-modify-write one item under the lock (``change`` gets None for a new item); the change goes
-        into its history."""
-        with self.lock():
-            current = self.get(item_id)
-            before = snapshot(current)  # taken first: ``change`` may edit the record it is given in place
-            new = change(current)
-            if new is not None:
-                self.save_locked(new)
-                self.history.record(new.id, before, snapshot(new) or {})
-            return new
+    def before_write(self, current: T | None) -> Any:
+        """The fields of an item before a write (what its revision compares against)."""
+        return snapshot(current)
 
-    def _write_many(self, changes: Mapping[str, Callable[[T], T | None]]) -> dict[str, dict[str, Any]]:
-        """Apply changes to existing items (the caller holds the lock), each into its history; the index lines
-        of the items written, by id."""
-        changed: dict[str, dict[str, Any]] = {}
-        for item_id, change in changes.items():
-            cur = self.get(item_id)
-            if cur is None:
-                continue
-            before = snapshot(cur)
-            new = change(cur)
-            if new is None:
-                continue
-            path = self.path_of(item_id)
-            old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
-            atomic_write(path, self.dump(new, old_text), root=self.root)
-            self.history.record(item_id, before, snapshot(new) or {})
-            changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
-        return changed
+    def written(self, item_id: str, before: Any, new: T) -> None:
+        """Every item write is a revision in the item's history."""
+        self.history.record(item_id, before, snapshot(new) or {})
 
     def delete(self, item_id: str) -> bool:
         """Remove an item's index line, then its file, then its history; True if it existed."""
@@ -160,12 +130,6 @@ class DeviceCollection(YamlCollection[T]):
         """Verify the items (see ItemCollection.verify), then their histories."""
         super().verify(report, now)
         self.history.check(report, self.layout.rel)
-
-    def _current(self, item_id: str) -> T | None:
-        try:
-            return self.get(item_id)
-        except FileProblemError:
-            return None  # a broken file is replaced whole: its history starts again from the new record
 
     def revisions(self, item_id: str) -> list[Revision]:
         """The item's kept revisions, oldest first."""

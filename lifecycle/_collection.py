@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
-from ._errors import ABSENT, UnsafePathError
+from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
 from ._index_check import index_writes, indexed_entries
@@ -229,18 +229,43 @@ class ItemCollection(Generic[R]):
             self.index.upsert(entry)
         return path
 
+    records_writes = False
+    """Whether ``before_write``/``written`` see each write (a collection that keeps a history of its items)."""
+
+    def before_write(self, current: R | None) -> Any:
+        """What a subclass keeps of an item just before it is written (``records_writes`` only)."""
+        return None
+
+    def written(self, item_id: str, before: Any, new: R) -> None:
+        """Called under the lock after each item write with what ``before_write`` kept (``records_writes`` only)."""
+
+    def _current_for_write(self, item_id: str) -> R | None:
+        try:
+            return self.get(item_id)
+        except FileProblemError:
+            return None  # a broken file is replaced whole
+
     def save(self, record: R) -> Path:
         """Write an item file then its index line, under the collection lock."""
         with self.lock():
-            return self.save_locked(record)
+            item_id = str(record.id)  # type: ignore[attr-defined]
+            before = self.before_write(self._current_for_write(item_id)) if self.records_writes else None
+            path = self.save_locked(record)
+            if self.records_writes:
+                self.written(item_id, before, record)
+            return path
 
     def update(self, item_id: str, change: Callable[[R | None], R | None]) -> R | None:
         """Read-modify-write one item under the lock; ``change`` gets None for a new item."""
         with self.lock():
             current = self.get(item_id)
+            # Taken first: ``change`` may edit the record it is given in place.
+            before = self.before_write(current) if self.records_writes else None
             new = change(current)
             if new is not None:
                 self.save_locked(new)
+                if self.records_writes:
+                    self.written(item_id, before, new)
             return new
 
     def _write_many(self, changes: Mapping[str, Callable[[R], R | None]]) -> dict[str, dict[str, Any]]:
@@ -250,12 +275,15 @@ class ItemCollection(Generic[R]):
             cur = self.get(item_id)
             if cur is None:
                 continue
+            before = self.before_write(cur) if self.records_writes else None
             new = change(cur)
             if new is None:
                 continue
             path = self.path_of(item_id)
             old_text = read_bytes_nofollow(path).decode("utf-8", "replace")
             atomic_write(path, self.dump(new, old_text), root=self.root)
+            if self.records_writes:
+                self.written(item_id, before, new)
             changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
         return changed
 
