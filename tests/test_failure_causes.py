@@ -1,5 +1,6 @@
-"""Failure modes by cause: a failure memory is its cause (phase, tool, app, page and the symptom the events
-show), whatever goal met it and whatever words the runtime used; the goals and the words are kept beside it.
+"""Failure modes by cause: a failure memory is its cause (app, page, the symptom the events show and what
+identifies it there), whatever goal met it and whatever phase or words the runtime used; the goals, phases and
+words are kept beside it. One failed run is one cause: the symptom at its failing step.
 A failure memory shown to another task is confirmed only by the same cause met by the same kind of goal."""
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def test_one_cause_met_by_three_goals_is_one_failure_mode(tmp_path: Path) -> Non
         (mode,) = failures(plane)
         assert mode.occurrences == 3
         assert mode.goals == [g for g, _ in met] and mode.reasons == [r for _, r in met]
-        key = CauseKey("state_mismatch", "tap", "keep_notes", "List", "page_unchanged")
+        key = CauseKey("keep_notes", "List", "page_unchanged", "tap Sync")
         assert mode.cause == key.as_dict() and mode.id == key.failure_id("default")
         assert not any(r in (mode.title or "") + mode.failure_mode for _, r in met)  # the words are examples only
 
@@ -108,7 +109,7 @@ def test_a_failure_id_depends_on_its_cause_alone(shared: MemoryPlane, reason: st
     shown = notes(page, visible_text=["Sync"])
     steps = [("launch_app", {"app": "Keep Notes"}, None, shown), ("tap", {"x": 980, "y": 150}, "Sync", shown)]
     ep, _ = run(shared, f"Keep Notes {goal}", steps, success=False, failure_phase=phase, failure_reason=reason)
-    key = CauseKey(phase, "tap", "keep_notes", page, "page_unchanged")
+    key = CauseKey("keep_notes", page, "page_unchanged", "tap Sync")  # the runtime's phase is no part of it
     got = shared.episodes.get(ep.id)
     assert got is not None and got.reusable_lessons.count(key.failure_id("default")) == 1
     assert [i for i in got.reusable_lessons if i.startswith("fail_")] == [key.failure_id("default")]
