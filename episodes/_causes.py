@@ -26,9 +26,9 @@ mode, never part of it, so one cause met by several goals (or phased differently
 failure mode. Each cause names the steps that show it, so the failure memory it becomes carries those event
 ids as evidence.
 
-An unfinished run did not fail and has no cause (``unfinished``): interrupted, raised, ending on a call that
-never got its result, or one the runtime ended without a word on why (no phase, reason or error) right after
-a step that took effect (the record stopped while the task was going on).
+An unfinished run did not fail and has no cause (``outcome_unfinished``): interrupted, raised, ending on a call
+that never got its result, or one the runtime ended without a word on why (no phase, reason or error) that
+the events do not show stuck where it stopped (the record stopped while the task was going on).
 """
 
 from __future__ import annotations
@@ -135,24 +135,41 @@ class Cause:
         return {k: v for k, v in out.items() if v}
 
 
-def unfinished(phase: str | None, steps: list[Step], *, silent: bool = False) -> bool:
-    """Whether a run stopped rather than failed: interrupted, raised, ending on a call with no result; with
-    ``silent`` (the runtime gave no reason and no error), also a run ended with no phase right after a step
-    that took effect (a new page or screen, no error): the record stopped while the task was going on."""
-    if phase in UNFINISHED_PHASES or bool(steps and not steps[-1].has_result):
-        return True
-    if not silent or phase not in NO_WORD_PHASES or not steps:
-        return False
-    last = steps[-1]
-    return not last.is_error and bool(last.page_after) and (last.changed_page or last.changed_screen is True)
+def unfinished(phase: str | None, steps: list[Step]) -> bool:
+    """Whether a run stopped rather than failed, by its phase and steps alone: interrupted, raised, or ending
+    on a call with no result."""
+    return phase in UNFINISHED_PHASES or bool(steps and not steps[-1].has_result)
 
 
 def outcome_unfinished(outcome: Any, steps: list[Step]) -> bool:
-    """``unfinished`` for a failed episode's outcome (its phase, reason and error) and its device steps."""
+    """``unfinished`` for a failed episode's outcome and its device steps; and a run the runtime ended without
+    a word on why (no phase, reason or error) that the events do not show stuck where it stopped (the record
+    stopped while the task was going on). Judged only where the phone reported its pages."""
     if getattr(outcome, "success", False):
         return False
-    reason, error = getattr(outcome, "failure_reason", None), getattr(outcome, "error", None)
-    return unfinished(getattr(outcome, "failure_phase", None), steps, silent=not (reason or error))
+    phase = getattr(outcome, "failure_phase", None)
+    if unfinished(phase, steps):
+        return True
+    silent = phase in NO_WORD_PHASES and not (getattr(outcome, "failure_reason", None)
+                                              or getattr(outcome, "error", None))
+    return silent and bool(steps) and bool(steps[-1].page_after or steps[-1].page_before) and not _stuck(steps)
+
+
+def _stuck(steps: list[Step]) -> bool:
+    """Whether the events show a run failing where it stopped: an error, a dialog in the way, text or an
+    element that was not there, waits on a page that never changed, the same action again without effect.
+    A last step that took effect, or one tap that changed nothing to see (a field's focus), is no sign."""
+    last = steps[-1]
+    if failing_step(steps) == len(steps) - 1 and not last.is_error and (last.changed_page
+                                                                        or last.changed_screen is True):
+        return False
+    cause = primary_cause(steps)
+    if cause is None or cause.kind == "sign_in_wall":
+        return False
+    if cause.kind != "page_unchanged":
+        return True
+    prev = steps[-2] if len(steps) > 1 else None
+    return prev is not None and _unchanged(prev) and _action(prev) == _action(last)
 
 
 def _unchanged(s: Step) -> bool:

@@ -128,3 +128,20 @@ def test_a_crashed_run_verify_completes_from_its_finish_event_keeps_its_unfinish
         assert plane.device.entries("failure") == []
         ids, _ = cautions(plane, "Search e-mails in Gmail for the receipt from April")
         assert stopped not in ids
+
+
+def test_a_run_ended_without_a_word_is_a_failure_only_where_the_events_show_it_stuck(tmp_path: Path) -> None:
+    """Ended silently on one tap that changed nothing to see (a field taking the focus), the run stopped; on
+    the same tap again without effect, it was stuck there: that is a failure, and its cause is taught."""
+    field = ("tap", {"x": 540, "y": 150}, "Search in mail", gmail("Search"))
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        focus = record(plane, "Search e-mails in Gmail for the invoice from March", [*SEARCH[:2], field])
+        plane.commit_episode(focus.finish(success=False))
+        assert plane.flush(20)
+        assert plane.device.entries("failure") == []
+        stuck = record(plane, "Search e-mails in Gmail for the receipt from April", [*SEARCH[:2], field, field])
+        plane.commit_episode(stuck.finish(success=False))
+        assert plane.flush(20)
+        assert len(plane.device.entries("failure")) == 1
+        (line,) = [e for e in plane.episodes.entries() if e["id"] == stuck.episode.id]
+        assert "unfinished" not in line
