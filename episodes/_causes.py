@@ -346,7 +346,7 @@ def _at(steps: list[Step], i: int) -> Cause | None:
                                      "to settle and check it before repeating.", [s])
         if _has(s.error, MISSING_WORDS):
             return _missing_cause(s)
-        if s.tool in TEXT_TOOLS:
+        if _text_lost(s):
             return _input_cause(steps, i)
         return None
     if i == len(steps) - 1 and _sign_in_wall(s):
