@@ -9,7 +9,7 @@ from memory_plane.device_memory import Failure, Procedure
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash
 
 from ._blame import blamed_procedure
-from ._causes import CauseKey, failure_causes
+from ._causes import CauseKey, classify, failure_cause
 from ._lesson_conflicts import negation
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
@@ -18,6 +18,7 @@ from ._steps import TEXT_TOOLS, Step
 
 log = logging.getLogger("memory_plane")
 
+EXAMPLE_PHASES = 5  # the runtime's phases a failure mode keeps as examples
 NON_ASCII_MODE = "keyboard_text_cannot_input_non_ascii"
 NON_ASCII_LESSON = ("keyboard_text cannot type non-ASCII text on this device: type pinyin or an English alias, "
                     "then select the candidate or search result.")
@@ -39,14 +40,17 @@ def learn_failures(writer: LessonWriter, lesson: LessonContext, res: ExtractionR
     _contradictions(writer, lesson)
     if ep.outcome.success:
         return
-    # What the events show (the screen did not change, a dialog was open, typed text did not arrive, ...):
-    # each cause one failure memory, keyed by the cause alone, and the episode's failure_causes. A run
-    # that did not finish (interrupted, raised, cut off mid-call) has none: it did not fail.
-    for cause in failure_causes(lesson.steps, ep.outcome.failure_phase):
-        key = cause.key(ep.outcome.failure_phase, lesson.app_at(cause.step), ep.normalized_goal.target)
+    # What the events show at the failing step (a dialog in the way, typed text refused, a tap without effect,
+    # ...) is the failure's one cause: one failure memory, keyed by the cause alone. The other symptoms the
+    # run showed are listed in the episode's failure_causes only. A run that did not finish (interrupted,
+    # raised, cut off mid-call, stopped without a word) has none: it did not fail.
+    cause = failure_cause(lesson.steps, ep.outcome)
+    if cause is not None:
+        key = cause.key(lesson.app_at(cause.step), ep.normalized_goal.target)
         _failure(writer, lesson, res, key.failure_id(lesson.device_id), key.label(), cause.trigger(key),
                  cause.lesson, cause.steps, key=key)
-        ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, key.label()]))
+        others = [c.key(lesson.app_at(c.step), ep.normalized_goal.target).label() for c in classify(lesson.steps)]
+        ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, key.label(), *others]))
     # The phase and reason the runtime gave, as the episode's own record of why.
     ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, phase_cause(lesson)]))
 
@@ -99,6 +103,11 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
         old: list[str] = [str(x) for x in prev] if isinstance(prev, list) else []
         if led or old:
             extra["led_by"] = list(dict.fromkeys([*old, *led]))[-10:]
+        if key is not None and ep.outcome.failure_phase:
+            # The runtime's phase for it is an example, like its words: the same cause is phased differently.
+            seen = extra.get("phases")
+            phases = [str(x) for x in seen] if isinstance(seen, list) else []
+            extra["phases"] = list(dict.fromkeys([*phases, ep.outcome.failure_phase]))[-EXAMPLE_PHASES:]
 
     def merge(f: Failure) -> None:
         note_led(f)

@@ -24,7 +24,7 @@ from ._blame import (
     restore_if_earned,
     used_steps,
 )
-from ._causes import CauseKey, failure_causes, unfinished
+from ._causes import CauseKey, failure_cause, outcome_unfinished
 from ._lesson_context import LessonContext
 from ._lesson_writer import goal_pattern
 from ._model import TaskEpisode
@@ -125,9 +125,10 @@ class OutcomeUpdater:
         """Update each referenced device memory once, by its type-qualified id."""
         res = OutcomeResult()
         steps = pair_steps(events)
-        if not ep.outcome.success and unfinished(ep.outcome.failure_phase, device_steps(steps)):
-            # The runtime raised, the recorder died or the record stops mid-call: the task did not fail, it
-            # stopped, and nothing the phone did is known to have caused that.
+        if not ep.outcome.success and outcome_unfinished(ep.outcome, device_steps(steps)):
+            # The runtime raised, the recorder died, the record stops mid-call or right after a step that
+            # worked with no word on why: the task did not fail, it stopped, and nothing the phone did is
+            # known to have caused that.
             res.skipped.extend(dict.fromkeys(ep.retrieved_memory_refs))
             return res
         blamed: str | None = None
@@ -227,11 +228,10 @@ class OutcomeUpdater:
                                       evidence={"episode": ep.id, "success": success})
 
     def _cause_keys(self, ep: TaskEpisode, steps: list[Step]) -> set[CauseKey]:
-        """The causes a failed episode's events show, keyed exactly as its failure memories are."""
+        """The cause a failed episode's events show, keyed exactly as its failure memory is (none or one)."""
         lesson = LessonContext(ep, device_steps(steps), self.device)
-        phase, target = ep.outcome.failure_phase, ep.normalized_goal.target
-        return {c.key(phase, lesson.app_at(c.step), target)
-                for c in failure_causes(lesson.steps, phase)}
+        cause = failure_cause(lesson.steps, ep.outcome)
+        return {cause.key(lesson.app_at(cause.step), ep.normalized_goal.target)} if cause is not None else set()
 
     def _weigh_failure(self, cur: Failure, ep: TaskEpisode, steps: list[Step], causes: set[CauseKey], now: Any,
                        decision: dict[str, Any]) -> Failure | None:

@@ -14,6 +14,7 @@ from typing import Any
 from memory_plane.lifecycle import Clock, append_line, dumps_compact, format_ts, guarded_makedirs, system_clock
 
 from ._artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, ImageInfo, encode_image, store_image
+from ._causes import outcome_unfinished
 from ._config_file import read_config
 from ._model import (
     FAILURE_PHASES,
@@ -28,7 +29,7 @@ from ._model import (
 from ._recording_lock import RecordingLock
 from ._sanitize import excerpt, normalize_observation, redact_text_fields, sanitize
 from ._secrets import TypingGuard, marks_password, typed_values
-from ._steps import is_system_screen
+from ._steps import device_steps, is_system_screen, pair_steps
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
 from ._transcript_config import TranscriptConfig
@@ -415,6 +416,7 @@ class EpisodeRecorder:
                 except Exception:
                     events = []
                 ep.summary = episode_summary(ep, events)
+                mark_unfinished(ep, events)
             # The recording lock stays held until the episode is committed (or this recorder is
             # collected): verify must not close an episode whose commit is just about to happen.
             ep._release = self._release_recording_lock
@@ -434,6 +436,13 @@ class EpisodeRecorder:
                 self._on_exit_commit(ep)
             except Exception as commit_exc:
                 self._fail("commit on exit", commit_exc)
+
+def mark_unfinished(ep: TaskEpisode, events: list[dict[str, Any]]) -> None:
+    """Mark a failed episode whose run stopped rather than failed (``outcome.unfinished``, on its index line
+    too): retrieval sees only the index line, and must never show such a run as a caution."""
+    if not ep.outcome.success and outcome_unfinished(ep.outcome, device_steps(pair_steps(events))):
+        ep.outcome.unfinished = True  # type: ignore[attr-defined]  # an open model's field
+
 
 def _txt(v: Any) -> str | None:
     if v is None:

@@ -43,7 +43,9 @@ from memory_plane.lifecycle import (
     validate_record,
 )
 
+from ._causes import outcome_unfinished
 from ._model import FAILURE_PHASES, TaskEpisode, episode_year
+from ._steps import device_steps, pair_steps
 from ._summary import episode_summary
 
 log = logging.getLogger("memory_plane")
@@ -125,6 +127,9 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
             "goal": " ".join(ep.user_goal.split())[:300],
             "summary": ep.summary or episode_summary(ep, []),
             "failure_phase": o.failure_phase,
+            # A run that stopped rather than failed (interrupted, cut off mid-call, ended with no word right
+            # after a step that worked): retrieval reads only this line, and shows no such run as a caution.
+            "unfinished": True if (o.model_extra or {}).get("unfinished") is True else None,
             "device_id": ep.device_scope.device_id,
             "language": ep.device_scope.language,
             "screen": ep.device_scope.screen,
@@ -318,6 +323,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         ep.metrics.events = len(events)
         ep.metrics.tool_steps = sum(1 for e in events if e.get("type") == "tool_call")
         ep.summary = episode_summary(ep, events)
+        if not ok and outcome_unfinished(ep.outcome, device_steps(pair_steps(events))):
+            ep.outcome.unfinished = True  # type: ignore[attr-defined]  # as the recorder's finish marks it
         self.write(ep)
         try:
             guarded_unlink(self.root, self.episode_dir(ep.id) / RECORDING_LOCK)

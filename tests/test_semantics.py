@@ -160,13 +160,14 @@ def test_failure_causes_are_read_off_the_events(tmp_path: Path) -> None:
         ep = plane.episodes.get(ep_id)
         assert ep is not None
         kinds = {c.split(":")[0] for c in ep.failure_causes}
-        assert kinds >= {"repeated_tap_no_effect", "page_unchanged", "dialog_blocking", "input_not_accepted"}
+        assert kinds >= {"repeated_tap_no_effect", "page_unchanged", "dialog_blocking"}
+        assert ep.outcome.failure_phase in kinds  # the runtime's phase is listed as a cause too
+        # One failure, one cause: the symptom at its failing step. The text did not arrive under a dialog that
+        # was open before it: the dialog explains it. The other symptoms are on the episode's list only.
         failures = [plane.device.get(e["id"]) for e in plane.device.entries("failure")]
-        typed = {f.trigger.get("kind"): f for f in failures if f is not None and f.trigger.get("kind")}
-        # Every cause the events show is a typed failure memory; the runtime's phase is listed as a cause too.
-        assert ep.outcome.failure_phase in kinds and set(typed) >= kinds - {ep.outcome.failure_phase}
-        tap = typed["repeated_tap_no_effect"]
-        assert len(tap.evidence_refs[0].event_ids) == 6 and "changed nothing" in tap.lesson
+        (mode,) = [f for f in failures if f is not None and f.cause]  # (beside the device-wide keyboard mode)
+        assert mode.cause["symptom"] == "dialog_blocking" and mode.cause["subject"] == "允许访问通讯录?"
+        assert mode.trigger.get("kind") == "dialog_blocking" and "dismiss" in (mode.lesson or "")
         # A success with a stray tap teaches no failure.
         ok_id = _run(plane, "打开微信", steps[:2], success=True)
         ok = plane.episodes.get(ok_id)

@@ -90,3 +90,58 @@ def test_a_run_cut_off_mid_call_writes_no_failure_and_blames_nothing(tmp_path: P
         assert isinstance(cur, Procedure) and cur.failure_count == 0 and cur.status == "active"
         ep = plane.episodes.get(cut.episode.id)
         assert ep is not None and ep.failure_causes == ["navigation: no result"]  # the runtime's word, kept
+
+
+def test_a_run_ended_without_a_word_right_after_a_step_that_worked_is_no_failure(tmp_path: Path) -> None:
+    """A record that stops mid-task (the last step took effect, and the runtime named no phase, reason or
+    error) did not fail: it writes no failure memory, its index line says so, and it is no caution; a run
+    the runtime says failed, on the same steps, still is a failure."""
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        cut = record(plane, "Search e-mails in Gmail for the invoice from March", SEARCH[:3])
+        plane.commit_episode(cut.finish(success=False))
+        assert plane.flush(20)
+        assert plane.device.entries("failure") == []
+        (line,) = [e for e in plane.episodes.entries() if e["id"] == cut.episode.id]
+        assert line.get("unfinished") is True
+        ids, block = cautions(plane, "Search e-mails in Gmail for the receipt from April")
+        assert cut.episode.id not in ids and cut.episode.id not in block
+        said = record(plane, "Search e-mails in Gmail for the contract from May", SEARCH[:3])
+        plane.commit_episode(said.finish(success=False, failure_phase="planning", failure_reason="no results"))
+        assert plane.flush(20)
+        (line,) = [e for e in plane.episodes.entries() if e["id"] == said.episode.id]
+        assert "unfinished" not in line and len(plane.device.entries("failure")) == 1
+
+
+def test_a_crashed_run_verify_completes_from_its_finish_event_keeps_its_unfinished_mark(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        rec = record(plane, "Search e-mails in Gmail for the invoice from March", SEARCH[:3])
+        rec.finish(success=False)  # finished, never committed: the process died before the commit
+        stopped = rec.episode.id
+        rec._release_recording_lock()
+        del rec
+    with MemoryPlane.open(root) as plane:
+        plane.verify()
+        assert plane.flush(20)
+        (line,) = [e for e in plane.episodes.entries() if e["id"] == stopped]
+        assert line.get("status") == "active" and line.get("unfinished") is True
+        assert plane.device.entries("failure") == []
+        ids, _ = cautions(plane, "Search e-mails in Gmail for the receipt from April")
+        assert stopped not in ids
+
+
+def test_a_run_ended_without_a_word_is_a_failure_only_where_the_events_show_it_stuck(tmp_path: Path) -> None:
+    """Ended silently on one tap that changed nothing to see (a field taking the focus), the run stopped; on
+    the same tap again without effect, it was stuck there: that is a failure, and its cause is taught."""
+    field = ("tap", {"x": 540, "y": 150}, "Search in mail", gmail("Search"))
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        focus = record(plane, "Search e-mails in Gmail for the invoice from March", [*SEARCH[:2], field])
+        plane.commit_episode(focus.finish(success=False))
+        assert plane.flush(20)
+        assert plane.device.entries("failure") == []
+        stuck = record(plane, "Search e-mails in Gmail for the receipt from April", [*SEARCH[:2], field, field])
+        plane.commit_episode(stuck.finish(success=False))
+        assert plane.flush(20)
+        assert len(plane.device.entries("failure")) == 1
+        (line,) = [e for e in plane.episodes.entries() if e["id"] == stuck.episode.id]
+        assert "unfinished" not in line

@@ -227,9 +227,10 @@ class Scorer:
         if f.status not in ("active", "interrupted"):
             drop(f.status, item_id, f"status {f.status}")
             return None
-        if f.validation != 1.0 and (f.status == "interrupted"
+        if f.validation != 1.0 and (f.status == "interrupted" or src.entries[i].get("unfinished") is True
                                     or src.entries[i].get("failure_phase") in UNFINISHED_PHASES):
-            # A run that stopped (the recorder died, the runtime raised) did not fail: it is no caution.
+            # A run that stopped (the recorder died, the runtime raised, the record ends mid-task: its index
+            # line says ``unfinished``) did not fail: it is no caution.
             drop("unfinished", item_id, f"stopped: {src.entries[i].get('failure_phase') or f.status}")
             return None
         if f.when and f.when is not BAD_TIME and (now - f.when).days > self.config.episode_max_age_days:
