@@ -3,10 +3,10 @@ showed after it, finish, commit, flush; and the device's procedures afterwards."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from memory_plane import MemoryPlane, MemoryRetrieveRequest
+from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
 from memory_plane.device_memory import Navigation, Procedure
 
 Call = tuple[str, dict[str, Any], str | None, dict[str, Any]]
@@ -29,6 +29,29 @@ def run_task(plane: MemoryPlane, goal: str, calls: Sequence[Call], *, success: b
                                     if success else None))
     plane.flush()
     return rec.id
+
+
+EN = CurrentEnvironmentHints(language="en-US", screen_width=1080, screen_height=2400)
+"""An English phone of 1080x2400."""
+
+
+def record_task(plane: MemoryPlane, goal: str, steps: Sequence[tuple[Any, ...]], *, success: bool = True,
+                before: Callable[[Any, Any], None] | None = None, **finish: Any) -> tuple[Any, Any]:
+    """One task as a runtime records it on an English phone, (tool, input, label, observed_state[, error]) per
+    step (``before`` gets the recorder and the retrieve result first); returns the committed episode and what
+    retrieve showed it."""
+    req = MemoryRetrieveRequest(input=goal, current_hints=EN)
+    ctx = plane.retrieve(req)
+    rec = plane.new_episode_recorder(req, ctx)
+    if before is not None:
+        before(rec, ctx)
+    for tool, ti, label, obs, *err in steps:
+        rec.tool_call(tool, ti, target_label=label)
+        rec.tool_result(tool, is_error=bool(err), error=err[0] if err else None, observed_state=obs)
+    ep = rec.finish(success=success, **finish)
+    plane.commit_episode(ep)
+    assert plane.flush(20)
+    return ep, ctx
 
 
 def procedures(plane: MemoryPlane) -> list[Procedure]:

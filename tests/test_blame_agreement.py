@@ -5,34 +5,18 @@ taking all its steps; an app profile shown to a failed task counts the failure."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from task_runs import record_task as run
+
+from memory_plane import MemoryPlane
 from memory_plane.device_memory import AppProfile, Procedure
 from memory_plane.lifecycle import read_jsonl
 
-EN = CurrentEnvironmentHints(language="en-US", screen_width=1080, screen_height=2400)
 LAUNCHER = {"app": "Launcher", "page": "Home", "package": "com.android.launcher3"}
 
 
-def run(plane: MemoryPlane, goal: str, steps: list[tuple[Any, ...]], *, success: bool = True,
-        before: Callable[[Any, Any], None] | None = None, **finish: Any) -> tuple[Any, Any]:
-    """One task as a runtime records it, (tool, input, label, observed_state[, error]) per step; returns the
-    committed episode and what retrieve showed it."""
-    req = MemoryRetrieveRequest(input=goal, current_hints=EN)
-    ctx = plane.retrieve(req)
-    rec = plane.new_episode_recorder(req, ctx)
-    if before is not None:
-        before(rec, ctx)
-    for tool, ti, label, obs, *err in steps:
-        rec.tool_call(tool, ti, target_label=label)
-        rec.tool_result(tool, is_error=bool(err), error=err[0] if err else None, observed_state=obs)
-    ep = rec.finish(success=success, **finish)
-    plane.commit_episode(ep)
-    assert plane.flush(20)
-    return ep, ctx
 
 
 def procedures(plane: MemoryPlane) -> list[Procedure]:

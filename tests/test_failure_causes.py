@@ -13,28 +13,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from task_runs import record_task as run
 
-from memory_plane import CurrentEnvironmentHints, MemoryPlane, MemoryRetrieveRequest
+from memory_plane import MemoryPlane
 from memory_plane.device_memory import Failure
 from memory_plane.episodes import CauseKey
-
-EN = CurrentEnvironmentHints(language="en-US", screen_width=1080, screen_height=2400)
-
-
-def run(plane: MemoryPlane, goal: str, steps: list[tuple[Any, ...]], *, success: bool = True,
-        **finish: Any) -> tuple[Any, Any]:
-    """One task as a runtime records it, (tool, input, label, observed_state[, error]) per step; returns the
-    committed episode and what retrieve showed it."""
-    req = MemoryRetrieveRequest(input=goal, current_hints=EN)
-    ctx = plane.retrieve(req)
-    rec = plane.new_episode_recorder(req, ctx)
-    for tool, ti, label, obs, *err in steps:
-        rec.tool_call(tool, ti, target_label=label)
-        rec.tool_result(tool, is_error=bool(err), error=err[0] if err else None, observed_state=obs)
-    ep = rec.finish(success=success, **finish)
-    plane.commit_episode(ep)
-    assert plane.flush(20)
-    return ep, ctx
 
 
 def failures(plane: MemoryPlane) -> list[Failure]:
