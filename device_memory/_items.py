@@ -349,9 +349,10 @@ class Calibration(DeviceItem):
 class Failure(DeviceItem):
     """A known failure mode: what triggers it and what to do instead.
 
-    A mode is its cause (``cause``: phase, tool, app, page and the symptom the events showed), whatever goal
-    met it: ``occurrences`` counts the times it was met, ``goals`` and ``goal_groups`` the goals it was met in
-    and their groups, ``reasons`` the runtime's own words for it (examples, never part of what it is).
+    A mode is its cause (``cause``: the app and page, the symptom the events showed and what identifies it there:
+    the dialog, the field, the label and tool), whatever goal met it: ``occurrences`` counts the times it was met,
+    ``goals`` and ``goal_groups`` the goals it was met in and their groups, ``reasons`` and ``phases`` the
+    runtime's own words for it (examples, never part of what it is).
     """
 
     failure_mode: str | None = None

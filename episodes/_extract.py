@@ -10,6 +10,7 @@ from memory_plane.device_memory import DeviceMemory
 from memory_plane.lifecycle import FileProblemError, UnsafePathError
 
 from ._blame import declared_memories
+from ._causes import outcome_unfinished
 from ._failure_lessons import learn_failures, phase_cause
 from ._lesson_context import LessonContext
 from ._lesson_writer import ExtractionResult, LessonWriter, goal_pattern
@@ -67,9 +68,14 @@ class LessonExtractor:
             writers.append(("device_profile", lambda: learn_device_profile(self.writer, lesson, res)))
             writers += [(f"app_profile:{a}", lambda a=a: learn_app_profile(self.writer, lesson, a, res))
                         for a in lesson.apps]
-        if steps and phase != "interrupted":
-            # A crashed episode (the recorder stopped before finish) teaches only its app facts, at low
-            # confidence: its path and its end are not known.
+        # A crashed episode (the recorder stopped before finish), or a run that stopped rather than failed
+        # (ended without a word while it was going on), teaches only its app facts, at low confidence: its
+        # path and its end are not known. A raised run keeps what its paired calls showed.
+        lesson.stopped = phase == "interrupted" or (
+            phase != "exception" and not ep.outcome.success and outcome_unfinished(ep.outcome, steps))
+        if lesson.stopped and phase != "interrupted" and (phase or ep.outcome.failure_reason):
+            ep.failure_causes = list(dict.fromkeys([*ep.failure_causes, phase_cause(lesson)]))  # its word, kept
+        if steps and not lesson.stopped:
             if ep.outcome.success:
                 writers.append(("procedure", lambda: learn_procedure(self.writer, lesson, res)))
             writers += [("navigation", lambda: learn_navigation(self.writer, lesson, res)),

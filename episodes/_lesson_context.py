@@ -31,6 +31,7 @@ class LessonContext:
         self.language = ep.device_scope.language
         self.input_method = ep.device_scope.input_method
         self.declared: list[str] = []  # memories the agent said it followed
+        self.stopped = False  # the run stopped rather than ended: its path and its end are not known
         self.blamed: dict[str, list[str]] = {}  # app and goal pattern -> the procedure followed into the failure
         self.decisions: list[tuple[list[str], str, str, str | None, list[str]]] = []
         screen = None

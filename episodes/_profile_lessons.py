@@ -77,7 +77,7 @@ def learn_app_profile(writer: LessonWriter, lesson: LessonContext, app_id: str, 
 
     facts = lesson.app_facts(app_id)
     in_app = [s for s in lesson.steps if app_id in (lesson.canon(s.app_before), lesson.canon(s.app_after))]
-    crashed = lesson.ep.outcome.failure_phase == "interrupted"
+    crashed = lesson.stopped or lesson.ep.outcome.failure_phase == "interrupted"
     raised = lesson.ep.outcome.failure_phase == "exception"
 
     def merge(p: AppProfile) -> None:

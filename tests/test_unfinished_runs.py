@@ -145,3 +145,20 @@ def test_a_run_ended_without_a_word_is_a_failure_only_where_the_events_show_it_s
         assert len(plane.device.entries("failure")) == 1
         (line,) = [e for e in plane.episodes.entries() if e["id"] == stuck.episode.id]
         assert "unfinished" not in line
+
+
+def test_a_run_stopped_without_a_word_teaches_only_its_app_facts_at_low_confidence(tmp_path: Path) -> None:
+    """The record of a run that ended without a word while the task was going on says nothing about its path or
+    its end: it teaches no navigation rule, anchor or calibration, and its app at the low confidence of a crash."""
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        req = MemoryRetrieveRequest(input="Search e-mails in Gmail for the invoice from March", current_hints=EN)
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        for tool, ti, label, obs in SEARCH[:2]:
+            rec.tool_call(tool, ti, target_label=label)
+            rec.tool_result(tool, observed_state=obs)
+        plane.commit_episode(rec.finish(success=False))
+        assert plane.flush(20)
+        kinds = {e["type"] for e in plane.device.entries()}
+        assert kinds <= {"device_profile", "app_profile"}
+        (profile,) = [plane.device.get(e["id"]) for e in plane.device.entries("app_profile")]
+        assert profile is not None and profile.confidence <= 0.3
