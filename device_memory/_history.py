@@ -190,9 +190,23 @@ class ItemHistory:
         if given is not None:
             cause = Cause(given.rule or cause.rule, given.episode or cause.episode, given.detail)
         kept = self.read(item_id)
+        if kept and _undoes(kept[-1], cause.rule, changes):
+            # The environment came back before anything else changed the item: the setting aside and its
+            # return are one line saying so (counted), so that flip-flops never push real changes out of the
+            # bounded history; its number is the newest one's (numbers are never reused).
+            times = 1
+            if len(kept) > 1 and kept[-2].rule == ROUND_TRIP:
+                times += int(kept[-2].extra.get("times", 1))
+                kept = [*kept[:-2], kept[-1]]
+            back = Revision(kept[-1].rev, format_ts(self.clock()), [], ROUND_TRIP, None,
+                            f"set aside for a change of the environment and back ({cause.detail or ''})".strip(),
+                            {"times": times})
+            return self._write(item_id, [*kept[:-1], back], back)
         rev = Revision(kept[-1].rev + 1 if kept else 1, format_ts(self.clock()), changes, cause.rule, cause.episode,
                        cause.detail)
-        kept = [*kept, rev][-self.limit:]
+        return self._write(item_id, [*kept, rev][-self.limit:], rev)
+
+    def _write(self, item_id: str, kept: list[Revision], rev: Revision) -> Revision | None:
         try:
             atomic_write(self.path_of(item_id), "".join(dumps_compact(r.to_dict()) + "\n" for r in kept),
                          root=self.root)
@@ -233,6 +247,28 @@ class ItemHistory:
             guarded_unlink(self.root, self.path_of(item_id))
         except (OSError, UnsafePathError) as exc:
             log.warning("memory: history of %s not removed: %s", item_id, exc)
+
+
+ROUND_TRIP = "environment_round_trip"
+"""The rule of a revision standing for an environment change and its return (no field changed in the end)."""
+ENVIRONMENT_RULES = {"environment_restored": "environment_changed"}
+"""A rule whose change, right after one of the other rule, takes it back exactly (the two become one line)."""
+
+
+def _undoes(last: Revision, rule: str | None, changes: list[dict[str, Any]]) -> bool:
+    """Whether ``changes`` (made by ``rule``) take back exactly the last revision, made by the rule it undoes."""
+    if rule not in ENVIRONMENT_RULES or last.rule != ENVIRONMENT_RULES[rule]:
+        return False
+    back = [{k: v for k, v in (("field", c["field"]), ("old", c.get("new", _NONE)), ("new", c.get("old", _NONE)))
+             if v is not _NONE} for c in last.changes]
+    return sorted(map(_key, back)) == sorted(map(_key, changes))
+
+
+_NONE = object()
+
+
+def _key(change: dict[str, Any]) -> str:
+    return json.dumps(change, sort_keys=True, default=str)
 
 
 def fields_at(current: dict[str, Any], revisions: list[Revision], rev: int) -> dict[str, Any]:

@@ -480,7 +480,10 @@ class DeviceMemory:
                     cur.updated_at = self.clock()
                     return cur
 
-                if coll.update(e["id"], change) is not None:
+                with change_cause("environment_changed" if demote else "environment_restored",
+                                  detail=f"{key} {old} → {new}"):
+                    written = coll.update(e["id"], change)
+                if written is not None:
                     changed.append(e["id"])
                     self.conflicts.add([e["id"]], rule="environment_changed" if demote else "environment_restored",
                                        decision="conflicted" if demote else "active",

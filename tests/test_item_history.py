@@ -226,3 +226,26 @@ def test_verify_names_a_history_folder_that_is_a_file_and_a_line_that_is_no_revi
         report = plane.verify()
         assert any(p.category == "shape" and p.path == "device/calibration/.history" for p in report.problems)
         assert plane.device.get("proc_h") is not None
+
+
+def test_a_ui_language_going_back_and_forth_does_not_push_real_changes_out_of_the_history(tmp_path: Path) -> None:
+    """Each switch of the UI language sets aside what was learned under the other one and brings it back when
+    the language returns: that round trip is one counted line of the history, however often it happens, so the
+    item's own changes stay in its bounded history with their numbers."""
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        item = plane.device.new_item(Procedure, "proc_lang", title="Pay", applicability={"language": "en"},
+                                     steps=[{"tool": "tap", "target_label": "Pay"}])
+        coll = plane.device.collection("procedure")
+        coll.save(item)
+        coll.update("proc_lang", lambda cur: cur.model_copy(update={"confidence": 0.9}) if cur else None)
+        for _ in range(HISTORY_LIMIT + 5):
+            plane.device.mark_environment_change("default", "language", "en", "zh-CN")
+            plane.device.mark_environment_change("default", "language", "zh-CN", "en")
+        revs = plane.device.history("proc_lang")
+        assert [r.rule for r in revs] == ["created", None, "environment_round_trip"]
+        assert revs[-1].extra["times"] == HISTORY_LIMIT + 5 and revs[-1].changes == []
+        assert [r.rev for r in revs] == sorted({r.rev for r in revs})  # numbers only grow
+        plane.device.mark_environment_change("default", "language", "en", "zh-CN")  # set aside, and left so
+        last = plane.device.history("proc_lang")[-1]
+        assert last.rule == "environment_changed" and last.rev > revs[-1].rev
+        assert plane.device.get("proc_lang").status == "conflicted"  # type: ignore[union-attr]
