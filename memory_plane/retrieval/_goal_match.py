@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from memory_plane.lifecycle import field_text, field_words
 
+from .._tokens import grams, token_set
 from ._query import ParsedQuery
+
+GOAL_MASK = "…"  # what stands for a goal's own value in a procedure's goal shapes (``Procedure.goal_shapes``)
 
 
 class Query(NamedTuple):
@@ -52,3 +57,23 @@ def intent_sim(q: ParsedQuery, intent: Any, sim: float, specific: frozenset[str]
 def tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
     """Whether the agent has every tool a memory's actions need (an entry naming none needs none)."""
     return all(t.lower() in tools for t in field_words(e.get("tools")))
+
+
+@lru_cache(maxsize=8192)
+def _goal_features(text: str) -> frozenset[str]:
+    """A goal's words and character trigrams, the masked values left out (each piece between them apart)."""
+    pieces = [p for p in text.split(GOAL_MASK) if p.strip()]
+    return frozenset().union(*(token_set(p) | grams(p) for p in pieces)) if pieces else frozenset()
+
+
+def goal_closeness(goal: str, shapes: Sequence[str]) -> float:
+    """How alike a goal is to the closest of a procedure's goal shapes (its examples with their values masked):
+    the Dice overlap of their words and character trigrams, 0..1. The examples' values are not compared, so
+    a value two different tasks share (a title, a contact) does not make them one task."""
+    mine = _goal_features(goal)
+    best = 0.0
+    for shape in shapes:
+        theirs = _goal_features(shape)
+        if mine and theirs:
+            best = max(best, 2 * len(mine & theirs) / (len(mine) + len(theirs)))
+    return best
