@@ -6,11 +6,11 @@ when the episode shows one of:
 
 - a verifier decision that the observation proves completion (``verifier_decision`` with ``can_finish``);
 - a completion reason (the runtime's own account of why it stopped, ``outcome.completion_reason``);
-- a change the goal asked for, visible after the last action: the goal's target (``normalized_goal.target``)
-  or a quoted value of the goal found in what the last observation showed (its visible text, elements, page,
-  title), that the screen before the path's work did not show, and that is more than the echo of the agent's
-  own typing (text it typed on the page the task still is on). The goal's app stands for its target only
-  when the goal asks to open it.
+- a change the goal asked for, visible after the last action: the goal's target (``normalized_goal.target``),
+  a quoted value of the goal or a value of it the agent typed, found in what the last observation showed
+  (its visible text, elements, page, title), that the screen before the path's work did not show, and that
+  is more than the echo of the agent's own typing (text it typed on the page the task still is on). The
+  goal's app stands for its target only when the goal asks to open it.
 
 A value on the screen from the start proves nothing, and neither does a field holding what the agent typed
 into it: a run that typed the values and stopped before Save shows both.
@@ -55,12 +55,15 @@ class OutcomeEvidence:
 
 
 def goal_targets(lesson: LessonContext) -> list[str]:
-    """What the goal says the end screen should show: its target and the values it quotes (its app when it asks
-    for nothing but opening it)."""
+    """What the goal says the end screen should show: its target, the values it quotes and the values of it the
+    agent typed (its app when it asks for nothing but opening it)."""
     ep = lesson.ep
     out = [m for g in _QUOTED.findall(ep.user_goal or "") for m in g if m.strip()]
     if ep.normalized_goal.target:
         out.insert(0, ep.normalized_goal.target)
+    # What the agent typed that the goal gave (a title, a name, a message): the goal's own values.
+    goal = _norm(ep.user_goal or "")
+    out += [s.text for s in lesson.steps if s.text and len(_norm(s.text)) >= 2 and _norm(s.text) in goal]
     if not out and ep.normalized_goal.app and ep.normalized_goal.intent == _OPEN:
         out.append(ep.normalized_goal.app)
     return list(dict.fromkeys(_norm(t) for t in out if _norm(t)))

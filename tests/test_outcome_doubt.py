@@ -186,3 +186,19 @@ def test_a_typed_quoted_value_counts_only_once_the_page_moved_on(
     with MemoryPlane.open(tmp_path_factory.mktemp("v") / "m") as plane:
         _episode(plane, goal=f'Add a note "{value}" in Notes', path=path)
         assert _unverified(plane) is not committed
+
+
+def test_a_value_of_the_goal_the_agent_typed_seen_on_the_next_page_is_evidence(tmp_path: Path) -> None:
+    # No quotes, no parsed target: the title the goal gave, typed and saved, is on the list afterwards.
+    goal = "在小日记里新建一篇日记，标题是买菜"
+    editor = {"app": "小日记", "page": "编辑", "visible_text": ["标题"]}
+    path = [("tap", {"x": 500, "y": 300, "target_label": "新建"}, editor),
+            ("keyboard_text", {"text": "买菜"}, {"app": "小日记", "page": "编辑", "visible_text": ["标题", "买菜"]})]
+    saved = ("tap", {"x": 900, "y": 120, "target_label": "保存"}, {"app": "小日记", "page": "日记列表",
+                                                                  "visible_text": ["新建", "买菜"]})
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "a") as plane:
+        _episode(plane, goal=goal, path=[*path, saved])
+        assert not _unverified(plane)
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "b") as plane:
+        _episode(plane, goal=goal, path=path)  # stopped before 保存: only the field holds it
+        assert _unverified(plane)

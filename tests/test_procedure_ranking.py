@@ -90,3 +90,45 @@ def test_whatever_value_the_goals_share_the_kind_of_goal_decides(tmp_path_factor
                  _create(shared, "Tired"))
         top = _top(plane, f"Rename the diary entry {old} to {shared}")
         assert top.goal_examples[0].startswith("Rename"), (shared, old)
+
+
+SETTINGS = {"app": "Daybook", "page": "Settings", "visible_text": ["Reminders", "Backup"]}
+
+
+def _switch_off(name: str) -> list[Any]:
+    """The list's menu → Settings: turn a switch off."""
+    return [("tap", {"x": 1000, "y": 120, "target_label": "More options"}, {**LIST, "dialogs": ["menu"]}),
+            ("tap", {"x": 540, "y": 280, "target_label": "Settings"}, SETTINGS),
+            ("tap", {"x": 540, "y": 430, "target_label": name},
+             {**SETTINGS, "visible_text": ["Reminders", "Backup", f"{name} off"]})]
+
+
+def test_an_intent_the_goal_shares_with_another_task_does_not_outrank_the_goals_own_kind(tmp_path: Path) -> None:
+    # "Change the title" and "change a setting" parse as one intent; the goal's words say which task it is.
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "m") as plane:
+        _episode(plane, "In Daybook, change the title of Gym workout to Call grandma", _rename("Gym workout",
+                                                                                           "Call grandma"))
+        _episode(plane, "Adjust the settings of the Daybook app: turn off Reminders", _switch_off("Reminders"))
+        _episode(plane, "Adjust the settings of the Daybook app: turn off Backup", _switch_off("Backup"))
+        top = _top(plane, "In Daybook, change the title of Language class to Bike repair")
+        assert top.goal_examples == ["In Daybook, change the title of Gym workout to Call grandma"]
+
+
+def test_a_task_started_on_the_home_screen_is_shown_its_apps_procedure(tmp_path: Path) -> None:
+    home = {"app": "Launcher", "page": "Home screen", "package": "com.android.launcher",
+            "visible_text": ["Daybook", "Search"]}
+    opened = [("tap", {"x": 300, "y": 300, "target_label": "Daybook"}, LIST), *_create("Gym workout", "Calm")]
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "m") as plane:
+        for title in ("Gym workout", "Piano practice"):
+            req = MemoryRetrieveRequest(input=f"Add a new entry named {title} to the diary, mood Calm",
+                                        current_hints={"language": "en", "app": "Launcher", "page": "Home screen"})
+            rec = plane.new_episode_recorder(req, plane.retrieve(req))
+            rec.tool_result("observe_screen", observed_state=home)
+            for tool, args, obs in opened:
+                rec.tool_call(tool, args, target_label=args.get("target_label"))
+                rec.tool_result(tool, observed_state=obs)
+            plane.commit_episode(rec.finish(success=True, completion_reason="the list shows it"))
+            assert plane.flush(30)
+        req = MemoryRetrieveRequest(input="Add a new entry named Team dinner to the diary, mood Happy",
+                                    current_hints={"language": "en", "app": "Launcher", "page": "Home screen"})
+        assert [h for h in plane.retrieve(req).common.procedures if type_of_id(h.id) == "procedure"]

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from memory_plane.lifecycle import field_text, field_words
 
-from .._tokens import grams, token_set
+from .._tokens import token_set
 from ._query import ParsedQuery
 
 GOAL_MASK = "…"  # what stands for a goal's own value in a procedure's goal shapes (``Procedure.goal_shapes``)
@@ -60,20 +60,19 @@ def tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
 
 
 @lru_cache(maxsize=8192)
-def _goal_features(text: str) -> frozenset[str]:
-    """A goal's words and character trigrams, the masked values left out (each piece between them apart)."""
-    pieces = [p for p in text.split(GOAL_MASK) if p.strip()]
-    return frozenset().union(*(token_set(p) | grams(p) for p in pieces)) if pieces else frozenset()
+def _shape_tokens(shape: str) -> frozenset[str]:
+    """A goal shape's tokens, the masked values left out."""
+    return frozenset().union(*(token_set(p) for p in shape.split(GOAL_MASK)))
 
 
-def goal_closeness(goal: str, shapes: Sequence[str]) -> float:
-    """How alike a goal is to the closest of a procedure's goal shapes (its examples with their values masked):
-    the Dice overlap of their words and character trigrams, 0..1. The examples' values are not compared, so
-    a value two different tasks share (a title, a contact) does not make them one task."""
-    mine = _goal_features(goal)
+def goal_closeness(goal: frozenset[str], shapes: Sequence[str]) -> float:
+    """How alike a goal (its tokens) is to the closest of a procedure's goal shapes (its examples with their
+    values masked): the Dice overlap of their tokens, 0..1. The examples' values are not compared, so a value
+    two tasks share (a title, a contact) does not make them one task. (Unweighted: a word every goal of a task
+    has is what makes them one task, not noise to discount as an IDF would.)"""
     best = 0.0
     for shape in shapes:
-        theirs = _goal_features(shape)
-        if mine and theirs:
-            best = max(best, 2 * len(mine & theirs) / (len(mine) + len(theirs)))
+        theirs = _shape_tokens(shape)
+        if goal or theirs:
+            best = max(best, 2 * len(goal & theirs) / (len(goal) + len(theirs)))
     return best

@@ -153,13 +153,14 @@ class Scorer:
         f, status, intent, status_ok, appl, item_id = row
         q = ctx.q
         e = src.entries[i]
-        if item_type == "procedure":
+        shapes = e.get("goal_shapes") if item_type == "procedure" else None
+        if isinstance(shapes, list) and shapes:
             # A procedure is for goals like its examples: how close the goal is to them, their values masked,
-            # not the words its title and steps share with the goal (another task of the app shares those).
-            shapes = e.get("goal_shapes")
-            if isinstance(shapes, list) and shapes:
-                sim = goal_closeness(q.text, [str(x) for x in shapes if isinstance(x, str)][:8])
-        sim = intent_sim(q, intent, sim)
+            # not the words its title and steps share with the goal, nor its intent (another task of the app
+            # shares those: "change the title" and "change a setting" are one intent).
+            sim = goal_closeness(q.tokens, [str(x) for x in shapes if isinstance(x, str)][:8])
+        else:
+            sim = intent_sim(q, intent, sim)
         # Relevance first: it is the cheap test that most recalled items fail (the hard filters
         # below then count what they drop among memories that would otherwise have been shown).
         if not self.relevant(item_type, sim, q, f.app, status):
