@@ -137,7 +137,8 @@ def _typed_here(target: str, lesson: LessonContext) -> bool:
     changed after (the field still holds it; nothing the typing was for has happened yet)."""
     steps = lesson.steps
     for k in range(len(steps) - 1, -1, -1):
-        if steps[k].text and target in _norm(steps[k].text):
+        typed = steps[k].text
+        if typed and target in _norm(typed):
             return not any(s.changed_page for s in steps[k + 1:])
     return False
 
