@@ -105,6 +105,8 @@ def last_screen(lesson: LessonContext) -> tuple[str, str | None] | None:
 
 
 def _events(lesson: LessonContext) -> list[Mapping[str, Any]]:
+    if lesson.events is not None:
+        return lesson.events  # the extractor's read
     store = TaskEpisodeStore(lesson.device.root, clock=lesson.device.clock)
     try:
         return list(store.events(lesson.ep.id).records)
