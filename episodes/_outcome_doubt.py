@@ -23,7 +23,7 @@ goal group, the same path), or one with evidence, makes it verified.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +104,7 @@ def last_screen(lesson: LessonContext) -> tuple[str, str | None] | None:
     return None
 
 
-def _events(lesson: LessonContext) -> list[Mapping[str, Any]]:
+def _events(lesson: LessonContext) -> Sequence[Mapping[str, Any]]:
     if lesson.events is not None:
         return lesson.events  # the extractor's read
     store = TaskEpisodeStore(lesson.device.root, clock=lesson.device.clock)
@@ -114,7 +114,7 @@ def _events(lesson: LessonContext) -> list[Mapping[str, Any]]:
         return []
 
 
-def _first_screen(events: list[Mapping[str, Any]]) -> str:
+def _first_screen(events: Sequence[Mapping[str, Any]]) -> str:
     """The text of the screen before the path's work: the first observation, before any action's result."""
     for ev in events:
         obs = ev.get("observed_state")
@@ -125,7 +125,7 @@ def _first_screen(events: list[Mapping[str, Any]]) -> str:
     return ""
 
 
-def _verifier(events: list[Mapping[str, Any]]) -> str | None:
+def _verifier(events: Sequence[Mapping[str, Any]]) -> str | None:
     """The id of the last verifier decision that the observation proves completion."""
     found = None
     for ev in events:
