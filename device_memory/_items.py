@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memory_plane.lifecycle import Record, StrList, as_list, content_hash
 
-from ._slots import fill, substitute
+from ._slots import fill, mask_values, substitute
 
 # Caps so cumulative lists never grow without bound (newest kept).
 CAPS: dict[str, int] = {
@@ -247,6 +247,15 @@ class Procedure(DeviceItem):
         """Each slot's value for a goal: what the goal gives where the example's value stood, else ``{name}``."""
         given = fill(self.goal_examples, self.slots, goal)
         return {name: given.get(name, slot_mark(name)) for name in self.slots}
+
+    def goal_shapes(self) -> list[str]:
+        """Its goal examples with the goals' own values masked (``…``): the kind of goal it is for, whatever the
+        values (what a new goal is compared with, so a value two tasks share does not make them alike)."""
+        out = []
+        for example in self.goal_examples:
+            values = {v for name, v in self.slot_values(example).items() if v != slot_mark(name)}
+            out.append(mask_values(example, values | set(self.slots.values())))
+        return out
 
     def steps_for_goal(self, goal: str) -> list[ProcedureStep]:
         """The steps with a goal's values in place of the example's (``{name}`` where the goal gives none),

@@ -41,7 +41,7 @@ from memory_plane.lifecycle import (
 
 from ._apps import AppCatalog, shipped_catalog
 from ._history import ItemHistory, Revision, change_cause, fields_at, snapshot
-from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, type_of_id
+from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, Procedure, type_of_id
 
 T = TypeVar("T", bound=DeviceItem)
 SUMMARY_CHARS = 240
@@ -77,6 +77,8 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
         "traceability": (item.model_extra or {}).get("traceability"),
         "verified": False if (item.model_extra or {}).get("verified") is False else None,
+        # A procedure's goals with their values masked: what retrieval compares a new goal with.
+        "goal_shapes": item.goal_shapes()[-5:] or None if isinstance(item, Procedure) else None,
         # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
         "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
         if isinstance(item, AppProfile) else None,

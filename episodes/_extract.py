@@ -58,6 +58,7 @@ class LessonExtractor:
         res.steps = len(steps)
         lesson = LessonContext(ep, steps, self.device)
         lesson.declared = declared_memories(events)
+        lesson.events = events  # read once: outcome doubt looks at the first screen and the verifier in them
         phase = ep.outcome.failure_phase
         if phase == "exception" and not ep.outcome.success:
             # The runtime raised: the episode records it, but nothing the phone did is known to have

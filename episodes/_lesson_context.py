@@ -4,6 +4,7 @@ names, pages, tools, packages, how each app was entered, and the app facts the e
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_plane.device_memory import DeviceMemory
@@ -32,6 +33,7 @@ class LessonContext:
         self.input_method = ep.device_scope.input_method
         self.declared: list[str] = []  # memories the agent said it followed
         self.stopped = False  # the run stopped rather than ended: its path and its end are not known
+        self.events: Sequence[Mapping[str, Any]] | None = None  # the episode's events, when the caller read them
         self.blamed: dict[str, list[str]] = {}  # app and goal pattern -> the procedure followed into the failure
         self.decisions: list[tuple[list[str], str, str, str | None, list[str]]] = []
         screen = None

@@ -165,8 +165,12 @@ def test_a_verified_procedure_from_a_claimed_success_is_counted() -> None:
     claimed = _proc("proc_claimed", [], ["ep_claimed"])
     pending = _proc("proc_pending", [], ["ep_claimed"], tags=["unverified"])
     backed = _proc("proc_backed", [], ["ep_claimed", "ep_real"])
-    rep = claimed_verified([claimed, pending, backed], truths)
-    assert (rep["count"], rep["of"]) == (1, 3) and rep["examples"] == ["proc_claimed"]
+    marked = _proc("proc_marked", [], ["ep_claimed"], verified=False)  # how outcome doubt marks one
+    # Set aside when the UI language changed: served again under its own language, still as verified.
+    env = _proc("proc_env", [], ["ep_claimed"], status="conflicted", stale_key="language")
+    blamed = _proc("proc_blamed", [], ["ep_claimed"], status="conflicted")
+    rep = claimed_verified([claimed, pending, backed, marked, env, blamed], truths)
+    assert (rep["count"], rep["of"]) == (2, 6) and rep["examples"] == ["proc_claimed", "proc_env"]
 
 
 def test_a_title_or_intent_from_quoted_text_is_counted(root: Path) -> None:

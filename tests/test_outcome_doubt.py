@@ -108,3 +108,97 @@ def test_the_quoted_target_on_the_last_screen_in_any_field_is_evidence(
         # casefold may not undo upper() for every letter (ß → SS): such a target counts as not shown
         shown = where != "nowhere" and (where != "elements" or target.upper().casefold() == target.casefold())
         assert unverified is not shown
+
+
+# -- evidence is a change the goal asked for, seen after the last action -------------------------------------
+
+EDITOR = {"app": "Notes", "page": "Editor", "visible_text": ["Title", "Save"]}
+
+
+def _typed_then(last: list[Any]) -> list[Any]:
+    """Open the editor, type the goal's value (the field shows it), then ``last``."""
+    return [("tap", {"x": 500, "y": 1800, "target_label": "Add"}, EDITOR),
+            ("keyboard_text", {"text": "buy milk"}, {**EDITOR, "visible_text": ["Title", "Save", "buy milk"]}),
+            *last]
+
+
+def _unverified(plane: MemoryPlane) -> bool:
+    (proc,) = _procedures(plane)
+    return (proc.model_extra or {}).get("verified") is False
+
+
+def test_the_agents_own_typing_in_the_field_is_no_evidence(tmp_path: Path) -> None:
+    # Typed the value, picked an option on the same page, and stopped before Save: the field shows the value.
+    stopped = _typed_then([("tap", {"x": 500, "y": 900, "target_label": "Pin"},
+                            {**EDITOR, "visible_text": ["Title", "Save", "buy milk", "Pinned"]})])
+    saved = _typed_then([("tap", {"x": 900, "y": 120, "target_label": "Save"},
+                          {"app": "Notes", "page": "List", "visible_text": ["Notes", "Add", "buy milk"]})])
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "a") as plane:
+        _episode(plane, path=stopped)
+        assert _unverified(plane)
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "b") as plane:
+        _episode(plane, path=saved)
+        assert not _unverified(plane)
+
+
+def test_a_value_on_the_screen_before_the_work_is_no_evidence(tmp_path: Path) -> None:
+    # The list showed the note from the start: a run that opened it and left shows nothing done.
+    start = {"app": "Notes", "page": "List", "visible_text": ["Notes", "Add", "buy milk"]}
+    path = [("tap", {"x": 500, "y": 600, "target_label": "buy milk"}, {"app": "Notes", "page": "Note",
+                                                                        "visible_text": ["buy milk", "Back"]})]
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "m") as plane:
+        req = MemoryRetrieveRequest(input=GOAL, current_hints={"language": "en-US"})
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        rec.tool_result("observe_screen", observed_state=start)
+        for tool, args, obs in path:
+            rec.tool_call(tool, args)
+            rec.tool_result(tool, observed_state=obs)
+        plane.commit_episode(rec.finish(success=True))
+        assert plane.flush(30)
+        assert _unverified(plane)
+
+
+def test_the_app_on_the_screen_is_no_evidence_for_a_goal_that_asks_more_than_opening_it(tmp_path: Path) -> None:
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "a") as plane:
+        # Typed a post and stopped before sending it: the app is on every screen of the run.
+        _episode(plane, goal="Post a new moment in WeChat", path=[
+            ("tap", {"x": 500, "y": 1800, "target_label": "Moments"}, {"app": "WeChat", "page": "Moments"}),
+            ("keyboard_text", {"text": "sunny day"}, {"app": "WeChat", "page": "Moments", "visible_text": ["Post"]})])
+        assert _unverified(plane)
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "b") as plane:
+        _episode(plane, goal="Open WeChat", path=[
+            ("tap", {"x": 300, "y": 300, "target_label": "WeChat"}, {"app": "WeChat", "page": "Chats"})])
+        assert not _unverified(plane)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text(st.characters(categories=["L", "N"]), min_size=2, max_size=12),
+       committed=st.booleans(), extra_taps=st.integers(0, 2))
+def test_a_typed_quoted_value_counts_only_once_the_page_moved_on(
+        tmp_path_factory: Any, value: str, committed: bool, extra_taps: int) -> None:
+    shown = {**EDITOR, "visible_text": ["Title", "Save", value]}
+    path: list[Any] = [("tap", {"x": 500, "y": 1800, "target_label": "Add"}, EDITOR),
+                       ("keyboard_text", {"text": value}, shown)]
+    path += [("tap", {"x": 500, "y": 900 + 100 * k, "target_label": f"Option {k}"}, shown) for k in range(extra_taps)]
+    if committed:
+        path.append(("tap", {"x": 900, "y": 120, "target_label": "Save"},
+                     {"app": "Notes", "page": "List", "visible_text": ["Notes", value]}))
+    with MemoryPlane.open(tmp_path_factory.mktemp("v") / "m") as plane:
+        _episode(plane, goal=f'Add a note "{value}" in Notes', path=path)
+        assert _unverified(plane) is not committed
+
+
+def test_a_value_of_the_goal_the_agent_typed_seen_on_the_next_page_is_evidence(tmp_path: Path) -> None:
+    # No quotes, no parsed target: the title the goal gave, typed and saved, is on the list afterwards.
+    goal = "在小日记里新建一篇日记，标题是买菜"
+    editor = {"app": "小日记", "page": "编辑", "visible_text": ["标题"]}
+    path = [("tap", {"x": 500, "y": 300, "target_label": "新建"}, editor),
+            ("keyboard_text", {"text": "买菜"}, {"app": "小日记", "page": "编辑", "visible_text": ["标题", "买菜"]})]
+    saved = ("tap", {"x": 900, "y": 120, "target_label": "保存"}, {"app": "小日记", "page": "日记列表",
+                                                                  "visible_text": ["新建", "买菜"]})
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "a") as plane:
+        _episode(plane, goal=goal, path=[*path, saved])
+        assert not _unverified(plane)
+    with freeze_time(T0), MemoryPlane.open(tmp_path / "b") as plane:
+        _episode(plane, goal=goal, path=path)  # stopped before 保存: only the field holds it
+        assert _unverified(plane)

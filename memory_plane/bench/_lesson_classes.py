@@ -169,15 +169,19 @@ def cut_targets(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]) -> 
 
 
 def claimed_verified(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
-    """Procedures shown as verified (active, not marked unverified) whose every evidence episode a person
-    judged failed, at least one of them reported a success by the agent."""
+    """Procedures shown as verified (active, or set aside only for an environment the request may be in again,
+    and not marked unverified) whose every evidence episode a person judged failed, at least one of them
+    reported a success by the agent."""
     of, bad = 0, []
     for p in procs:
         ev = evidence(p, truths)
         if not ev:
             continue
         of += 1
-        verified = p.status == "active" and getattr(p, "verified", True) is not False and "unverified" not in p.tags
+        # A procedure conflicted only because the UI language or screen changed is served as active again
+        # under its own environment (retrieval reads its ``stale_key``): it is still shown as verified.
+        served = p.status == "active" or (p.status == "conflicted" and bool((p.model_extra or {}).get("stale_key")))
+        verified = served and getattr(p, "verified", True) is not False and "unverified" not in p.tags
         if verified and not any(t.success for t in ev) and any(t.reported_success for t in ev):
             bad.append(p.id)
     return {"count": len(bad), "of": of, "examples": _ex(bad), "all": bad}

@@ -12,6 +12,7 @@ ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
 _ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
             "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
 _OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
+UNVERIFIED_PENALTY = 0.5  # a memory its own success did not show done (outcome doubt) weighs as one without evidence
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
 
 
@@ -74,6 +75,8 @@ def memory_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
         penalty = 0.5  # missing evidence or broken traceability (its episodes are gone): downweighted
     if f > s or e.get("conflicts_with"):
         penalty = max(penalty, 0.5)
+    if e.get("verified") is False:
+        penalty = max(penalty, UNVERIFIED_PENALTY)  # taught by a success nothing confirmed: below a verified one
     when = parse_when(e.get("last_validated_at")) or parse_when(e.get("updated_at"))
     expires = parse_when(e.get("expires_at"))
     if expires is not None and expires is not BAD_TIME and expires < BUILD_DATE and not expiry_believed(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from memory_plane.lifecycle import field_text, field_words
 
+from .._tokens import token_set
 from ._query import ParsedQuery
+
+GOAL_MASK = "…"  # what stands for a goal's own value in a procedure's goal shapes (``Procedure.goal_shapes``)
 
 
 class Query(NamedTuple):
@@ -52,3 +57,22 @@ def intent_sim(q: ParsedQuery, intent: Any, sim: float, specific: frozenset[str]
 def tools_available(e: dict[str, Any], tools: frozenset[str]) -> bool:
     """Whether the agent has every tool a memory's actions need (an entry naming none needs none)."""
     return all(t.lower() in tools for t in field_words(e.get("tools")))
+
+
+@lru_cache(maxsize=8192)
+def _shape_tokens(shape: str) -> frozenset[str]:
+    """A goal shape's tokens, the masked values left out."""
+    return frozenset().union(*(token_set(p) for p in shape.split(GOAL_MASK)))
+
+
+def goal_closeness(goal: frozenset[str], shapes: Sequence[str]) -> float:
+    """How alike a goal (its tokens) is to the closest of a procedure's goal shapes (its examples with their
+    values masked): the Dice overlap of their tokens, 0..1. The examples' values are not compared, so a value
+    two tasks share (a title, a contact) does not make them one task. (Unweighted: a word every goal of a task
+    has is what makes them one task, not noise to discount as an IDF would.)"""
+    best = 0.0
+    for shape in shapes:
+        theirs = _shape_tokens(shape)
+        if goal or theirs:
+            best = max(best, 2 * len(goal & theirs) / (len(goal) + len(theirs)))
+    return best

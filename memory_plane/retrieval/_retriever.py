@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, Procedure, type_of_id
-from memory_plane.episodes import TaskEpisodeStore
+from memory_plane.episodes import TaskEpisodeStore, is_system_screen
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
 
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
@@ -113,7 +113,10 @@ class Retriever:
     def _query(self, req: MemoryRetrieveRequest, now: datetime, in_step: set[Source]) -> Query:
         """The parsed goal and the request's environment key (device, language, screen, app, input method)."""
         hints = req.current_hints
-        q = parse_query(req.input, self.device.catalog, app_hint=hints.app)
+        # A task started on the home screen is not about the launcher: a system screen in front is no app hint
+        # (as no lesson is filed under one).
+        hint = None if hints.app and is_system_screen(hints.app) else hints.app
+        q = parse_query(req.input, self.device.catalog, app_hint=hint)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
         if q.app is not None and not q.apps and not self._about_app(q, q.app, in_step):

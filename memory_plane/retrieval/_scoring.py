@@ -33,7 +33,7 @@ from ._config import ROUTE, RetrieveConfig
 from ._drops import CallLog, DropLog, mismatch
 from ._features import BAD_TIME, ENV_KEYS, Feat
 from ._generation import EnvView
-from ._goal_match import Query, app_match_of, intent_sim, tools_available
+from ._goal_match import Query, app_match_of, goal_closeness, intent_sim, tools_available
 from ._query import BROAD_INTENTS, ParsedQuery, detect_intents
 from ._sources import Source
 
@@ -152,7 +152,15 @@ class Scorer:
         assert isinstance(row, DeviceFacts)
         f, status, intent, status_ok, appl, item_id = row
         q = ctx.q
-        sim = intent_sim(q, intent, sim)
+        e = src.entries[i]
+        shapes = e.get("goal_shapes") if item_type == "procedure" else None
+        if isinstance(shapes, list) and shapes:
+            # A procedure is for goals like its examples: how close the goal is to them, their values masked,
+            # not the words its title and steps share with the goal, nor its intent (another task of the app
+            # shares those: "change the title" and "change a setting" are one intent).
+            sim = goal_closeness(q.tokens, [str(x) for x in shapes if isinstance(x, str)][:8])
+        else:
+            sim = intent_sim(q, intent, sim)
         # Relevance first: it is the cheap test that most recalled items fail (the hard filters
         # below then count what they drop among memories that would otherwise have been shown).
         if not self.relevant(item_type, sim, q, f.app, status):
@@ -163,7 +171,6 @@ class Scorer:
         if item_type == "calibration" and not f.has_evidence:
             drop("calibration_without_evidence", item_id, "no evidence_refs")
             return None
-        e = src.entries[i]
         if ctx.tools and not tools_available(e, ctx.tools):
             # A path the agent could not follow with the tools it has now.
             drop("tool_unavailable", item_id, f"needs {field_text(e.get('tools'))}")
