@@ -93,7 +93,10 @@ def procedure_failure_point(item: Procedure, steps: list[Step], target: str | No
     # shows the episode was following this procedure.
     shown = [steps[i] for i, k in pairs if k >= entry and informative(path[k]) and names_its_target(steps[i])
              and steps_agree(of_step(steps[i], target), path[k])]
-    if not shown:
+    # Following a procedure starts where it starts: a run that took one of its later steps (the same field of
+    # a form, the same Pay button) on its own way to another task never followed it.
+    started = any(k == entry for _, k in pairs) or entry >= len(path)
+    if not shown or not started:
         return None
     last_i, last_k = pairs[-1]
     if last_i == fail or last_k == len(path) - 1:

@@ -135,3 +135,36 @@ def test_an_app_profile_shown_to_a_failed_task_counts_the_failure(tmp_path: Path
         prof = plane.device.get("app_phone")
         assert isinstance(prof, AppProfile) and prof.failure_count == 1 and prof.success_count == 1
         assert "no contact called Alice" in prof.known_issues
+
+
+def deck(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "CardDeck", "page": page, "package": "org.example.carddeck", **extra}
+
+
+NEW_DECK = [("launch_app", {"app": "CardDeck"}, None, deck("Decks")),
+            ("tap", {"x": 980, "y": 2200}, "Create deck", deck("New deck")),
+            ("tap", {"x": 540, "y": 600}, "Deck name", deck("New deck", focus="name")),
+            ("keyboard_text", {"text": "Spanish"}, "Deck name", deck("New deck", visible_text=["Spanish"])),
+            ("tap", {"x": 900, "y": 900}, "OK", deck("Decks", visible_text=["Spanish"]))]
+# Renaming reaches the same form another way (the deck's menu), types into the same field, and fails at OK.
+RENAME = [("launch_app", {"app": "CardDeck"}, None, deck("Decks", visible_text=["French"])),
+          ("long_press", {"x": 300, "y": 500}, "French", deck("Deck menu")),
+          ("tap", {"x": 300, "y": 700}, "Rename", deck("New deck")),
+          ("tap", {"x": 540, "y": 600}, "Deck name", deck("New deck", focus="name")),
+          ("keyboard_text", {"text": "Italian"}, "Deck name", deck("New deck", visible_text=["Italian"])),
+          ("tap", {"x": 900, "y": 900}, "OK", deck("New deck", visible_text=["Italian"],
+                                                   dialogs=["A deck with this name already exists"]))]
+
+
+def test_a_run_that_took_a_later_step_of_a_procedure_on_its_own_way_did_not_follow_it(tmp_path: Path) -> None:
+    """Renaming a deck types into the form that creating one uses and fails there; it never started the create
+    procedure (its first step past the way in), so the failure does not weigh against it."""
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, "Create a new deck named Spanish in CardDeck", NEW_DECK)
+        (create,) = procedures(plane)
+        for _ in range(2):
+            run(plane, "Rename the deck French to Italian in CardDeck", RENAME, success=False,
+                before=lambda rec, ctx: rec.memory_used(create.id),
+                failure_phase="execution", failure_reason="the name was refused")
+        cur = plane.device.get(create.id)
+        assert isinstance(cur, Procedure) and cur.status == "active" and cur.failure_count == 0
