@@ -44,9 +44,36 @@ def _holding(root: Path, text: str) -> list[str]:
         if p.suffix == ".gz":
             data = gzip.decompress(data)
         body = data.decode("utf-8", "replace")
+        if p.suffix == ".jsonl":
+            # A JSON line holds text in its strings: a text that looks like a JSON string ('"quoted"') is not
+            # held by a line whose string is the word inside it.
+            body = "\n".join(_strings(line) for line in body.splitlines())
         if any(f in body for f in forms):
             found.append(str(p.relative_to(root)))
     return found
+
+
+def _strings(line: str) -> str:
+    """A JSON line's strings (keys and values) one per line; a line that does not parse, as it is."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return line
+    out: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                out.append(str(k))
+                walk(x)
+
+    walk(value)
+    return "\n".join(out)
 
 
 def _tree_holding_text(root: Path) -> tuple[MemoryPlane, str, str]:

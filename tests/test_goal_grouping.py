@@ -1,6 +1,9 @@
 """Goal groups and titles: a goal whose intent is weak (open, check, search) or unknown is grouped by its masked
 text, so different tasks in one app are different lessons with different titles, while the same task with other
-values (a name, a number, a quoted text) stays one group."""
+values (a name, a number, a quoted text) stays one group.
+
+It reaches inside `_lesson_writer` for `goal_title`, to ask for the title of a second goal group directly (the
+public path would need a second app state that masks alike)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The goal's values are slots: a procedure shows the asked goal's values (or the slot's name), never the values
-of the task it was learned from; the same task with other values is one procedure."""
+of the task it was learned from; the same task with other values is one procedure.
+
+Its property test reaches inside `_goal_slots` and `_steps` for `step_slots` and `Step`, to try thousands of
+goals and labels without recording an episode for each."""
 
 from __future__ import annotations
 
