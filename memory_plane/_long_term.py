@@ -44,6 +44,7 @@ from memory_plane.lifecycle import (
 
 from ._freshness import FileState, file_state, mtime_ns
 from ._inverted_index import InvertedIndex
+from ._long_term_candidates import CandidateIndex, Probe
 from ._long_term_forget import finish_forgets, run_forget
 from ._long_term_model import (
     GENERIC_ENTITIES,
@@ -85,6 +86,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._search_cache: tuple[Any, list[dict[str, Any]], InvertedIndex] | None = None
+        self.candidates = CandidateIndex(self.dir, self.mem_dir, self.root)
 
     def path_for(self, mem_id: str) -> Path:
         """The file of a memory."""
@@ -158,6 +160,68 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             if written:
                 self.rebuild_index()
         return written
+
+    def rebuild_index(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
+        """Rewrite index.yaml (and profile.md) from the item files, then bring the candidates index up to date
+        with them; True if either changed."""
+        changed = super().rebuild_index(items)
+        if self.read_only or self.linked():
+            return changed
+        return self.sync_candidates(items) or changed
+
+    def sync_candidates(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
+        """Bring the candidates index up to date with the memory files (the ones whose mtime or size differ
+        from their row are read, ``items`` reused when they are the same file); True if a row changed."""
+        paths = self.layout.item_paths()
+        changed, gone = self.candidates.differences(paths)
+        if not changed and not gone:
+            if not self.candidates.current():
+                self.candidates.refresh({}, [])  # the folder was touched, no file changed: sealed as seen
+            return False
+        parsed = {i.path.name: i.record for i in items or [] if i.record is not None}
+        records: dict[str, LongTermMemory | None] = {}
+        for name in changed:
+            try:
+                records[name] = parsed.get(name) or self.load_path(self.mem_dir / name)
+            except (OSError, FileProblemError):
+                records[name] = None  # a file that does not load is no candidate (verify names it)
+        with self.lock():
+            self.candidates.refresh(records, gone)
+        return True
+
+    def save_locked(self, record: LongTermMemory) -> Path:
+        """Write a memory file and its index line, then its row of the candidates index (the caller holds the
+        lock); an index that was behind the files is left for the next save to bring up to date."""
+        current = self.candidates.current()
+        path = super().save_locked(record)
+        if current:
+            self.candidates.put(path, record)
+        return path
+
+    def candidate_actives(self, probe: Probe) -> list[LongTermMemory] | None:
+        """The active memories a save of this text may match, in file order (None: the index cannot narrow
+        it down and every memory must be read); the index is brought up to date first."""
+        self.sync_candidates()
+        names = self.candidates.candidates(probe)
+        if names is None:
+            return None
+        return [m for m in self._load_names(names) if m.status == "active" and m.type == probe.type]
+
+    def _load_names(self, names: Iterable[str]) -> list[LongTermMemory]:
+        out: list[LongTermMemory] = []
+        for name in sorted(names):
+            try:
+                out.append(self.load_path(self.mem_dir / name))
+            except (OSError, FileProblemError):
+                continue  # gone or broken since it was indexed: as a scan, it is no active memory
+        return out
+
+    def profile_records(self) -> list[LongTermMemory]:
+        """The memories profile.md is built from (the active profile, rule and preference ones), read through
+        the candidates index when it is current."""
+        if not self.candidates.current():
+            return [i.record for i in self.iter_items() if i.record is not None]
+        return self._load_names(self.candidates.names_of(PROFILE_TYPES))
 
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[LongTermMemory]] | None = None) -> list[str]:
