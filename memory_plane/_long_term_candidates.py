@@ -38,24 +38,32 @@ from pathlib import Path
 from memory_plane.lifecycle import UnsafePathError
 
 from ._contradiction import _strip, meaning_length
-from ._long_term_model import GENERIC_ENTITIES, USER_WORD_TYPES, LongTermMemory, _norm
+from ._long_term_model import GENERIC_ENTITIES, PROFILE_TYPES, USER_WORD_TYPES, LongTermMemory, _norm
 from ._tokens import token_set
 
 __all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
 
 CANDIDATES_NAME = "candidates.sqlite"
-_VERSION = "1"
+_VERSION = "2"
 _COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
 _BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
 _WORD = re.compile(r"[a-z0-9]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, type TEXT NOT NULL, status TEXT NOT NULL,
-                                  mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL,
+                                  priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (k, name)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
 """
+
+
+def _version(db: sqlite3.Connection) -> str | None:
+    try:
+        row = db.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()
+    except sqlite3.OperationalError:
+        return None  # a new file
+    return str(row[0]) if row else None
 
 
 def _digest(text: str) -> str:
@@ -140,6 +148,9 @@ class CandidateIndex:
             db.execute("PRAGMA secure_delete = ON")  # a forgotten memory's words do not stay in free pages
             db.execute("PRAGMA journal_mode = DELETE")
             db.execute("PRAGMA synchronous = FULL")
+            if _version(db) not in (None, _VERSION):
+                # Made by another version of this module: derived data, made again from the files.
+                db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta;")
             db.executescript(_SCHEMA)
             yield db
         finally:
@@ -190,7 +201,8 @@ class CandidateIndex:
             self._drop(db, name)
             return
         self._drop(db, name)
-        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?)", (name, mem.type, mem.status, st.st_mtime_ns, st.st_size))
+        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size))
         if mem.status == "active":
             keys = memory_keys(mem.type, _norm(mem.content), mem.entities, mem.tags)
             db.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", ((k, name) for k in keys))
@@ -240,9 +252,6 @@ class CandidateIndex:
     def _refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str]) -> None:
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            if dict(db.execute("SELECT name, value FROM meta").fetchall()).get("version") != _VERSION:
-                db.execute("DELETE FROM keys")
-                db.execute("DELETE FROM items")
             for name in gone:
                 self._drop(db, name)
             for name, mem in records.items():
@@ -262,6 +271,13 @@ class CandidateIndex:
             marks = ",".join("?" * len(wanted))
             return sorted(n for (n,) in db.execute(
                 f"SELECT name FROM items WHERE status = 'active' AND type IN ({marks})", wanted))
+
+    def profile_order(self) -> list[tuple[str, str]]:
+        """(file name, id) of the active profile, rule and preference memories, in profile.md's order."""
+        with self._db() as db:
+            rows = db.execute("SELECT name, id, priority FROM items WHERE status = 'active' AND type IN (?, ?, ?)",
+                              PROFILE_TYPES).fetchall()
+        return [(n, i) for n, i, _ in sorted(rows, key=lambda r: (-r[2], r[1]))]
 
     def candidates(self, probe: Probe) -> list[str] | None:
         """The files of the active memories a save of this text may match, by name (None: every one may)."""

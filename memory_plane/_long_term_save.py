@@ -13,7 +13,6 @@ from ._long_term_candidates import Probe
 from ._long_term_model import (
     GENERIC_ENTITIES,
     PRIORITY,
-    PROFILE_TYPES,
     USER_WORD_TYPES,
     LongTermMemory,
     SaveResult,
@@ -92,7 +91,7 @@ def run_save(store: LongTermStore, req: SaveRequest) -> SaveResult:
             old_mem.superseded_by = mem.id
             old_mem.updated_at = now
             store._write(old_mem)
-        _write_profile(store, req.type)
+        store.update_profile([mem, *plan.replaced])
     return _answer(store, req, plan, mem)
 
 
@@ -111,12 +110,6 @@ def _candidates(store: LongTermStore, req: SaveRequest) -> list[LongTermMemory]:
         return found
     order = {n: i for i, n in enumerate(sorted(store.path_for(m.id).name for m in [*found, *extra]))}
     return sorted([*found, *extra], key=lambda m: order[store.path_for(m.id).name])
-
-
-def _write_profile(store: LongTermStore, kind: str) -> None:
-    """profile.md again when a memory of its types changed (nothing else is in it)."""
-    if kind in PROFILE_TYPES:
-        store._write_profile(store.profile_records())
 
 
 def _get(store: LongTermStore, mem_id: str) -> LongTermMemory | None:
@@ -167,7 +160,7 @@ def _early_answer(store: LongTermStore, req: SaveRequest, actives: list[LongTerm
             # The user says what the model had saved: from now on it is the user's own word.
             m.source, m.updated_at = "user", store.clock()
             store._write(m)
-            _write_profile(store, m.type)
+            store.update_profile([m])
             return SaveResult(m.id, "saved", "the model had saved the same; it is now the user's own")
         if old == norm or (meaning_length(norm) >= 8 and norm in old and (req.by_model or is_users(m))):
             return SaveResult(m.id, "ignored", "the same or a broader memory exists")
