@@ -29,9 +29,7 @@ from ._util import r, temp_root
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 OPS = ("save", "forget", "commit", "retrieve_cold", "retrieve_warm", "verify", "gc_dry_run")
 _SAMPLE = 40
-_WORDS = ("office home gym school bank shop cafe park station airport clinic library garden kitchen garage "
-          "phone laptop tablet watch camera printer router speaker charger headset keyboard monitor "
-          "red blue green amber violet silver golden black white orange").split()
+_WORDS = ["office", "home", "gym", "school", "bank", "shop", "cafe", "park", "station", "airport", "clinic", "library", "garden", "kitchen", "garage", "phone", "laptop", "tablet", "watch", "camera", "printer", "router", "speaker", "charger", "headset", "keyboard", "monitor", "red", "blue", "green", "amber", "violet", "silver", "golden", "black", "white", "orange"]
 _KINDS = ("fact", "fact", "fact", "preference", "rule", "procedure", "profile")
 
 
@@ -44,11 +42,11 @@ def _memory(i: int, rng: random.Random) -> dict[str, Any]:
 
 def build(root: Path, n: int, seed: int = 7, *, through_api: bool = False) -> None:
     """n memories in a fresh tree at root (through save_memory, or by writing what it writes)."""
-    from .._long_term import LongTermStore
-    from .._long_term_save import Plan, SaveRequest, _new_memory
     from memory_plane.lifecycle import content_hash
 
+    from .._long_term import LongTermStore
     from .._long_term_model import _norm
+    from .._long_term_save import Plan, SaveRequest, _new_memory
 
     init_tree(root)
     rng = random.Random(seed)
