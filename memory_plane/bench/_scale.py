@@ -29,7 +29,13 @@ from ._util import r, temp_root
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 OPS = ("save", "forget", "commit", "retrieve_cold", "retrieve_warm", "verify", "gc_dry_run")
 _SAMPLE = 40
-_WORDS = ["office", "home", "gym", "school", "bank", "shop", "cafe", "park", "station", "airport", "clinic", "library", "garden", "kitchen", "garage", "phone", "laptop", "tablet", "watch", "camera", "printer", "router", "speaker", "charger", "headset", "keyboard", "monitor", "red", "blue", "green", "amber", "violet", "silver", "golden", "black", "white", "orange"]
+_WORDS = [
+    "office", "home", "gym", "school", "bank", "shop", "cafe", "park", "station", "airport", "clinic", "library",
+    "garden", "kitchen", "garage", "phone", "laptop", "tablet", "watch", "camera", "printer", "router", "speaker",
+    "charger",
+    "headset", "keyboard", "monitor", "red", "blue", "green", "amber", "violet", "silver", "golden", "black", "white",
+    "orange",
+]
 _KINDS = ("fact", "fact", "fact", "preference", "rule", "procedure", "profile")
 
 
