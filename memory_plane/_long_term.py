@@ -272,11 +272,11 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         disk = self._profile_on_disk()
         if len(set(ids)) != len(ids) or (disk is None and len(ids) > len(fresh)):
             return False
-        kept = {}
-        for line in (disk or "").split("\n"):
-            if line.startswith("- ["):
-                kept[line[3:].split(" ", 1)[0]] = line + "\n"
-        lines = []
+        kept: dict[str, str] = {}
+        for row in (disk or "").split("\n"):
+            if row.startswith("- ["):
+                kept[row[3:].split(" ", 1)[0]] = row + "\n"
+        lines: list[str] = []
         for mem_id in ids:
             line = _profile_line(fresh[mem_id]) if mem_id in fresh else kept.get(mem_id)
             if line is None:

@@ -306,6 +306,7 @@ class _Lookup:
         self.kind = kind
 
     def union(self, keys: Iterable[str]) -> set[str]:
+        """The files holding any of these keys."""
         found: set[str] = set()
         batch = [f"{self.kind}|{k}" for k in dict.fromkeys(keys)]
         for i in range(0, len(batch), _BATCH):
@@ -315,14 +316,17 @@ class _Lookup:
         return found
 
     def count(self, key: str) -> int:
+        """How many files hold a key, counted up to ``_COMMON``."""
         row = self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM keys WHERE k = ? LIMIT ?)",
                               (f"{self.kind}|{key}", _COMMON)).fetchone()
         return int(row[0])
 
     def rarest(self, keys: list[str]) -> str:
+        """The key the fewest files hold."""
         return min(keys, key=self.count)
 
     def by_rarity(self, keys: Iterable[str]) -> list[str]:
+        """The keys, the one the fewest files hold first."""
         return sorted(keys, key=self.count)
 
 

@@ -1,4 +1,6 @@
-"""`bench scale`: the report's shape at a tiny size, and the tree builder writing what save_memory writes."""
+"""`bench scale`: the report's shape at a tiny size, and the tree builder writing what save_memory writes.
+
+It reaches inside bench/ for the operations the report names and the builder's own check."""
 
 from __future__ import annotations
 

@@ -2,6 +2,10 @@
 
 The index is derived: missing, behind a file added by hand, or behind a file edited in place, it is brought up
 to date (by the next save, or by verify, which names it among the rebuilt indexes).
+
+It reaches inside the long-term store for the save rules each memory is weighed by (``contradicts``,
+``meaning_length``, the normalised text), the store itself (to make a twin that reads every memory) and the
+candidates index (to ask it directly).
 """
 
 from __future__ import annotations
