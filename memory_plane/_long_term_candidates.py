@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_plane.lifecycle import UnsafePathError
+from memory_plane.lifecycle import UnsafePathError, open_dir, own_fd_like_folder
 
 from ._contradiction import _strip, meaning_length
 from ._long_term_model import GENERIC_ENTITIES, PROFILE_TYPES, USER_WORD_TYPES, LongTermMemory, _norm
@@ -137,12 +137,14 @@ class CandidateIndex:
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        # SQLite opens its file by path: a link planted there would be followed, so it is refused first.
+        # SQLite opens its file by path: a link planted there would be followed, so it is refused first, and a
+        # new file is made here, through the folder's descriptor, owned like its folder (a command run by root
+        # leaves the tree its owner's).
         try:
             if stat.S_ISLNK(os.lstat(self.path).st_mode):
                 raise UnsafePathError(str(self.path), "the candidates index is a symlink; nothing is written there")
         except FileNotFoundError:
-            pass
+            self._create()
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             db.execute("PRAGMA secure_delete = ON")  # a forgotten memory's words do not stay in free pages
@@ -155,6 +157,21 @@ class CandidateIndex:
             yield db
         finally:
             db.close()
+
+    def _create(self) -> None:
+        dfd = open_dir(self.root, self.path.parent, create=True)
+        try:
+            try:
+                fd = os.open(self.path.name, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644,
+                             dir_fd=dfd)
+            except FileExistsError:
+                return  # made by another process meanwhile
+            try:
+                own_fd_like_folder(dfd, fd)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dfd)
 
     def _folder_stamp(self) -> str:
         try:
