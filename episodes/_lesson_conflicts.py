@@ -75,17 +75,20 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     procs = [e for e in device.entries("procedure", app_id)
              if e.get("goal") == pattern and e.get("status") == "active"]
     # A failure mode is its cause, met by any goal: the procedures it was met on (``led_by``) tie it to a path.
+    if not procs:
+        return
     fails = [e for e in device.entries("failure", app_id) if e.get("status") == "active"]
+    led: list[tuple[Failure, list[Any]]] | None = None
     for pe in procs:
         proc = device.collection("procedure").get(pe["id"])
         if not isinstance(proc, Procedure):
             continue
-        for fe in fails:
-            fail = device.collection("failure").get(fe["id"])
-            if not isinstance(fail, Failure):
-                continue
-            led_by = (fail.model_extra or {}).get("led_by")
-            if not isinstance(led_by, list) or proc.id not in led_by:
+        if led is None:
+            # Each failure read once for the whole goal group, not once per procedure: what is used of it
+            # (its id, occurrences and led_by) no demotion below changes.
+            led = _led_failures(device, fails)
+        for fail, led_by in led:
+            if proc.id not in led_by:
                 continue
             ok, bad = proc.success_count, max(1, fail.occurrences)
             if ok >= 2 * bad and ok >= 2:
@@ -116,3 +119,16 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
             others = [i for i in (proc.id, fail.id) if i not in losers]
             lesson.decide(losers, "success_failure_negate", decision,
                        f"{ok} successes vs {bad} failures on the same path", against=others)
+
+
+def _led_failures(device: DeviceMemory, entries: list[dict[str, Any]]) -> list[tuple[Failure, list[Any]]]:
+    """The failures of these index lines that name the procedures they were met on (``led_by``), in order."""
+    out: list[tuple[Failure, list[Any]]] = []
+    for fe in entries:
+        fail = device.collection("failure").get(fe["id"])
+        if not isinstance(fail, Failure):
+            continue
+        led_by = (fail.model_extra or {}).get("led_by")
+        if isinstance(led_by, list):
+            out.append((fail, led_by))
+    return out

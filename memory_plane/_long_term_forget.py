@@ -94,12 +94,16 @@ def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
     with store.lock():
         with index_writes(store):
             store.index.remove([m.id for m in mems])
+            current = store.candidates.current()
             for m in mems:
                 path = store.path_for(m.id)
                 if path.exists():
                     remove_path(store.root, path)  # every removal of a memory file is this one
                     changed.append(store.rel(path))
-        store.write_derived([i.record for i in store.iter_items() if i.record is not None])
+            if current:
+                # The rows go with the files (their deleted pages overwritten): no key of the text stays.
+                store.candidates.drop(store.path_for(m.id).name for m in mems)
+        store.write_derived(store.profile_records())
     return changed
 
 

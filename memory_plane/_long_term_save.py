@@ -6,9 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memory_plane.lifecycle import FileProblemError, StorageError
+from memory_plane.lifecycle import FileProblemError, StorageError, UnsafePathError, UsageError
 
 from ._contradiction import contradicts, meaning_length
+from ._long_term_candidates import Probe
 from ._long_term_model import (
     GENERIC_ENTITIES,
     PRIORITY,
@@ -76,8 +77,7 @@ def run_save(store: LongTermStore, req: SaveRequest) -> SaveResult:
             # Saved again on purpose: the file written now is no forget's leftover (before it is written).
             store.tombstones.saved_again("memory", req.mem_id)
         req.mem_id = _own_id(store, req)
-        actives = [m for m in (i.record for i in store.iter_items()) if m is not None and m.status == "active"
-                   and m.type == req.type and (m.id not in blocked or m.id == req.mem_id)]
+        actives = [m for m in _candidates(store, req) if m.id not in blocked or m.id == req.mem_id]
         early = _early_answer(store, req, actives)
         if early is not None:
             return early
@@ -91,8 +91,38 @@ def run_save(store: LongTermStore, req: SaveRequest) -> SaveResult:
             old_mem.superseded_by = mem.id
             old_mem.updated_at = now
             store._write(old_mem)
-        store._write_profile()
+        store.update_profile([mem, *plan.replaced])
     return _answer(store, req, plan, mem)
+
+
+def _candidates(store: LongTermStore, req: SaveRequest) -> list[LongTermMemory]:
+    """The active memories of the save's type it may match, in file order: the ones the candidates index
+    names (and the user's memories a held conflict of this id names), else every one."""
+    found = store.candidate_actives(Probe(req.type, _norm(req.text), req.entities, req.tags))
+    if found is None:
+        return [m for m in (i.record for i in store.iter_items()) if m is not None and m.status == "active"
+                and m.type == req.type]
+    held = _conflicted(store, req.mem_id)
+    have = {m.id for m in found}
+    extra = [m for m in (_get(store, x) for x in held if x not in have)
+             if m is not None and m.status == "active" and m.type == req.type]
+    if not extra:
+        return found
+    order = {n: i for i, n in enumerate(sorted(store.path_for(m.id).name for m in [*found, *extra]))}
+    return sorted([*found, *extra], key=lambda m: order[store.path_for(m.id).name])
+
+
+def _get(store: LongTermStore, mem_id: str) -> LongTermMemory | None:
+    try:
+        return store.get(mem_id)
+    except (OSError, FileProblemError, UsageError, UnsafePathError):
+        return None
+
+
+def _conflicted(store: LongTermStore, mem_id: str) -> list[str]:
+    """The ids an already conflicted memory of this id names."""
+    cur = _get(store, mem_id)
+    return list(cur.conflicts_with) if cur is not None and cur.status == "conflicted" else []
 
 
 def _own_id(store: LongTermStore, req: SaveRequest) -> str:
@@ -130,7 +160,7 @@ def _early_answer(store: LongTermStore, req: SaveRequest, actives: list[LongTerm
             # The user says what the model had saved: from now on it is the user's own word.
             m.source, m.updated_at = "user", store.clock()
             store._write(m)
-            store._write_profile()
+            store.update_profile([m])
             return SaveResult(m.id, "saved", "the model had saved the same; it is now the user's own")
         if old == norm or (meaning_length(norm) >= 8 and norm in old and (req.by_model or is_users(m))):
             return SaveResult(m.id, "ignored", "the same or a broader memory exists")

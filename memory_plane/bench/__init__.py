@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "concurrency": "_concurrency",
     "lessons": "_lessons",
     "fuzz": "_fuzz",
+    "scale": "_scale",
 }
 
 

@@ -254,7 +254,7 @@ def _bench_command(command: Command) -> None:
                             "tree, run `memplane --root DIR lifecycle verify` or `memplane --root DIR retrieve GOAL`.",
                 root_help=None)
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
-                   "compaction, crash, concurrency, lessons, fuzz, or all")
+                   "compaction, crash, concurrency, lessons, fuzz, scale, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("--entries", type=positive_int, default=10_000, help="index: entries in the index")
     s.add_argument("--episodes", type=positive_int, default=10_000, help="stored episodes")
@@ -265,6 +265,8 @@ def _bench_command(command: Command) -> None:
     s.add_argument("--shapes", action="store_true",
                    help="fuzz: break the tree's shape instead (a folder, a pipe, a socket or a dangling symlink "
                    "where a file or folder was), every fault of every path up to --examples")
+    s.add_argument("--sizes", default=None, metavar="N,N,...",
+                   help="scale: the long-term store sizes to build and measure (default 1000,10000)")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--limit", type=positive_int, default=None,
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")

@@ -1,0 +1,404 @@
+"""Which active memories a save must look at: a derived index from a memory's words to its file.
+
+A save compares the new text with the active memories of its type (the same text, a broader memory, one it
+replaces, one it contradicts, one on the same subject). Reading every memory file for that makes a save cost
+seconds at ten thousand memories. This index keeps, per active memory, keys that every such memory must share
+with the new text, so a save reads only the files that may match and decides on them exactly as before:
+
+- ``h``: the normalised text's digest (the same text);
+- ``w``/``c``/``wp``/``ws``: its words, CJK character pairs, and the first and last four letters of each word
+  (a broader memory holds the new text: an inner word of it is a word of the memory, an edge word the start or
+  end of one);
+- ``p``: the digest of its first ``T`` characters, ``T`` the largest power of two from 4 not over its length
+  (the memory is inside the new text: some piece of the new text starts with those characters);
+- ``e``/``g``: its entities and tags (the same subject needs both);
+- for rules and preferences, with whether they are negated: ``t`` the tokens of the text without its negation
+  and obligation words, ``q`` the character trigrams of that text without spaces and ``ql`` its length
+  (two rules that say the opposite share enough of these; see ``_contradiction_keys``).
+
+The item files stay the truth. The index lives in ``long_term/candidates.sqlite``, records each file's mtime
+and size, and the memory folder's mtime after its last write: a save that finds the folder changed since
+(a file added, removed or renamed by another hand) brings the index up to date from the files first, and
+``verify`` compares every file with its row and rebuilds what differs. Deleted rows are overwritten
+(``secure_delete``): a forgotten memory's words do not stay in the file's free pages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory_plane.lifecycle import UnsafePathError, open_dir, own_fd_like_folder
+
+from ._contradiction import _strip, meaning_length
+from ._long_term_model import GENERIC_ENTITIES, PROFILE_TYPES, USER_WORD_TYPES, LongTermMemory, _norm
+from ._tokens import token_set
+
+__all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
+
+CANDIDATES_NAME = "candidates.sqlite"
+_VERSION = "2"
+_COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
+_BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
+_WORD = re.compile(r"[a-z0-9]+")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL,
+                                  priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (k, name)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
+"""
+
+
+def _version(db: sqlite3.Connection) -> str | None:
+    try:
+        row = db.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()
+    except sqlite3.OperationalError:
+        return None  # a new file
+    return str(row[0]) if row else None
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def _tiers(n: int) -> Iterator[int]:
+    t = 4
+    while t <= n:
+        yield t
+        t *= 2
+
+
+def _words(norm: str) -> list[tuple[str, bool, bool]]:
+    """Each run of Latin letters and digits: (the run, whether it touches the start, the end)."""
+    return [(m.group(), m.start() == 0, m.end() == len(norm)) for m in _WORD.finditer(norm)]
+
+
+def _cjk_pairs(norm: str) -> set[str]:
+    return {norm[i:i + 2] for i in range(len(norm) - 1) if _CJK.match(norm[i]) and _CJK.match(norm[i + 1])}
+
+
+def _compact(text: str) -> tuple[str, bool]:
+    """(the text without negation and obligation words and without spaces, whether it was negated)."""
+    stripped, negated = _strip(text)
+    return stripped.replace(" ", ""), negated
+
+
+def memory_keys(kind: str, norm: str, entities: Iterable[str], tags: Iterable[str]) -> set[str]:
+    """The keys an active memory of this type, text (normalised), entities and tags is found by."""
+    keys = {f"h:{_digest(norm)}"}
+    tier = max(_tiers(len(norm)), default=0)
+    if tier:
+        keys.add(f"p:{_digest(norm[:tier])}")
+    for word, _, _ in _words(norm):
+        keys.add(f"w:{word}")
+        if len(word) >= 4:
+            keys.update((f"wp:{word[:4]}", f"ws:{word[-4:]}"))
+    keys.update(f"c:{pair}" for pair in _cjk_pairs(norm))
+    keys.update(f"e:{e.lower()}" for e in entities)
+    keys.update(f"g:{t.lower()}" for t in tags)
+    if kind in USER_WORD_TYPES:
+        stripped, negated = _strip(norm)
+        compact = stripped.replace(" ", "")
+        n = int(negated)
+        keys.update(f"t{n}:{tok}" for tok in token_set(stripped))
+        keys.update(f"q{n}:{compact[i:i + 3]}" for i in range(len(compact) - 2))
+        keys.add(f"ql{n}:{len(compact)}")
+    return {f"{kind}|{k}" for k in keys}
+
+
+@dataclass
+class Probe:
+    """What a save looks for: its type, its normalised text, its entities and tags."""
+
+    type: str
+    norm: str
+    entities: list[str]
+    tags: list[str]
+
+
+class CandidateIndex:
+    """``long_term/candidates.sqlite``: the keys of each active memory file, and each file's mtime and size."""
+
+    def __init__(self, folder: Path, items_dir: Path, root: Path) -> None:
+        self.path = Path(folder) / CANDIDATES_NAME
+        self.items_dir = Path(items_dir)
+        self.root = Path(root)
+
+    # -- the file ---------------------------------------------------------------
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        # SQLite opens its file by path: a link planted there would be followed, so it is refused first, and a
+        # new file is made here, through the folder's descriptor, owned like its folder (a command run by root
+        # leaves the tree its owner's).
+        try:
+            if stat.S_ISLNK(os.lstat(self.path).st_mode):
+                raise UnsafePathError(str(self.path), "the candidates index is a symlink; nothing is written there")
+        except FileNotFoundError:
+            self._create()
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("PRAGMA secure_delete = ON")  # a forgotten memory's words do not stay in free pages
+            db.execute("PRAGMA journal_mode = DELETE")
+            db.execute("PRAGMA synchronous = FULL")
+            if _version(db) not in (None, _VERSION):
+                # Made by another version of this module: derived data, made again from the files.
+                db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta;")
+            db.executescript(_SCHEMA)
+            yield db
+        finally:
+            db.close()
+
+    def _create(self) -> None:
+        dfd = open_dir(self.root, self.path.parent, create=True)
+        try:
+            try:
+                fd = os.open(self.path.name, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644,
+                             dir_fd=dfd)
+            except FileExistsError:
+                return  # made by another process meanwhile
+            try:
+                own_fd_like_folder(dfd, fd)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dfd)
+
+    def _folder_stamp(self) -> str:
+        try:
+            st = os.stat(self.items_dir)
+        except FileNotFoundError:
+            return "absent"
+        return f"{st.st_mtime_ns}:{st.st_ino}"
+
+    def current(self) -> bool:
+        """Whether the index exists, is of this version, and the memory folder is as it last saw it."""
+        if not self.path.is_file():
+            return False
+        try:
+            with self._db() as db:
+                meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.Error:
+            return False
+        return meta.get("version") == _VERSION and meta.get("folder") == self._folder_stamp()
+
+    # -- writing ----------------------------------------------------------------
+
+    def put(self, path: Path, mem: LongTermMemory) -> None:
+        """Record one memory file as it is now (the caller holds the store's lock and wrote it)."""
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            self._put(db, path, mem)
+            self._seal(db)
+            db.execute("COMMIT")
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Forget the rows of these memory files (removed)."""
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            for name in names:
+                self._drop(db, name)
+            self._seal(db)
+            db.execute("COMMIT")
+
+    def _put(self, db: sqlite3.Connection, path: Path, mem: LongTermMemory) -> None:
+        name = Path(path).name
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._drop(db, name)
+            return
+        self._drop(db, name)
+        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size))
+        if mem.status == "active":
+            keys = memory_keys(mem.type, _norm(mem.content), mem.entities, mem.tags)
+            db.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", ((k, name) for k in keys))
+
+    @staticmethod
+    def _drop(db: sqlite3.Connection, name: str) -> None:
+        db.execute("DELETE FROM keys WHERE name = ?", (name,))
+        db.execute("DELETE FROM items WHERE name = ?", (name,))
+
+    def _seal(self, db: sqlite3.Connection) -> None:
+        db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                       [("version", _VERSION), ("folder", self._folder_stamp())])
+
+    def differences(self, paths: Iterable[Path]) -> tuple[list[str], list[str]]:
+        """(the files whose row is missing or says another mtime or size, the rows of files that are gone)."""
+        rows = self._rows()
+        changed: list[str] = []
+        seen: set[str] = set()
+        for p in paths:
+            seen.add(p.name)
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                continue
+            if rows.get(p.name) != (st.st_mtime_ns, st.st_size):
+                changed.append(p.name)
+        return changed, sorted(set(rows) - seen)
+
+    def _rows(self) -> dict[str, tuple[int, int]]:
+        if not self.path.is_file():
+            return {}
+        try:
+            with self._db() as db:
+                return {n: (m, s) for n, m, s in db.execute("SELECT name, mtime_ns, size FROM items")}
+        except sqlite3.DatabaseError:
+            return {}
+
+    def refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str]) -> None:
+        """Rewrite the rows of these files (None: a file that does not load, left out) and drop the gone."""
+        try:
+            self._refresh(records, gone)
+        except sqlite3.DatabaseError:
+            # A file SQLite cannot read (torn, hand-edited) is derived data: made again from the items.
+            self.path.unlink(missing_ok=True)
+            self._refresh(records, gone)
+
+    def _refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str]) -> None:
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            for name in gone:
+                self._drop(db, name)
+            for name, mem in records.items():
+                if mem is None:
+                    self._drop(db, name)
+                else:
+                    self._put(db, self.items_dir / name, mem)
+            self._seal(db)
+            db.execute("COMMIT")
+
+    # -- reading ----------------------------------------------------------------
+
+    def names_of(self, types: Iterable[str]) -> list[str]:
+        """The files of the active memories of these types, by name."""
+        wanted = list(types)
+        with self._db() as db:
+            marks = ",".join("?" * len(wanted))
+            return sorted(n for (n,) in db.execute(
+                f"SELECT name FROM items WHERE status = 'active' AND type IN ({marks})", wanted))
+
+    def profile_order(self) -> list[tuple[str, str]]:
+        """(file name, id) of the active profile, rule and preference memories, in profile.md's order."""
+        with self._db() as db:
+            rows = db.execute("SELECT name, id, priority FROM items WHERE status = 'active' AND type IN (?, ?, ?)",
+                              PROFILE_TYPES).fetchall()
+        return [(n, i) for n, i, _ in sorted(rows, key=lambda r: (-r[2], r[1]))]
+
+    def candidates(self, probe: Probe) -> list[str] | None:
+        """The files of the active memories a save of this text may match, by name (None: every one may)."""
+        with self._db() as db:
+            look = _Lookup(db, probe.type)
+            found = look.union([f"h:{_digest(probe.norm)}"])
+            found |= look.union(_inside_keys(probe.norm))
+            if meaning_length(probe.norm) >= 8:
+                broader = _broader_keys(probe.norm)
+                if broader is None:
+                    return None
+                found |= look.union([look.rarest(broader)])
+            ents = [f"e:{e.lower()}" for e in probe.entities if e.lower() not in GENERIC_ENTITIES]
+            if ents and probe.tags:
+                found |= look.union(ents) & look.union([f"g:{t.lower()}" for t in probe.tags])
+            if probe.type in USER_WORD_TYPES:
+                found |= _opposite(look, probe.norm)
+        return sorted(found)
+
+
+class _Lookup:
+    """Postings of one type's keys."""
+
+    def __init__(self, db: sqlite3.Connection, kind: str) -> None:
+        self.db = db
+        self.kind = kind
+
+    def union(self, keys: Iterable[str]) -> set[str]:
+        """The files holding any of these keys."""
+        found: set[str] = set()
+        batch = [f"{self.kind}|{k}" for k in dict.fromkeys(keys)]
+        for i in range(0, len(batch), _BATCH):
+            part = batch[i:i + _BATCH]
+            found.update(n for (n,) in self.db.execute(
+                f"SELECT name FROM keys WHERE k IN ({','.join('?' * len(part))})", part))
+        return found
+
+    def count(self, key: str) -> int:
+        """How many files hold a key, counted up to ``_COMMON``."""
+        row = self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM keys WHERE k = ? LIMIT ?)",
+                              (f"{self.kind}|{key}", _COMMON)).fetchone()
+        return int(row[0])
+
+    def rarest(self, keys: list[str]) -> str:
+        """The key the fewest files hold."""
+        return min(keys, key=self.count)
+
+    def by_rarity(self, keys: Iterable[str]) -> list[str]:
+        """The keys, the one the fewest files hold first."""
+        return sorted(keys, key=self.count)
+
+
+def _inside_keys(norm: str) -> list[str]:
+    """Keys of the memories that may lie inside this text: each piece of it as long as a tier."""
+    return [f"p:{_digest(norm[i:i + t])}" for t in _tiers(len(norm)) for i in range(len(norm) - t + 1)]
+
+
+def _broader_keys(norm: str) -> list[str] | None:
+    """Keys one of which every memory holding this text has (each alone is enough); None when the text is a
+    single word with no CJK pair, which any memory may hold inside a longer word."""
+    keys = [f"c:{pair}" for pair in sorted(_cjk_pairs(norm))]
+    for word, at_start, at_end in _words(norm):
+        if not at_start and not at_end:
+            keys.append(f"w:{word}")  # bounded on both sides inside the text: a whole word of the memory
+        elif at_end and not at_start and len(word) >= 4:
+            keys.append(f"wp:{word[:4]}")  # the text ends inside a word of the memory that starts so
+        elif at_start and not at_end and len(word) >= 4:
+            keys.append(f"ws:{word[-4:]}")  # the text starts inside a word of the memory that ends so
+    return keys or None
+
+
+def _opposite(look: _Lookup, norm: str) -> set[str]:
+    """The rules and preferences that may say the opposite of this text (see ``contradicts``).
+
+    Such a memory is negated where the text is not (or the other way) and either shares at least three
+    quarters of the text's tokens, or, without spaces, one of the two is a subsequence of the other at least
+    three quarters as long. In the first case it holds one of the rarest quarter-plus-one of the tokens. In the
+    second, at most a quarter of the longer one's characters are left out, which breaks at most three of its
+    trigrams each, and at most a third of the shorter one's length is put in, which breaks at most two of its
+    trigrams each: of any more trigram places than that, one is shared. Texts under nine characters are
+    looked up by length instead.
+    """
+    stripped, negated = _strip(norm)
+    if not stripped:
+        return set()
+    other = int(not negated)
+    found: set[str] = set()
+    toks = token_set(stripped)
+    if toks:
+        # At most a quarter of the text's tokens may be missing from such a memory: one of any more is there.
+        found |= look.union(look.by_rarity(f"t{other}:{t}" for t in toks)[:len(toks) // 4 + 1])
+    compact = stripped.replace(" ", "")
+    n = len(compact)
+    if n < 9:
+        lengths = [m for m in range(1, 2 * n + 2) if 4 * min(m, n) >= 3 * max(m, n)]
+        return found | look.union(f"ql{other}:{m}" for m in lengths)
+    places: dict[str, int] = {}
+    for i in range(n - 2):
+        places[compact[i:i + 3]] = places.get(compact[i:i + 3], 0) + 1
+    broken = max(3 * (n // 4), 2 * (n // 3))
+    chosen, covered = [], 0
+    for key in look.by_rarity(f"q{other}:{g}" for g in places):
+        chosen.append(key)
+        covered += places[key.split(":", 1)[1]]
+        if covered > broken:
+            break
+    return found | look.union(chosen)

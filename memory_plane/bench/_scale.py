@@ -1,0 +1,211 @@
+"""`bench scale`: what one save, forget, commit, retrieve, verify and GC cost as the long-term store grows.
+
+Each size's tree holds that many long-term memories. The tree is built by writing what ``save_memory`` writes
+for a memory that matches no other (its file, then index.yaml, the candidates index and profile.md once); the
+first memories are built both ways, through ``save_memory`` and by the builder, and the files compared byte for
+byte (index.yaml by its lines, which the builder writes in the store's order and saves append). Each operation
+then runs in a fresh process, which reports its own time and its peak memory (``ru_maxrss``). Timings are
+figures to read, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from memory_plane.lifecycle import UsageError, atomic_write, init_tree
+
+from ._util import r, temp_root
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+OPS = ("save", "forget", "commit", "retrieve_cold", "retrieve_warm", "verify", "gc_dry_run")
+_SAMPLE = 40
+_WORDS = [
+    "office", "home", "gym", "school", "bank", "shop", "cafe", "park", "station", "airport", "clinic", "library",
+    "garden", "kitchen", "garage", "phone", "laptop", "tablet", "watch", "camera", "printer", "router", "speaker",
+    "charger",
+    "headset", "keyboard", "monitor", "red", "blue", "green", "amber", "violet", "silver", "golden", "black", "white",
+    "orange",
+]
+_KINDS = ("fact", "fact", "fact", "preference", "rule", "procedure", "profile")
+
+
+def _memory(i: int, rng: random.Random) -> dict[str, Any]:
+    """The i-th memory of a tree: a text of its own (a number no other text holds), like no other memory."""
+    words = rng.sample(_WORDS, 5)
+    text = f"the {words[0]} {words[1]} code {i}x is {words[2]} then {words[3]} {words[4]}"
+    return {"type": _KINDS[i % len(_KINDS)], "content": text, "tags": [f"t{i}"], "entities": [f"e{i}"]}
+
+
+def build(root: Path, n: int, seed: int = 7, *, through_api: bool = False) -> None:
+    """n memories in a fresh tree at root (through save_memory, or by writing what it writes)."""
+    from memory_plane.lifecycle import content_hash
+
+    from .._long_term import LongTermStore
+    from .._long_term_model import _norm
+    from .._long_term_save import Plan, SaveRequest, _new_memory
+
+    init_tree(root)
+    rng = random.Random(seed)
+    store = LongTermStore(root, clock=lambda: NOW)
+    mems = [_memory(i, rng) for i in range(n)]
+    if through_api:
+        for m in mems:
+            res = store.save_memory(**m)
+            assert res.status == "saved", res
+        return
+    with store.lock():
+        records = []
+        for m in mems:
+            key = content_hash("long_term", m["type"], _norm(m["content"]))
+            req = SaveRequest(m["type"], m["content"], key, f"mem_{key}", None, m["tags"], m["entities"], False,
+                              None, None, None, (), "user")
+            mem, _ = _new_memory(store, req, Plan())
+            atomic_write(store.path_for(mem.id), store.dump(mem, None), root=root)
+            records.append(mem)
+        store.rebuild_index()
+        store._write_profile(records)
+
+
+def check_builder(base: Path, n: int = _SAMPLE) -> int:
+    """Build the first n memories both ways and compare the files; how many files were compared."""
+    api, fast = base / "api", base / "fast"
+    build(api, n, through_api=True)
+    build(fast, n)
+    compared = 0
+    for p in sorted((api / "long_term").rglob("*")):
+        if not p.is_file() or p.name in ("candidates.sqlite", ".lock"):
+            continue
+        q = fast / p.relative_to(api)
+        a, b = p.read_bytes(), q.read_bytes() if q.is_file() else None
+        if p.name == "index.yaml":
+            a = b"\n".join(sorted(a.splitlines()))
+            b = b"\n".join(sorted(b.splitlines())) if b is not None else None
+        if a != b:
+            raise AssertionError(f"the builder wrote {q.relative_to(fast)} otherwise than save_memory")
+        compared += 1
+    return compared
+
+
+# -- the operations, each in a fresh process -----------------------------------------------------------------
+
+
+def _op(name: str, root: Path) -> dict[str, Any]:
+    """Run one operation on the tree (in this process) and say how long it took."""
+    from .._plane import MemoryPlane
+    from .._retrieve_types import MemoryRetrieveRequest
+
+    plane = MemoryPlane.open(root)
+    out: dict[str, Any] = {}
+    try:
+        if name == "save":
+            times = []
+            for k in range(5):
+                t0 = time.perf_counter()
+                plane.long_term.save_memory(type=_KINDS[k], content=f"the new {k} note at the marina is teal {k}q")
+                times.append(time.perf_counter() - t0)
+            out["ms"] = statistics.median(times) * 1000
+        elif name == "forget":
+            victim = sorted(p.stem for p in (root / "long_term" / "memories").glob("*.md"))[0]
+            t0 = time.perf_counter()
+            plane.forget(victim)
+            out["ms"] = (time.perf_counter() - t0) * 1000
+        elif name == "commit":
+            req = MemoryRetrieveRequest(input="open the office router page and check the code")
+            t0 = time.perf_counter()
+            rec = plane.new_episode_recorder(req)
+            for i in range(5):
+                rec.tool_call("mouse_click", {"x": 10 * i, "y": 20 * i}, content=f"step {i}")
+                rec.tool_result("mouse_click", output="ok", observed_state={"app": "Router", "page": f"P{i}"})
+            ep = rec.finish(success=True, final_state="done")
+            t1 = time.perf_counter()
+            plane.commit_episode(ep)
+            t2 = time.perf_counter()
+            plane.flush(120)  # the episode's jobs: outcomes, then its lessons
+            t3 = time.perf_counter()
+            out.update(ms=(t2 - t1) * 1000, lessons_ms=(t3 - t2) * 1000, record_ms=(t1 - t0) * 1000)
+        elif name in ("retrieve_cold", "retrieve_warm"):
+            goals = [f"what is the {w} code" for w in _WORDS[:6]]
+            t0 = time.perf_counter()
+            plane.retrieve(goals[0])
+            cold = time.perf_counter() - t0
+            warm = []
+            for g in goals[1:]:
+                t0 = time.perf_counter()
+                plane.retrieve(g)
+                warm.append(time.perf_counter() - t0)
+            out["ms"] = (cold if name == "retrieve_cold" else statistics.median(warm)) * 1000
+        elif name == "verify":
+            t0 = time.perf_counter()
+            plane.verify()
+            out["ms"] = (time.perf_counter() - t0) * 1000
+        elif name == "gc_dry_run":
+            t0 = time.perf_counter()
+            plane.gc(dry_run=True)
+            out["ms"] = (time.perf_counter() - t0) * 1000
+        else:
+            raise UsageError(f"unknown operation {name!r}")
+    finally:
+        plane.close()
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    return out
+
+
+def _in_child(name: str, root: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "memory_plane.bench._scale", name, str(root)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _sizes(args: argparse.Namespace) -> list[int]:
+    text = getattr(args, "sizes", None) or ("200,1000" if getattr(args, "short", False) else "1000,10000")
+    try:
+        sizes = sorted({int(x) for x in str(text).split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--sizes takes numbers separated by commas, not {text!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise UsageError("--sizes takes positive numbers")
+    return sizes
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Per size: each operation's time and peak memory, and its ratio to the smallest size."""
+    sizes = _sizes(args)
+    rows: dict[str, dict[str, Any]] = {}
+    with temp_root() as tmp:
+        compared = check_builder(tmp.parent / "sample", min(_SAMPLE, sizes[0]))
+        for n in sizes:
+            root = tmp.parent / f"tree_{n}"
+            t0 = time.perf_counter()
+            build(root, n)
+            row: dict[str, Any] = {"build_s": r(time.perf_counter() - t0, 1)}
+            for op in OPS:
+                fig = _in_child(op, root)
+                row[op] = {k: r(v, 2) if isinstance(v, float) else v for k, v in fig.items()}
+            rows[str(n)] = row
+    base = rows[str(sizes[0])]
+    for row in rows.values():
+        for op in OPS:
+            for key in ("ms", "lessons_ms", "peak_mb"):
+                a, b = row[op].get(key), base[op].get(key)
+                if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+                    row[op][f"{key}_ratio"] = r(a / b, 2)
+    return {"sizes": sizes, "builder_checked_files": compared, "memories": rows,
+            "note": "lessons_ms is the flush of the committed episode's jobs (outcomes, then lessons) on a tree of "
+                    "long-term memories; peak_mb is the operation's fresh process (import included)"}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_op(sys.argv[1], Path(sys.argv[2]))))

@@ -1,0 +1,27 @@
+"""`bench scale`: the report's shape at a tiny size, and the tree builder writing what save_memory writes.
+
+It reaches inside bench/ for the operations the report names and the builder's own check."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from memory_plane.bench import run_one
+from memory_plane.bench._scale import OPS, check_builder
+
+
+def test_the_builder_writes_what_save_memory_writes(tmp_path: Path) -> None:
+    assert check_builder(tmp_path, 14) >= 14
+
+
+def test_bench_scale_reports_every_operation_per_size() -> None:
+    rep = run_one("scale", argparse.Namespace(sizes="8,16", short=False))
+    assert rep["sizes"] == [8, 16]
+    for n in ("8", "16"):
+        row = rep["memories"][n]
+        for op in OPS:
+            assert "error" not in row[op], (op, row[op])
+            assert row[op]["ms"] >= 0 and row[op]["peak_mb"] > 0
+            assert "ms_ratio" in row[op] and "peak_mb_ratio" in row[op]
+        assert row["commit"]["lessons_ms"] >= 0

@@ -1,0 +1,211 @@
+"""A save reads only the memories its candidates index names, and answers exactly as reading every one would.
+
+The index is derived: missing, behind a file added by hand, or behind a file edited in place, it is brought up
+to date (by the next save, or by verify, which names it among the rebuilt indexes).
+
+It reaches inside the long-term store for the save rules each memory is weighed by (``contradicts``,
+``meaning_length``, the normalised text), the store itself (to make a twin that reads every memory) and the
+candidates index (to ask it directly).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_plane import MemoryPlane
+from memory_plane._contradiction import contradicts, meaning_length
+from memory_plane._long_term import LongTermStore
+from memory_plane._long_term_candidates import CANDIDATES_NAME, Probe
+from memory_plane._long_term_model import GENERIC_ENTITIES, USER_WORD_TYPES, _norm
+from memory_plane.lifecycle import init_tree
+
+# Words of both scripts, the negation and obligation markers, stop words, and pieces of words: what makes the
+# same text, a text inside another, and two rules that say the opposite.
+WORDS = ["pay", "paying", "confirm", "before", "always", "never", "not", "must", "don't", "the", "a", "use", "it",
+         "coffee", "tea", "alipay", "wechat", "send", "photo", "ask", "me", "12", "conf", "irm", "支付", "确认",
+         "不要", "每次", "必须", "前", "微信", "我", "打开", "不", "x"]
+JOIN = [" ", " ", " ", "", ", ", "'", "。"]
+KINDS = ["rule", "preference", "fact"]
+TAGS = ["money", "chat", "food", "Money"]
+ENTITIES = ["alipay", "wechat", "user", "Coffee"]
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    n = draw(st.integers(1, 8))
+    parts = [draw(st.sampled_from(WORDS)) for _ in range(n)]
+    out = parts[0]
+    for p in parts[1:]:
+        out += draw(st.sampled_from(JOIN)) + p
+    return out
+
+
+@st.composite
+def saves(draw: st.DrawFn) -> list[dict]:
+    out: list[dict] = []
+    for _ in range(draw(st.integers(2, 9))):
+        if out and draw(st.booleans()):
+            # A piece of an earlier text, or an earlier text with more around it.
+            prev = draw(st.sampled_from(out))["content"]
+            i = draw(st.integers(0, len(prev) - 1))
+            j = draw(st.integers(i + 1, len(prev)))
+            text = prev[i:j] if draw(st.booleans()) else draw(texts()) + " " + prev + draw(st.sampled_from(["", " x"]))
+            if not text.strip():
+                text = prev
+        else:
+            text = draw(texts())
+        out.append({"type": draw(st.sampled_from(KINDS)), "content": text,
+                    "tags": draw(st.lists(st.sampled_from(TAGS), max_size=2)),
+                    "entities": draw(st.lists(st.sampled_from(ENTITIES), max_size=2)),
+                    "source": draw(st.sampled_from(["user", "model"]))})
+    return out
+
+
+def _store(root: Path, scan: bool) -> LongTermStore:
+    t0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    ticks = iter(range(10**6))
+    store = LongTermStore(root, clock=lambda: t0 + timedelta(seconds=next(ticks)))
+    if scan:
+        store.candidate_actives = lambda probe: None  # type: ignore[method-assign]  # every memory read
+    return store
+
+
+def _files(root: Path) -> dict[str, str]:
+    folder = root / "long_term"
+    return {str(p.relative_to(folder)): p.read_text("utf-8") for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name not in (CANDIDATES_NAME, ".lock")}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seq=saves())
+def test_indexed_saves_answer_as_reading_every_memory(tmp_path_factory: pytest.TempPathFactory,
+                                                      seq: list[dict]) -> None:
+    base = tmp_path_factory.mktemp("saves")
+    roots = [base / "indexed", base / "scan"]
+    for r in roots:
+        init_tree(r)
+    indexed, scan = _store(roots[0], False), _store(roots[1], True)
+    for s in seq:
+        assert indexed.save_memory(**s) == scan.save_memory(**s), s
+    assert _files(roots[0]) == _files(roots[1])
+
+
+def _matters(old: str, norm: str, kind: str, m_ents: list[str], m_tags: list[str], ents: list[str],
+             tags: list[str]) -> bool:
+    """Whether any rule of a save looks at this active memory (the same, broader, inside, opposite, same subject)."""
+    shared_e = {e.lower() for e in m_ents} & ({e.lower() for e in ents} - GENERIC_ENTITIES)
+    shared_t = {t.lower() for t in m_tags} & {t.lower() for t in tags}
+    topic = bool(shared_e or shared_t)
+    return (old == norm or (meaning_length(norm) >= 8 and norm in old) or (meaning_length(old) >= 8 and old in norm)
+            or (kind in USER_WORD_TYPES and contradicts(old, norm, same_topic=topic))
+            or bool(shared_e and shared_t))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(olds=st.lists(st.tuples(texts(), st.lists(st.sampled_from(ENTITIES), max_size=2),
+                               st.lists(st.sampled_from(TAGS), max_size=2)), min_size=1, max_size=8),
+       new=texts(), kind=st.sampled_from(KINDS), ents=st.lists(st.sampled_from(ENTITIES), max_size=2),
+       tags=st.lists(st.sampled_from(TAGS), max_size=2))
+def test_every_memory_a_save_looks_at_is_a_candidate(tmp_path_factory: pytest.TempPathFactory, olds: list,
+                                                     new: str, kind: str, ents: list[str], tags: list[str]) -> None:
+    root = tmp_path_factory.mktemp("cands")
+    init_tree(root)
+    store = _store(root, False)
+    for text, m_ents, m_tags in olds:
+        store.save_memory(type=kind, content=text, entities=m_ents, tags=m_tags, force=True)
+    norm = _norm(new)
+    store.sync_candidates()
+    names = store.candidates.candidates(Probe(kind, norm, ents, tags))
+    actives = [(i.path.name, i.record) for i in store.iter_items()
+               if i.record is not None and i.record.status == "active"]
+    needed = {n for n, m in actives if _matters(_norm(m.content), norm, kind, m.entities, m.tags, ents, tags)}
+    if names is not None:
+        assert needed <= set(names)
+
+
+def _sized(root: Path, n: int) -> MemoryPlane:
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for i in range(n):
+        plane.long_term.save_memory(type="fact", content=f"the office wifi password number {i} is kept in notes")
+    return plane
+
+
+def test_a_save_reads_the_candidates_not_every_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plane = _sized(tmp_path, 40)
+    store = plane.long_term
+    loaded: list[Path] = []
+    real = LongTermStore.load_path
+
+    def counting(self: LongTermStore, path: Path):  # type: ignore[no-untyped-def]
+        loaded.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(LongTermStore, "load_path", counting)
+    res = store.save_memory(type="fact", content="the kitchen light switch is behind the fridge")
+    assert res.status == "saved"
+    assert len([p for p in loaded if p.parent == store.mem_dir]) <= 3
+    plane.close()
+
+
+def test_a_file_added_by_hand_is_found_by_the_next_save(tmp_path: Path) -> None:
+    plane = _sized(tmp_path, 3)
+    store = plane.long_term
+    res = store.save_memory(type="rule", content="always confirm before paying in alipay")
+    src = store.path_for(res.id)
+    # A second copy of the rule under another id, written by a person (the index never saw it).
+    text = src.read_text("utf-8").replace(res.id, "mem_by_hand")
+    src.unlink()
+    (store.mem_dir / "mem_by_hand.md").write_text(text, "utf-8")
+    again = store.save_memory(type="rule", content="always confirm before paying in alipay")
+    assert (again.id, again.status) == ("mem_by_hand", "ignored")
+    plane.close()
+
+
+def test_verify_rebuilds_a_missing_or_stale_candidates_index(tmp_path: Path) -> None:
+    plane = _sized(tmp_path, 3)
+    store = plane.long_term
+    res = store.save_memory(type="rule", content="always confirm before paying in alipay")
+    path = store.path_for(res.id)
+    # Edited in place by a person: the folder's mtime does not change, only verify compares each file.
+    text = path.read_text("utf-8").replace("always confirm before paying in alipay", "never send photos at night")
+    st_before = os.stat(store.mem_dir)
+    path.write_text(text, "utf-8")
+    os.utime(store.mem_dir, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))
+    assert store.candidates.differences(store.layout.item_paths())[0] == [path.name]
+    report = plane.verify()
+    assert "long_term" in report.rebuilt_indexes
+    assert store.candidates.differences(store.layout.item_paths()) == ([], [])
+    assert store.save_memory(type="rule", content="never send photos at night").status == "ignored"
+    (tmp_path / "long_term" / CANDIDATES_NAME).unlink()
+    report = plane.verify()
+    assert "long_term" in report.rebuilt_indexes
+    assert (tmp_path / "long_term" / CANDIDATES_NAME).is_file()
+    assert plane.verify().rebuilt_indexes == []
+    plane.close()
+
+
+def test_a_forgotten_memory_leaves_no_row_and_no_key(tmp_path: Path) -> None:
+    plane = _sized(tmp_path, 2)
+    store = plane.long_term
+    res = store.save_memory(type="fact", content="my locker code is zanzibar4417")
+    plane.forget(res.id)
+    assert store.candidates.differences(store.layout.item_paths()) == ([], [])
+    assert b"zanzibar" not in (tmp_path / "long_term" / CANDIDATES_NAME).read_bytes()
+    plane.close()
+
+
+def test_a_torn_candidates_file_is_made_again(tmp_path: Path) -> None:
+    plane = _sized(tmp_path, 2)
+    store = plane.long_term
+    (tmp_path / "long_term" / CANDIDATES_NAME).write_bytes(b"not a database")
+    res = store.save_memory(type="fact", content="the office wifi password number 1 is kept in notes")
+    assert res.status == "ignored"
+    assert store.candidates.current()
+    plane.close()
