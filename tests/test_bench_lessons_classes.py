@@ -183,6 +183,17 @@ def test_a_title_or_intent_from_quoted_text_is_counted(root: Path) -> None:
     assert (rep["count"], rep["of"]) == (1, 2) and rep["examples"] == ["proc_quote"]
 
 
+def test_a_quoted_app_name_or_value_suffix_in_a_title_is_not_counted(root: Path) -> None:
+    goal = 'In the "The SmartNews" app, read the news article on "Android user Warning"'
+    truths = {"ep_news": _truth(goal, [("tap", "Android user Warning")],
+                                quoted=["The SmartNews", "Android user Warning"])}
+    named = _proc("proc_named", [], ["ep_news"], title="SmartNews: in the app read the news article on … (Warning)")
+    told = _proc("proc_told", [], ["ep_news"], title="SmartNews: read the android warning")
+    with MemoryPlane.open(root) as plane:
+        rep = title_from_quotes([named, told], truths, plane.device.catalog)
+    assert (rep["count"], rep["of"]) == (1, 2) and rep["examples"] == ["proc_told"]
+
+
 def test_an_apostrophe_is_no_quote_for_the_title_counter(root: Path) -> None:
     goal = "In the diary app's settings, disable Reminders"
     # A split on ' finds a span between the apostrophe and nothing: the goal quotes nothing.

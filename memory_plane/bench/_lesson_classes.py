@@ -226,7 +226,10 @@ def title_from_quotes(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth
         if not ev:
             continue
         of += 1
-        title = set(words.findall((p.title or "").lower()))
+        # The title's own words: not the app's name before it (a quoted app name is still the app) nor the
+        # values it names in parentheses to stand apart from another task's title (values are quoted text).
+        own = re.sub(r"\s*\([^()]*\)\s*$", "", (p.title or "").split(": ", 1)[-1])
+        title = set(words.findall(own.lower()))
         for t in ev:
             outside = t.goal
             for q in t.quoted:
