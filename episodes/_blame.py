@@ -77,6 +77,18 @@ def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: A
     return []
 
 
+def _started(item: Procedure, pairs: list[tuple[int, int]], entry: int, steps: list[Step]) -> bool:
+    """Whether the run started the procedure: following one starts where it starts, so a run that took one of
+    its later steps (the same field of a form, the same Pay button) on its own way to another task never
+    followed it. A step it skipped counts as started only when its page never appeared in the run (a
+    permission dialog shown the first time only)."""
+    later = [k for _, k in pairs if k >= entry]
+    if not later:
+        return entry >= len(item.steps)
+    seen = {p for s in steps for p in (s.page_before, s.page_after) if p}
+    return all(not item.steps[k].page_name or item.steps[k].page_name not in seen for k in range(entry, min(later)))
+
+
 def procedure_failure_point(item: Procedure, steps: list[Step], target: str | None) -> tuple[list[Step], int] | None:
     """Where a failed episode that followed this procedure failed: the steps that show it followed it (beyond
     its app-entry steps, each naming what it acted on) and the index of the procedure step it failed at; None
@@ -93,10 +105,7 @@ def procedure_failure_point(item: Procedure, steps: list[Step], target: str | No
     # shows the episode was following this procedure.
     shown = [steps[i] for i, k in pairs if k >= entry and informative(path[k]) and names_its_target(steps[i])
              and steps_agree(of_step(steps[i], target), path[k])]
-    # Following a procedure starts where it starts: a run that took one of its later steps (the same field of
-    # a form, the same Pay button) on its own way to another task never followed it.
-    started = any(k == entry for _, k in pairs) or entry >= len(path)
-    if not shown or not started:
+    if not shown or not _started(item, pairs, entry, steps[:fail + 1]):
         return None
     last_i, last_k = pairs[-1]
     if last_i == fail or last_k == len(path) - 1:

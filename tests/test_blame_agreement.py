@@ -168,3 +168,32 @@ def test_a_run_that_took_a_later_step_of_a_procedure_on_its_own_way_did_not_foll
                 failure_phase="execution", failure_reason="the name was refused")
         cur = plane.device.get(create.id)
         assert isinstance(cur, Procedure) and cur.status == "active" and cur.failure_count == 0
+
+
+def dialer(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "Dialer", "page": page, "package": "org.example.dialer", **extra}
+
+
+FIRST_CALL = [("launch_app", {"app": "Dialer"}, None, dialer("Permission")),
+              ("tap", {"x": 800, "y": 1400}, "Allow", dialer("Home")),
+              ("tap", {"x": 540, "y": 2200}, "Contacts", dialer("Contacts")),
+              ("tap", {"x": 300, "y": 500}, "Alice", dialer("Contact card")),
+              ("tap", {"x": 540, "y": 900}, "Call", dialer("Calling"))]
+# The permission was granted the first time: the dialog never shows again, and Alice's row does nothing.
+STUCK = [("launch_app", {"app": "Dialer"}, None, dialer("Home")),
+         ("tap", {"x": 540, "y": 2200}, "Contacts", dialer("Contacts")),
+         ("tap", {"x": 300, "y": 500}, "Alice", dialer("Contacts")),
+         ("tap", {"x": 300, "y": 500}, "Alice", dialer("Contacts"))]
+
+
+def test_a_run_that_skipped_a_screen_which_never_appeared_still_followed_the_procedure(tmp_path: Path) -> None:
+    """A procedure learned the first time holds the one-off permission dialog; a later run that never saw that
+    screen and got stuck on the procedure's own step did follow it, and the failure weighs against it."""
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, "Call Alice with the Dialer", FIRST_CALL)
+        (call,) = procedures(plane)
+        run(plane, "Call Alice with the Dialer", STUCK, success=False,
+            before=lambda rec, ctx: rec.memory_used(call.id), failure_phase="execution",
+            failure_reason="the contact row does nothing")
+        cur = plane.device.get(call.id)
+        assert isinstance(cur, Procedure) and cur.failure_count == 1
