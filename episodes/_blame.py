@@ -56,7 +56,7 @@ def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: A
     """The steps that show the episode used this memory (empty: it was at most shown)."""
     if isinstance(item, Procedure):
         path = [procedure_view(s, item) for s in item.steps]
-        pairs = followed(path, steps, target)
+        pairs = followed(path, steps, target, slot_free_pages(item))
         # Used: it executed every step of the procedure, in order; a demoted procedure is also used by a
         # success that executed every step from where it failed to the end.
         dem = (item.model_extra or {}).get("demotion")
@@ -77,16 +77,29 @@ def used_steps(item: DeviceItem, steps: list[Step], target: str | None, canon: A
     return []
 
 
+def slot_free_pages(item: Procedure) -> list[str | None]:
+    """The page of each procedure step, None where the page is named after a value (a chat with one contact):
+    such a page says nothing about where another value's step is done."""
+    values = [v for v in (getattr(item, "slots", None) or {}).values() if v]
+    return [None if not s.page_name or any(v in s.page_name for v in values) else s.page_name for s in item.steps]
+
+
 def _started(item: Procedure, pairs: list[tuple[int, int]], entry: int, steps: list[Step]) -> bool:
     """Whether the run started the procedure: following one starts where it starts, so a run that took one of
     its later steps (the same field of a form, the same Pay button) on its own way to another task never
     followed it. A step it skipped counts as started only when its page never appeared in the run (a
     permission dialog shown the first time only)."""
-    later = [k for _, k in pairs if k >= entry]
+    later = [(i, k) for i, k in pairs if k >= entry]
     if not later:
         return entry >= len(item.steps)
+    i, first = min(later, key=lambda ik: ik[1])
+    # Where it joined must be where the procedure does that step (a slot typed on another form is another task);
+    # a page named after a value (a chat with one contact) says nothing.
+    page = slot_free_pages(item)[first]
+    if page and steps[i].page_before and page != steps[i].page_before:
+        return False
     seen = {p for s in steps for p in (s.page_before, s.page_after) if p}
-    return all(not item.steps[k].page_name or item.steps[k].page_name not in seen for k in range(entry, min(later)))
+    return all(not item.steps[k].page_name or item.steps[k].page_name not in seen for k in range(entry, first))
 
 
 def procedure_failure_point(item: Procedure, steps: list[Step], target: str | None) -> tuple[list[Step], int] | None:
@@ -97,7 +110,7 @@ def procedure_failure_point(item: Procedure, steps: list[Step], target: str | No
     if fail is None or not item.steps:
         return None
     path = [procedure_view(s, item) for s in item.steps]
-    pairs = [(i, k) for i, k in followed(path, steps, target) if i <= fail]
+    pairs = [(i, k) for i, k in followed(path, steps, target, slot_free_pages(item)) if i <= fail]
     entry = entry_length(item.steps)
     # Agreement is a step beyond the way into the app that names what it did: opening the same app, or
     # tapping near the same unlabelled point, is what every task of the app shares.

@@ -147,16 +147,26 @@ def path_key(path: Sequence[PathStep]) -> str:
     return content_hash(json.dumps(parts, ensure_ascii=False))
 
 
-def followed(proc_path: Sequence[PathStep], steps: Sequence[Step], target: str | None) -> list[tuple[int, int]]:
+def followed(proc_path: Sequence[PathStep], steps: Sequence[Step], target: str | None,
+             pages: Sequence[str | None] | None = None) -> list[tuple[int, int]]:
     """The procedure steps the episode executed, in order: (episode step index, procedure step index)
     pairs. Procedure steps may be skipped (a screen that did not appear this time, an app opened another
-    way), never reordered."""
+    way), never reordered. A slot's step done with another value counts only on the page the procedure does
+    it on, when ``pages`` (the procedure steps' pages) says it (typing an app's name into the phone's search
+    is not typing the city into the app's form)."""
     out: list[tuple[int, int]] = []
     j = 0
+
+    def slot_here(s: Step, view: PathStep, k: int) -> bool:
+        if not fills_slot(view, proc_path[k]):
+            return False
+        page = pages[k] if pages is not None and k < len(pages) else None
+        return not page or not s.page_before or page == s.page_before
+
     for i, s in enumerate(steps):
         view = of_step(s, target)
         k = next((k for k in range(j, len(proc_path))
-                  if steps_agree(view, proc_path[k]) or fills_slot(view, proc_path[k])), None)
+                  if steps_agree(view, proc_path[k]) or slot_here(s, view, k)), None)
         if k is not None:
             out.append((i, k))
             j = k + 1

@@ -197,3 +197,50 @@ def test_a_run_that_skipped_a_screen_which_never_appeared_still_followed_the_pro
             failure_reason="the contact row does nothing")
         cur = plane.device.get(call.id)
         assert isinstance(cur, Procedure) and cur.failure_count == 1
+
+
+def trip(page: str, **extra: Any) -> dict[str, Any]:
+    return {"app": "Tripnest", "page": page, "package": "org.example.tripnest", **extra}
+
+
+PHONE_SEARCH = {"app": "Launcher", "page": "Search", "package": "com.android.launcher3"}
+ROOM = [("tap", {"x": 300, "y": 1500}, "Tripnest", trip("Home")),
+        ("keyboard_text", {"text": "Lisbon"}, None, trip("Home", visible_text=["Lisbon"])),
+        ("tap", {"x": 540, "y": 400}, "Search", trip("Results")),
+        ("tap", {"x": 540, "y": 600}, "Hotel Lisbon Centre", trip("Hotel")),
+        ("tap", {"x": 540, "y": 2200}, "Reserve", trip("Checkout")),
+        ("tap", {"x": 540, "y": 580}, "Pay now", trip("Paid"))]
+# The same task, the app found through the phone's search (typing its name there), stuck at Pay now.
+ROOM_STUCK = [("tap", {"x": 540, "y": 100}, "Search", PHONE_SEARCH),
+              ("keyboard_text", {"text": "Tripnest"}, None, PHONE_SEARCH),
+              ("tap", {"x": 300, "y": 300}, "Tripnest", trip("Home")),
+              ("keyboard_text", {"text": "Krakow"}, None, trip("Home", visible_text=["Krakow"])),
+              ("tap", {"x": 540, "y": 400}, "Search", trip("Results")),
+              ("tap", {"x": 540, "y": 600}, "Hotel Krakow Centre", trip("Hotel")),
+              ("tap", {"x": 540, "y": 2200}, "Reserve", trip("Checkout")),
+              ("tap", {"x": 540, "y": 580}, "Pay now", trip("Checkout")),
+              ("tap", {"x": 540, "y": 580}, "Pay now", trip("Checkout"))]
+# Another task: a car, typed into the car form, stuck at the same Pay now.
+CAR_STUCK = [("tap", {"x": 300, "y": 1500}, "Tripnest", trip("Home")),
+             ("tap", {"x": 200, "y": 300}, "Cars", trip("Cars")),
+             ("keyboard_text", {"text": "Seville"}, None, trip("Cars", visible_text=["Seville"])),
+             ("tap", {"x": 540, "y": 400}, "Search cars", trip("Car results")),
+             ("tap", {"x": 540, "y": 600}, "Compact", trip("Checkout")),
+             ("tap", {"x": 540, "y": 580}, "Pay now", trip("Checkout")),
+             ("tap", {"x": 540, "y": 580}, "Pay now", trip("Checkout"))]
+
+
+def test_a_slot_is_followed_only_on_the_page_the_procedure_fills_it(tmp_path: Path) -> None:
+    """The same task found through the phone's search followed the room procedure (its city typed on the app's
+    form) and is blamed; a car rental that typed its city into the car form and met the same Pay now did not."""
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, "Book a room in Lisbon on Tripnest", ROOM)
+        (room,) = procedures(plane)
+        run(plane, "Book a rental car for Seville on Tripnest", CAR_STUCK, success=False,
+            before=lambda rec, ctx: rec.memory_used(room.id), failure_phase="execution", failure_reason="stuck")
+        cur = plane.device.get(room.id)
+        assert isinstance(cur, Procedure) and cur.failure_count == 0
+        run(plane, "Book a room in Krakow on Tripnest", ROOM_STUCK, success=False,
+            before=lambda rec, ctx: rec.memory_used(room.id), failure_phase="execution", failure_reason="stuck")
+        cur = plane.device.get(room.id)
+        assert isinstance(cur, Procedure) and cur.failure_count == 1

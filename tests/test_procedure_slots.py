@@ -207,9 +207,11 @@ NAMES = st.text(st.characters(whitelist_categories=("Lu", "Ll", "Lo")), min_size
 def test_a_tapped_label_the_goal_holds_is_a_slot_unless_it_starts_a_part_of_the_goal(value: str, verb: str, lead: str,
                                                                                         tail: str) -> None:
     from memory_plane.episodes._goal_slots import step_slots
-    from memory_plane.episodes._steps import Step
+    from memory_plane.episodes._steps import Step, is_commit_label
 
-    if value.casefold() in {"follow", "it", "the", "item", "and", "please"} or verb.casefold() in value.casefold():
+    # A commit word (완료, Done) is part of the way in any language, never a value: not what this property is about.
+    if value.casefold() in {"follow", "it", "the", "item", "and", "please"} or verb.casefold() in value.casefold() \
+            or is_commit_label(value):
         return
     goal = f"{lead}{verb} the item {value}{tail}"
     steps = [Step(index=0, tool="tap", tool_input={}, target_label=verb, app_before="A", page_before="List",
