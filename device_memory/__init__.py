@@ -24,7 +24,7 @@ from ._items import (
     slot_mark,
     type_of_id,
 )
-from ._slots import mask_values, normalize, occurs, role_of, slot_names, starts_clause, substitute
+from ._slots import mask_values, normalize, occurs, occurs_inflected, role_of, slot_names, starts_clause, substitute
 from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "merge_unique",
     "normalize",
     "occurs",
+    "occurs_inflected",
     "role_of",
     "shipped_catalog",
     "slot_mark",

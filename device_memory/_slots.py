@@ -93,6 +93,26 @@ def occurs(value: str, text: str) -> bool:
     return _find(_keys(value), _keys(text)) is not None
 
 
+INFLECTION = 2
+"""Letters a goal's word may have beyond a typed word and still be that word ("salad" typed for "salads")."""
+
+
+def occurs_inflected(value: str, text: str) -> bool:
+    """Whether a value occurs in a text token for token, each of its alphabetic words allowed to be the text's
+    word without a short ending (a plural or a verb form: "Photo Album" in "photo albums"). Words of scripts
+    without inflection (CJK characters) must match exactly."""
+    vk, keys = _keys(value), _keys(text)
+    n = len(vk)
+    if not n:
+        return False
+
+    def same(v: str, k: str) -> bool:
+        return v == k or (v.isalpha() and v.isascii() is k.isascii() and len(v) >= 3 and k.startswith(v)
+                          and len(k) - len(v) <= INFLECTION and k[len(v):].isalpha())
+
+    return any(all(same(v, k) for v, k in zip(vk, keys[i:i + n])) for i in range(len(keys) - n + 1))
+
+
 def _ends_with(keys: list[str], word: list[str]) -> bool:
     return len(keys) >= len(word) and keys[len(keys) - len(word):] == word
 

@@ -16,7 +16,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from memory_plane.device_memory import mask_values, normalize, occurs, role_of, slot_names, starts_clause
+from memory_plane.device_memory import (
+    mask_values,
+    normalize,
+    occurs,
+    occurs_inflected,
+    role_of,
+    slot_names,
+    starts_clause,
+)
 
 from ._model import TaskEpisode
 from ._path_agreement import TARGET_MASK, PathStep, of_procedure_step, of_step
@@ -35,7 +43,7 @@ def _typed_value(text: str | None, goal: str, target: str | None, apps: set[str]
         return False  # one letter in the goal is a word of it, not a value
     if n in apps:
         return False  # the app's name typed into a launcher's search opens the app: part of the way
-    return occurs(text, goal) or bool(target and normalize(target) == n)
+    return occurs_inflected(text, goal) or bool(target and normalize(target) == n)
 
 
 def _label_value(label: str, goal: str) -> str | None:

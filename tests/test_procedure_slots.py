@@ -222,3 +222,19 @@ def test_a_tapped_label_the_goal_holds_is_a_slot_unless_it_starts_a_part_of_the_
                   app_after="A", page_after="Item")]
     slots = step_slots(steps, goal, None)
     assert value in slots and verb not in slots and "Follow" not in slots
+
+
+def test_a_typed_word_the_goal_says_in_another_form_is_a_slot(plane: MemoryPlane) -> None:
+    """The person typed "Photo Album" for a goal that says "photo albums": the value came from the goal (its
+    singular), so it is a slot, and another goal's procedure never types it."""
+    files = [("launch_app", {"app": "Files"}, None, screen("Files", "Browse", "Search")),
+             ("tap", {"x": 540, "y": 150}, "Search", screen("Files", "Search", "Search box")),
+             ("keyboard_text", {"text": "Photo Album"}, None, screen("Files", "Search", "Photo Album")),
+             ("tap", {"x": 300, "y": 400}, "Photo Album", screen("Files", "Results", "Photo Album"))]
+    run_task(plane, "I want to search for photo albums in my Files app", files)
+    [proc] = procedures(plane)
+    typed = [s for s in proc.steps if s.tool == "keyboard_text"]
+    assert typed and typed[0].slot is not None
+    shown = [s.text for s in proc.steps_for_goal("I want to search for invoices in my Files app")
+             if s.tool == "keyboard_text"]
+    assert shown and "Photo Album" not in shown
