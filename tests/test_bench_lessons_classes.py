@@ -375,3 +375,12 @@ def test_the_short_run_of_the_generated_set_reports_every_class(monkeypatch: pyt
     assert part["held_out"]["held_out_goals"] == part["held_out_goals"] > 0
     assert rep["bars"]["trajectories_every_class_0"] is (all(c == 0 for c in counts.values()))
     json.dumps(rep)
+
+
+def test_words_a_goal_quotes_and_says_again_outside_the_quotes_are_its_own(root: Path) -> None:
+    goal = 'Learn the history of "Mona Lisa", then view about the Mona Lisa painting'
+    truths = {"ep_art": _truth(goal, [("tap", "Mona Lisa")], quoted=["Mona Lisa"])}
+    titled = _proc("proc_art", [], ["ep_art"], title="Arts: learn the history of … then view about the mona lisa")
+    with MemoryPlane.open(root) as plane:
+        rep = title_from_quotes([titled], truths, plane.device.catalog)
+    assert (rep["count"], rep["of"]) == (0, 1)

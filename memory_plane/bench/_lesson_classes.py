@@ -214,6 +214,9 @@ def quoted_spans(goal: str, quoted: Iterable[str]) -> list[str]:
     return out
 
 
+_QUOTE_MARKS = "[\"'“”‘’「」『』«»]"
+
+
 def title_from_quotes(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth], catalog: Any) -> dict[str, Any]:
     """Procedures whose title or intent comes from a goal's quoted text: a title word found only inside the
     quotes, or an intent the quoted text names and the rest of the goal does not (the quotes as ``quoted_spans``
@@ -233,7 +236,8 @@ def title_from_quotes(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth
         for t in ev:
             outside = t.goal
             for q in t.quoted:
-                outside = outside.replace(q, " ")
+                # Only the quoted span goes: the same words said again outside the quotes are the goal's own.
+                outside = re.sub(_QUOTE_MARKS + r"\s*" + re.escape(q) + r"\s*" + _QUOTE_MARKS, " ", outside)
             inside = {w for q in t.quoted for w in words.findall(q.lower()) if len(w) > 2}
             from_quotes = (title & inside) - set(words.findall(outside.lower()))
             intent_q = bool(p.intent) and p.intent in set().union(*(_parsed_intents(q, catalog) for q in t.quoted)) \
