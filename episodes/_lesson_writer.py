@@ -37,7 +37,21 @@ def masked_goal(ep: TaskEpisode) -> str:
     text = re.sub(r"\d+(?:[.:]\d+)*", "#", text.lower())
     text = re.sub(r"[^\w#…\s]+", " ", text)
     text = re.sub(r"…(?:\s*…)+", "…", " ".join(text.split()))
-    return text[:120]
+    return shortened(text, 120)
+
+
+def shortened(text: str, limit: int) -> str:
+    """A text within ``limit`` characters that keeps its head and its end: a long goal's last words often say
+    what tells it from another (the app it is done in, the product it is about), so they are not cut away."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 3
+    head, end = text[:limit - tail - 3], text[-tail:]
+    if " " in head and not text[len(head)].isspace():
+        head = head.rsplit(" ", 1)[0]  # whole words only, at both ends
+    if " " in end and not text[-tail - 1].isspace():
+        end = end.split(" ", 1)[1]
+    return f"{head.rstrip()} … {end.lstrip()}"
 
 
 def goal_pattern(ep: TaskEpisode) -> str:
@@ -73,7 +87,7 @@ def goal_title(ep: TaskEpisode, app_name: str | None, values: Iterable[str] = ()
     """A lesson's title: its app and the goal with its values masked (``title_text``). Two different tasks never
     share one: when a procedure of another goal group (``pattern``) of the app already holds it (``device``),
     the goal's own words are added to tell them apart; the same task with other values shares it."""
-    title = f"{app_name or 'Device'}: {title_text(ep, values)[:TITLE_TEXT]}"
+    title = f"{app_name or 'Device'}: {shortened(title_text(ep, values), TITLE_TEXT)}"
     if device is None:
         return title[:120]
     taken = any(e.get("title") == title and e.get("goal") != pattern

@@ -23,6 +23,7 @@ from memory_plane.bench._lessons import (
     evaluate_split,
     read_rows,
     row_asked,
+    row_truth,
     run,
 )
 from memory_plane.device_memory import Calibration, Navigation, Procedure, ProcedureStep, UiAnchor
@@ -283,3 +284,15 @@ def test_report_shape_on_a_slice_of_the_real_episodes(monkeypatch: pytest.Monkey
     assert ac["split"]["recorded"] + ac["split"]["asked_goals"] == 12
     assert "collateral_demotions" in rep["blame"]
     json.dumps(rep)
+
+
+def test_a_source_goal_said_with_other_numbers_case_or_punctuation_is_the_same_task() -> None:
+    """AndroidControl has no task labels: its goals are one task when they differ only in numbers, case and
+    punctuation ("Delete the event for August 5, 2023." and "delete the event for august 9 2023")."""
+    def row(goal: str) -> dict[str, Any]:
+        return {"goal": goal, "steps": [{"action_content": {"action": "click", "coordinate": [10, 20]},
+                                         "step_instruction": "tap the event"}]}
+
+    a, b = row_truth(row("Delete the event for August 5, 2023. ")), row_truth(row("delete the event for august 9 2023"))
+    c = row_truth(row("Create an event for August 9, 2023"))
+    assert a.task == b.task != c.task

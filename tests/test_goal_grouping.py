@@ -131,3 +131,19 @@ def test_a_title_another_group_holds_gets_the_goals_own_words(plane: MemoryPlane
     same = goal_title(ep, "Activity Diary", ["Yoga"], device=plane.device, app_id=app_id,
                       pattern=plane.device.entries("procedure")[0]["goal"])
     assert same == first  # the same group with another value shares the title
+
+
+def test_two_long_goals_that_differ_only_at_their_end_are_two_groups_and_two_titles(plane: MemoryPlane) -> None:
+    """A long goal's last words often say what tells it apart (the app it is done in): shortening a goal for its
+    group or its title keeps its end, so goals that share a long head are not one task."""
+    from task_runs import procedures, run_task, screen
+
+    head = ("I want to learn about the moon phases of January 9th and 10th, so view details of the moon phases "
+            "of January 9th and 10th in the ")
+    for app, label in (("MoonX", "Phases"), ("Daff Moon", "Calendar")):
+        run_task(plane, f"{head}{app} app", [("launch_app", {"app": app}, None, screen(app, "Home", label)),
+                                              ("tap", {"x": 100, "y": 200}, label, screen(app, label))])
+    procs = procedures(plane)
+    assert len(procs) == 2
+    assert len({p.goal_pattern for p in procs}) == 2 and len({p.title for p in procs}) == 2
+    assert all(len(p.title or "") <= 120 and (p.goal_pattern or "").endswith("app") for p in procs)

@@ -103,6 +103,7 @@ def row_truth(row: dict[str, Any]) -> EpisodeTruth:
     for v in values:
         task = task.replace(v.strip().casefold(), "{value}")
     task = re.sub(r"\d+", "{n}", task)
+    task = " ".join(re.sub(r"[^\w{}\s]+", " ", task).split())  # "Do X." and "do x" are one task
     app = row_app(row)
     launches = [str(a["input"]["app"]) for a in actions if a["tool"] == "launch_app"]
     return EpisodeTruth(goal=goal, task=task, apps=[app] if app else [], success=bool(row.get("is_successful", True)),
