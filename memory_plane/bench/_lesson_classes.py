@@ -69,6 +69,12 @@ def evidence(item: Any, truths: dict[str, EpisodeTruth]) -> list[EpisodeTruth]:
     return [truths[ref.id] for ref in item.evidence_refs if ref.type == "episode" and ref.id in truths]
 
 
+def taught_by(procs: Iterable[Procedure],
+              truths: dict[str, EpisodeTruth]) -> list[tuple[Procedure, list[EpisodeTruth]]]:
+    """The procedures some episode of the set taught, each with the truths of its evidence episodes."""
+    return [(p, ev) for p in procs for ev in [evidence(p, truths)] if ev]
+
+
 def is_slot(step: ProcedureStep) -> bool:
     """Whether a step marks its value as the goal's (a slot): a ``slot``-named field, or a ``{name}`` value."""
     extra = {**(step.model_extra or {}), "slot": getattr(step, "slot", None)}
@@ -101,16 +107,9 @@ def _ex(ids: list[str]) -> list[str]:
 def lost_work(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
     """Procedures that lost a typing or commit step: no evidence episode has all its typing and commit steps
     among the procedure's steps, in order."""
-    of, bad = 0, []
-    for p in procs:
-        ev = evidence(p, truths)
-        if not ev:
-            continue
-        of += 1
-        toks = procedure_tokens(p)
-        if not any(subsequence(t.work, toks) for t in ev):
-            bad.append(p.id)
-    return {"count": len(bad), "of": of, "examples": _ex(bad)}
+    taught = taught_by(procs, truths)
+    bad = [p.id for p, ev in taught if not any(subsequence(t.work, procedure_tokens(p)) for t in ev)]
+    return {"count": len(bad), "of": len(taught), "examples": _ex(bad)}
 
 
 def short_paths(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]) -> dict[str, Any]:
@@ -172,19 +171,16 @@ def claimed_verified(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth]
     """Procedures shown as verified (active, or set aside only for an environment the request may be in again,
     and not marked unverified) whose every evidence episode a person judged failed, at least one of them
     reported a success by the agent."""
-    of, bad = 0, []
-    for p in procs:
-        ev = evidence(p, truths)
-        if not ev:
-            continue
-        of += 1
+    taught = taught_by(procs, truths)
+    bad = []
+    for p, ev in taught:
         # A procedure conflicted only because the UI language or screen changed is served as active again
         # under its own environment (retrieval reads its ``stale_key``): it is still shown as verified.
         served = p.status == "active" or (p.status == "conflicted" and bool((p.model_extra or {}).get("stale_key")))
         verified = served and getattr(p, "verified", True) is not False and "unverified" not in p.tags
         if verified and not any(t.success for t in ev) and any(t.reported_success for t in ev):
             bad.append(p.id)
-    return {"count": len(bad), "of": of, "examples": _ex(bad), "all": bad}
+    return {"count": len(bad), "of": len(taught), "examples": _ex(bad), "all": bad}
 
 
 def _parsed_intents(text: str, catalog: Any) -> set[str]:
