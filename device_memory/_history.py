@@ -18,7 +18,7 @@ import contextvars
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from memory_plane.lifecycle import (
     dumps_compact,
     format_ts,
     guarded_unlink,
+    is_safe_id,
     read_bytes_nofollow,
 )
 
@@ -240,6 +241,14 @@ class ItemHistory:
                     data = None
                 if not isinstance(data, dict) or Revision.from_dict(data) is None:
                     report.add("jsonl", rel(path), n, "not a revision of the item's history (skipped when read)")
+
+    def orphans(self, item_exists: Callable[[str], bool]) -> list[str]:
+        """The ids whose history is kept though ``item_exists`` says their item is gone (none when ``.history``
+        is missing or is not a plain folder: a link is never listed through)."""
+        if os.path.islink(self.dir) or not self.dir.is_dir():
+            return []
+        ids = (p.name[: -len(".jsonl")] for p in self.dir.iterdir() if p.name.endswith(".jsonl"))
+        return sorted(i for i in ids if is_safe_id(i) and not item_exists(i))
 
     def remove(self, item_id: str) -> None:
         """Drop an item's history (its item was forgotten or removed: what it said must go too)."""

@@ -29,6 +29,7 @@ from memory_plane.lifecycle import (
     atomic_write,
     dump_yaml,
     format_ts,
+    has_symlink,
     index_writes,
     is_safe_id,
     load_retention,
@@ -122,8 +123,19 @@ class DeviceCollection(YamlCollection[T]):
                 items: list[ItemRead[T]] | None = None) -> list[str]:
         """GC of the items (see ItemCollection.collect); the histories of the items it removed go with them."""
         removed = super().collect(retention, report, now, dry_run, items=items)
-        if not dry_run:
-            for item_id in removed:
+        if has_symlink(self.root, self.history.dir):
+            return removed  # a linked collection folder: its items were skipped, nothing of it is touched
+        # A GC or forget killed between an item and its history leaves a history with no item: what it said goes
+        # as the item did. Only for an item with a tombstone: a quarantined item keeps its history for its
+        # restore (the item is written first, so under the lock no history here is being written).
+        gone = self.history.orphans(lambda i: os.path.lexists(self.item_path(i)))
+        left = sorted((set(gone) - set(removed)) & TombstoneLog(self.root).ids()) if set(gone) - set(removed) else []
+        for item_id in left:
+            report.note(self.layout.rel(self.history.path_of(item_id)), "history of an item no longer here")
+        if dry_run or not (removed or left):
+            return removed
+        with self.lock():
+            for item_id in [*removed, *left]:
                 if is_safe_id(item_id) and not os.path.lexists(self.item_path(item_id)):
                     self.history.remove(item_id)
         return removed

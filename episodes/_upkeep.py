@@ -153,7 +153,9 @@ def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRepo
         with store.lock():
             store.index.remove([ep.id for ep, _ in drop])
     for _, d in drop:
-        report.discard(store.root, d, "episode_summary_ttl")
+        # episode.yaml goes last: a GC killed inside the folder leaves an episode the next run drops again (a
+        # folder without it would wait as young debris), and never a header without its folder.
+        report.discard(store.root, d, "episode_summary_ttl", last=EPISODE_FILE)
     return [ep.id for ep, _ in drop]
 
 

@@ -24,6 +24,8 @@ class Removal:
 
     target: Path
     reason: str
+    last: str | None = None
+    """The entry of a folder removed after all its others (see ``remove_tree``)."""
 
 
 @dataclass
@@ -51,7 +53,7 @@ class GcReport:
         self.removed.append({"path": path, "reason": reason, "bytes": size})
         self.bytes_freed += size
 
-    def discard(self, root: Path, path: Path, reason: str) -> None:
+    def discard(self, root: Path, path: Path, reason: str, *, last: str | None = None) -> None:
         """Plan the removal of a file or folder of the tree: noted now, removed by ``apply_plan``.
 
         A symlink, or one anywhere on the way below the root (``session_archive/`` or a year folder swapped
@@ -61,7 +63,7 @@ class GcReport:
             self.skip_link(root, link)
             return
         self.note(str(path.relative_to(root)), reason, tree_size(path))
-        self.plan.append(Removal(path, reason))
+        self.plan.append(Removal(path, reason, last))
 
     def skip_link(self, root: Path, link: Path) -> None:
         """Report a symlink GC met and left alone (each once)."""
@@ -120,7 +122,7 @@ def apply_plan(root: Path, report: GcReport) -> None:
     for removal in plan:
         # remove_path walks by folder descriptors: a folder swapped for a link after the plan was made is
         # still never followed (it is reported as skipped instead).
-        for link in remove_path(root, removal.target):
+        for link in remove_path(root, removal.target, last=removal.last):
             report.skip_link(root, link)
 
 
@@ -142,14 +144,14 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def remove_path(root: Path, path: Path) -> list[Path]:
+def remove_path(root: Path, path: Path, *, last: str | None = None) -> list[Path]:
     """Delete a file or folder tree inside root, leaving every symlink (and what it points at) alone.
 
     Returns the symlinks left in place (a link on the way to path included); a folder that still holds one
     is kept. Walks by folder descriptors (``remove_tree``), so a folder swapped for a link meanwhile is
-    never followed.
+    never followed. ``last``: the folder's entry removed after its others.
     """
-    return remove_tree(root, path)
+    return remove_tree(root, path, last=last)
 
 
 def stale_temp_files(root: Path, older_than: timedelta, now: datetime) -> list[Path]:

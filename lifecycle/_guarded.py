@@ -139,11 +139,13 @@ def guarded_move(root: Path, src: str | os.PathLike[str], dst: str | os.PathLike
             os.fsync(sfd)
 
 
-def remove_tree(root: Path, path: str | os.PathLike[str]) -> list[Path]:
+def remove_tree(root: Path, path: str | os.PathLike[str], *, last: str | None = None) -> list[Path]:
     """Delete a file or folder tree below root by folder descriptors; every symlink (and its target) is left.
 
     Returns the links left in place (a link on the way to path included); a folder that still holds one is
-    kept. Refuses the root itself and anything outside it.
+    kept. Refuses the root itself and anything outside it. ``last``: the entry of the folder removed after all
+    the others (the file that makes it what it is, so that a removal killed midway leaves a folder still
+    recognised, and removed again, by the next run).
     """
     parts = rel_parts(root, path)
     if not parts:
@@ -157,14 +159,15 @@ def remove_tree(root: Path, path: str | os.PathLike[str]) -> list[Path]:
         return []  # nothing there to remove
     kept: list[Path] = []
     try:
-        _remove_at(fd, parts[-1], target, kept)
+        _remove_at(fd, parts[-1], target, kept, last)
     finally:
         os.close(fd)
     return kept
 
 
-def _remove_at(fd: int, name: str, where: Path, kept: list[Path]) -> None:
-    """Remove the entry ``name`` of the folder ``fd`` (depth first, by descriptors), links kept."""
+def _remove_at(fd: int, name: str, where: Path, kept: list[Path], last: str | None = None) -> None:
+    """Remove the entry ``name`` of the folder ``fd`` (depth first, by descriptors), links kept; of its own
+    entries, ``last`` goes after the others."""
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -188,7 +191,7 @@ def _remove_at(fd: int, name: str, where: Path, kept: list[Path]) -> None:
             return
         raise
     try:
-        for entry in sorted(os.listdir(child)):
+        for entry in sorted(os.listdir(child), key=lambda e: (e == last, e)):
             _remove_at(child, entry, where / entry, kept)
     finally:
         os.close(child)

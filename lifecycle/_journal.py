@@ -100,6 +100,15 @@ class TombstoneLog(_Journal):
         return self._append({"id": f"tomb_{os.urandom(6).hex()}", "reason": SAVED_AGAIN,
                              "ref": {"type": ref_type, "id": ref_id}})
 
+    def ids(self) -> set[str]:
+        """Every id a tombstone names, whatever its reason (collected, forgotten or saved again since)."""
+        out: set[str] = set()
+        for r in self.records():
+            ref = r.get("ref")
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                out.add(ref["id"])
+        return out
+
     def blocked_ids(self) -> set[str]:
         """Ids of memories deleted on purpose (forgotten) and not saved again since.
 

@@ -121,11 +121,11 @@ def test_a_gc_killed_at_any_removal_resumes_to_the_same_files_and_tombstones(tmp
         shutil.copytree(base, root)
         calls = [0]
 
-        def dying(r, p, _real=real, _calls=calls, _at=kill_at):  # type: ignore[no-untyped-def]
+        def dying(r, p, _real=real, _calls=calls, _at=kill_at, **kw):  # type: ignore[no-untyped-def]
             _calls[0] += 1
             if _calls[0] == _at:
                 raise _Killed
-            return _real(r, p)
+            return _real(r, p, **kw)
 
         monkeypatch.setattr(maint, "remove_path", dying)
         try:

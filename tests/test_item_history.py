@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from memory_plane import MemoryPlane
 from memory_plane.cli import main as cli
 from memory_plane.device_memory import HISTORY_LIMIT, Procedure, change_cause
-from memory_plane.lifecycle import UsageError
+from memory_plane.lifecycle import TombstoneLog, UsageError
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -132,6 +132,33 @@ def test_forget_takes_the_history_with_it(tmp_path: Path) -> None:
     assert hist.exists()
     assert plane.forget("proc_pay")
     assert not hist.exists()
+    plane.close()
+
+
+def test_gc_removes_a_history_left_without_its_item(tmp_path: Path) -> None:
+    # A GC killed between removing an item and its history (or an item file deleted by hand) leaves a history
+    # whose item is gone: the next GC removes it (a dry run names it only); a live item's history stays.
+    plane = _plane(tmp_path / "m")
+    _procedure(plane, "proc_gone")
+    _procedure(plane, "proc_kept")
+    _procedure(plane, "proc_quarantined")
+    folder = tmp_path / "m" / "device" / "procedures"
+    # proc_gone: tombstoned and its file removed, as a GC killed before the history leaves it.
+    TombstoneLog(tmp_path / "m").add("procedure", "proc_gone", reason="gc")
+    (folder / "proc_gone.yaml").unlink()
+    # proc_quarantined: moved out for a person to look at, no tombstone; restoring it keeps its history.
+    (folder / "proc_quarantined.yaml").write_text("title: [unclosed\n")
+    assert plane.verify(fix=True).fixed
+    plane.device.collection("procedure").rebuild_index()
+    dry = plane.gc(dry_run=True)
+    assert "device/procedures/.history/proc_gone.jsonl" in [r["path"] for r in dry.removed]
+    assert (folder / ".history" / "proc_gone.jsonl").exists()
+    rep = plane.gc()
+    assert [r["path"] for r in rep.removed if ".history" in r["path"]] == ["device/procedures/.history/proc_gone.jsonl"]
+    assert not (folder / ".history" / "proc_gone.jsonl").exists()
+    assert (folder / ".history" / "proc_kept.jsonl").exists()
+    assert (folder / ".history" / "proc_quarantined.jsonl").exists()
+    assert [r["path"] for r in plane.gc().removed if ".history" in r["path"]] == []
     plane.close()
 
 

@@ -444,11 +444,11 @@ def test_gc_resumes_after_a_crash(root: Path, monkeypatch) -> None:
         calls = {"n": 0}
         real = maint.remove_path
 
-        def dying(root_: Path, path: Path):
+        def dying(root_: Path, path: Path, **kw: object):
             calls["n"] += 1
             if calls["n"] == 3:
                 raise KeyboardInterrupt("power cut")  # stands in for a kill mid-GC
-            return real(root_, path)
+            return real(root_, path, **kw)
 
         monkeypatch.setattr(maint, "remove_path", dying)
         with pytest.raises(KeyboardInterrupt):

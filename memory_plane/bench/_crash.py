@@ -136,14 +136,111 @@ def gc_kills(n: int, rng: random.Random, items: int = 1200, episodes: int = 600)
             got = {t: tombs.count(t) for t in set(tombs)}
             out["gc_lost_tombstones"] += sum(1 for t in set(want_tombs) if t not in got)
             out["gc_duplicate_tombstones"] += sum(c - 1 for c in got.values())
-            out["gc_files_differing"] += len(set(files) ^ set(want_files))
+            differing = sorted(set(files) ^ set(want_files))
+            out["gc_files_differing"] += len(differing)
+            # Named, so that a difference seen once (a kill at one narrow point) says where to look.
+            out["gc_differing_examples"] = (out.get("gc_differing_examples", []) + differing)[:5]
             shutil.rmtree(root, ignore_errors=True)
     return out
 
 
+_MUTATIONS = ("unlink", "rmdir", "replace", "rename", "write", "ftruncate", "fsync")
+_WRITE_FLAGS = os.O_CREAT | os.O_WRONLY | os.O_RDWR
+
+
+def _die_at(limit: int) -> list[int]:
+    """In a forked child: exit at the ``limit``-th call that changes the file system through ``os``; the calls
+    counted so far (what SQLite does itself is not seen)."""
+    count = [0]
+
+    def step() -> None:
+        count[0] += 1
+        if count[0] >= limit:
+            os._exit(9)
+
+    def counting(fn: Any) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            step()
+            return fn(*a, **k)
+        return call
+
+    for name in _MUTATIONS:
+        setattr(os, name, counting(getattr(os, name)))
+    real_open = os.open
+
+    def opening(path: Any, flags: int, *a: Any, **k: Any) -> int:
+        if flags & _WRITE_FLAGS:
+            step()
+        return real_open(path, flags, *a, **k)
+
+    os.open = opening  # type: ignore[assignment]
+    return count
+
+
+def gc_kill_points(points: int, items: int = 40, episodes: int = 20) -> dict[str, Any]:
+    """Kill a GC at its n-th change of the file system, for ``points`` values of n spread over all of them (not
+    random timing: every narrow window between two writes is met), run it again, and compare with an unkilled
+    run as ``gc_kills`` does. Counts with the first differing paths (goals 0, 0, 0)."""
+    import shutil
+    import tempfile
+    from datetime import timedelta
+
+    from memory_plane.lifecycle import init_tree
+
+    from ._lifecycle import NOW, build
+
+    now = NOW + timedelta(days=200)
+    out: dict[str, Any] = {"gc_points": 0, "gc_point_lost_tombstones": 0, "gc_point_duplicate_tombstones": 0,
+                           "gc_point_files_differing": 0, "gc_point_examples": []}
+    with tempfile.TemporaryDirectory(prefix="memplane-gc-points-") as tmp:
+        base = Path(tmp) / "base"
+        init_tree(base)
+        build(base, items, episodes, seed=3)
+        ref = Path(tmp) / "ref"
+        shutil.copytree(base, ref)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                count = _die_at(1 << 60)
+                _gc_child(ref, now)
+                os.write(write_end, str(count[0]).encode())
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        os.close(write_end)
+        total = int(os.read(read_end, 64) or b"0")
+        os.close(read_end)
+        out["gc_mutations"] = total
+        want_files, want_tombs = _gc_state(ref)
+        for limit in sorted({1 + (total - 1) * i // max(1, points - 1) for i in range(points)}) if total else []:
+            root = Path(tmp) / "k"
+            shutil.copytree(base, root)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _die_at(limit)
+                    _gc_child(root, now)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            _gc_child(root, now)  # the next cron run
+            files, tombs = _gc_state(root)
+            got = {t: tombs.count(t) for t in set(tombs)}
+            differing = sorted(set(files) ^ set(want_files))
+            out["gc_points"] += 1
+            out["gc_point_lost_tombstones"] += sum(1 for t in set(want_tombs) if t not in got)
+            out["gc_point_duplicate_tombstones"] += sum(c - 1 for c in got.values())
+            out["gc_point_files_differing"] += len(differing)
+            out["gc_point_examples"] = (out["gc_point_examples"] + [f"{limit}: {p}" for p in differing])[:5]
+            shutil.rmtree(root)
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """kills, lost_commits, corrupt_files, index_mismatches; then GC kills: lost and duplicate tombstones
-    and files differing from an unkilled GC (goals 0 for all)."""
+    """kills, lost_commits, corrupt_files, index_mismatches; then GC kills, at random times and at spread
+    changes of the file system: lost and duplicate tombstones and files differing from an unkilled GC (goals 0
+    for all)."""
     import sys
 
     kills = 20 if getattr(args, "short", False) else int(getattr(args, "kills", 300) or 300)
@@ -173,6 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["acknowledged_commits"] = len(acked)
     short = getattr(args, "short", False)
     out.update(gc_kills(5 if short else max(10, kills // 10), rng, *((300, 150) if short else (4000, 2000))))
+    out.update(gc_kill_points(60 if short else 400))
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
