@@ -94,23 +94,75 @@ def occurs(value: str, text: str) -> bool:
 
 
 INFLECTION = 2
-"""Letters a goal's word may have beyond a typed word and still be that word ("salad" typed for "salads")."""
+"""Letters one word may have beyond another and still be that word ("salad" typed for "salads", "geysers" for
+"geyser")."""
+SLIP_FROM = 6
+"""Words at least this long are one word with one letter changed, added or left out ("Mediterraneam")."""
+APOSTROPHES = frozenset("'’‘`´")
+
+
+def _same_word(v: str, k: str) -> bool:
+    if v == k:
+        return True
+    if not (v.isalpha() and k.isalpha() and v.isascii() and k.isascii()):
+        return False  # digits, and scripts without inflection, match exactly
+    short, long_ = (v, k) if len(v) <= len(k) else (k, v)
+    if len(short) >= 3 and long_.startswith(short) and len(long_) - len(short) <= INFLECTION:
+        return True
+    from rapidfuzz.distance import Levenshtein
+
+    return len(short) >= SLIP_FROM and Levenshtein.distance(v, k, score_cutoff=1) <= 1
+
+
+def _loose_words(keys: list[str]) -> list[tuple[str, int, int]]:
+    """The words of a token list with their token range: punctuation and quotes left out, a word's apostrophe
+    folded into it ("reader's" is ``readers``); a mark that is no text (a placeholder) stays as a barrier."""
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(keys):
+        k = keys[i]
+        if k in APOSTROPHES and out and out[-1][2] == i and i + 1 < len(keys) and keys[i + 1][:1].isalnum():
+            w, a, _ = out[-1]
+            out[-1] = (w + keys[i + 1], a, i + 2)
+            i += 2
+            continue
+        if k[:1].isalnum() or k.startswith(PLACEHOLDER):
+            out.append((k, i, i + 1))
+        i += 1
+    return out
+
+
+def _span(vk: list[str], keys: list[str], start: int = 0) -> tuple[int, int] | None:
+    """Where a value's tokens stand in a text's tokens, from token ``start``: token for token, else word for word
+    once punctuation and quotes are set aside, each word allowed another inflection or (when long) one slip, and
+    a value of four words or more one other word after its first."""
+    at = _find(vk, keys, start)
+    if at is not None:
+        return at, at + len(vk)
+    vw = [w for w, _, _ in _loose_words(vk)]
+    if not vw:
+        return None
+    hw = [x for x in _loose_words(keys) if x[1] >= start]
+    n = len(vw)
+    # A value of four words or more may differ in one word after its first: what was typed is the goal's
+    # words said again ("Navy Blue shirt for men" for "the navy blue shirt for me").
+    spare = 1 if n >= 4 else 0
+    for i in range(len(hw) - n + 1):
+        window = hw[i:i + n]
+        if any(h[0].startswith(PLACEHOLDER) for h in window) or not _same_word(vw[0], window[0][0]):
+            continue
+        if sum(not _same_word(v, h[0]) for v, h in zip(vw, window)) <= spare:
+            return window[0][1], window[-1][2]
+    return None
 
 
 def occurs_inflected(value: str, text: str) -> bool:
-    """Whether a value occurs in a text token for token, each of its alphabetic words allowed to be the text's
-    word without a short ending (a plural or a verb form: "Photo Album" in "photo albums"). Words of scripts
-    without inflection (CJK characters) must match exactly."""
-    vk, keys = _keys(value), _keys(text)
-    n = len(vk)
-    if not n:
-        return False
-
-    def same(v: str, k: str) -> bool:
-        return v == k or (v.isalpha() and v.isascii() is k.isascii() and len(v) >= 3 and k.startswith(v)
-                          and len(k) - len(v) <= INFLECTION and k[len(v):].isalpha())
-
-    return any(all(same(v, k) for v, k in zip(vk, keys[i:i + n])) for i in range(len(keys) - n + 1))
+    """Whether a value occurs in a text token for token, or word for word with punctuation and quotes set aside
+    and each alphabetic word allowed another form (a plural, a verb ending, a possessive, one slip of typing in
+    a long word: "Photo Album" in "photo albums", "Readers Digest" in "Reader's Digest"); a value of four
+    words or more may differ in one word after its first. Words of scripts without inflection (CJK characters)
+    must match exactly."""
+    return _span(_keys(value), _keys(text)) is not None
 
 
 def _ends_with(keys: list[str], word: list[str]) -> bool:
@@ -122,10 +174,10 @@ def role_of(goal: str, value: str, *, messaging: bool = True) -> str | None:
     for an address, else the role word right before it (``named`` → name, ``给`` → contact, ``说`` → message,
     ``search`` → query). Unless the goal is ``messaging``, a bare recipient word (``to``, ``给``) gives no role."""
     keys, vk = _keys(goal), _keys(value)
-    at = _find(vk, keys)
-    if at is None:
+    span = _span(vk, keys)
+    if span is None:
         return None
-    end = at + len(vk)
+    at, end = span
     if at > 0 and keys[at - 1] in QUOTES and end < len(keys) and keys[end] in QUOTES:
         return "text"
     if TIME_SHAPE.search(unicodedata.normalize("NFKC", value)):
@@ -192,20 +244,22 @@ def slot_names(goal: str, values: Iterable[str], target: str | None = None, *,
 
 
 def mask_values(text: str, values: Iterable[str], mark: str = "…") -> str:
-    """A text with every occurrence of the values (token for token, longest first) replaced by ``mark``."""
+    """A text with every occurrence of the values (longest first; token for token, else word for word as
+    ``occurs_inflected`` finds them) replaced by ``mark``."""
     t, toks = tokens(text)
     spans: list[tuple[int, int]] = []
     keys = [k for k, _, _ in toks]
     taken = [False] * len(toks)
     for v in sorted({v for v in values if v}, key=lambda v: -len(_keys(v))):
         vk = _keys(v)
-        at = _find(vk, keys)
-        while at is not None:
-            if not any(taken[at:at + len(vk)]):
-                for i in range(at, at + len(vk)):
+        span = _span(vk, keys)
+        while span is not None:
+            at, end = span
+            if not any(taken[at:end]):
+                for i in range(at, end):
                     taken[i] = True
-                spans.append((toks[at][1], toks[at + len(vk) - 1][2]))
-            at = _find(vk, keys, at + 1)
+                spans.append((toks[at][1], toks[end - 1][2]))
+            span = _span(vk, keys, at + 1)
     for a, b in sorted(spans, reverse=True):
         t = t[:a] + mark + t[b:]
     return t
@@ -225,11 +279,11 @@ def fill(examples: Iterable[str], slots: Mapping[str, str], goal: str) -> dict[s
         present = False
         for name, value in sorted(slots.items(), key=lambda kv: -len(_keys(kv[1]))):
             vk = _keys(value)
-            at = _find(vk, ex_keys)
-            while at is not None:
+            span = _span(vk, ex_keys)
+            while span is not None:
                 present = True
-                ex_keys[at:at + len(vk)] = [PLACEHOLDER + name]
-                at = _find(vk, ex_keys, at + 1)
+                ex_keys[span[0]:span[1]] = [PLACEHOLDER + name]
+                span = _span(vk, ex_keys, span[0] + 1)
         if not present:
             continue
         sm = difflib.SequenceMatcher(None, ex_keys, g_keys, autojunk=False)

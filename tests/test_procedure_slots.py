@@ -238,3 +238,44 @@ def test_a_typed_word_the_goal_says_in_another_form_is_a_slot(plane: MemoryPlane
     shown = [s.text for s in proc.steps_for_goal("I want to search for invoices in my Files app")
              if s.tool == "keyboard_text"]
     assert shown and "Photo Album" not in shown
+
+
+def test_a_typed_value_the_goal_says_with_other_marks_or_a_slip_is_a_slot(plane: MemoryPlane) -> None:
+    """The typed text is the goal's value written another way: a slip of typing in a long word, a possessive
+    without its apostrophe, a closing mark the goal puts outside the quotes. Each is a slot, and another goal's
+    procedure shows that goal's value in its place."""
+    cases = [
+        ("Search for Mediterraneam pasta salad recipe in my Recipes app", "Mediterranean pasta salad",
+         "Search for Thai green curry recipe in my Recipes app", "Thai green curry"),
+        ("Go to my Recipes app and search for Reader's Digest", "Readers Digest",
+         "Go to my Recipes app and search for Good Food", "Good Food"),
+        ('Create a note with the text "The train leaves at 12 AM" in my Recipes app', "The train leaves at 12 AM.",
+         'Create a note with the text "Buy milk" in my Recipes app', "Buy milk"),
+    ]
+    for goal, typed, other, value in cases:
+        calls = [("launch_app", {"app": "Recipes"}, None, screen("Recipes", "Home", "Search")),
+                 ("tap", {"x": 540, "y": 150}, "Search", screen("Recipes", "Search", "Search box")),
+                 ("keyboard_text", {"text": typed}, None, screen("Recipes", "Search", typed)),
+                 ("tap", {"x": 980, "y": 150}, "Go", screen("Recipes", "Results", "1 result"))]
+        run_task(plane, goal, calls)
+        proc = next(p for p in procedures(plane) if goal[:200] in p.goal_examples)
+        [step] = [s for s in proc.steps if s.tool == "keyboard_text"]
+        assert step.slot is not None and proc.slots[step.slot] == typed, (goal, proc.slots)
+        [shown] = [s.text for s in proc.steps_for_goal(other) if s.tool == "keyboard_text"]
+        assert shown == value, (goal, shown)
+
+
+def test_which_typed_values_the_goal_says_in_another_form() -> None:
+    """A typed value is the goal's when the goal says it word for word with punctuation and quotes aside, each
+    word in another form (plural, possessive, one slip in a long word), or, for four words or more, with one
+    word after the first said otherwise; short values and other words are not."""
+    from memory_plane.device_memory import occurs_inflected
+
+    goal = "so search for the navy blue shirt for me in L size"
+    assert occurs_inflected("Navy Blue shirt for men", goal)
+    assert occurs_inflected("navy blue shirts", goal)
+    assert not occurs_inflected("red shirt for me", goal)  # the first word differs
+    assert not occurs_inflected("go to home", "go to work")  # three words: all must agree
+    assert not occurs_inflected("cat", "concatenate") and not occurs_inflected("me", "men")
+    assert occurs_inflected("北京", "去北京的机票") and not occurs_inflected("北京", "去南京的机票")
+    assert not occurs_inflected("Mediteranian pasta", "search for Mediterranean pasta")  # two slips in one word
