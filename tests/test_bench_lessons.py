@@ -296,3 +296,25 @@ def test_a_source_goal_said_with_other_numbers_case_or_punctuation_is_the_same_t
     a, b = row_truth(row("Delete the event for August 5, 2023. ")), row_truth(row("delete the event for august 9 2023"))
     c = row_truth(row("Create an event for August 9, 2023"))
     assert a.task == b.task != c.task
+
+
+def test_a_source_goal_whose_typed_value_it_says_in_another_form_is_the_same_task() -> None:
+    """The value a demonstration types is masked in its goal whether the goal says it exactly, with other spaces,
+    as a plural or with a slip of typing; a short value inside another word, or text the goal does not say, is
+    not."""
+    def row(goal: str, typed: str) -> dict[str, Any]:
+        return {"goal": goal, "steps": [{"action_content": {"action": "type", "text": typed},
+                                         "step_instruction": f"type {typed}"}]}
+
+    frame = "I am feeling hungry, search for {} recipe in the Kitchen Stories app"
+    tasks = {row_truth(row(frame.format(g), t)).task for g, t in [
+        ("Italian pasta salad", "Italian pasta salad"), ("Barecue Salads", "Barecue salad"),
+        ("Mediterraneam pasta salad", "Mediterranean pasta salad"),
+        ("vegan  spinach lasagna", " vegan spinach lasagna")]}
+    assert tasks == {"i am feeling hungry search for {value} recipe in the kitchen stories app"}
+    assert row_truth(row("Open the concatenate tool", "cat")).task == "open the concatenate tool"
+    assert row_truth(row("Search for hotels", "cheap flights")).values == []
+    assert row_truth(row("去北京的机票", "北京")).task == "去{value}的机票"
+    assert row_truth(row("Find Tiffins, then directions to Tiffins", "Tiffins")).task == \
+        "find {value} then directions to {value}"
+    assert row_truth(row("Type value here", "value")).task == "type {value} here"

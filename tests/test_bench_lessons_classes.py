@@ -215,6 +215,15 @@ def test_distinct_tasks_sharing_a_title_are_counted() -> None:
     truths["ep_b"] = _truth("Add B please", CREATE, task="other words")
     assert shared_titles(procs, truths, exact_tasks=False)["count"] == 0
     assert shared_titles(procs, truths, exact_tasks=True)["count"] == 1
+    # ... and so are two long keys, one the other with a few words more, whatever their paths; a word changed
+    # for another makes two tasks.
+    long_key = "i want to go to a new restaurant a friend recommended so i use maps to find directions to {value}"
+    other_path = [("swipe", "up"), ("tap", "Directions"), ("tap", "Car")]
+    truths["ep_b"] = _truth("Go B", other_path, task=long_key.replace("so i use", "so i want to use"))
+    truths["ep_a"] = _truth("Go A", CREATE, task=long_key)
+    assert shared_titles(procs, truths, exact_tasks=False)["count"] == 0
+    truths["ep_b"] = _truth("Go B", other_path, task=long_key.replace("directions to", "reviews of"))
+    assert shared_titles(procs, truths, exact_tasks=False)["count"] == 1
 
 
 def _record(plane: MemoryPlane, goal: str, moves: list[tuple[str, dict[str, Any], str | None, str, str]]) -> list[str]:

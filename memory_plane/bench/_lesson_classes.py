@@ -8,6 +8,7 @@ against that truth only, never against private state of the code that wrote them
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,8 @@ from ._lesson_paths import Token, lcs_closeness, procedure_tokens, same_token, t
 
 EXAMPLES = 3  # ids named per class, for a person to look at
 SAME_TASK = 0.5  # two goals of an inexact task key are one task when their real paths are this close
+PARAPHRASE_MIN_WORDS = 10  # ... or when both keys are this long and differ only by words added or left out,
+PARAPHRASE_SHARE = 0.2  # at most this share of the shorter one's words
 
 
 @dataclass
@@ -244,24 +247,39 @@ def title_from_quotes(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth
     return {"count": len(bad), "of": of, "examples": _ex(bad)}
 
 
-def _clusters(paths: list[list[Token]]) -> int:
-    reps: list[list[Token]] = []
-    for path in paths:
-        if not any((lcs_closeness(rep, path) or 0.0) >= SAME_TASK for rep in reps):
-            reps.append(path)
+def said_otherwise(a: str, b: str) -> bool:
+    """Whether two long task keys are one request worded twice: one is the other with a few words (a fifth of
+    its words at most) added or left out ("so I want to use Maps" and "so I use Maps"), none changed for another
+    ("turn on" and "turn off" are two tasks)."""
+    wa, wb = a.split(), b.split()
+    if min(len(wa), len(wb)) < PARAPHRASE_MIN_WORDS:
+        return False
+    ops = difflib.SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes()
+    if any(tag == "replace" for tag, *_ in ops):
+        return False
+    changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+    return changed <= PARAPHRASE_SHARE * min(len(wa), len(wb))
+
+
+def _clusters(tasks: dict[str, list[Token]]) -> int:
+    reps: list[tuple[str, list[Token]]] = []
+    for key, path in tasks.items():
+        if not any(said_otherwise(rk, key) or (lcs_closeness(rp, path) or 0.0) >= SAME_TASK for rk, rp in reps):
+            reps.append((key, path))
     return len(reps)
 
 
 def shared_titles(procs: Iterable[Procedure], truths: dict[str, EpisodeTruth], exact_tasks: bool) -> dict[str, Any]:
     """Distinct tasks sharing one title: per title, the tasks of all its procedures' evidence beyond the first.
-    With inexact task keys (a masked goal), two keys are one task when their real paths are close."""
+    With inexact task keys (a masked goal), two keys are one task when their real paths are close or one key is
+    the other worded with a few words more or less (``said_otherwise``)."""
     by_title: dict[str, dict[str, list[Token]]] = {}
     for p in procs:
         for t in evidence(p, truths):
             by_title.setdefault((p.title or p.id).strip().lower(), {}).setdefault(t.task, t.path)
     count, bad = 0, []
     for title, tasks in by_title.items():
-        n = len(tasks) if exact_tasks else _clusters(list(tasks.values()))
+        n = len(tasks) if exact_tasks else _clusters(tasks)
         if n > 1:
             count += n - 1
             bad.append(title)

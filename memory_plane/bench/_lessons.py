@@ -89,6 +89,39 @@ COMMIT_WORDS = re.compile(r"\b(save|ok|okay|done|confirm|send|submit|apply|post|
 QUOTED = re.compile(r"(?:^|[\s(:])['\"“‘]([^'\"”’]+)['\"”’](?=$|[\s.,;:!?)])")
 
 
+def goal_span(typed: str, goal: str) -> tuple[int, int] | None:
+    """Where a goal (casefolded, spaces folded) says what was typed, widened to whole words: the same words from
+    a word's start, or
+    (the goal's typing slips and plurals: "Mediterraneam" typed "Mediterranean", "Salads" typed "salad") a
+    span at least 90% alike for a value of 5 or more characters. None when the goal does not say it."""
+    from rapidfuzz import fuzz
+
+    value = " ".join(typed.casefold().split())
+    if len(value) < 2:
+        return None
+    at = next((m.start() for m in re.finditer(re.escape(value), goal)
+               if m.start() == 0 or not (_spaced(goal[m.start() - 1]) and _spaced(value[0]))), -1)
+    if at >= 0:
+        start, end = at, at + len(value)
+    elif len(value) >= 5:
+        found = fuzz.partial_ratio_alignment(value, goal, score_cutoff=90)
+        if found is None:
+            return None
+        start, end = found.dest_start, found.dest_end
+    else:
+        return None
+    while start > 0 and _spaced(goal[start - 1]) and _spaced(goal[start]):
+        start -= 1
+    while end < len(goal) and _spaced(goal[end]) and _spaced(goal[end - 1]):
+        end += 1
+    return start, end
+
+
+def _spaced(ch: str) -> bool:
+    """A letter or digit of a script that separates words by spaces (a CJK character is a word of its own)."""
+    return ch.isalnum() and ord(ch) < 0x2E80
+
+
 def row_truth(row: dict[str, Any]) -> EpisodeTruth:
     """An AndroidControl episode's ground truth: its actions are the real path, its app the one it opens, the
     values from the goal are the typed texts the goal contains, every episode finished and succeeded."""
@@ -96,12 +129,20 @@ def row_truth(row: dict[str, Any]) -> EpisodeTruth:
     path = action_tokens(actions)
     goal = str(row["goal"])
     typed = [str(a["input"]["text"]) for a in actions if a["tool"] == "keyboard_text"]
-    values = [t for t in typed if t.strip() and t.strip().casefold() in goal.casefold()]
+    task = " ".join(goal.casefold().split())
+    values = []
+    for t in typed:
+        span = goal_span(t, task)
+        if span is not None:
+            values.append(t)
+        for _ in range(8):  # every place the goal says it ("directions to Tiffins" after "named Tiffins")
+            if span is None:
+                break
+            task = f"{task[:span[0]]}\0{task[span[1]:]}"  # a mark no typed text can match
+            span = goal_span(t, task)
+    task = task.replace("\0", "{value}")
     work = [tok for a, tok in zip(actions, path) if tok.kind == "type"
             or (tok.kind == "tap" and COMMIT_WORDS.search(a["description"] or ""))]
-    task = goal.casefold()
-    for v in values:
-        task = task.replace(v.strip().casefold(), "{value}")
     task = re.sub(r"\d+", "{n}", task)
     task = " ".join(re.sub(r"[^\w{}\s]+", " ", task).split())  # "Do X." and "do x" are one task
     app = row_app(row)
