@@ -259,7 +259,8 @@ def effective_path(steps: list[Step]) -> list[Step]:
     """The complete path without what changed nothing: a loop back to an earlier screen is cut only when
     nothing was entered or committed on the way (no typing, no choice, no commit, and the screen came back
     as it was left); a create or edit task that ends where it started keeps its work. A tap that changed
-    nothing is dropped, and the last step (the one that completes the task) is never cut."""
+    nothing is dropped when it names nothing or is tapped again at once (``_prepares``), and the last step (the
+    one that completes the task) is never cut."""
     path: list[Step] = []
     seen: dict[tuple[str | None, str | None], int] = {}  # page -> where the path stood on it
     left: dict[tuple[str | None, str | None], str | None] = {}  # page -> what it showed when the path left it
@@ -273,7 +274,7 @@ def effective_path(steps: list[Step]) -> list[Step]:
         # "add to cart" changes the screen without changing the page, and is kept).
         unchanged = s.changed_screen is False or (s.changed_screen is None and after == before)
         noop = s.has_result and after == before and not is_typing(s) and after[1] is not None and unchanged
-        if noop and not last:
+        if noop and not last and not _prepares(s, steps[i + 1]):
             continue
         if after[1] is not None and after != before:
             if before[1] is not None:
@@ -295,6 +296,16 @@ def effective_path(steps: list[Step]) -> list[Step]:
                 continue
         path.append(s)
     return path
+
+
+def _prepares(s: Step, nxt: Step) -> bool:
+    """Whether a tap that changed nothing the record shows is still part of the work: it names what it tapped
+    (a field focused before typing, "Select all" before acting on the selection) and the next step is not the
+    same tap again (a retry of a tap that did nothing)."""
+    label = screen_label(s)
+    if not label or is_typing(s):
+        return False
+    return not (nxt.tool == s.tool and screen_label(nxt) == label)
 
 
 def _xy(coords: str | None) -> tuple[float, float] | None:

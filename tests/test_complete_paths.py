@@ -142,3 +142,24 @@ def test_effective_path_keeps_every_typing_and_the_last_step_in_order(steps: lis
     for s in steps:
         if s.tool == "keyboard_text" or s.text is not None:
             assert any(s is p for p in path)
+
+
+def test_a_tap_that_changed_nothing_to_see_is_kept_when_it_prepares_the_next_step(plane: MemoryPlane) -> None:
+    """Focusing a field before typing and "Select all" before acting on the selection change nothing the
+    record shows, yet the task needs them; the same tap made again at once (a retry) and a tap on nothing
+    named are dropped."""
+    results = screen(APP, "Results", "Select all", "Flag", "Gym notes")
+    run_task(plane, "Find the entries about gym and flag them", [
+        ("launch_app", {"app": APP}, None, MAIN),
+        ("tap", {"x": 900, "y": 100}, "Search", screen(APP, "Search", "Search box")),
+        ("tap", {"x": 500, "y": 200}, "Search box", screen(APP, "Search", "Search box")),
+        ("tap", {"x": 500, "y": 200}, "Search box", screen(APP, "Search", "Search box")),
+        ("keyboard_text", {"text": "gym"}, "Search box", results),
+        ("tap", {"x": 50, "y": 1500}, None, results),
+        ("tap", {"x": 100, "y": 300}, "Select all", results),
+        ("tap", {"x": 900, "y": 300}, "Flag", screen(APP, "Results", "Select all", "Flag", "Gym notes", "Flagged")),
+    ])
+    [proc] = procedures(plane)
+    assert [(s.tool, s.text or s.target_label) for s in proc.steps] == [
+        ("launch_app", None), ("tap", "Search"), ("tap", "Search box"), ("keyboard_text", "gym"),
+        ("tap", "Select all"), ("tap", "Flag")]

@@ -177,8 +177,10 @@ def test_the_apps_name_typed_into_the_launcher_is_no_value(plane: MemoryPlane) -
     run_task(plane, "Book a room in Quito on Tripster", calls)
     [proc] = procedures(plane)
     assert list(proc.slots.values()) == ["Quito"]
-    # The hotel's label holds the typed city: that value's slot, its other words kept for another city.
-    assert [s.slot is not None for s in proc.steps] == [False, False, False, True, False, True, False]
+    # The hotel's label holds the typed city: that value's slot, its other words kept for another city. The tap
+    # on Destination changed nothing the record shows, yet it focused the field typed into next: it stays.
+    assert [s.slot is not None for s in proc.steps] == [False, False, False, False, True, False, True, False]
+    assert proc.steps[3].target_label == "Destination"
     steps = proc.steps_for_goal("Book a room in Lisbon on Tripster")
     assert [s.text for s in steps if s.tool == "keyboard_text"] == ["Tripster", "Lisbon"]
     assert "Hotel Lisbon Centre" in [s.target_label for s in steps]
