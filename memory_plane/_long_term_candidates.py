@@ -44,7 +44,7 @@ from ._tokens import token_set
 __all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
 
 CANDIDATES_NAME = "candidates.sqlite"
-_VERSION = "2"
+_VERSION = "3"
 _COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
 _BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
 _WORD = re.compile(r"[a-z0-9]+")
@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type 
                                   priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (k, name)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
+CREATE INDEX IF NOT EXISTS items_order ON items (status, priority DESC, id);
 """
 
 
@@ -289,12 +290,13 @@ class CandidateIndex:
             return sorted(n for (n,) in db.execute(
                 f"SELECT name FROM items WHERE status = 'active' AND type IN ({marks})", wanted))
 
-    def profile_order(self) -> list[tuple[str, str]]:
-        """(file name, id) of the active profile, rule and preference memories, in profile.md's order."""
+    def profile_order(self, limit: int) -> list[tuple[str, str]]:
+        """(file name, id) of the first ``limit`` active profile, rule and preference memories, in profile.md's
+        order (read along the index on status, priority and id: as many rows as asked, whatever the store)."""
         with self._db() as db:
-            rows = db.execute("SELECT name, id, priority FROM items WHERE status = 'active' AND type IN (?, ?, ?)",
-                              PROFILE_TYPES).fetchall()
-        return [(n, i) for n, i, _ in sorted(rows, key=lambda r: (-r[2], r[1]))]
+            rows = db.execute("SELECT name, id FROM items WHERE status = 'active' AND type IN (?, ?, ?) "
+                              "ORDER BY priority DESC, id LIMIT ?", (*PROFILE_TYPES, limit)).fetchall()
+        return [(n, i) for n, i in rows]
 
     def candidates(self, probe: Probe) -> list[str] | None:
         """The files of the active memories a save of this text may match, by name (None: every one may)."""

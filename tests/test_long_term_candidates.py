@@ -209,3 +209,40 @@ def test_a_torn_candidates_file_is_made_again(tmp_path: Path) -> None:
     assert res.status == "ignored"
     assert store.candidates.current()
     plane.close()
+
+
+def test_profile_md_lists_the_first_memories_by_priority_and_a_save_rewrites_only_those(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """profile.md holds the highest-priority active profile, rule and preference memories up to its bound and
+    says more follow; a save of one below the bound reads no other memory and leaves the file as it was; one
+    above it enters in its place. verify builds the same file from every memory."""
+    import memory_plane._long_term as lt
+
+    monkeypatch.setattr(lt, "PROFILE_LINES", 3)
+    plane = MemoryPlane.open(tmp_path / "m")
+    store = plane.long_term
+    for k, prio in enumerate([50, 90, 30, 70, 10]):
+        store.save_memory(type="preference", content=f"I prefer the colour number {k} for my phone", priority=prio)
+    profile = store.dir / "profile.md"
+    listed = [row.split()[1][1:] for row in profile.read_text().splitlines() if row.startswith("- [")]
+    prios = {e["id"]: e["priority"] for e in store.index.read().entries}
+    assert [prios[i] for i in listed] == [90, 70, 50] and "More active profile" in profile.read_text()
+    before = profile.read_bytes()
+    loaded: list[Path] = []
+    real = LongTermStore.load_path
+
+    def counting(self: LongTermStore, path: Path):  # type: ignore[no-untyped-def]
+        loaded.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(LongTermStore, "load_path", counting)
+    store.save_memory(type="rule", content="never call anyone after ten in the evening", priority=20)
+    assert profile.read_bytes() == before
+    store.save_memory(type="rule", content="always ask before paying for anything", priority=80)
+    listed = [row.split()[1][1:] for row in profile.read_text().splitlines() if row.startswith("- [")]
+    prios = {e["id"]: e["priority"] for e in store.index.read().entries}
+    assert [prios[i] for i in listed] == [90, 80, 70]
+    assert len({p for p in loaded if p.parent == store.mem_dir}) <= 4  # the bound and the one saved, not all 7
+    made = profile.read_bytes()
+    assert plane.verify().ok and profile.read_bytes() == made  # verify, from every memory, writes the same file
+    plane.close()
