@@ -289,15 +289,37 @@ class IndexFile:
                 hit[1].entries.append(dict(entry))
                 _cache[self._key] = (after, hit[1])
 
-    def write(self, entries: Iterable[Mapping[str, Any]]) -> None:
-        """Rewrite the whole index atomically (caller holds the collection lock)."""
-        body = "".join(format_entry(e) + "\n" for e in entries)
+    def write(self, entries: Iterable[Mapping[str, Any]], *, kept: Mapping[int, str] | None = None) -> None:
+        """Rewrite the whole index atomically (caller holds the collection lock). ``kept``: the line on disk of
+        each entry object left as it was read (``_lines``), written again as it is instead of formatted."""
+        kept = kept or {}
+        body = "".join((kept.get(id(e)) or format_entry(e)) + "\n" for e in entries)
         atomic_write(self.path, INDEX_HEADER + body, root=self.root)
         # The stat key alone cannot tell two rewrites apart when the filesystem reuses the inode within one
         # mtime tick and the size is the same (a count going from 1 to 2): this process's own rewrite
         # always drops its cached parse.
         with _cache_guard:
             _cache.pop(self._key, None)
+
+    def _lines(self, current: IndexRead) -> dict[int, str]:
+        """Each entry object of ``current`` (read in one piece) with its line as the file holds it, so a
+        rewrite copies the lines it does not change instead of formatting every entry again; empty when the
+        file is not line for line those entries (the caller formats them all)."""
+        if current.problems or not current.entries:
+            return {}
+        try:
+            text = read_bytes_nofollow(self.path).decode("utf-8")
+        except (OSError, ValueError, FileProblemError):
+            return {}
+        lines = [ln for ln in text.split("\n") if ln.startswith("- {")]
+        if len(lines) != len(current.entries):
+            return {}
+        out: dict[int, str] = {}
+        for ln, e in zip(lines, current.entries):
+            if not ln.startswith(f'- {{"id": "{e["id"]}"'):  # an id that needs escapes: formatted instead
+                return {}  # not the line of this entry: the file changed since it was read
+            out[id(e)] = ln
+        return out
 
     def upsert(self, entry: Mapping[str, Any]) -> None:
         """Replace the entry with the same id, or append it (caller holds the lock)."""
@@ -315,7 +337,7 @@ class IndexFile:
             entries[i] = dict(entry)
             # Drop twins a hand edit may have left, so there is one line per item.
             entries = [e for j, e in enumerate(entries) if j == i or e.get("id") != entry.get("id")]
-            self.write(entries)
+            self.write(entries, kept=self._lines(current))
             return
         if current.problems:
             self.write([*current.entries, dict(entry)])
@@ -329,7 +351,7 @@ class IndexFile:
         kept = [e for e in current.entries if e.get("id") not in drop]
         removed = len(current.entries) - len(kept)
         if removed:
-            self.write(kept)
+            self.write(kept, kept=self._lines(current))
         return removed
 
     def by_id(self) -> dict[str, dict[str, Any]]:

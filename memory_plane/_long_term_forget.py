@@ -72,15 +72,26 @@ def run_forget(store: LongTermStore, mem_id: str, reason: str) -> bool:
 
 
 def _chain(store: LongTermStore, mem: LongTermMemory) -> list[LongTermMemory]:
-    """The memory and every replaced memory it superseded, directly or through another."""
-    others = [m for m in (i.record for i in store.iter_items()) if m is not None and m.status == "replaced"]
+    """The memory and every replaced memory it superseded, directly or through another: found through the index
+    (its lines name what replaced each memory; it is checked against the files first), each one read from its
+    file, so a forget reads the memories it removes, not every memory of the store."""
+    by_successor: dict[str, list[str]] = {}
+    for e in store.entries():
+        if e.get("status") == "replaced" and isinstance(e.get("superseded_by"), str):
+            by_successor.setdefault(e["superseded_by"], []).append(str(e["id"]))
     chain, seen = [mem], {mem.id}
     frontier = [mem]
     while frontier:
         cur = frontier.pop()
-        for m in others:
-            if m.id not in seen and (m.superseded_by == cur.id or m.id == cur.supersedes):
-                seen.add(m.id)
+        for mem_id in [*by_successor.get(cur.id, []), *([cur.supersedes] if cur.supersedes else [])]:
+            if mem_id in seen:
+                continue
+            seen.add(mem_id)
+            try:
+                m = store.get(mem_id)
+            except (FileProblemError, UnsafePathError):
+                continue  # a link by hand to no memory, or to one that does not read: nothing of it to forget
+            if m is not None and m.status == "replaced" and (m.superseded_by == cur.id or m.id == cur.supersedes):
                 chain.append(m)
                 frontier.append(m)
     return chain
@@ -103,7 +114,7 @@ def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
             if current:
                 # The rows go with the files (their deleted pages overwritten): no key of the text stays.
                 store.candidates.drop(store.path_for(m.id).name for m in mems)
-        store.write_derived(store.profile_records())
+        store.update_profile(mems)  # their lines go (read again only when one of them was in profile.md)
     return changed
 
 

@@ -69,3 +69,30 @@ def test_a_path_of_another_type_is_read_as_before_by_the_index_check(tmp_path: P
             warned = [r.getMessage() for r in caplog.records if "rebuilt from the item files" in r.getMessage()]
             assert bool(warned) == rebuilt, (odd, warned)
         assert "1 line(s) name files that are not there (first: memories/gone.md)" in warned[0]
+
+
+@pytest.mark.parametrize("change", ["remove", "update"])
+def test_a_rewrite_copies_the_lines_it_does_not_change(tmp_path: Path, change: str) -> None:
+    """Removing or updating one entry rewrites the file with every other line as it was (a person's spacing
+    included) and that entry's line alone made again; with an id that needs escapes every line is formatted
+    instead, the entries the same."""
+    d = tmp_path / "coll"
+    d.mkdir()
+    idx = IndexFile(d / "index.yaml")
+    lines = [format_entry({"id": f"i{k}", "n": k}) for k in range(5)]
+    lines[3] = '- {"id": "i3",   "n": 3,  "note": "spaced by hand"}'
+    (d / "index.yaml").write_text(INDEX_HEADER + "".join(ln + "\n" for ln in lines))
+    with collection_lock(d):
+        if change == "remove":
+            assert idx.remove(["i1"]) == 1
+            want = [lines[0], *lines[2:]]
+        else:
+            idx.upsert({"id": "i1", "n": 10})
+            want = [lines[0], format_entry({"id": "i1", "n": 10}), *lines[2:]]
+    assert (d / "index.yaml").read_text() == INDEX_HEADER + "".join(ln + "\n" for ln in want)
+    # An id with a quote in it: its line cannot be told by its start, so every line is formatted again.
+    odd = [{"id": 'a"b', "n": 1}, {"id": "c", "n": 2}]
+    (d / "index.yaml").write_text(INDEX_HEADER + '- {"id": "a\\"b",  "n": 1}\n- {"id": "c", "n": 2}\n')
+    with collection_lock(d):
+        assert idx.remove(["c"]) == 1
+    assert (d / "index.yaml").read_text() == INDEX_HEADER + format_entry(odd[0]) + "\n"
