@@ -44,6 +44,22 @@ def shared_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryPla
         yield p
 
 
+@pytest.fixture
+def memory_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every long-term memory file read (``LongTermStore.load_path``) from now on in the test, in order."""
+    from memory_plane._long_term import LongTermStore
+
+    loaded: list[Path] = []
+    real = LongTermStore.load_path
+
+    def counting(self: LongTermStore, path: Path):  # type: ignore[no-untyped-def]
+        loaded.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(LongTermStore, "load_path", counting)
+    return loaded
+
+
 def no_temp_debris(directory: Path) -> list[str]:
     """Return staging files left anywhere under directory."""
     from memory_plane.lifecycle import is_temp_name

@@ -498,9 +498,7 @@ def test_gc_removes_old_commit_debris_in_the_staging_folder(root: Path) -> None:
 
 
 def test_forget_takes_the_superseded_chain_and_reads_only_its_memories(root: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from memory_plane._long_term import LongTermStore
-
+                                                                       request: pytest.FixtureRequest) -> None:
     with MemoryPlane.open(root) as plane:
         lt = plane.long_term
         for k in range(30):
@@ -508,14 +506,7 @@ def test_forget_takes_the_superseded_chain_and_reads_only_its_memories(root: Pat
         a = lt.save_memory(type="fact", content="office wifi password is on the fridge")
         b = lt.save_memory(type="fact", content="office wifi password is on the fridge door")
         c = lt.save_memory(type="fact", content="office wifi password is on the fridge door, top left")
-        loaded: list[Path] = []
-        real = LongTermStore.load_path
-
-        def counting(self: LongTermStore, path: Path):  # type: ignore[no-untyped-def]
-            loaded.append(path)
-            return real(self, path)
-
-        monkeypatch.setattr(LongTermStore, "load_path", counting)
+        loaded: list[Path] = request.getfixturevalue("memory_loads")  # from here on: what the forget reads
         assert plane.forget(c.id)
         assert all(lt.get(i) is None for i in (a.id, b.id, c.id))
         assert len(lt.entries()) == 30

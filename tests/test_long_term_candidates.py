@@ -137,17 +137,10 @@ def _sized(root: Path, n: int) -> MemoryPlane:
     return plane
 
 
-def test_a_save_reads_the_candidates_not_every_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_save_reads_the_candidates_not_every_memory(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     plane = _sized(tmp_path, 40)
     store = plane.long_term
-    loaded: list[Path] = []
-    real = LongTermStore.load_path
-
-    def counting(self: LongTermStore, path: Path):  # type: ignore[no-untyped-def]
-        loaded.append(path)
-        return real(self, path)
-
-    monkeypatch.setattr(LongTermStore, "load_path", counting)
+    loaded: list[Path] = request.getfixturevalue("memory_loads")  # from here on: what the save reads
     res = store.save_memory(type="fact", content="the kitchen light switch is behind the fridge")
     assert res.status == "saved"
     assert len([p for p in loaded if p.parent == store.mem_dir]) <= 3
@@ -212,7 +205,7 @@ def test_a_torn_candidates_file_is_made_again(tmp_path: Path) -> None:
 
 
 def test_profile_md_lists_the_first_memories_by_priority_and_a_save_rewrites_only_those(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """profile.md holds the highest-priority active profile, rule and preference memories up to its bound and
     says more follow; a save of one below the bound reads no other memory and leaves the file as it was; one
     above it enters in its place. verify builds the same file from every memory."""
@@ -228,14 +221,7 @@ def test_profile_md_lists_the_first_memories_by_priority_and_a_save_rewrites_onl
     prios = {e["id"]: e["priority"] for e in store.index.read().entries}
     assert [prios[i] for i in listed] == [90, 70, 50] and "More active profile" in profile.read_text()
     before = profile.read_bytes()
-    loaded: list[Path] = []
-    real = LongTermStore.load_path
-
-    def counting(self: LongTermStore, path: Path):  # type: ignore[no-untyped-def]
-        loaded.append(path)
-        return real(self, path)
-
-    monkeypatch.setattr(LongTermStore, "load_path", counting)
+    loaded: list[Path] = request.getfixturevalue("memory_loads")  # from here on: what the saves read
     store.save_memory(type="rule", content="never call anyone after ten in the evening", priority=20)
     assert profile.read_bytes() == before
     store.save_memory(type="rule", content="always ask before paying for anything", priority=80)
