@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pytest
+
 from memory_plane.bench import run_one
 from memory_plane.bench._scale import OPS, check_builder
 
@@ -25,3 +27,16 @@ def test_bench_scale_reports_every_operation_per_size() -> None:
             assert row[op]["ms"] >= 0 and row[op]["peak_mb"] > 0
             assert "ms_ratio" in row[op] and "peak_mb_ratio" in row[op]
         assert row["commit"]["lessons_ms"] >= 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
+def test_an_operations_peak_memory_is_its_own_not_the_parents() -> None:
+    """The peak an operation reports is its process's own: a parent that holds much memory when it starts the
+    operation's process does not lend it its peak (as ``ru_maxrss`` would across fork and exec)."""
+    import subprocess
+    import sys
+
+    ballast = bytearray(300 * 1024 * 1024)  # the parent's peak: 300 MB more than any child needs
+    out = subprocess.run([sys.executable, "-c", "from memory_plane.bench._scale import peak_mb; print(peak_mb())"],
+                         capture_output=True, text=True, check=True).stdout
+    assert len(ballast) and float(out) < 250
