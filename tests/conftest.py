@@ -1,4 +1,7 @@
-"""Shared fixtures: a fresh memory root, a plane over it (per test or per module), a repository-relative data path."""
+"""Shared fixtures: a fresh memory root, a plane over it (per test or per module), a repository-relative data path.
+
+It reaches inside the long-term store (``memory_plane._long_term``) for ``LongTermStore.load_path``, to count the
+memory files a save or a forget reads (``memory_loads``)."""
 
 from __future__ import annotations
 
