@@ -95,3 +95,15 @@ def test_the_app_name_is_left_out_as_a_whole_phrase_only(goal: str, app: str) ->
         assert all(w in out.split() for w in kept) or out == goal  # other words, and whole words, stay
     else:
         assert app not in out or out == goal
+
+
+def test_a_latin_name_after_a_verb_of_messaging_is_the_target() -> None:
+    """"send Zhang San a message" names its recipient before what is sent, as "send a message to Zhang San" does
+    after it; an app's name there is the app, and a pronoun or a lower-case word is no name."""
+    catalog = shipped_catalog()
+    cases = {"send Zhang San a message": "Zhang San", "send a message to Zhang San": "Zhang San",
+             "Remind Li Lei to buy milk": "Li Lei", "tell Bob on WeChat I will be late": "Bob",
+             "send Mom a message saying hi": "Mom", "Send WeChat a message": None, "send it to me": None,
+             "send the report to the team": None}
+    assert {g: parse_query(g, catalog).target for g in cases} == cases
+    assert parse_query("send Zhang San a message", catalog).app is None  # a name is no app

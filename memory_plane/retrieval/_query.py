@@ -51,6 +51,12 @@ _ZH_TARGET = re.compile(
 )
 _EN_TARGET = re.compile(
     r"\b(?i:to|with|for|find|call|message|text|order|buy)\s+(?i:an?\s+|some\s+)?([A-Z][A-Za-z]+(?:\s+[A-Z][a-z]+)?)")
+# A recipient named right after a verb of messaging, before what is sent: "send Zhang San a message", "tell Bob
+# ...", "remind Mom to ...". Names are capitalised words; what follows must not be another capitalised word.
+_EN_RECIPIENT = re.compile(
+    r"\b(?i:send|tell|ask|remind|text|message|email|e-mail|write|wish|call)\s+"
+    r"([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)(?=\s+(?:a|an|the|that|to|on|in|via|about|my|his|her|it|me|some)\b|[,.;:!?]|$)")
+_NOT_NAMES = frozenset({"i", "me", "my", "the", "a", "an", "it", "this", "that", "all", "everyone", "somebody"})
 _NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
 _ZH_VERBS = ("打开", "使用", "登录", "进入", "处理", "关于", "在")
 
@@ -181,8 +187,11 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     if m and catalog.canonical(m.group(1)) is None:
         entities.append(m.group(1))
     m2 = _EN_TARGET.search(clean)
-    if m2 and catalog.canonical(m2.group(1)) is None:
-        entities.append(m2.group(1))
+    m3 = _EN_RECIPIENT.search(clean)
+    for m in sorted((x for x in (m2, m3) if x), key=lambda x: x.start(1)):  # the one said first leads
+        name = m.group(1)
+        if catalog.canonical(name) is None and name.lower() not in _NOT_NAMES:
+            entities.append(name)
     entities += _NUMBER.findall(clean)
     for verb in _ZH_VERBS:
         i = clean.find(verb)
