@@ -233,7 +233,9 @@ def learn_calibration(writer: LessonWriter, lesson: LessonContext, res: Extracti
                                              "screen": f"{w}x{h}" if w else None}.items() if v},
         )
         if verified:
-            where = f"device pixels ({scale}; screenshots are {w}x{h})" if scale else "screenshot pixels"
+            # Said in the space the taps were given in: a tap in normalized coordinates proves nothing of pixels.
+            where = ("normalized coordinates (fractions of the screen)" if normalized
+                     else f"device pixels ({scale}; screenshots are {w}x{h})" if scale else "screenshot pixels")
             c.notes = [f"a tap at {where} changed the page ({lesson.ep.id})"]
         merge(c)
         return c

@@ -382,3 +382,19 @@ def test_odd_phone_input_and_hand_edited_blame_fields_cost_nothing(tmp_path: Pat
         run(plane, "打开微信，给张三发消息", wechat_path("张三", 300))
         assert plane.device.get(p.id) is not None
         assert plane.retrieve(MemoryRetrieveRequest(input="打开微信通讯录", current_hints=ZH)).render()
+
+
+def test_a_tap_in_normalized_coordinates_is_said_in_that_space(tmp_path: Path) -> None:
+    """Taps given as fractions of the screen, without a screenshot: the calibration learned says the taps are
+    normalized and that such a tap changed the page, never that a tap at screenshot pixels did."""
+    from task_runs import run_task, screen
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run_task(plane, "Open the contacts in Chat", [
+            ("launch_app", {"app": "Chat"}, None, screen("Chat", "Home", "Contacts")),
+            ("tap", {"x": 0.5, "y": 0.9, "coord_space": "normalized"}, "Contacts", screen("Chat", "Contacts", "Ann")),
+        ])
+        [cal] = [c for c in (plane.device.get(e["id"]) for e in plane.device.entries("calibration"))
+                 if isinstance(c, Calibration)]
+        assert cal.coord_space == "normalized" and cal.screenshot_width is None
+        assert cal.notes and all("normalized coordinates" in n and "screenshot pixels" not in n for n in cal.notes)
