@@ -91,6 +91,17 @@ def _gc_state(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     return files, sorted((str(t.get("type")), str(t.get("id"))) for t in tombs)
 
 
+def _rerun_against(root: Path, now: Any, want_files: list[str],
+                   want_tombs: list[tuple[str, str]]) -> tuple[int, int, list[str]]:
+    """Run GC again on a tree a killed GC left (the next cron run) and compare it with an unkilled GC's: the
+    tombstones lost, the tombstones written twice, the files that differ."""
+    _gc_child(root, now)
+    files, tombs = _gc_state(root)
+    got = {t: tombs.count(t) for t in set(tombs)}
+    lost = sum(1 for t in set(want_tombs) if t not in got)
+    return lost, sum(c - 1 for c in got.values()), sorted(set(files) ^ set(want_files))
+
+
 def gc_kills(n: int, rng: random.Random, items: int = 1200, episodes: int = 600) -> dict[str, Any]:
     """SIGKILL a GC n times at random points, run it again each time, and compare with an unkilled run:
     tombstones lost or written twice, and files left that an unkilled run removes (goals 0, 0, 0)."""
@@ -131,12 +142,9 @@ def gc_kills(n: int, rng: random.Random, items: int = 1200, episodes: int = 600)
             _, status = os.waitpid(pid, 0)
             out["gc_kills"] += 1
             out["gc_killed_midway"] += int(os.WIFSIGNALED(status))
-            _gc_child(root, now)  # the next cron run
-            files, tombs = _gc_state(root)
-            got = {t: tombs.count(t) for t in set(tombs)}
-            out["gc_lost_tombstones"] += sum(1 for t in set(want_tombs) if t not in got)
-            out["gc_duplicate_tombstones"] += sum(c - 1 for c in got.values())
-            differing = sorted(set(files) ^ set(want_files))
+            lost, twice, differing = _rerun_against(root, now, want_files, want_tombs)
+            out["gc_lost_tombstones"] += lost
+            out["gc_duplicate_tombstones"] += twice
             out["gc_files_differing"] += len(differing)
             # Named, so that a difference seen once (a kill at one narrow point) says where to look.
             out["gc_differing_examples"] = (out.get("gc_differing_examples", []) + differing)[:5]
@@ -224,13 +232,10 @@ def gc_kill_points(points: int, items: int = 40, episodes: int = 20) -> dict[str
                 finally:
                     os._exit(0)
             os.waitpid(pid, 0)
-            _gc_child(root, now)  # the next cron run
-            files, tombs = _gc_state(root)
-            got = {t: tombs.count(t) for t in set(tombs)}
-            differing = sorted(set(files) ^ set(want_files))
+            lost, twice, differing = _rerun_against(root, now, want_files, want_tombs)
             out["gc_points"] += 1
-            out["gc_point_lost_tombstones"] += sum(1 for t in set(want_tombs) if t not in got)
-            out["gc_point_duplicate_tombstones"] += sum(c - 1 for c in got.values())
+            out["gc_point_lost_tombstones"] += lost
+            out["gc_point_duplicate_tombstones"] += twice
             out["gc_point_files_differing"] += len(differing)
             out["gc_point_examples"] = (out["gc_point_examples"] + [f"{limit}: {p}" for p in differing])[:5]
             shutil.rmtree(root)
