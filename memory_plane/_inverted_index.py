@@ -130,10 +130,38 @@ class InvertedIndex:
             return 0.0
         return 5 * precision * recall / (4 * precision + recall)
 
-    def search(self, query: frozenset[str], limit: int = 200) -> list[tuple[int, float]]:
-        """Documents sharing tokens with the query, by IDF-weighted overlap (0..1, F2 of coverages)."""
+    def weak_tokens(self, query: frozenset[str], floor: float) -> frozenset[str]:
+        """The query's tokens that, shared all together and nothing else, leave a document's similarity under
+        ``floor``: a document only they reach need not be looked at by a caller for whom that is no match.
+
+        A common word ("the", a word every memory holds) weighs next to nothing, yet its posting list holds the
+        whole store: skipping the documents only such words reach keeps a search's work to what the rarer words
+        reach, however large the store. The similarity is at most ``5r / (4 + r)`` for a document sharing a
+        share ``r`` of the query's weight (its precision at most 1)."""
+        if floor <= 0 or not query:
+            return frozenset()
+        weights = sorted((w, t) for t, w in self.weights(query).items())
+        total = math.fsum(w for w, _ in weights)
+        if total <= 0:
+            return query
+        weak: list[str] = []
+        shared = 0.0
+        for w, t in weights:
+            r = (shared + w) / total
+            if 5 * r / (4 + r) >= floor * (1 - 1e-9):  # a margin for rounding: never too many left out
+                break
+            shared += w
+            weak.append(t)
+        return frozenset(weak)
+
+    def search(self, query: frozenset[str], limit: int = 200, floor: float = 0.0) -> list[tuple[int, float]]:
+        """Documents sharing tokens with the query, by IDF-weighted overlap (0..1, F2 of coverages). With a
+        ``floor``, documents that cannot reach it (``weak_tokens``) are left out unseen."""
         if not query:
             return []
+        weak = self.weak_tokens(query, floor)
+        if weak:
+            return self._search_strong(query, weak, limit)
         # Sorted tokens and exact sums: a set's order follows the per-process string hash, and the same
         # query must recall the same documents (ties at the cut included) in every process.
         idf, weight = self._idf, self.weight
@@ -171,6 +199,38 @@ class InvertedIndex:
             if precision > 1.0:
                 precision = 1.0
             add((i, 5 * precision * recall / (4 * precision + recall)))
+        scored.sort(key=_second, reverse=True)
+        return scored[:limit]
+
+    def _search_strong(self, query: frozenset[str], weak: frozenset[str], limit: int) -> list[tuple[int, float]]:
+        """``search`` over the documents a token not in ``weak`` reaches, scored on every token they share."""
+        weights = {t: self.weight(t) for t in sorted(query)}
+        total = math.fsum(weights.values())
+        postings = self.postings
+        acc: dict[int, float] = {}
+        get = acc.get
+        for t in sorted(query - weak):
+            w = weights[t]
+            for i in postings.get(t, ()):
+                acc[i] = get(i, 0.0) + w
+        if not acc or total <= 0:
+            return []
+        for t in sorted(weak):
+            plist = postings.get(t)
+            if not plist:
+                continue
+            w = weights[t]
+            if len(plist) < len(acc):
+                for i in plist:
+                    if i in acc:
+                        acc[i] += w
+            else:
+                for i in acc:
+                    if t in self.doc(i):
+                        acc[i] += w
+        k = limit * 3
+        pool = sorted(acc.items(), key=_second, reverse=True)[:k]
+        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
         scored.sort(key=_second, reverse=True)
         return scored[:limit]
 

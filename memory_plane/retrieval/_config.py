@@ -17,6 +17,10 @@ class RetrieveConfig:
     caps: dict[str, int] = field(default_factory=lambda: dict(CAPS))
     budget_chars: int = 4000
     min_similarity: float = 0.25
+    # A long-term memory's word match under this is noise (the goal's commonest words, which every memory may
+    # hold): counted as none, so a rule shares its order with the rules no word reaches, and a search need not
+    # visit every memory holding such a word (what makes a retrieve's work grow with the store).
+    noise_similarity: float = 0.01
     episode_max_age_days: float = 180.0
     recency_days: float = 30.0
     search_limit: int = 60

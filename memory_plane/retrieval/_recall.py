@@ -14,12 +14,15 @@ from ._sources import Source
 
 
 def recall(src: Source, q: ParsedQuery, config: RetrieveConfig,
-           always: Sequence[int] | None = None) -> dict[int, float]:
+           always: Sequence[int] | None = None, floor: float = 0.0) -> dict[int, float]:
     """Candidates of one source: the best token matches, the query app's items, the always-shown ones (``always``
-    instead of all of them, when the caller accounts for the others at similarity 0)."""
-    found = dict(src.inv.search(q.tokens, config.search_limit))
-    # Below the search cut-off a document shares no token with the query, so its similarity is 0;
-    # only when the search was truncated must the extra candidates be measured.
+    instead of all of them, when the caller accounts for the others at similarity 0).
+
+    With a ``floor``, a similarity under it counts as none (0.0): the caller takes no word match weaker than that
+    for one, so the documents only the goal's commonest words reach are not looked at."""
+    found = dict(src.inv.search(q.tokens, config.search_limit, floor))
+    # Below the search cut-off a document shares no token with the query (none the floor lets count), so its
+    # similarity is 0; only when the search was truncated must the extra candidates be measured.
     truncated = len(found) >= config.search_limit
     weights = src.inv.weights(q.tokens) if truncated else None
     extra = list(src.gen.always if always is None else always)
@@ -28,6 +31,8 @@ def recall(src: Source, q: ParsedQuery, config: RetrieveConfig,
     for i in extra:
         if i not in found:
             found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
+    if floor > 0:
+        return {i: (sim if sim >= floor else 0.0) for i, sim in found.items()}
     return found
 
 

@@ -277,17 +277,21 @@ class Retriever:
         src = self._lt_source
         rules = self.rule_scope.for_goal(src, ctx.q)
         planned = None
+        # A word match under the noise floor counts as none: a rule sharing only the goal's commonest words is
+        # judged as one sharing none (its verdict replayed from the plan), and is never looked at.
+        floor = self.config.noise_similarity
         if drop.explain:
-            found = recall(src, ctx.q, self.config)
+            found = recall(src, ctx.q, self.config, floor=floor)
         else:
             plan = rule_plan(self.scorer, src, src.gen.view(ctx.env), ctx, rules)
             # Judged with the goal as usual: what its words reach, what holds a name it gives, what is clock-bound.
             reached: set[int] = set()
-            postings = src.gen.inv.postings
-            for t in ctx.q.tokens:
+            inv = src.gen.inv
+            postings = inv.postings
+            for t in ctx.q.tokens - inv.weak_tokens(ctx.q.tokens, floor):
                 reached.update(postings.get(t, ()))
             found = recall(src, ctx.q, self.config,
-                           sorted({*reached.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}))
+                           sorted({*reached.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}), floor)
             apart = plan.replay.keys() & found.keys()
             if ctx.exclude:
                 apart |= plan.excluded(ctx)
