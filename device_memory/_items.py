@@ -91,7 +91,7 @@ class DeviceItem(Record):
 class ScreenInfo(BaseModel):
     """Screenshot geometry of a device."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     screenshot_width: int | None = None
     screenshot_height: int | None = None
@@ -125,7 +125,7 @@ class DeviceProfile(DeviceItem):
 class OpenMethod(BaseModel):
     """A way to open an app, with how often it worked."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     method: str
     query: str | None = None
@@ -193,7 +193,7 @@ def slot_mark(name: str) -> str:
 class ProcedureStep(BaseModel):
     """One verified action of a procedure."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     tool: str
     action: str | None = None
@@ -395,7 +395,7 @@ class Failure(DeviceItem):
 class AnchorPoint(BaseModel):
     """Running statistics of normalised tap positions (Welford)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     count: int = 0
     nx: float = 0.0

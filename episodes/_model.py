@@ -60,7 +60,7 @@ def episode_year(episode_id: str) -> str:
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
 
 class NormalizedGoal(_Open):
@@ -121,7 +121,7 @@ class Metrics(_Open):
 class TaskEpisode(BaseModel):
     """One task, successful or not: the raw material for every lesson."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     id: str
     type: str = "task_episode"

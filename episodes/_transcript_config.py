@@ -21,7 +21,7 @@ log = logging.getLogger("memory_plane")
 
 class _Section(BaseModel):
     # Unknown keys are kept (and reported by unknown_keys), so a typo is named instead of silently ignored.
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
 
 class TranscriptSection(_Section):

@@ -11,7 +11,7 @@ class CurrentEnvironmentHints(BaseModel):
     """What the runtime already knows about the device; never triggers device actions."""
 
     # A misspelt hint ("langauge") is an error naming it: kept aside, it would silently change nothing.
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     app: str | None = None
     page: str | None = None
@@ -35,7 +35,7 @@ class MemoryRetrieveRequest(BaseModel):
     tool filter silently off); the request is built by the caller, never read back from disk.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     input: str
     device_id: str | None = None

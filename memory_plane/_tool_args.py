@@ -177,7 +177,7 @@ class ToolArgs(BaseModel):
     """Base of a tool's arguments: Go's names as aliases, a primary argument for a bare value."""
 
     # Unknown keys are kept aside (and named in the answer), never a reason to refuse the call.
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     # The Go tools' argument names read as ours (alias -> field); documented in each declaration.
     ALIASES: ClassVar[dict[str, str]] = {}

@@ -17,7 +17,7 @@ _SAME_VERSION_MOVES = {("pending", "ready"), ("pending", "failed"), ("ready", "s
 class StepRecord(BaseModel):
     """One step: what was done, what the validator said, what was seen."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     kind: Literal["step"] = "step"
     step_id: str
@@ -123,7 +123,7 @@ class SummaryEvidence(BaseModel):
 class SummaryRecord(BaseModel):
     """One version of a step's visual summary."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     kind: Literal["summary"] = "summary"
     step: int
