@@ -14,6 +14,7 @@ _ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang
 _OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
 UNVERIFIED_PENALTY = 0.5  # a memory its own success did not show done (outcome doubt) weighs as one without evidence
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
+_NO_ENV: tuple[str | None, ...] = (None,) * len(ENV_KEYS)
 
 
 class Feat(NamedTuple):
@@ -45,6 +46,8 @@ def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
     appl = e.get("applicability")
     if not isinstance(appl, dict):
         appl = {}
+    if not appl and not any(k in e for k in _OWN_KEYS):
+        return _NO_ENV  # a memory of no environment (most long-term memories): nothing to look up
     out = []
     for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
         v = None
@@ -105,5 +108,11 @@ def episode_text(e: dict[str, Any]) -> str:
 
 def long_term_text(e: dict[str, Any]) -> str:
     """The words of a long-term memory's index line that a goal is matched against."""
-    fields = (e.get("title"), e.get("summary"), e.get("tags"), e.get("entities"))
-    return " ".join(x for x in map(field_text, fields) if x)
+    title, summary, tags, entities = e.get("title"), e.get("summary"), e.get("tags"), e.get("entities")
+    if (type(title) is str and type(summary) is str and type(tags) is list and type(entities) is list
+            and all(type(t) is str for t in tags) and all(type(t) is str for t in entities)):
+        # The line as the store writes it, every entry at a fresh process's start: the same words as below
+        # (field_text of each field, the empty ones left out) without a call per field.
+        return " ".join(x for x in (title, summary, " ".join(t for t in tags if t), " ".join(t for t in entities if t))
+                        if x)
+    return " ".join(x for x in map(field_text, (title, summary, tags, entities)) if x)

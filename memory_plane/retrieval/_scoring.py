@@ -357,9 +357,10 @@ class Scorer:
         """Put every entry of the source's ``always`` in the view's settled verdicts (those not there yet are
         settled now)."""
         settled, facts = view.settled, view.facts
+        unnamed = ctx._replace(names=())
         for i in src.gen.always:
             if i not in settled:
-                settled[i] = self._settle(src, i, ctx, facts)
+                settled[i] = self._settle(src, i, unnamed, facts)
 
     def _settle(self, src: Source, i: int, ctx: Query, facts: dict[int, Facts]) -> Settled | Literal[False]:
         """A long-term memory's verdict at similarity 0 for a goal that names nothing in it, with the drops it
@@ -368,7 +369,7 @@ class Scorer:
         if f.when is not None or (f.expires is not None and f.expires is not BAD_TIME):
             return False
         calls = CallLog()
-        verdict = self.judge_long_term(src, i, 0.0, ctx._replace(names=()), calls, facts)
+        verdict = self.judge_long_term(src, i, 0.0, ctx if not ctx.names else ctx._replace(names=()), calls, facts)
         return Settled(tuple(calls.calls), verdict, field_text(src.entries[i].get("summary")).lower())
 
     def rejudge(self, c: Cand, rec: Any, fresh: dict[str, Any], ctx: Query, drop: DropLog) -> Rejudged | None:
