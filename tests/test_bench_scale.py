@@ -27,6 +27,9 @@ def test_bench_scale_reports_every_operation_per_size() -> None:
             assert row[op]["ms"] >= 0 and row[op]["peak_mb"] > 0
             assert "ms_ratio" in row[op] and "peak_mb_ratio" in row[op]
         assert row["commit"]["lessons_ms"] >= 0
+    start = rep["startup"]
+    assert start["runs"] >= 3 and 0 < start["best_ms"] <= start["median_ms"]
+    assert 0 < start["import_median_ms"] < start["median_ms"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")

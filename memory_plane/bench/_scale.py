@@ -4,14 +4,16 @@ Each size's tree holds that many long-term memories. The tree is built by writin
 for a memory that matches no other (its file, then index.yaml, the candidates index and profile.md once); the
 first memories are built both ways, through ``save_memory`` and by the builder, and the files compared byte for
 byte (index.yaml by its lines, which the builder writes in the store's order and saves append). Each operation
-then runs in a fresh process, which reports its own time and its peak memory (``VmHWM``). Timings are
-figures to read, never assertions.
+then runs in a fresh process, which reports its own time and its peak memory (``VmHWM``). Apart from the sizes,
+``startup`` is what a phone's agent pays once per start: ``import memory_plane`` and the first retrieve of a small
+tree, in fresh processes. Timings are figures to read, never assertions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import statistics
@@ -183,6 +185,35 @@ def _in_child(name: str, root: Path) -> dict[str, Any]:
     return result
 
 
+_STARTUP = """
+import json, sys, time
+t0 = time.perf_counter()
+from memory_plane import MemoryPlane
+t1 = time.perf_counter()
+MemoryPlane.open(sys.argv[1]).retrieve("what is the office code")
+t2 = time.perf_counter()
+print(json.dumps({"import_ms": (t1 - t0) * 1000, "total_ms": (t2 - t0) * 1000}))
+"""
+STARTUP_MEMORIES = 50
+STARTUP_RUNS = 7
+
+
+def startup(base: Path) -> dict[str, Any]:
+    """``import memory_plane`` plus the first retrieve of a small tree, each in a fresh process (the best and the
+    median of a few runs: a phone's agent pays this once per start)."""
+    root = base / "startup"
+    build(root, STARTUP_MEMORIES)
+    runs = []
+    for _ in range(STARTUP_RUNS):
+        proc = subprocess.run([sys.executable, "-c", _STARTUP, str(root)], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    total = sorted(x["total_ms"] for x in runs)
+    return {"memories": STARTUP_MEMORIES, "runs": STARTUP_RUNS, "best_ms": r(total[0], 1),
+            "median_ms": r(statistics.median(total), 1),
+            "import_median_ms": r(statistics.median(x["import_ms"] for x in runs), 1)}
+
+
 def _sizes(args: argparse.Namespace) -> list[int]:
     text = getattr(args, "sizes", None) or ("200,1000" if getattr(args, "short", False) else "1000,10000")
     try:
@@ -200,6 +231,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     with temp_root() as tmp:
         compared = check_builder(tmp.parent / "sample", min(_SAMPLE, sizes[0]))
+        start = startup(tmp.parent)
         for n in sizes:
             root = tmp.parent / f"tree_{n}"
             t0 = time.perf_counter()
@@ -216,7 +248,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 a, b = row[op].get(key), base[op].get(key)
                 if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
                     row[op][f"{key}_ratio"] = r(a / b, 2)
-    return {"sizes": sizes, "builder_checked_files": compared, "memories": rows,
+    return {"sizes": sizes, "builder_checked_files": compared, "memories": rows, "startup": start,
             "note": "lessons_ms is the flush of the committed episode's jobs (outcomes, then lessons) on a tree of "
                     "long-term memories; peak_mb is the operation's fresh process (import included)"}
 
