@@ -44,7 +44,7 @@ from ._tokens import token_set
 __all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
 
 CANDIDATES_NAME = "candidates.sqlite"
-_VERSION = "3"
+_VERSION = "4"  # 4: each replaced memory's successor (a forget finds what it replaced here)
 _COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
 _BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
 _WORD = re.compile(r"[a-z0-9]+")
@@ -52,10 +52,12 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL,
-                                  priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
+                                  priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+                                  superseded_by TEXT);
 CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (k, name)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
 CREATE INDEX IF NOT EXISTS items_order ON items (status, priority DESC, id);
+CREATE INDEX IF NOT EXISTS items_successor ON items (superseded_by) WHERE superseded_by IS NOT NULL;
 """
 
 
@@ -219,8 +221,9 @@ class CandidateIndex:
             self._drop(db, name)
             return
         self._drop(db, name)
-        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size))
+        successor = mem.superseded_by if mem.status == "replaced" and isinstance(mem.superseded_by, str) else None
+        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size, successor))
         if mem.status == "active":
             keys = memory_keys(mem.type, _norm(mem.content), mem.entities, mem.tags)
             db.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", ((k, name) for k in keys))
@@ -289,6 +292,13 @@ class CandidateIndex:
             marks = ",".join("?" * len(wanted))
             return sorted(n for (n,) in db.execute(
                 f"SELECT name FROM items WHERE status = 'active' AND type IN ({marks})", wanted))
+
+    def replaced_by(self, mem_id: str) -> list[str]:
+        """The ids of the replaced memories whose file names ``mem_id`` as what replaced them (along an index: as
+        many rows as there are, whatever the store)."""
+        with self._db() as db:
+            return sorted(i for (i,) in db.execute(
+                "SELECT id FROM items WHERE superseded_by = ? AND status = 'replaced'", (mem_id,)))
 
     def profile_order(self, limit: int) -> list[tuple[str, str]]:
         """(file name, id) of the first ``limit`` active profile, rule and preference memories, in profile.md's

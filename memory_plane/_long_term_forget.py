@@ -17,6 +17,7 @@ same, less specifically, and would keep the text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memory_plane.lifecycle import (
@@ -72,18 +73,24 @@ def run_forget(store: LongTermStore, mem_id: str, reason: str) -> bool:
 
 
 def _chain(store: LongTermStore, mem: LongTermMemory) -> list[LongTermMemory]:
-    """The memory and every replaced memory it superseded, directly or through another: found through the index
-    (its lines name what replaced each memory; it is checked against the files first), each one read from its
-    file, so a forget reads the memories it removes, not every memory of the store."""
-    by_successor: dict[str, list[str]] = {}
-    for e in store.entries():
-        if e.get("status") == "replaced" and isinstance(e.get("superseded_by"), str):
-            by_successor.setdefault(e["superseded_by"], []).append(str(e["id"]))
+    """The memory and every replaced memory it superseded, directly or through another: found through the
+    candidates index when it is current (a row per file names what replaced it), else through index.yaml (its
+    lines name the same; it is checked against the files first), each one read from its file, so a forget reads
+    the memories it removes, not every memory of the store."""
+    successors: Callable[[str], list[str]]
+    if store.candidates.current():
+        successors = store.candidates.replaced_by
+    else:
+        by_successor: dict[str, list[str]] = {}
+        for e in store.entries():
+            if e.get("status") == "replaced" and isinstance(e.get("superseded_by"), str):
+                by_successor.setdefault(e["superseded_by"], []).append(str(e["id"]))
+        successors = lambda mem_id: by_successor.get(mem_id, [])  # noqa: E731
     chain, seen = [mem], {mem.id}
     frontier = [mem]
     while frontier:
         cur = frontier.pop()
-        for mem_id in [*by_successor.get(cur.id, []), *([cur.supersedes] if cur.supersedes else [])]:
+        for mem_id in [*successors(cur.id), *([cur.supersedes] if cur.supersedes else [])]:
             if mem_id in seen:
                 continue
             seen.add(mem_id)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.lifecycle import INDEX_HEADER, IndexFile, collection_lock, format_entry
@@ -74,8 +77,8 @@ def test_a_path_of_another_type_is_read_as_before_by_the_index_check(tmp_path: P
 @pytest.mark.parametrize("change", ["remove", "update"])
 def test_a_rewrite_copies_the_lines_it_does_not_change(tmp_path: Path, change: str) -> None:
     """Removing or updating one entry rewrites the file with every other line as it was (a person's spacing
-    included) and that entry's line alone made again; with an id that needs escapes every line is formatted
-    instead, the entries the same."""
+    included) and that entry's line alone made again (or cut out); an update beside an id that needs escapes
+    formats every line instead, the entries the same."""
     d = tmp_path / "coll"
     d.mkdir()
     idx = IndexFile(d / "index.yaml")
@@ -90,9 +93,48 @@ def test_a_rewrite_copies_the_lines_it_does_not_change(tmp_path: Path, change: s
             idx.upsert({"id": "i1", "n": 10})
             want = [lines[0], format_entry({"id": "i1", "n": 10}), *lines[2:]]
     assert (d / "index.yaml").read_text() == INDEX_HEADER + "".join(ln + "\n" for ln in want)
-    # An id with a quote in it: its line cannot be told by its start, so every line is formatted again.
+    # An id with a quote in it: its line cannot be told by its start, so an update formats every line again;
+    # a removal cuts out the lines of the ids it removes and leaves that one as it is.
     odd = [{"id": 'a"b', "n": 1}, {"id": "c", "n": 2}]
     (d / "index.yaml").write_text(INDEX_HEADER + '- {"id": "a\\"b",  "n": 1}\n- {"id": "c", "n": 2}\n')
     with collection_lock(d):
+        idx.upsert({"id": "c", "n": 3})
+    assert (d / "index.yaml").read_text() == INDEX_HEADER + format_entry(odd[0]) + "\n" + format_entry(
+        {"id": "c", "n": 3}) + "\n"
+    with collection_lock(d):
         assert idx.remove(["c"]) == 1
     assert (d / "index.yaml").read_text() == INDEX_HEADER + format_entry(odd[0]) + "\n"
+    (d / "index.yaml").write_text(INDEX_HEADER + '- {"id": "a\\"b",  "n": 1}\n- {"id": "c", "n": 2}\n')
+    with collection_lock(d):
+        assert idx.remove(["c"]) == 1
+    assert (d / "index.yaml").read_text() == INDEX_HEADER + '- {"id": "a\\"b",  "n": 1}\n'
+    with collection_lock(d):
+        assert idx.remove(['a"b']) == 1  # an id with escapes: the file read whole, the entries the same
+    assert [e["id"] for e in idx.read().entries] == []
+
+
+_IDS = st.sampled_from(["a", "b", "ab", "b-2", "mem_1", "x_y"])
+
+
+@settings(max_examples=120, deadline=None)
+@given(rows=st.lists(st.tuples(_IDS, st.sampled_from(["", "a", "b", "mem_1"]), st.booleans()), max_size=12),
+       drop=st.sets(_IDS, max_size=3), blank_line=st.booleans())
+def test_removing_lines_leaves_what_a_whole_rewrite_leaves(rows: list[tuple[str, str, bool]], drop: set[str],
+                                                           blank_line: bool) -> None:
+    """Whatever ids the lines hold (twins, an id that is another's prefix, an id named in another line's field),
+    a removal leaves the entries a parse, a filter and a rewrite would, in their order, and says how many went."""
+    lines = []
+    for item_id, other, spaced in rows:
+        entry = {"id": item_id, "superseded_by": other} if other else {"id": item_id}
+        lines.append(format_entry(entry).replace(", ", ",   ") if spaced else format_entry(entry))
+    if blank_line and lines:
+        lines.insert(len(lines) // 2, "")  # another shape: the file is read whole
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        idx = IndexFile(d / "index.yaml")
+        (d / "index.yaml").write_text(INDEX_HEADER + "".join(ln + "\n" for ln in lines))
+        before = [dict(e) for e in idx.read().entries]
+        want = [e for e in before if e["id"] not in drop]
+        with collection_lock(d):
+            assert idx.remove(drop) == len(before) - len(want)
+        assert [dict(e) for e in idx.read().entries] == want
