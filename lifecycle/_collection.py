@@ -19,7 +19,7 @@ from ._item_read import ItemRead, entries_by_file, fresh_items, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
 from ._paths import has_symlink, is_safe_id
-from ._rules import collect_expired, verify_marks
+from ._rules import collect_expired, collect_reason, verify_marks
 
 if TYPE_CHECKING:
     from ._retention import Retention
@@ -364,11 +364,18 @@ class ItemCollection(Generic[R]):
                 where = self.layout.rel(paths[item_id]) if paths and item_id in paths else self.layout.rel(self.dir)
                 report.add_not_written(where, f"{item_id} is {_marks_text(ch)}", exc)
 
+    def gc_candidate(self, item: ItemRead[R], retention: Retention, now: Any) -> bool:
+        """Whether ``collect`` needs this parsed item: one it may remove, or a symlink it names. GC keeps only
+        these as it streams through the store, and hands them to ``collect`` as ``items``."""
+        return item.record is not None and (item.path.is_symlink()
+                                            or collect_reason(item.record, retention, now) is not None)
+
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[R]] | None = None) -> list[str]:
         """Remove items deleted, replaced or expired past their grace (tombstones first); the ids removed.
 
-        ``items`` are this store's items as GC parsed them already (each store is parsed once per GC).
+        ``items`` are this store's items as GC parsed them already (each store is parsed once per GC): all of
+        them, or only those ``gc_candidate`` keeps (the others are never removed).
         """
         return collect_expired(self, retention, report, now, dry_run,
                                list(self.iter_items()) if items is None else items)
