@@ -61,7 +61,11 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     for coll in memories:
         keep: list[ItemRead[Any]] = []
         for item in coll.iter_items():
-            add_references(rep.evidence, item, now)
+            if coll is not device.profiles:
+                # A device's profile is renewed from the current screen for as long as the device lives: its
+                # first evidence would pin that episode forever. It keeps its refs, and verify marks it
+                # excerpt_only once those episodes are trimmed.
+                add_references(rep, item, now)
             if coll.gc_candidate(item, ret, now):
                 keep.append(item)
         candidates[id(coll)] = keep
@@ -77,13 +81,17 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     return rep
 
 
-def add_references(refs: set[str], item: ItemRead[Any], now: datetime) -> None:
-    """Add the episodes one memory is evidence from, when it is live (active or conflicted, not past its expiry)."""
+def add_references(rep: GcReport, item: ItemRead[Any], now: datetime) -> None:
+    """Add the episodes one memory is evidence from (and the events it cites in them), when it is live (active or
+    conflicted, not past its expiry)."""
     rec = item.record
     if rec is None or rec.status not in ("active", "conflicted") or rec.is_expired(now):
         return
-    refs.update(r.id for r in getattr(rec, "evidence_refs", []) if r.type in ("episode", "outcome"))
-    refs.update(getattr(rec, "source_refs", []) or [])
+    for ref in getattr(rec, "evidence_refs", []):
+        if ref.type in ("episode", "outcome"):
+            rep.evidence.add(ref.id)
+            rep.cited_events.setdefault(ref.id, set()).update(str(e) for e in ref.event_ids)
+    rep.evidence.update(getattr(rec, "source_refs", []) or [])
 
 
 def _remove_stale_temp_files(root: Path, ret: Retention, now: datetime, rep: GcReport) -> None:
