@@ -264,6 +264,10 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
                 report.add_not_written(self.layout.rel(where) if where else self.layout.rel(self.dir),
                                        f"{prof_id} is {', '.join(str(v) for v in changes[prof_id].values())}", exc)
 
+    def gc_candidate(self, item: ItemRead[DeviceProfile], retention: Retention, now: Any) -> bool:
+        """No profile is a GC candidate (see ``collect``)."""
+        return False
+
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[DeviceProfile]] | None = None) -> list[str]:
         """A device's profile is never removed by GC (verify marks it expired; new evidence renews it)."""

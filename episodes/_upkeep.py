@@ -16,7 +16,9 @@ from memory_plane.lifecycle import (
     TombstoneLog,
     VerifyReport,
     apply_plan,
+    atomic_write,
     check_collection,
+    dumps_compact,
     not_yet_tombstoned,
     older,
     quarantined,
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memory_plane")
 TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")
+EXCERPT_FILE = "excerpt.jsonl"
+"""What an evidence episode keeps of its events past the full-trace TTL: the steps the memories cite."""
 
 
 
@@ -183,7 +187,11 @@ def _collect_one(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], ret: Rete
     started = ep.started_ts()
     if ep.id in report.evidence:
         if older(started, ret.ttl_of("episode_trace"), now):
-            report.keep("referenced_episode_trace")
+            # Evidence past its full-trace TTL keeps an excerpt: episode.yaml and the steps the memories cite.
+            report.keep("referenced_episode_excerpt")
+            _keep_excerpt(store, ep, d, report.cited_events.get(ep.id, set()), report, dry_run)
+        else:
+            _orphan_artifacts(store.root, d, report)
         return None
     if older(started, ret.ttl_of("episode_summary"), now):
         return ep, d
@@ -209,8 +217,16 @@ def _orphan_artifacts(root: Path, d: Path, report: GcReport) -> None:
     events = read_jsonl(d / EVENTS_FILE)
     if events.problems and not events.records:
         return  # cannot tell what is referenced: keep everything
-    used = {str(ev.get("screenshot_ref")) for ev in events.records if ev.get("screenshot_ref")}
-    used |= {part.split("]")[0] for ev in events.records for part in str(ev).split("[image: ")[1:]}
+    _unneeded_artifacts(root, d, events.records, report, "unreferenced_artifact")
+
+
+def _unneeded_artifacts(root: Path, d: Path, records: list[dict[str, Any]], report: GcReport, reason: str) -> None:
+    """Screenshots neither these events nor episode.yaml name, planned for removal with ``reason``."""
+    art = d / "artifacts"
+    if not art.is_dir() or art.is_symlink():
+        return
+    used = {str(ev.get("screenshot_ref")) for ev in records if ev.get("screenshot_ref")}
+    used |= {part.split("]")[0] for ev in records for part in str(ev).split("[image: ")[1:]}
     try:
         # Read once, never through a link or from a pipe left in its place (which would block GC).
         episode_text = read_bytes_nofollow(d / EPISODE_FILE).decode("utf-8", "replace")
@@ -220,4 +236,35 @@ def _orphan_artifacts(root: Path, d: Path, report: GcReport) -> None:
         if not p.is_file() or p.is_symlink():
             continue
         if f"artifacts/{p.name}" not in used and p.name not in episode_text:
-            report.discard(root, p, "unreferenced_artifact")
+            report.discard(root, p, reason)
+
+
+def _keep_excerpt(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, cited: set[str], report: GcReport,
+                  dry_run: bool) -> None:
+    """Trim an evidence episode past its full-trace TTL to an excerpt: the cited events (and the other events of
+    their steps) go to excerpt.jsonl, with the screenshots they and episode.yaml name; events.jsonl, the
+    transcript and every other screenshot go."""
+    events_file = d / EVENTS_FILE
+    kept: list[dict[str, Any]] = []
+    if events_file.is_file() and not events_file.is_symlink():
+        events = read_jsonl(events_file)
+        if events.problems and not events.records:
+            report.keep("unreadable_evidence_events")
+            return  # cannot tell what the memories cite: everything stays
+        steps = {ev.get("step") for ev in events.records if str(ev.get("event_id")) in cited
+                 and ev.get("step") is not None}
+        kept = [ev for ev in events.records if str(ev.get("event_id")) in cited or
+                (ev.get("step") is not None and ev.get("step") in steps)]
+        if not dry_run:
+            # Excerpt and mark first: a GC killed after them still finds the parts and removes them, and the
+            # episode never claims a trace it no longer has.
+            atomic_write(d / EXCERPT_FILE, "".join(dumps_compact(ev) + "\n" for ev in kept), root=store.root)
+    elif (d / EXCERPT_FILE).is_file():
+        kept = read_jsonl(d / EXCERPT_FILE).records  # trimmed before: its excerpt says which screenshots stay
+    if not dry_run and ep.traceability not in ("excerpt_only", "summary_only"):
+        ep.traceability = "excerpt_only"
+        store.write(ep)
+    for name in (EVENTS_FILE, "transcript"):
+        if (d / name).exists() or (d / name).is_symlink():
+            report.discard(store.root, d / name, "episode_trace_ttl")
+    _unneeded_artifacts(store.root, d, kept, report, "episode_trace_ttl")

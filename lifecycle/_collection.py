@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -15,11 +15,12 @@ from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
 from ._index_check import index_writes, indexed_entries
-from ._item_read import ItemRead, entries_by_file, fresh_items, read_item
+from ._item_digest import ItemDigest, chosen_entries, digest_of, fresh_digests
+from ._item_read import ItemRead, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
 from ._paths import has_symlink, is_safe_id
-from ._rules import collect_expired, verify_marks
+from ._rules import collect_expired, collect_reason, verify_marks
 
 if TYPE_CHECKING:
     from ._retention import Retention
@@ -120,6 +121,16 @@ class ItemCollection(Generic[R]):
     def indexable(self, record: R) -> bool:
         """Whether a record has an index line (an episode being recorded has none yet)."""
         return True
+
+    def digest(self, path: Path, key: tuple[int, int, int] | None, record: R) -> ItemDigest:
+        """What the index rebuild keeps of one parsed item (its id, its place, its index line)."""
+        return digest_of(path, key, record, expected=self.expected_path, indexable=self.indexable,
+                         entry_for=self.entry_for)
+
+    def derived_records(self, entries: Iterable[dict[str, Any]]) -> list[R]:
+        """The records the files derived beside the index are built from, picked by the index entries of every
+        indexable file and read again (none by default: a store with derived files says which; they must be few)."""
+        return []
 
     def derived_current(self, records: list[R]) -> bool:
         """Whether the files derived beside the index (long-term profile.md) match these records."""
@@ -303,14 +314,16 @@ class ItemCollection(Generic[R]):
         """Rewrite the index from the item files (reusing unchanged parses in ``items``); True if it changed."""
         if self.guard_linked and self.linked():
             return False
-        known = items
+        known: list[Any] | None = items
 
         def derive() -> tuple[list[R], list[dict[str, Any]]]:
             nonlocal known
-            known = fresh_items(known, self.layout.item_paths(), self.load_path)
-            pairs = [(i.path, i.record) for i in known if i.record is not None and self.indexable(i.record)]
-            entries = entries_by_file(pairs, self.entry_for, self.expected_path, self.layout.name_of)
-            return [r for _, r in pairs], self.order_entries(entries)
+            # Digests, not records: the rebuild holds one index line per item, never every parsed item.
+            known = fresh_digests(known, self.layout.item_paths(), self.load_path, self.digest)
+            entries = chosen_entries(known, self.layout.name_of)
+            # Every indexable file, a second one holding an id included, as the derived files always saw them.
+            every = ({**d.entry, "path": self.layout.name_of(d.path)} for d in known if d.entry is not None)
+            return self.derived_records(every), self.order_entries(entries)
 
         def same(entries: list[dict[str, Any]]) -> bool:
             # Same entries in another order (appends come in creation order) is not a change.
@@ -364,11 +377,18 @@ class ItemCollection(Generic[R]):
                 where = self.layout.rel(paths[item_id]) if paths and item_id in paths else self.layout.rel(self.dir)
                 report.add_not_written(where, f"{item_id} is {_marks_text(ch)}", exc)
 
+    def gc_candidate(self, item: ItemRead[R], retention: Retention, now: Any) -> bool:
+        """Whether ``collect`` needs this parsed item: one it may remove, or a symlink it names. GC keeps only
+        these as it streams through the store, and hands them to ``collect`` as ``items``."""
+        return item.record is not None and (item.path.is_symlink()
+                                            or collect_reason(item.record, retention, now) is not None)
+
     def collect(self, retention: Retention, report: GcReport, now: Any, dry_run: bool, *,
                 items: list[ItemRead[R]] | None = None) -> list[str]:
         """Remove items deleted, replaced or expired past their grace (tombstones first); the ids removed.
 
-        ``items`` are this store's items as GC parsed them already (each store is parsed once per GC).
+        ``items`` are this store's items as GC parsed them already (each store is parsed once per GC): all of
+        them, or only those ``gc_candidate`` keeps (the others are never removed).
         """
         return collect_expired(self, retention, report, now, dry_run,
                                list(self.iter_items()) if items is None else items)

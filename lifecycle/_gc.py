@@ -45,6 +45,8 @@ class GcReport:
     errors: list[str] = field(default_factory=list)
     evidence: set[str] = field(default_factory=set, repr=False)
     """Episodes still evidence for a live memory (set by gc_tree before the stores collect). Not reported."""
+    cited_events: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    """The events of each evidence episode a live memory cites (what its excerpt keeps). Not reported."""
     plan: list[Removal] = field(default_factory=list, repr=False)
     """Removals noted and not yet applied (``apply_plan`` empties it). Not reported: ``removed`` says them."""
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from ._errors import UnsafePathError
 from ._guarded import guarded_move
 from ._index import IndexFile
+from ._item_digest import ItemDigest
 from ._item_read import ItemRead, Problem, Repair, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
@@ -97,8 +98,13 @@ class CheckedStore(Protocol):
         """Symlinks in the store's folders (never followed)."""
         ...
 
-    def rebuild_index(self, items: list[ItemRead[Any]] | None = None) -> bool:
-        """Rewrite the index from the item files (reusing the parses in ``items``); True if it changed."""
+    def digest(self, path: Path, key: tuple[int, int, int] | None, record: Any) -> ItemDigest:
+        """What the index rebuild and the name check keep of one parsed item (never the record)."""
+        ...
+
+    def rebuild_index(self, items: list[Any] | None = None) -> bool:
+        """Rewrite the index from the item files (reusing the parses or digests in ``items``); True if it
+        changed."""
         ...
 
 
@@ -117,20 +123,19 @@ def repair_findings(report: VerifyReport) -> None:
     report.problems = [p for p in report.problems if p.repair is None or p.repair not in settled]
 
 
-def _check_names(root: Path, coll: CheckedStore, parsed: list[Any], report: VerifyReport,
+def _check_names(root: Path, coll: CheckedStore, parsed: list[ItemDigest], report: VerifyReport,
                  relp: Callable[[Path], str]) -> None:
     """A file whose name is not its id, or two files holding one id: named, with a rename to repair it when
     that is safe (the folder is the same and no file has the name)."""
     if not coll.named_by_id:
         return
-    by_id: dict[str, list[Any]] = {}
+    by_id: dict[str, list[ItemDigest]] = {}
     for item in parsed:
-        by_id.setdefault(item.record.id, []).append(item)
+        by_id.setdefault(item.id, []).append(item)
     for item_id, items in by_id.items():
-        try:
-            expected = Path(coll.expected_path(items[0].record))
-        except ValueError:
-            continue
+        if items[0].expected is None:
+            continue  # its id gives no place (expected_path refused it)
+        expected = items[0].expected
         odd = [i for i in items if not same_path(i.path, expected)]
         if not odd:
             continue
@@ -200,7 +205,7 @@ def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
     _rebuild(root, coll, parsed, report, relp)
 
 
-def _rebuild(root: Path, coll: CheckedStore, parsed: list[Any] | None, report: VerifyReport,
+def _rebuild(root: Path, coll: CheckedStore, parsed: list[ItemDigest] | None, report: VerifyReport,
              relp: Callable[[Path], str]) -> None:
     """Rebuild a collection's index (reusing ``parsed``), named in the report when it changed."""
     try:
@@ -213,16 +218,17 @@ def _rebuild(root: Path, coll: CheckedStore, parsed: list[Any] | None, report: V
 
 
 def _check_items(root: Path, coll: CheckedStore, report: VerifyReport, relp: Callable[[Path], str],
-                 on_item: Callable[[Any, Any], None] | None) -> list[Any]:
-    """Every item file parsed: the loaded ones returned, the broken ones reported (to be quarantined)."""
-    parsed: list[Any] = []
+                 on_item: Callable[[Any, Any], None] | None) -> list[ItemDigest]:
+    """Every item file parsed, one at a time: the loaded ones returned as digests (their records are not kept, so
+    a store of any size is checked in bounded memory), the broken ones reported (to be quarantined)."""
+    parsed: list[ItemDigest] = []
     for item in coll.iter_items():
         report.checked += 1
         if item.problem is None:
             # Loaded, with a field of the wrong shape set aside: named, never quarantined.
             for fp in field_problems(item.record):
                 report.add("field", relp(item.path), fp.line, fp.message)
-            parsed.append(item)
+            parsed.append(coll.digest(item.path, item.stat_key, item.record))
             if on_item is not None:
                 on_item(coll, item)
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -144,6 +145,13 @@ class LongTermStore(ItemCollection[LongTermMemory]):
     def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """By priority (highest first), then id."""
         return sorted(entries, key=lambda e: (-int(field_num(e.get("priority"), 0)), str(e["id"])))
+
+    def derived_records(self, entries: Iterable[dict[str, Any]]) -> list[LongTermMemory]:
+        """The memories profile.md lists, and one more when others follow (by their index lines, then read)."""
+        shown = heapq.nsmallest(PROFILE_LINES + 1, (e for e in entries if e.get("status") == "active"
+                                                    and e.get("type") in PROFILE_TYPES),
+                                key=lambda e: (-e.get("priority", 0), e["id"]))
+        return self._load_names(Path(str(e["path"])).name for e in shown)
 
     def derived_current(self, records: list[LongTermMemory]) -> bool:
         """Whether profile.md says what these memories say."""

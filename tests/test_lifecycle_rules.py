@@ -215,7 +215,8 @@ def test_episode_trace_and_summary_ttl_and_referenced_evidence(root: Path) -> No
         assert any(r["reason"] == "episode_trace_ttl" for r in gc.removed) and (loose_dir / "events.jsonl").exists()
         plane.gc()
         assert not (loose_dir / "events.jsonl").exists() and (loose_dir / "episode.yaml").exists()
-        assert (kept_dir / "events.jsonl").exists()
+        # The cited episode keeps an excerpt (the steps its memories cite), not its whole trace.
+        assert (kept_dir / "excerpt.jsonl").exists() and not (kept_dir / "events.jsonl").exists()
         ep = plane.episodes.get(loose.id)
         assert ep is not None and ep.traceability == "summary_only"
         assert plane.verify(fix=True) is not None and plane.verify().ok

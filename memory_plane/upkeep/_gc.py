@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,14 +54,25 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     rep = GcReport(dry_run=dry_run)
     _remove_stale_temp_files(root, ret, now, rep)
     apply_plan(root, rep)
-    # Every memory file is parsed once; the same records decide references and removals.
+    # Every memory file is parsed once, in one streaming pass: it adds the episodes it cites to the evidence and
+    # is kept only when its store may remove it, so GC holds the candidates, never the whole store.
     memories: list[Any] = [*device.collections.values(), device.profiles, long_term]
-    parsed = {id(c): list(c.iter_items()) for c in memories}
-    rep.evidence = referenced_episodes(parsed.values(), now)
+    candidates: dict[int, list[ItemRead[Any]]] = {}
+    for coll in memories:
+        keep: list[ItemRead[Any]] = []
+        for item in coll.iter_items():
+            if coll is not device.profiles:
+                # A device's profile is renewed from the current screen for as long as the device lives: its
+                # first evidence would pin that episode forever. It keeps its refs, and verify marks it
+                # excerpt_only once those episodes are trimmed.
+                add_references(rep, item, now)
+            if coll.gc_candidate(item, ret, now):
+                keep.append(item)
+        candidates[id(coll)] = keep
     # Episodes first (what no memory points at), then each store by its own rules.
     episodes.collect(ret, rep, now, dry_run)
     for coll in memories:
-        coll.collect(ret, rep, now, dry_run, items=parsed[id(coll)])
+        coll.collect(ret, rep, now, dry_run, items=candidates[id(coll)])
     _trim_tombstones(root, ret, now, rep, dry_run)
     _trim_quarantine(root, ret, now, rep)
     _trim_session_archive(root, ret, now, rep)
@@ -71,17 +81,17 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     return rep
 
 
-def referenced_episodes(parsed: Iterable[list[ItemRead[Any]]], now: datetime) -> set[str]:
-    """Episodes still evidence for a live memory (active or conflicted, and not past its expiry)."""
-    refs: set[str] = set()
-    for items in parsed:
-        for item in items:
-            rec = item.record
-            if rec is None or rec.status not in ("active", "conflicted") or rec.is_expired(now):
-                continue
-            refs.update(r.id for r in getattr(rec, "evidence_refs", []) if r.type in ("episode", "outcome"))
-            refs.update(getattr(rec, "source_refs", []) or [])
-    return refs
+def add_references(rep: GcReport, item: ItemRead[Any], now: datetime) -> None:
+    """Add the episodes one memory is evidence from (and the events it cites in them), when it is live (active or
+    conflicted, not past its expiry)."""
+    rec = item.record
+    if rec is None or rec.status not in ("active", "conflicted") or rec.is_expired(now):
+        return
+    for ref in getattr(rec, "evidence_refs", []):
+        if ref.type in ("episode", "outcome"):
+            rep.evidence.add(ref.id)
+            rep.cited_events.setdefault(ref.id, set()).update(str(e) for e in ref.event_ids)
+    rep.evidence.update(getattr(rec, "source_refs", []) or [])
 
 
 def _remove_stale_temp_files(root: Path, ret: Retention, now: datetime, rep: GcReport) -> None:
