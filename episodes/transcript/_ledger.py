@@ -200,7 +200,10 @@ class TranscriptLedger:
             a = dict(args or {})
             label, source = label_action(a, st.elements)
             pts = action_points(a)
-            point_labels = [label_action({"x": x, "y": y}, st.elements)[0] for x, y in pts] if len(pts) >= 2 else None
+            labelled = [label_action({"x": x, "y": y}, st.elements) for x, y in pts] if len(pts) >= 2 else []
+            point_labels = [lb for lb, _src in labelled] or None
+            if label is None and labelled and labelled[0][0]:
+                label, source = labelled[0]  # a swipe or gesture is named by where it starts
             res_text, env_ref = self._maybe_envelope(n, result, envelope_patterns)
             rec = StepRecord(
                 step_id=f"step_{n:04d}", step=n, ts=format_ts(now), t=elapsed_label(self.start, now),
