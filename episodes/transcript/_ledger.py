@@ -20,6 +20,7 @@ from typing import Any
 
 from memory_plane.lifecycle import (
     Clock,
+    UsageError,
     append_line,
     atomic_write,
     dumps_compact,
@@ -39,7 +40,7 @@ from ._compaction import LayeredCompaction
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
-from ._perception import TokenMeter, envelope, estimate_text_tokens, label_action, ui_diff
+from ._perception import TokenMeter, envelope, estimate_text_tokens, image_dhash, label_action, ui_diff
 from ._recall import RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
 from ._service import StepMemoryService
@@ -162,10 +163,19 @@ class TranscriptLedger:
         texts = c.texts("ui_text", ui_text) if ui_text is not None else [
             t for t in (c.text("element label", e.get("label") or e.get("text"), 500) for e in els
                         if e.get("label") or e.get("text")) if t]
-        self.staged = Staged(c.text("screenshot", screenshot, 500), c.size("width", width),
+        shot = c.text("screenshot", screenshot, 500)
+        given = c.dhash(dhash)
+        self.staged = Staged(shot, c.size("width", width),
                              c.size("height", height), els, texts, c.text("plan", plan),
                              c.texts("user_instructions", user_instructions), c.text("package", package, 300),
-                             c.text("activity", activity, 300), c.dhash(dhash))
+                             c.text("activity", activity, 300), given or self._screen_hash(shot))
+
+    def _screen_hash(self, ref: str | None) -> str | None:
+        """The dHash of a screenshot of the episode, computed here when the runtime passed none (so the
+        similarity hint and a recall by screen work without it); None when off, missing or undecodable."""
+        if not ref or not (self.config.transcript.similarity_hints or self.config.recall.enabled):
+            return None
+        return image_dhash(self.episode_dir, ref, self._clean)
 
     def commit(self, *, action: str, args: Mapping[str, Any] | None = None, thought: str | None = None,
                result: str | None = None, validator: Mapping[str, Any] | None = None,
@@ -295,12 +305,21 @@ class TranscriptLedger:
 
     def recall_history(self, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
                        include_details: bool = False, include_images: bool = False,
-                       max_results: int = 5) -> RecallResult:
-        """Bring any earlier step back (bounded: at most 5 results, 2K tokens, one step's images)."""
+                       max_results: int = 5, screen_hash: str | None = None,
+                       image: str | None = None) -> RecallResult:
+        """Bring any earlier step back (bounded: at most 5 results, 2K tokens, one step's images).
+
+        ``screen_hash`` (a dHash in hex) or ``image`` (a screenshot of the episode, hashed here) finds the steps
+        whose screen looks like it, within ``similarity_max_distance`` bits, the closest first."""
         rc = self.config.recall
         if not rc.enabled:
             return RecallResult(results=[{"kind": "disabled", "text": "recall_history is disabled on this device "
                                           "(config.yaml recall.enabled: false)"}])
+        screen = self._clean.dhash(screen_hash) if screen_hash else None
+        if image and screen is None:
+            screen = image_dhash(self.episode_dir, image, self._clean)
+            if screen is None:
+                raise UsageError(f"recall_history: no screenshot of this task could be read at {image!r}")
         with self._lock:
             records = [t.record for t in self.turns]
             summaries = {t.record.step: s.text for t in self.turns
@@ -313,7 +332,8 @@ class TranscriptLedger:
         return recall(records, summaries, chunk_texts, self.episode_dir, query=query, step_range=step_range,
                       include_details=include_details, include_images=include_images and rc.max_image_steps > 0,
                       max_results=min(max_results, rc.max_results), max_tokens=rc.max_text_tokens,
-                      extra=notes + instr)
+                      extra=notes + instr, screen=screen,
+                      max_distance=self.config.transcript.similarity_max_distance)
 
     def similarity_hint(self) -> str | None:
         """One line naming the older step whose screen is closest to the current one (within

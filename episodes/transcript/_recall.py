@@ -25,7 +25,8 @@ RECALL_HISTORY_TOOL: dict[str, Any] = {
                     "same action is about to be tried a third time, a summary conflicts with what you see, or "
                     "the user asks to go back to an earlier state. Do not call it on ordinary steps: the "
                     "history above already holds the facts. Give a query, a step range (every step in it, "
-                    "up to the token budget), or both (the steps of the range that match)."),
+                    "up to the token budget), or both (the steps of the range that match); or a screen (its hash or a "
+                    "screenshot) for the steps whose screen looks like it."),
     "parameters": {
         "type": "object",
         "properties": {
@@ -36,6 +37,10 @@ RECALL_HISTORY_TOOL: dict[str, Any] = {
             "include_images": {"type": "boolean", "description": "the screenshot of at most one step"},
             "max_results": {"type": "integer", "minimum": 1, "maximum": 5,
                             "description": "hits of a query without a step range"},
+            "screen_hash": {"type": "string",
+                            "description": "a screen's dHash (hex): the steps whose screen looks like it"},
+            "image": {"type": "string", "description": "a screenshot of this task (its file, such as "
+                      "artifacts/step_012.jpg): the steps whose screen looks like it"},
         },
     },
 }
@@ -57,15 +62,16 @@ class RecallResult:
 def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: list[tuple[int, int, str]],
            episode_dir: Path, *, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
            include_details: bool = False, include_images: bool = False, max_results: int = 5,
-           max_tokens: int = 2000, extra: list[tuple[int, str, str]] = ()) -> RecallResult:  # type: ignore[assignment]
+           max_tokens: int = 2000, extra: list[tuple[int, str, str]] = (),  # type: ignore[assignment]
+           screen: str | None = None, max_distance: int = 5) -> RecallResult:
     """Search the task's history (steps, summaries, chunks, notes, events, UI text, saved tool outputs) within bounds.
 
     A step range returns every step in it (its row, with its recovery and user-instruction lines) up to the
     token budget, only the matching ones when a query is given too; a query alone returns at most
     ``max_results`` hits. Everything returned (labels and keys included) counts against ``max_tokens``."""
     q = (query or "").strip()
-    if not q and not step_range:
-        raise UsageError("recall_history needs a query or a step_range")
+    if not q and not step_range and not screen:
+        raise UsageError("recall_history needs a query, a step_range or a screen (its hash or an image)")
     max_results = max(1, min(5, int(max_results)))
     out = RecallResult()
     budget = max_tokens - _cost({"results": [], "images": [], "truncated": True})
@@ -76,6 +82,10 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
     if low:
         extra = [*extra, *((step, "output", f"{ref}:{hit}") for step, (ref, text) in outputs.items()
                            if (hit := _best_line(low, text)))]
+    if screen:
+        _recall_screen(out, budget, records, summaries, screen, max_distance, step_range, low, extra,
+                       max_results, include_images, episode_dir)
+        return out
     if step_range:
         _recall_range(out, budget, by_step, summaries, episode_dir, step_range, q, low, include_details,
                       include_images, extra, outputs)
@@ -129,6 +139,51 @@ def _recall_range(out: RecallResult, budget: int, by_step: dict[int, StepRecord]
     if include_images:
         shown = [r for r in chosen if any(x["step"] == r.step for x in out.results)]
         _attach_image(out, shown or chosen, episode_dir)
+
+
+def _recall_screen(out: RecallResult, budget: int, records: list[StepRecord], summaries: dict[int, str],
+                   screen: str, max_distance: int, step_range: list[int] | tuple[int, int] | None, low: str,
+                   extra: list[tuple[int, str, str]], max_results: int, include_images: bool,
+                   episode_dir: Path) -> None:
+    """The steps whose screen is within ``max_distance`` dHash bits of ``screen`` (in the range, matching the
+    query, when given), the closest first (the later on a tie), at most ``max_results``, within ``budget``."""
+    from .._artifacts import hamming
+
+    a, b = (int(step_range[0]), int(step_range[1])) if step_range else (1, 10**9)
+    a, b = min(a, b), max(a, b)
+    extra_by_step: dict[int, list[str]] = {}
+    for s, _kind, textv in extra:
+        extra_by_step.setdefault(s, []).append(textv)
+    near: list[tuple[int, int, StepRecord]] = []
+    for r in records:
+        if not r.dhash or len(r.dhash) != len(screen) or not a <= r.step <= b:
+            continue
+        try:
+            d = hamming(r.dhash, screen)
+        except ValueError:
+            continue  # a hash that is not hex (a hand-edited ledger) matches nothing
+        if d > max_distance:
+            continue
+        if low and max((_score(low, t) for t in [*(t for _k, t in _fields(r, summaries)),
+                                                 *extra_by_step.get(r.step, [])] if t), default=0.0) < 60:
+            continue
+        near.append((d, -r.step, r))
+    near.sort(key=lambda x: (x[0], x[1]))
+    for d, _s, r in near:
+        if len(out.results) >= max_results:
+            out.truncated = True
+            break
+        item = {"step": r.step, "kind": "screen", "distance": d, "text": "\n".join(step_rows(r))}
+        if summaries.get(r.step):
+            item["summary"] = summaries[r.step][:600]
+        cost = _cost(item)
+        if cost > budget:
+            out.truncated = True
+            break
+        budget -= cost
+        out.results.append(item)
+    if include_images and out.results:
+        _attach_image(out, [x[2] for x in near[:1]], episode_dir)
 
 
 def _recall_query(out: RecallResult, budget: int, records: list[StepRecord], by_step: dict[int, StepRecord],
