@@ -181,12 +181,15 @@ class TranscriptLedger:
                result: str | None = None, validator: Mapping[str, Any] | None = None,
                failure_recovery: Iterable[Mapping[str, Any]] = (), post_image: str | None = None,
                post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
-               notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
+               notes_written: Iterable[str | Mapping[str, Any]] = (), envelope_patterns: Iterable[str] = (),
                boundary: str | None = None, thought_signature: str | bytes | None = None,
                plan_revision: int | str | None = None, thinking_ref: str | None = None,
                ui_dump_ref: str | None = None, native_thinking_ref: str | None = None,
                post_ui_ref: str | None = None) -> StepRecord:
-        """Turn the staged tail plus the model's action and the tool's result into a committed step."""
+        """Turn the staged tail plus the model's action and the tool's result into a committed step.
+
+        ``notes_written`` names the notes the step wrote: a key each, or ``{"key": …, "content": …}`` so that the
+        chunk's synopsis is given an excerpt of what the note says."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
         redact = self.log.redact
@@ -197,7 +200,8 @@ class TranscriptLedger:
         post_image = c.text("post_image", post_image, 500)
         post_ui_text = c.texts("post_ui_text", post_ui_text) if post_ui_text is not None else None
         subgoal_hash, boundary = c.text("subgoal_hash", subgoal_hash, 200), c.text("boundary", boundary, 200)
-        notes_written = c.texts("notes_written", notes_written)
+        notes_written, note_excerpts = c.notes(notes_written, args)
+        note_excerpts = redact(note_excerpts)
         envelope_patterns = c.texts("envelope_patterns", envelope_patterns)
         signature = c.signature(thought_signature)
         revision = c.revision(plan_revision)
@@ -223,7 +227,8 @@ class TranscriptLedger:
                 pre_image=st.screenshot, post_image=post_image, ui_text=st.ui_text[:200],
                 ui_diff=ui_diff(st.ui_text, post_ui_text), package=st.package, activity=st.activity,
                 subgoal_hash=subgoal_hash, plan=st.plan, user_instructions=st.user_instructions,
-                notes_written=list(notes_written), envelope_ref=env_ref, dhash=st.dhash,
+                notes_written=list(notes_written), note_excerpts=note_excerpts or None, envelope_ref=env_ref,
+                dhash=st.dhash,
                 session_id=self.session_id, plan_revision=revision,
                 thought_signature=signature, thinking_ref=thinking_ref, ui_dump_ref=ui_dump_ref,
                 native_thinking_ref=native_thinking_ref, post_ui_ref=post_ui_ref,
@@ -327,7 +332,8 @@ class TranscriptLedger:
             f = self.compaction
             chunk_texts = [(c.start, c.end, c.render()) for e in f.eras for c in e.chunks] + [
                 (c.start, c.end, c.render()) for c in f.chunks]
-            notes = [(r.step, "note", f"note written: {k}") for r in records for k in r.notes_written]
+            notes = [(r.step, "note", f"note written: {k}" + (f": {x}" if (x := (r.note_excerpts or {}).get(k)) else
+                                                              "")) for r in records for k in r.notes_written]
             instr = [(r.step, "user", f'User @ Step {r.step}: "{u}"') for r in records for u in r.user_instructions]
         return recall(records, summaries, chunk_texts, self.episode_dir, query=query, step_range=step_range,
                       include_details=include_details, include_images=include_images and rc.max_image_steps > 0,

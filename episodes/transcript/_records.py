@@ -42,6 +42,7 @@ class StepRecord(BaseModel):
     plan: str | None = None
     user_instructions: list[str] = Field(default_factory=list)
     notes_written: list[str] = Field(default_factory=list)
+    note_excerpts: dict[str, str] | None = None  # note key -> the start of what the step wrote into it
     envelope_ref: str | None = None
     dhash: str | None = None
     session_id: str | None = None  # the agent session the step belongs to
