@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
-from memory_plane.lifecycle import counted, field_str, field_text, is_safe_id, one_line
+from memory_plane.lifecycle import UsageError, counted, field_str, field_text, is_safe_id, one_line
 
 from ._tool_answers import ToolResult, bounded, shown
 from ._tool_args import InspectEpisodeArgs, RecallHistoryArgs, RecallSessionArgs
@@ -144,11 +144,16 @@ class EpisodeTools:
 
     def recall_history(self, a: RecallHistoryArgs, ledger: Any, budget_tokens: int) -> ToolResult:
         """Earlier steps of this task from its transcript ledger, as JSON cut to the budget by dropping rows."""
-        if not a.query and not a.step_range:
-            return ToolResult("recall_history needs a query, a step_range [first, last], or both", is_error=True)
+        if not a.query and not a.step_range and not a.screen_hash and not a.image:
+            return ToolResult("recall_history needs a query, a step_range [first, last], or a screen (screen_hash "
+                              "or image)", is_error=True)
         rng = a.step_range[:2] if a.step_range and len(a.step_range) >= 2 else None
-        res = ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
-                                         include_images=a.include_images, max_results=a.max_results)
+        try:
+            res = ledger.recall_history(query=a.query, step_range=rng, include_details=a.include_details,
+                                        include_images=a.include_images, max_results=a.max_results,
+                                        screen_hash=a.screen_hash, image=a.image)
+        except UsageError as exc:
+            return ToolResult(str(exc), is_error=True)
         data = _as_data(res.to_dict())
         text = json.dumps(data, ensure_ascii=False)
         while estimate_tokens(text) > budget_tokens and data["results"]:

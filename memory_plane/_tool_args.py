@@ -300,3 +300,5 @@ class RecallHistoryArgs(_Args):
     include_details: bool = False
     include_images: bool = False
     max_results: Annotated[int, _clamped(1, 5, 5), _Bounds(1, 5)] = 5
+    screen_hash: OptText = None
+    image: OptText = None

@@ -77,8 +77,9 @@ def capsule_input(records: list[StepRecord], summaries: dict[int, str],
                   max_tokens: int = CAPSULE_INPUT_TOKENS) -> str:
     """What a capsule lens summarises, per step: time, exact action and the validator's verdict, the
     screen, the visual summary, the agent's reasoning, the validator's facts, recovery attempts, notes written
-    (with the tool's result) and user instructions verbatim; within ``max_tokens``: reasoning, results and
-    summaries are cut first (shorter and shorter), facts, notes and instructions never."""
+    (each key with an excerpt of its content, or else the tool's result) and user instructions verbatim; within
+    ``max_tokens``: reasoning, results and summaries are cut first (shorter and shorter), facts, notes and
+    instructions never (a note's excerpt keeps at least its first 120 characters)."""
     from ._perception import estimate_text_tokens
 
     def render(cut: int) -> str:
@@ -105,7 +106,11 @@ def capsule_input(records: list[StepRecord], summaries: dict[int, str],
             for rec in r.failure_recovery:
                 lines.append(f"  recovery: {_cut(str(rec.get('action') or rec), max(cut, 80))}")
             for k in r.notes_written:
-                tail = f" (tool result: {_cut(result, cut)})" if result and cut else ""
+                excerpt = (r.note_excerpts or {}).get(k)
+                if excerpt:  # the key and what it says (never cut below a line: notes are not to be lost)
+                    tail = f': "{_cut(excerpt, max(2 * cut, 120))}"'
+                else:
+                    tail = f" (tool result: {_cut(result, cut)})" if result and cut else ""
                 lines.append(f"  note written: {k}{tail}")
             for u in r.user_instructions:
                 lines.append(f'  User @ Step {r.step}: "{u}"')
@@ -168,7 +173,9 @@ class OfflineCapsuleLens:
         if facts:
             effect.append("verified: " + "; ".join(facts[:10]))
         if notes:
-            effect.append("notes written: " + ", ".join(notes))
+            said = {k: x for r in records for k, x in (r.note_excerpts or {}).items()}  # the newest excerpt of each
+            effect.append("notes written: " + ", ".join(f'{n} ("{_cut(said[n], 80)}")' if said.get(n) else n
+                                                         for n in notes))
         return Capsule(
             doing=subgoals[0] if subgoals else f"steps {first.step}–{last.step}",
             did=f"{len(records)} actions in {', '.join(pkgs) or 'the device'}",

@@ -8,6 +8,7 @@ steps, keeping their range and recall pointer). User instructions stay verbatim 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,8 @@ class Chunk:
             lines.append("② " + ("\n  ".join(rows) if rows else "(none)"))
         else:
             lines.append(f"① ② pending: recall_history(step_range=[{self.start}, {self.end}]) has the details")
+            if self.notes:  # the synopsis that would name them is not there yet: a note is never lost
+                lines.append("  Notes: " + ", ".join(self.notes))
         lines.append("③\n" + "\n".join(self.rows))
         return "\n".join(lines)
 
@@ -112,6 +115,8 @@ class Chunk:
                    [str(x) for x in meta.get("notes") or []])
 
 
+# A note a synopsis names: a path under notes/ or a markdown file name (the design's "pointer and key points").
+_NOTE_REF = re.compile(r"(?<![\w/.-])((?:notes/)[\w./-]+|[\w.-]+\.md)\b")
 PERIOD_MAX_FACTS = 16  # verified facts a period paragraph shows (the rest: its recall pointer)
 
 
@@ -156,6 +161,15 @@ class Era:
                         out[k].append(v)
         return out
 
+    def notes(self) -> list[str]:
+        """The notes its chunks wrote (their keys) and the note files their synopses name, in order, once each."""
+        refs: list[str] = []
+        for ch in self.chunks:
+            refs.extend(ch.notes)
+            if ch.capsule is not None:
+                refs.extend(_NOTE_REF.findall(" ".join((ch.capsule.effect, ch.capsule.did))))
+        return list(dict.fromkeys(r.rstrip(".,;:") for r in refs if r))
+
     def render(self) -> str:
         """The era (or the period paragraph) as it appears in F."""
         t0, t1 = self.chunks[0].t_start, self.chunks[-1].t_end
@@ -168,6 +182,9 @@ class Era:
                            ("Failed paths", "failed_paths"), ("Entities", "important_entities")):
             if m[key]:
                 lines.append(f"  {label}: " + "; ".join(m[key]))
+        notes = self.notes()
+        if notes:  # ① prose is not shown at this level: the notes it named are
+            lines.append("  Notes: " + ", ".join(notes))
         for ch in self.chunks:
             if self.narrative:
                 heads = [r.split(":", 1)[0] + ":" + r.split(":", 1)[1][:40] for r in ch.capsule.intervals] \
@@ -184,7 +201,7 @@ class Era:
                                    for ch in self.chunks))
         did = "; ".join(d for d in doing if d)
         did = (did[:297] + "…") if len(did) > 300 else (did or "earlier work")
-        notes = list(dict.fromkeys(n for ch in self.chunks for n in ch.notes))
+        notes = self.notes()
         facts = m["verified_facts"]
         shown = facts[-self.max_facts:] if self.max_facts > 0 else []
         failed = m["failed_paths"][-8:]

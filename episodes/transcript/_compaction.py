@@ -98,6 +98,10 @@ class LayeredCompaction:
         if kind == "segment":
             self.closed.append(self._segment(int(r["start"]), int(r["end"]), str(r.get("reason", ""))))
             self.seg_start = max(self.seg_start, int(r["end"]) + 1)
+        elif kind == "verdict":
+            for seg in self.closed:
+                if (seg.start, seg.end) == (r.get("start"), r.get("end")) and r.get("text"):
+                    seg.extra.setdefault("verdicts", []).append(str(r["text"]))
         elif kind == "fold":
             self._apply_fold([self._read_chunk(c) for c in r.get("chunks", [])], int(r["until"]))
         elif kind == "era":
@@ -192,8 +196,9 @@ class LayeredCompaction:
                 if path not in capsule.failed_paths:
                     capsule.failed_paths.append(path)
         chunk = self._chunk_of(seg, records, capsule, lens, model)
-        self.log.write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
-        with self._lock:
+        with self._lock:  # a checkpoint verdict arriving now lands either on the segment or on its chunk
+            chunk.annotations.extend(seg.extra.pop("verdicts", []))
+            self.log.write(self.dir / "chunks" / f"{chunk.chunk_id}.v{chunk.version}.md", chunk.to_markdown())
             seg.chunk = chunk
             seg.failed = False
 
@@ -225,34 +230,52 @@ class LayeredCompaction:
 
         Each verdict names a ``subgoal`` (a subgoal hash) or ``steps`` ([first, last]) and says ``verdict``
         (and optionally ``note``). A chunk hit gets one line and a new version (its file is written again);
-        the F zone shows it at the next compaction event, so the prompt prefix does not change before."""
+        the F zone shows it at the next compaction event, so the prompt prefix does not change before. A closed
+        segment still waiting for its capsule keeps the line and its chunk is made with it (a cold start too)."""
         hit: list[str] = []
         with self._lock:
-            chunks = [*self.chunks, *(c for e in self.eras for c in e.chunks),
-                      *(seg.chunk for seg in self.closed if seg.chunk is not None)]
+            chunks = [*self.chunks, *(c for e in self.eras for c in e.chunks)]
             for v in verdicts:
                 if not isinstance(v, Mapping):
                     continue
                 text = " ".join(str(x) for x in (v.get("verdict"), v.get("note")) if x)[:300]
                 if not text:
                     continue
-                steps = v.get("steps")
-                subgoal = v.get("subgoal")
+                line = f"{checkpoint_id}: {text}"
+                steps, subgoal = v.get("steps"), v.get("subgoal")
                 for c in chunks:
-                    by_range = isinstance(steps, (list, tuple)) and len(steps) == 2 and all(
-                        isinstance(x, int) for x in steps) and steps[0] <= c.end and steps[1] >= c.start
-                    by_goal = subgoal is not None and (subgoal == c.milestone or any(
-                        t.record.subgoal_hash == subgoal for t in self.turns[c.start - 1: c.end]))
-                    if not (by_range or by_goal):
+                    if self._judges(steps, subgoal, c.start, c.end, c.milestone):
+                        self._annotate(c, line, hit)
+                for seg in self.closed:
+                    if not self._judges(steps, subgoal, seg.start, seg.end, None):
                         continue
-                    c.annotations.append(f"{checkpoint_id}: {text}")
-                    c.version += 1
-                    self.log.write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown())
-                    if c.chunk_id not in hit:
-                        hit.append(c.chunk_id)
+                    # Kept on the segment too: a chunk made again after a cold start gets the line back.
+                    self.log.append({"kind": "verdict", "start": seg.start, "end": seg.end, "text": line})
+                    if seg.chunk is not None:
+                        self._annotate(seg.chunk, line, hit)
+                        continue
+                    seg.extra.setdefault("verdicts", []).append(line)
+                    cid = f"chunk_{seg.start:04d}_{seg.end:04d}"
+                    if cid not in hit:
+                        hit.append(cid)
             if hit:
                 self.log.append({"kind": "annotation", "checkpoint": checkpoint_id, "chunks": hit})
         return hit
+
+    def _judges(self, steps: Any, subgoal: Any, start: int, end: int, milestone: str | None) -> bool:
+        """Whether a verdict naming ``steps`` [first, last] or ``subgoal`` judges the steps start..end."""
+        if isinstance(steps, (list, tuple)) and len(steps) == 2 and all(isinstance(x, int) for x in steps) \
+                and steps[0] <= end and steps[1] >= start:
+            return True
+        return subgoal is not None and (subgoal == milestone or any(
+            t.record.subgoal_hash == subgoal for t in self.turns[start - 1: end]))
+
+    def _annotate(self, c: Chunk, line: str, hit: list[str]) -> None:
+        c.annotations.append(line)
+        c.version += 1
+        self.log.write(self.dir / "chunks" / f"{c.chunk_id}.v{c.version}.md", c.to_markdown())
+        if c.chunk_id not in hit:
+            hit.append(c.chunk_id)
 
     def _read_chunk(self, chunk_id: str) -> Chunk:
         files = sorted((self.dir / "chunks").glob(f"{chunk_id}.v*.md"))
@@ -426,6 +449,8 @@ class LayeredCompaction:
                 # A segment across the snapshot's edge: its tail becomes a segment of its own.
                 self.closed.remove(seg)
                 tail = self._segment(end + 1, seg.end, seg.reason)
+                if seg.chunk is None and seg.extra.get("verdicts"):
+                    tail.extra["verdicts"] = list(seg.extra["verdicts"])  # the verdicts judged its steps too
                 self.closed.append(tail)
                 self.log.append({"kind": "segment", "start": tail.start, "end": tail.end,
                                          "reason": tail.reason})

@@ -18,6 +18,7 @@ from .._sanitize import sanitize
 log = logging.getLogger("memory_plane")
 
 _HEX = re.compile(r"^[0-9a-f]{1,64}$")
+NOTE_EXCERPT_CHARS = 300  # what a step keeps of a note's content (the note itself is in the notes system)
 
 
 class InputCleaner:
@@ -62,6 +63,37 @@ class InputCleaner:
             if len(out) >= limit:
                 break
         return out
+
+    def notes(self, value: Any, args: Mapping[str, Any] | None) -> tuple[list[str], dict[str, str]]:
+        """The note keys a step wrote and an excerpt of each one's content: ``(keys, {key: excerpt})``.
+
+        Each item is a key, or a mapping with ``key`` (or ``path``/``name``) and ``content`` (or ``text``). A key
+        given alone whose value is one of the action's arguments (a ``save_note(key=…, content=…)`` step) takes
+        the action's longest other text argument as its content."""
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+            value = [] if value is None else [value]
+        keys: list[str] = []
+        excerpts: dict[str, str] = {}
+        texts = [v for v in (args or {}).values() if isinstance(v, str) and v.strip()]
+        for item in list(value)[:200]:
+            content: Any = None
+            if isinstance(item, Mapping):
+                key = self.text("notes_written", next((item[k] for k in ("key", "path", "name") if item.get(k)), None),
+                                300)
+                content = next((item[k] for k in ("content", "text") if item.get(k) is not None), None)
+            else:
+                key = self.text("notes_written", item, 300)
+                if key and key in texts:
+                    content = max((t for t in texts if t != key), key=len, default=None)
+            if not key:
+                continue
+            if key not in keys:
+                keys.append(key)
+            excerpt = self.text("note content", content, NOTE_EXCERPT_CHARS + 1) if content is not None else None
+            if excerpt and excerpt.strip():
+                one = " ".join(excerpt.split())
+                excerpts[key] = one if len(one) <= NOTE_EXCERPT_CHARS else one[: NOTE_EXCERPT_CHARS - 1] + "…"
+        return keys, excerpts
 
     def mappings(self, what: str, value: Any, limit: int = 400) -> list[dict[str, Any]]:
         """A list of mappings (UI elements, recovery attempts); anything else is dropped."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from memory_plane.lifecycle import (
     Clock,
+    UsageError,
     append_line,
     atomic_write,
     dumps_compact,
@@ -39,7 +40,7 @@ from ._compaction import LayeredCompaction
 from ._inputs import InputCleaner
 from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
-from ._perception import TokenMeter, envelope, estimate_text_tokens, label_action, ui_diff
+from ._perception import TokenMeter, envelope, estimate_text_tokens, image_dhash, label_action, ui_diff
 from ._recall import RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
 from ._service import StepMemoryService
@@ -162,21 +163,33 @@ class TranscriptLedger:
         texts = c.texts("ui_text", ui_text) if ui_text is not None else [
             t for t in (c.text("element label", e.get("label") or e.get("text"), 500) for e in els
                         if e.get("label") or e.get("text")) if t]
-        self.staged = Staged(c.text("screenshot", screenshot, 500), c.size("width", width),
+        shot = c.text("screenshot", screenshot, 500)
+        given = c.dhash(dhash)
+        self.staged = Staged(shot, c.size("width", width),
                              c.size("height", height), els, texts, c.text("plan", plan),
                              c.texts("user_instructions", user_instructions), c.text("package", package, 300),
-                             c.text("activity", activity, 300), c.dhash(dhash))
+                             c.text("activity", activity, 300), given or self._screen_hash(shot))
+
+    def _screen_hash(self, ref: str | None) -> str | None:
+        """The dHash of a screenshot of the episode, computed here when the runtime passed none (so the
+        similarity hint and a recall by screen work without it); None when off, missing or undecodable."""
+        if not ref or not (self.config.transcript.similarity_hints or self.config.recall.enabled):
+            return None
+        return image_dhash(self.episode_dir, ref, self._clean)
 
     def commit(self, *, action: str, args: Mapping[str, Any] | None = None, thought: str | None = None,
                result: str | None = None, validator: Mapping[str, Any] | None = None,
                failure_recovery: Iterable[Mapping[str, Any]] = (), post_image: str | None = None,
                post_ui_text: Iterable[str] | None = None, subgoal_hash: str | None = None,
-               notes_written: Iterable[str] = (), envelope_patterns: Iterable[str] = (),
+               notes_written: Iterable[str | Mapping[str, Any]] = (), envelope_patterns: Iterable[str] = (),
                boundary: str | None = None, thought_signature: str | bytes | None = None,
                plan_revision: int | str | None = None, thinking_ref: str | None = None,
                ui_dump_ref: str | None = None, native_thinking_ref: str | None = None,
                post_ui_ref: str | None = None) -> StepRecord:
-        """Turn the staged tail plus the model's action and the tool's result into a committed step."""
+        """Turn the staged tail plus the model's action and the tool's result into a committed step.
+
+        ``notes_written`` names the notes the step wrote: a key each, or ``{"key": …, "content": …}`` so that the
+        chunk's synopsis is given an excerpt of what the note says."""
         c = self._clean
         action = c.text("action", action, 200) or "?"
         redact = self.log.redact
@@ -187,7 +200,8 @@ class TranscriptLedger:
         post_image = c.text("post_image", post_image, 500)
         post_ui_text = c.texts("post_ui_text", post_ui_text) if post_ui_text is not None else None
         subgoal_hash, boundary = c.text("subgoal_hash", subgoal_hash, 200), c.text("boundary", boundary, 200)
-        notes_written = c.texts("notes_written", notes_written)
+        notes_written, note_excerpts = c.notes(notes_written, args)
+        note_excerpts = redact(note_excerpts)
         envelope_patterns = c.texts("envelope_patterns", envelope_patterns)
         signature = c.signature(thought_signature)
         revision = c.revision(plan_revision)
@@ -200,7 +214,10 @@ class TranscriptLedger:
             a = dict(args or {})
             label, source = label_action(a, st.elements)
             pts = action_points(a)
-            point_labels = [label_action({"x": x, "y": y}, st.elements)[0] for x, y in pts] if len(pts) >= 2 else None
+            labelled = [label_action({"x": x, "y": y}, st.elements) for x, y in pts] if len(pts) >= 2 else []
+            point_labels = [lb for lb, _src in labelled] or None
+            if label is None and labelled and labelled[0][0]:
+                label, source = labelled[0]  # a swipe or gesture is named by where it starts
             res_text, env_ref = self._maybe_envelope(n, result, envelope_patterns)
             rec = StepRecord(
                 step_id=f"step_{n:04d}", step=n, ts=format_ts(now), t=elapsed_label(self.start, now),
@@ -210,7 +227,8 @@ class TranscriptLedger:
                 pre_image=st.screenshot, post_image=post_image, ui_text=st.ui_text[:200],
                 ui_diff=ui_diff(st.ui_text, post_ui_text), package=st.package, activity=st.activity,
                 subgoal_hash=subgoal_hash, plan=st.plan, user_instructions=st.user_instructions,
-                notes_written=list(notes_written), envelope_ref=env_ref, dhash=st.dhash,
+                notes_written=list(notes_written), note_excerpts=note_excerpts or None, envelope_ref=env_ref,
+                dhash=st.dhash,
                 session_id=self.session_id, plan_revision=revision,
                 thought_signature=signature, thinking_ref=thinking_ref, ui_dump_ref=ui_dump_ref,
                 native_thinking_ref=native_thinking_ref, post_ui_ref=post_ui_ref,
@@ -292,12 +310,21 @@ class TranscriptLedger:
 
     def recall_history(self, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
                        include_details: bool = False, include_images: bool = False,
-                       max_results: int = 5) -> RecallResult:
-        """Bring any earlier step back (bounded: at most 5 results, 2K tokens, one step's images)."""
+                       max_results: int = 5, screen_hash: str | None = None,
+                       image: str | None = None) -> RecallResult:
+        """Bring any earlier step back (bounded: at most 5 results, 2K tokens, one step's images).
+
+        ``screen_hash`` (a dHash in hex) or ``image`` (a screenshot of the episode, hashed here) finds the steps
+        whose screen looks like it, within ``similarity_max_distance`` bits, the closest first."""
         rc = self.config.recall
         if not rc.enabled:
             return RecallResult(results=[{"kind": "disabled", "text": "recall_history is disabled on this device "
                                           "(config.yaml recall.enabled: false)"}])
+        screen = self._clean.dhash(screen_hash) if screen_hash else None
+        if image and screen is None:
+            screen = image_dhash(self.episode_dir, image, self._clean)
+            if screen is None:
+                raise UsageError(f"recall_history: no screenshot of this task could be read at {image!r}")
         with self._lock:
             records = [t.record for t in self.turns]
             summaries = {t.record.step: s.text for t in self.turns
@@ -305,12 +332,14 @@ class TranscriptLedger:
             f = self.compaction
             chunk_texts = [(c.start, c.end, c.render()) for e in f.eras for c in e.chunks] + [
                 (c.start, c.end, c.render()) for c in f.chunks]
-            notes = [(r.step, "note", f"note written: {k}") for r in records for k in r.notes_written]
+            notes = [(r.step, "note", f"note written: {k}" + (f": {x}" if (x := (r.note_excerpts or {}).get(k)) else
+                                                              "")) for r in records for k in r.notes_written]
             instr = [(r.step, "user", f'User @ Step {r.step}: "{u}"') for r in records for u in r.user_instructions]
         return recall(records, summaries, chunk_texts, self.episode_dir, query=query, step_range=step_range,
                       include_details=include_details, include_images=include_images and rc.max_image_steps > 0,
                       max_results=min(max_results, rc.max_results), max_tokens=rc.max_text_tokens,
-                      extra=notes + instr)
+                      extra=notes + instr, screen=screen,
+                      max_distance=self.config.transcript.similarity_max_distance)
 
     def similarity_hint(self) -> str | None:
         """One line naming the older step whose screen is closest to the current one (within

@@ -1,4 +1,4 @@
-"""Record-time action labels, UI text diffs, same-turn envelopes and the token meter."""
+"""Record-time action labels, screen hashes, UI text diffs, same-turn envelopes and the token meter."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from memory_plane.lifecycle import read_bytes_nofollow, safe_join
+
+from ._inputs import InputCleaner
 
 
 def hit_test(x: float, y: float, elements: Iterable[Mapping[str, Any]]) -> str | None:
@@ -77,6 +82,25 @@ def envelope(output: str, *, limit_chars: int, limit_lines: int, limit_tokens: i
     return {"status": "error" if errors else "ok", "important_lines": important or head, "errors": errors,
             "tail": tail, "full_result_ref": full_ref, "truncated": True, "original_chars": len(output),
             "original_lines": len(lines)}
+
+
+SCREENSHOT_READ_BYTES = 32 << 20  # a screenshot hashed here is read up to this size (larger: not hashed)
+
+
+def image_dhash(episode_dir: Path, ref: str, clean: InputCleaner | None = None) -> str | None:
+    """The 64-bit dHash (hex) of an image file of the episode (``ref`` relative to it), read without following
+    a link; None when it is missing, too large or not an image (said once through ``clean``)."""
+    from .._artifacts import inspect_image
+
+    try:
+        raw = read_bytes_nofollow(safe_join(episode_dir, ref), max_bytes=SCREENSHOT_READ_BYTES + 1)
+        if len(raw) > SCREENSHOT_READ_BYTES:
+            raise ValueError("screenshot too large to hash")
+        return inspect_image(raw)[2]
+    except Exception as exc:  # a screen that cannot be hashed only loses its hint, never the step
+        if clean is not None and not isinstance(exc, FileNotFoundError):
+            clean.note("screenshot for its dHash", f"{ref}: {type(exc).__name__}: {exc}")
+        return None
 
 
 def estimate_text_tokens(text: str) -> int:

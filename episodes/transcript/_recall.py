@@ -1,4 +1,4 @@
-"""recall_history: bounded, on-demand access to any step, summary, chunk, note or UI text of the task."""
+"""recall_history: bounded, on-demand access to any step, summary, chunk, note, UI text or saved tool output."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
-from memory_plane.lifecycle import UsageError, safe_join
+from memory_plane.lifecycle import UsageError, read_bytes_nofollow, safe_join
 
 from ._perception import estimate_text_tokens
 from ._records import StepRecord
@@ -18,13 +18,15 @@ from ._step_rows import step_rows
 RECALL_HISTORY_TOOL: dict[str, Any] = {
     "name": "recall_history",
     "description": ("Bring back exact details of earlier steps of this task that were compacted: actions, "
-                    "results, summaries, UI text, screens, recovery attempts, notes and user instructions, "
+                    "results (a large tool output in full, as saved on disk), summaries, UI text, screens, "
+                    "recovery attempts, notes and user instructions, "
                     "optionally one step's screenshot. Worth its cost when an old exact value is needed (a code, "
                     "a name, a number), the screen resembles an earlier one, two steps made no progress, the "
                     "same action is about to be tried a third time, a summary conflicts with what you see, or "
                     "the user asks to go back to an earlier state. Do not call it on ordinary steps: the "
                     "history above already holds the facts. Give a query, a step range (every step in it, "
-                    "up to the token budget), or both (the steps of the range that match)."),
+                    "up to the token budget), or both (the steps of the range that match); or a screen (its hash or a "
+                    "screenshot) for the steps whose screen looks like it."),
     "parameters": {
         "type": "object",
         "properties": {
@@ -35,6 +37,10 @@ RECALL_HISTORY_TOOL: dict[str, Any] = {
             "include_images": {"type": "boolean", "description": "the screenshot of at most one step"},
             "max_results": {"type": "integer", "minimum": 1, "maximum": 5,
                             "description": "hits of a query without a step range"},
+            "screen_hash": {"type": "string",
+                            "description": "a screen's dHash (hex): the steps whose screen looks like it"},
+            "image": {"type": "string", "description": "a screenshot of this task (its file, such as "
+                      "artifacts/step_012.jpg): the steps whose screen looks like it"},
         },
     },
 }
@@ -56,23 +62,33 @@ class RecallResult:
 def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: list[tuple[int, int, str]],
            episode_dir: Path, *, query: str | None = None, step_range: list[int] | tuple[int, int] | None = None,
            include_details: bool = False, include_images: bool = False, max_results: int = 5,
-           max_tokens: int = 2000, extra: list[tuple[int, str, str]] = ()) -> RecallResult:  # type: ignore[assignment]
-    """Search the task's history (steps, summaries, chunks, notes, events, UI text) within bounds.
+           max_tokens: int = 2000, extra: list[tuple[int, str, str]] = (),  # type: ignore[assignment]
+           screen: str | None = None, max_distance: int = 5) -> RecallResult:
+    """Search the task's history (steps, summaries, chunks, notes, events, UI text, saved tool outputs) within bounds.
 
     A step range returns every step in it (its row, with its recovery and user-instruction lines) up to the
     token budget, only the matching ones when a query is given too; a query alone returns at most
     ``max_results`` hits. Everything returned (labels and keys included) counts against ``max_tokens``."""
     q = (query or "").strip()
-    if not q and not step_range:
-        raise UsageError("recall_history needs a query or a step_range")
+    if not q and not step_range and not screen:
+        raise UsageError("recall_history needs a query, a step_range or a screen (its hash or an image)")
     max_results = max(1, min(5, int(max_results)))
     out = RecallResult()
     budget = max_tokens - _cost({"results": [], "images": [], "truncated": True})
     by_step = {r.step: r for r in records}
     low = q.lower()
+    # Saved outputs are read only when something will use them (a query, or a range's details).
+    outputs = saved_outputs(records, episode_dir) if low or (step_range and include_details) else {}
+    if low:
+        extra = [*extra, *((step, "output", f"{ref}:{hit}") for step, (ref, text) in outputs.items()
+                           if (hit := _best_line(low, text)))]
+    if screen:
+        _recall_screen(out, budget, records, summaries, screen, max_distance, step_range, low, extra,
+                       max_results, include_images, episode_dir)
+        return out
     if step_range:
         _recall_range(out, budget, by_step, summaries, episode_dir, step_range, q, low, include_details,
-                      include_images, extra)
+                      include_images, extra, outputs)
         return out
     _recall_query(out, budget, records, by_step, summaries, chunk_texts, episode_dir, low, include_details,
                   include_images, max_results, extra)
@@ -81,8 +97,10 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
 
 def _recall_range(out: RecallResult, budget: int, by_step: dict[int, StepRecord], summaries: dict[int, str],
                   episode_dir: Path, step_range: list[int] | tuple[int, int], q: str, low: str,
-                  include_details: bool, include_images: bool, extra: list[tuple[int, str, str]]) -> None:
-    """Every step of the range (only the matching ones with a query) into ``out``, within ``budget``."""
+                  include_details: bool, include_images: bool, extra: list[tuple[int, str, str]],
+                  outputs: dict[int, tuple[str, str]]) -> None:
+    """Every step of the range (only the matching ones with a query) into ``out``, within ``budget``; a step's
+    details give its full saved output in place of the stand-in the prompt showed."""
     a, b = int(step_range[0]), int(step_range[1])
     if a > b:
         a, b = b, a
@@ -98,7 +116,9 @@ def _recall_range(out: RecallResult, budget: int, by_step: dict[int, StepRecord]
         if include_details:
             # Details count against the same budget as the row (a result can be long): each part is
             # cut to what is left rather than dropped whole (JSON escaping and keys measured, then cut again).
-            parts = {"thought": r.thought, "result": r.result, "ui_text": " | ".join(r.ui_text[:40]),
+            full = outputs.get(r.step)
+            parts = {"thought": r.thought, "result": full[1] if full else r.result,
+                     "ui_text": " | ".join(r.ui_text[:40]),
                      "screen": "/".join(x for x in (r.package, r.activity) if x) or None,
                      "summary": summaries.get(r.step)}
             room = budget - _cost(item) - 12
@@ -119,6 +139,51 @@ def _recall_range(out: RecallResult, budget: int, by_step: dict[int, StepRecord]
     if include_images:
         shown = [r for r in chosen if any(x["step"] == r.step for x in out.results)]
         _attach_image(out, shown or chosen, episode_dir)
+
+
+def _recall_screen(out: RecallResult, budget: int, records: list[StepRecord], summaries: dict[int, str],
+                   screen: str, max_distance: int, step_range: list[int] | tuple[int, int] | None, low: str,
+                   extra: list[tuple[int, str, str]], max_results: int, include_images: bool,
+                   episode_dir: Path) -> None:
+    """The steps whose screen is within ``max_distance`` dHash bits of ``screen`` (in the range, matching the
+    query, when given), the closest first (the later on a tie), at most ``max_results``, within ``budget``."""
+    from .._artifacts import hamming
+
+    a, b = (int(step_range[0]), int(step_range[1])) if step_range else (1, 10**9)
+    a, b = min(a, b), max(a, b)
+    extra_by_step: dict[int, list[str]] = {}
+    for s, _kind, textv in extra:
+        extra_by_step.setdefault(s, []).append(textv)
+    near: list[tuple[int, int, StepRecord]] = []
+    for r in records:
+        if not r.dhash or len(r.dhash) != len(screen) or not a <= r.step <= b:
+            continue
+        try:
+            d = hamming(r.dhash, screen)
+        except ValueError:
+            continue  # a hash that is not hex (a hand-edited ledger) matches nothing
+        if d > max_distance:
+            continue
+        if low and max((_score(low, t) for t in [*(t for _k, t in _fields(r, summaries)),
+                                                 *extra_by_step.get(r.step, [])] if t), default=0.0) < 60:
+            continue
+        near.append((d, -r.step, r))
+    near.sort(key=lambda x: (x[0], x[1]))
+    for d, _s, r in near:
+        if len(out.results) >= max_results:
+            out.truncated = True
+            break
+        item = {"step": r.step, "kind": "screen", "distance": d, "text": "\n".join(step_rows(r))}
+        if summaries.get(r.step):
+            item["summary"] = summaries[r.step][:600]
+        cost = _cost(item)
+        if cost > budget:
+            out.truncated = True
+            break
+        budget -= cost
+        out.results.append(item)
+    if include_images and out.results:
+        _attach_image(out, [x[2] for x in near[:1]], episode_dir)
 
 
 def _recall_query(out: RecallResult, budget: int, records: list[StepRecord], by_step: dict[int, StepRecord],
@@ -166,6 +231,48 @@ def _recall_query(out: RecallResult, budget: int, records: list[StepRecord], by_
     if include_images and out.results:
         best = [by_step[out.results[0]["step"]]] if out.results[0]["step"] in by_step else []
         _attach_image(out, best, episode_dir)
+
+
+OUTPUT_READ_BYTES = 1 << 20  # read of one saved tool output, at most
+OUTPUT_SCAN_BYTES = 4 << 20  # reads of saved outputs for one recall, at most (the newest first)
+OUTPUT_LINE_CHARS = 600  # a line of a saved output as a hit shows it
+
+
+def saved_outputs(records: list[StepRecord], episode_dir: Path) -> dict[int, tuple[str, str]]:
+    """The full tool outputs the prompt showed as a stand-in, by step: (its file, its text), read bounded.
+
+    Each file is read up to ``OUTPUT_READ_BYTES`` and all of them up to ``OUTPUT_SCAN_BYTES``, newest step
+    first, so a recall over a long task with many large outputs stays bounded; a file that is missing, a link
+    or not a file is skipped."""
+    out: dict[int, tuple[str, str]] = {}
+    left = OUTPUT_SCAN_BYTES
+    for r in sorted((r for r in records if r.envelope_ref), key=lambda r: -r.step):
+        if left <= 0:
+            break
+        ref = str(r.envelope_ref)
+        try:
+            raw = read_bytes_nofollow(safe_join(episode_dir, ref), max_bytes=min(left, OUTPUT_READ_BYTES))
+        except (OSError, ValueError):
+            continue
+        left -= len(raw)
+        out[r.step] = (ref, raw.decode("utf-8", errors="replace"))
+    return out
+
+
+def _best_line(query: str, text: str) -> str | None:
+    """``N: line`` of the line of a saved output that best matches the query (an exact match first), or None."""
+    lines = text.splitlines()
+    at = text.lower().find(query)
+    if at >= 0:
+        i = text.count("\n", 0, at)
+    else:
+        if len(query) < 3:
+            return None
+        best = process.extractOne(query, lines, scorer=fuzz.partial_ratio, processor=str.lower, score_cutoff=60)
+        if best is None:
+            return None
+        i = best[2]
+    return f"{i + 1}: {lines[i][:OUTPUT_LINE_CHARS]}"
 
 
 def _fields(r: StepRecord, summaries: dict[int, str]) -> list[tuple[str, str]]:

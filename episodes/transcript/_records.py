@@ -42,6 +42,7 @@ class StepRecord(BaseModel):
     plan: str | None = None
     user_instructions: list[str] = Field(default_factory=list)
     notes_written: list[str] = Field(default_factory=list)
+    note_excerpts: dict[str, str] | None = None  # note key -> the start of what the step wrote into it
     envelope_ref: str | None = None
     dhash: str | None = None
     session_id: str | None = None  # the agent session the step belongs to
@@ -69,8 +70,10 @@ class StepRecord(BaseModel):
         else:
             inner = ", ".join(f"{k}={str(v)[:30]}" for k, v in list(args.items())[:3])
         label = f"[{self.target_label!r}]" if self.target_label else ""
-        if not label and self.point_labels and any(self.point_labels):
-            label = "[" + "→".join(repr(x) if x else "?" for x in self.point_labels) + "]"
+        pl = self.point_labels
+        # A gesture's label is its first point's: the whole chain says more (where it started and ended).
+        if pl and any(pl) and (not label or pl[0] == self.target_label):
+            label = "[" + "→".join(repr(x) if x else "?" for x in pl) + "]"
         return f"{name}({inner}){label}"
 
 
@@ -80,23 +83,32 @@ def action_points(args: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def _points(args: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """The points of a swipe or a multi-point gesture, in the shapes runtimes send them."""
+    """The points of a swipe or a multi-point gesture, in the shapes runtimes send them: ``start``/``end``
+    (or ``from``/``to``) as ``[x, y]`` or ``{x, y}``, ``x1..y2``, ``start_x..end_y``, and a list of points under
+    ``points`` or ``coordinates`` (each ``[x, y]`` or ``{x, y}``)."""
     for a, b in (("start", "end"), ("from", "to")):
-        p, q = args.get(a), args.get(b)
-        if isinstance(p, (list, tuple)) and isinstance(q, (list, tuple)) and len(p) >= 2 and len(q) >= 2:
-            return [(p[0], p[1]), (q[0], q[1])]
-    if all(k in args for k in ("x1", "y1", "x2", "y2")):
-        return [(args["x1"], args["y1"]), (args["x2"], args["y2"])]
-    pts = args.get("points")
-    if isinstance(pts, (list, tuple)):
-        out = []
-        for p in pts:
-            if isinstance(p, (list, tuple)) and len(p) >= 2:
-                out.append((p[0], p[1]))
-            elif isinstance(p, dict) and "x" in p and "y" in p:
-                out.append((p["x"], p["y"]))
-        return out
+        p, q = _point(args.get(a)), _point(args.get(b))
+        if p is not None and q is not None:
+            return [p, q]
+    for (xa, ya), (xb, yb) in ((("x1", "y1"), ("x2", "y2")), (("start_x", "start_y"), ("end_x", "end_y"))):
+        if all(k in args for k in (xa, ya, xb, yb)):
+            return [(args[xa], args[ya]), (args[xb], args[yb])]
+    for key in ("points", "coordinates"):
+        pts = args.get(key)
+        if isinstance(pts, (list, tuple)):
+            out = [p for p in map(_point, pts) if p is not None]
+            if out:
+                return out
     return []
+
+
+def _point(p: Any) -> tuple[Any, Any] | None:
+    """One point given as ``[x, y]`` (or longer) or as a mapping with ``x`` and ``y``; None otherwise."""
+    if isinstance(p, (list, tuple)) and len(p) >= 2:
+        return p[0], p[1]
+    if isinstance(p, dict) and "x" in p and "y" in p:
+        return p["x"], p["y"]
+    return None
 
 
 def _n(v: Any) -> str:
