@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class GeminiSettings(BaseModel):
     """The `lenses` section: models, fallback chains, timeouts, concurrency, the endpoint."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")  # a misspelt key is an error naming it, not silently ignored
+    # A misspelt key is an error naming it, not silently ignored.
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     step_model: str = "gemini-3.5-flash-lite"
     capsule_model: str = "gemini-3.8-flash"
