@@ -121,7 +121,7 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
             # It happened again (a cause: to the same kind of goal): the doubt is resolved in its favour.
             f.status = "active"
             lesson.decide([f.id], "failure_reconfirmed", "active")
-        f.summary = f.body()
+        f.refresh_summary()
 
     def create() -> Failure:
         where = evidence[-1]
@@ -137,7 +137,7 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
         )
         f.met_in(ep.user_goal, group, reason)
         note_led(f)
-        f.summary = f.body()
+        f.refresh_summary()
         return f
 
     fail = writer.upsert(lesson, res, "failure", fid, create, merge, content_hash("failure", fid), evidence=evidence)

@@ -116,7 +116,7 @@ def learn_app_profile(writer: LessonWriter, lesson: LessonContext, app_id: str, 
                 reason = lesson.failure_text()
                 if reason:
                     p.known_issues = merge_unique(p.known_issues, [reason], "known_issues")
-        p.summary = p.body()
+        p.refresh_summary()
 
     def create() -> AppProfile:
         display = names[0] if names else (writer.device.catalog.get(app_id).display  # type: ignore[union-attr]
