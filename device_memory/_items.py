@@ -234,9 +234,15 @@ class ProcedureStep(BaseModel):
         return _bounded(out, MAX_STEP_LINE)
 
 
+PROCEDURE_SCOPES = ("device", "app")
+"""What a procedure is about (the design's ``scope``): the device as a whole (any app: "open apps through system
+search"), or the tasks of one app (``app_id``)."""
+
+
 class Procedure(DeviceItem):
     """A verified way to reach a goal on an app: the exact steps that worked."""
 
+    scope: str | None = None  # one of PROCEDURE_SCOPES; a file without one: "app" when it names an app, else "device"
     goal_pattern: str | None = None
     intent: str | None = None
     goal_examples: StrList = Field(default_factory=list)
@@ -247,6 +253,12 @@ class Procedure(DeviceItem):
     summary_hash: str | None = None  # the hash of the summary as last generated (a different summary is a person's)
     TYPE: ClassVar[str] = "procedure"
     DEFAULT_TTL: ClassVar[str] = "45d"
+
+    @model_validator(mode="after")
+    def _scope(self) -> Procedure:
+        if self.scope not in PROCEDURE_SCOPES:
+            self.scope = "app" if self.app_id else "device"
+        return self
 
     def slot_values(self, goal: str) -> dict[str, str]:
         """Each slot's value for a goal: what the goal gives where the example's value stood, else ``{name}``."""

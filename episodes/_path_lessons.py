@@ -79,7 +79,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
             title=goal_title(lesson.ep, app_name, list(slots), device=writer.device, app_id=app_id,
                              pattern=pattern), confidence=0.75, priority=70,
             goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
-            steps_target=target, slots=slot_examples,
+            steps_target=target, slots=slot_examples, scope="app" if app_id else "device",
             applicability=lesson.applicability(app_id),
             tags=[f"page:{p}" for p in pages[:5]] + ([lesson.ep.normalized_goal.intent]
                                                       if lesson.ep.normalized_goal.intent else []),
