@@ -116,7 +116,7 @@ class Retriever:
         # A task started on the home screen is not about the launcher: a system screen in front is no app hint
         # (as no lesson is filed under one).
         hint = None if hints.app and is_system_screen(hints.app) else hints.app
-        q = parse_query(req.input, self.device.catalog, app_hint=hint)
+        q = parse_query(req.input, self.device.catalog, app_hint=hint, tool_names=req.tool_names)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
         if q.app is not None and not q.apps and not self._about_app(q, q.app, in_step):
