@@ -87,6 +87,10 @@ class DeviceItem(Record):
         """Agent tools this memory's actions need (empty: it needs none in particular)."""
         return []
 
+    def refresh_summary(self) -> None:
+        """Write the shown text into ``summary`` again after a change (what the index line and a grep read)."""
+        self.summary = self.body()
+
 
 class ScreenInfo(BaseModel):
     """Screenshot geometry of a device."""
@@ -230,9 +234,15 @@ class ProcedureStep(BaseModel):
         return _bounded(out, MAX_STEP_LINE)
 
 
+PROCEDURE_SCOPES = ("device", "app")
+"""What a procedure is about (the design's ``scope``): the device as a whole (any app: "open apps through system
+search"), or the tasks of one app (``app_id``)."""
+
+
 class Procedure(DeviceItem):
     """A verified way to reach a goal on an app: the exact steps that worked."""
 
+    scope: str | None = None  # one of PROCEDURE_SCOPES; a file without one: "app" when it names an app, else "device"
     goal_pattern: str | None = None
     intent: str | None = None
     goal_examples: StrList = Field(default_factory=list)
@@ -240,8 +250,15 @@ class Procedure(DeviceItem):
     steps_target: str | None = None  # the target of the episode the steps come from
     steps: list[ProcedureStep] = Field(default_factory=list)
     slots: dict[str, str] = Field(default_factory=dict)  # slot name -> the example value the steps hold
+    summary_hash: str | None = None  # the hash of the summary as last generated (a different summary is a person's)
     TYPE: ClassVar[str] = "procedure"
     DEFAULT_TTL: ClassVar[str] = "45d"
+
+    @model_validator(mode="after")
+    def _scope(self) -> Procedure:
+        if self.scope not in PROCEDURE_SCOPES:
+            self.scope = "app" if self.app_id else "device"
+        return self
 
     def slot_values(self, goal: str) -> dict[str, str]:
         """Each slot's value for a goal: what the goal gives where the example's value stood, else ``{name}``."""
@@ -280,7 +297,35 @@ class Procedure(DeviceItem):
         return list(dict.fromkeys(s.tool for s in self.steps if s.tool and s.tool != PROSE_STEP))
 
     def body(self) -> str:
-        """When goal is …, prefer this path."""
+        """The procedure's line: its ``summary`` when a person wrote it, else the one made from its goals and steps."""
+        written = self.written_summary()
+        if written is None:
+            return self.generated_body()
+        # A person's words do not hide that the path's success was never confirmed.
+        return f"UNVERIFIED path: {written}" if (self.model_extra or {}).get("verified") is False else written
+
+    def written_summary(self) -> str | None:
+        """The ``summary`` a person wrote (edited the file), None when it is the generated one or there is none.
+
+        A generated summary is recorded with its hash (``summary_hash``): a summary that no longer matches it was
+        changed by hand. A file from before the hash was kept counts the summary as written when it differs from
+        what would be generated now."""
+        text = (self.summary or "").strip()
+        if not text:
+            return None
+        if self.summary_hash is not None:
+            return None if self.summary_hash == content_hash(text) else text
+        return None if " ".join(text.split()) == " ".join(self.generated_body().split()) else text
+
+    def refresh_summary(self) -> None:
+        """The generated summary rebuilt after a change, with its hash; a summary a person wrote is kept."""
+        if self.written_summary() is not None:
+            return
+        self.summary = self.generated_body()
+        self.summary_hash = content_hash(self.summary.strip())
+
+    def generated_body(self) -> str:
+        """When goal is …, prefer this path (made from the goal examples and the steps)."""
         goal = self.goal_examples[-1] if self.goal_examples else (self.goal_pattern or "")
         path = " → ".join(s.tool for s in self.steps[:8])
         # Taught by a success nothing confirmed (no verifier, no completion reason, the goal not on the last

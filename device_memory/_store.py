@@ -470,7 +470,7 @@ class DeviceMemory:
         changed: list[str] = []
         if not old or not new or str(old).lower() == str(new).lower():
             return changed
-        for item_type in ("procedure", "navigation", "calibration", "ui_anchor"):
+        for item_type in ("procedure", "navigation", "calibration", "ui_anchor", "failure"):
             coll = self.collections[item_type]
             for e in list(coll.entries()):
                 appl = e.get("applicability") or {}

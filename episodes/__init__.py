@@ -23,7 +23,7 @@ from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import MEMORY_TOOLS, Step, coords_close, effective_path, is_system_screen, pair_steps, step_action
 from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore, recording_is_live
 from ._summary import episode_summary, tool_path
-from ._tool_inputs import parse_tool_input, step_label, tool_coords, tool_text
+from ._tool_inputs import parse_tool_input, shown_tool_input, step_label, tool_coords, tool_text
 from ._transcript_config import TranscriptConfig
 from ._writer import FAILED_PREFIX, EpisodeJob, TaskEpisodeWriter, WriterStats
 
@@ -78,6 +78,7 @@ __all__ = [
     "recording_is_live",
     "sanitize",
     "scrub_base64",
+    "shown_tool_input",
     "step_action",
     "step_label",
     "tool_coords",

@@ -9,6 +9,10 @@ showed) and the symptom there, with what identifies that symptom on the page (``
   identified by the field (its label, or the tap that focused it);
 - ``element_missing``: the tool said its element was not there, or the label tapped was on nothing the screen
   listed; identified by the missing label;
+- ``vision_uncertain``: the screen the step acted on was read with low confidence (the observed state's
+  ``confidence``, as the Go recorder and the design's observed state carry it, or an OCR/vision confidence
+  field, under ``LOW_CONFIDENCE``), or the tool's error says the screen could not be recognised, and the
+  step aimed at nothing there or got nowhere; identified by the tool and its label;
 - ``page_unchanged``: an action changed nothing the phone reports (once or repeated); identified by the tool
   and its label;
 - ``sign_in_wall``: the task ended on a page asking to sign in (its name, a password field, the login state
@@ -60,6 +64,14 @@ MISSING_WORDS = ("not found", "no such element", "cannot find", "can't find", "c
                  "unable to locate", "does not exist", "not visible", "找不到", "未找到", "没有找到", "不存在",
                  "見つかりません", "no encontrado", "introuvable", "nicht gefunden")
 INPUT_ERROR_WORDS = ("input method", "ime", "keyboard", "输入法", "键盘")
+# A screen the OCR or vision model could not read: the phone's and the models' own words for it.
+VISION_ERROR_WORDS = ("ocr", "recognize", "recognise", "recognition", "low confidence", "uncertain", "unreadable",
+                      "could not read the screen", "识别", "看不清", "不确定", "認識", "reconocer", "reconnaître",
+                      "erkennen")
+# Fields of an observed state that say how sure the reading of the screen was (0..1).
+CONFIDENCE_KEYS = ("confidence", "ocr_confidence", "vision_confidence", "recognition_confidence")
+LOW_CONFIDENCE = 0.5
+"""A screen read with less confidence than this was uncertain."""
 
 
 KEY_FORM = 2
@@ -241,6 +253,29 @@ def _sign_in_wall(s: Step) -> bool:
     return _has(visible, SIGN_IN_WORDS) and _has(visible, PASSWORD_WORDS)
 
 
+def _reading_confidence(s: Step) -> float | None:
+    """How sure the reading of the screen the step acted on was (the lowest confidence its observed state before
+    the step gives, else the one after), None when none is given."""
+    for before in (True, False):
+        found = []
+        for key in CONFIDENCE_KEYS:
+            v = _observed(s, key, before)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0:
+                found.append(float(v))
+        if found:
+            return min(found)
+    return None
+
+
+def _vision_uncertain(s: Step) -> bool:
+    """Whether the step acted on a screen read with low confidence, or its error says the screen was not
+    recognised."""
+    if s.is_error:
+        return _has(s.error, VISION_ERROR_WORDS)
+    conf = _reading_confidence(s)
+    return conf is not None and conf < LOW_CONFIDENCE
+
+
 def _missing(s: Step) -> bool:
     """The tool said its element was not there, or the label it tapped was on nothing the screen listed."""
     if s.is_error:
@@ -327,6 +362,14 @@ def _missing_cause(s: Step) -> Cause:
                                      "it first.", [s], subject=label)
 
 
+def _vision_cause(s: Step) -> Cause:
+    conf = _reading_confidence(s)
+    how = f" (confidence {conf:.2f})" if conf is not None else ""
+    return _cause("vision_uncertain", f"The screen {_action(s)} acted on at {s.page_before or 'this page'} was read "
+                                      f"uncertainly{how}: take a fresh screenshot and read it again before acting on "
+                                      "it.", [s], subject=_action(s))
+
+
 def _unchanged_cause(steps: list[Step], i: int) -> Cause:
     run = _no_effect_run(steps, i)
     s = steps[i]
@@ -348,6 +391,8 @@ def _at(steps: list[Step], i: int) -> Cause | None:
             return _missing_cause(s)
         if _text_lost(s):
             return _input_cause(steps, i)
+        if _vision_uncertain(s):
+            return _vision_cause(s)
         return None
     if i == len(steps) - 1 and _sign_in_wall(s):
         return _cause("sign_in_wall", f"{s.page_after or 'The screen'} asked to sign in: the task needs a "
@@ -357,6 +402,10 @@ def _at(steps: list[Step], i: int) -> Cause | None:
         return _dialog_cause(s, shown[0], before=True)
     if _text_lost(s):
         return _input_cause(steps, i)
+    if _vision_uncertain(s) and (_missing(s) or (s.tool not in WAIT_TOOLS and _unchanged(s))
+                                 or (i == len(steps) - 1 and s.tool not in WAIT_TOOLS)):
+        # A misread screen explains the label that was not there, or the tap that hit nothing.
+        return _vision_cause(s)
     if _missing(s):
         return _missing_cause(s)
     if s.tool not in WAIT_TOOLS and _unchanged(s):

@@ -111,6 +111,17 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
 
     def merge(f: Failure) -> None:
         note_led(f)
+        extra = f.model_extra if f.model_extra is not None else {}
+        if lesson.language:
+            # Met again under the UI language of now: it holds there (a failure demoted when the language
+            # changed is brought back by meeting it under the new one).
+            f.applicability = {**f.applicability, "language": lesson.language}
+            if extra.get("stale_key") == "language":
+                extra.pop("stale_key", None)
+                extra.pop("stale_reason", None)
+                if f.status == "conflicted":
+                    f.status = "active"
+                    lesson.decide([f.id], "failure_reconfirmed", "active", f"met again under {lesson.language}")
         same_group = group in f.goal_groups
         # The outcome update counted this episode when it was shown this failure and met it again.
         if not any(r.type == "outcome" and r.id == ep.id for r in f.evidence_refs):
@@ -121,7 +132,7 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
             # It happened again (a cause: to the same kind of goal): the doubt is resolved in its favour.
             f.status = "active"
             lesson.decide([f.id], "failure_reconfirmed", "active")
-        f.summary = f.body()
+        f.refresh_summary()
 
     def create() -> Failure:
         where = evidence[-1]
@@ -132,12 +143,15 @@ def _failure(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult,
             goal_pattern=group if key else None,
             title=(f"{lesson.display(app_id) or 'Device'}: {mode}" if key else mode)[:120], confidence=0.8,
             priority=80, occurrences=1,
-            applicability={k: v for k, v in {"device_id": lesson.device_id, "app": app_id}.items() if v},
+            # The UI language it was met under: the dialogs, labels and fields it names are that language's, so a
+            # language change demotes it as it does the other lessons.
+            applicability={k: v for k, v in {"device_id": lesson.device_id, "app": app_id,
+                                             "language": lesson.language}.items() if v},
             entities=[p for p in (where.page_before, where.page_after) if p][:2] if key else [],
         )
         f.met_in(ep.user_goal, group, reason)
         note_led(f)
-        f.summary = f.body()
+        f.refresh_summary()
         return f
 
     fail = writer.upsert(lesson, res, "failure", fid, create, merge, content_hash("failure", fid), evidence=evidence)

@@ -74,13 +74,13 @@ def apply_contradiction(cur: Failure, ep: TaskEpisode, steps: list[Step], now: A
     cur.add_evidence(EvidenceRef(type="contradiction", id=ep.id, event_ids=[i for s in shown for i in s.event_ids]))
     if cur.success_count >= RETIRE_AFTER:
         cur.status = "replaced"
-        cur.summary = cur.body()
+        cur.refresh_summary()
         return True, "replaced"
     decided = None
     if cur.status == "active":
         cur.status = "conflicted"
         decided = "conflicted"
-    cur.summary = cur.body()
+    cur.refresh_summary()
     return True, decided
 
 
@@ -208,7 +208,7 @@ class OutcomeUpdater:
                                   hit[1] if hit else None)
                     decision.update(rule="repeated_failures", decision="conflicted")
             cur.add_evidence(EvidenceRef(type="outcome", id=ep.id, event_ids=[i for s in shown for i in s.event_ids]))
-            cur.summary = cur.body()
+            cur.refresh_summary()
             return cur
 
         restored: list[DeviceItem] = []
@@ -250,7 +250,7 @@ class OutcomeUpdater:
         cur.renew(now)
         cur.add_evidence(EvidenceRef(type="outcome", id=ep.id, event_ids=[i for s in steps if s.tool == cur.trigger.get(
             "tool") for i in s.event_ids][:20]))
-        cur.summary = cur.body()
+        cur.refresh_summary()
         return cur
 
     @staticmethod

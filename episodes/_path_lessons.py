@@ -70,7 +70,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         p.entities = merge_unique(p.entities, [*pages, *lesson.ep.entities], "entities")
         lesson.resolve(p, app_id)
         confirm(p, lesson)  # an unverified procedure renewed by another episode is verified now
-        p.summary = p.body()
+        p.refresh_summary()
 
     def create() -> Procedure:
         p = writer.device.new_item(
@@ -79,7 +79,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
             title=goal_title(lesson.ep, app_name, list(slots), device=writer.device, app_id=app_id,
                              pattern=pattern), confidence=0.75, priority=70,
             goal_examples=[lesson.ep.user_goal[:200]], targets=[target] if target else [], steps=psteps,
-            steps_target=target, slots=slot_examples,
+            steps_target=target, slots=slot_examples, scope="app" if app_id else "device",
             applicability=lesson.applicability(app_id),
             tags=[f"page:{p}" for p in pages[:5]] + ([lesson.ep.normalized_goal.intent]
                                                       if lesson.ep.normalized_goal.intent else []),
@@ -87,7 +87,7 @@ def learn_procedure(writer: LessonWriter, lesson: LessonContext, res: Extraction
         )
         p.success_count = 1
         mark_new(p, lesson)  # a success without evidence of completion teaches an unverified procedure
-        p.summary = p.body()
+        p.refresh_summary()
         return p
 
     proc = writer.upsert(lesson, res, "procedure", pid, create, merge, content_hash("procedure", pid),
@@ -160,7 +160,7 @@ def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: Extractio
                 n.status, n.superseded_by = "active", None
                 lesson.decide([n.id], "reinstated_by_new_evidence", "active", f"{n.from_page} → {n.to_page} again")
             lesson.resolve(n, fa)
-            n.summary = n.body()
+            n.refresh_summary()
 
         def create(s: Step = s, fa: str | None = fa, ta: str | None = ta, nid: str = nid,
                    text: str | None = text) -> Navigation:
@@ -174,7 +174,7 @@ def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: Extractio
             )
             n.title = f"{n.title} via {n.how()}"[:200]
             n.success_count = 1
-            n.summary = n.body()
+            n.refresh_summary()
             return n
 
         contradicted = contradicted_navigation(writer.device, lesson, s, fa, nid)
@@ -222,7 +222,7 @@ def learn_calibration(writer: LessonWriter, lesson: LessonContext, res: Extracti
             c.confidence = min(0.95, c.confidence + 0.03)
             if restore_if_earned(c):
                 lesson.decide([c.id], "restored_by_success", "active", f"{c.success_count} successes")
-        c.summary = c.body()
+        c.refresh_summary()
 
     def create() -> Calibration:
         c = writer.device.new_item(
@@ -271,7 +271,7 @@ def learn_ui_anchors(writer: LessonWriter, lesson: LessonContext, res: Extractio
             a.point.add(nx, ny)
             a.screens = merge_unique(a.screens, [lesson.screen_text], "screens")
             a.last_coords = s.coords
-            a.summary = a.body()
+            a.refresh_summary()
 
         def create(s: Step = s, uid: str = uid, label: str = label, app_id: str | None = app_id) -> UiAnchor:
             a = writer.device.new_item(

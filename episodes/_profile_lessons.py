@@ -116,7 +116,11 @@ def learn_app_profile(writer: LessonWriter, lesson: LessonContext, app_id: str, 
                 reason = lesson.failure_text()
                 if reason:
                     p.known_issues = merge_unique(p.known_issues, [reason], "known_issues")
-        p.summary = p.body()
+        # Where what it shows was seen (the design's app profile): its pages and labels are in the UI language,
+        # its entries and dialogs on this screen; the profile follows the device's latest environment.
+        p.applicability = {**p.applicability, **{k: v for k, v in {
+            "device_id": lesson.device_id, "language": lesson.language, "screen": lesson.screen_text}.items() if v}}
+        p.refresh_summary()
 
     def create() -> AppProfile:
         display = names[0] if names else (writer.device.catalog.get(app_id).display  # type: ignore[union-attr]

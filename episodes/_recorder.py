@@ -32,6 +32,7 @@ from ._secrets import TypingGuard, marks_password, typed_values
 from ._steps import device_steps, is_system_screen, pair_steps
 from ._store import EVENTS_FILE, TaskEpisodeStore
 from ._summary import episode_summary
+from ._tool_inputs import stored_event
 from ._transcript_config import TranscriptConfig
 
 log = logging.getLogger("memory_plane")
@@ -185,8 +186,8 @@ class EpisodeRecorder:
         try:
             # One whole line per event, appended as it happens: a crash loses at most this line (and a
             # typing call still waiting for its result).
-            append_line(self.dir / EVENTS_FILE, dumps_compact(self._secrets.scrub(record)), fsync=False,
-                        root=self._store.root)
+            append_line(self.dir / EVENTS_FILE, dumps_compact(stored_event(self._secrets.scrub(record))),
+                        fsync=False, root=self._store.root)
         except Exception as exc:
             self._fail("cannot append event", exc)
 

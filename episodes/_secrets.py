@@ -69,7 +69,10 @@ class Secrets:
             return value
         if isinstance(value, str):
             for s in sorted(self.values, key=len, reverse=True):  # a longer secret holding a shorter one first
-                value = value.replace(s, REDACTED)
+                # As typed, and as it stands inside JSON text (a tool call's ``tool_input`` is the JSON of its
+                # arguments: a quote or backslash in the secret is escaped there).
+                for form in dict.fromkeys((s, json.dumps(s, ensure_ascii=False)[1:-1], json.dumps(s)[1:-1])):
+                    value = value.replace(form, REDACTED)
             return value
         if isinstance(value, dict):
             return {k: self.scrub(v) for k, v in value.items()}

@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from memory_plane.lifecycle import dumps_compact
+
 TEXT_FIELDS: tuple[str, ...] = ("text", "query", "keyword", "input", "value")
 
 
@@ -33,6 +35,27 @@ def parse_tool_input(raw: Any) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     return {} if value is None else {"raw": value}
+
+
+def stored_event(record: dict[str, Any]) -> dict[str, Any]:
+    """An event as ``events.jsonl`` holds it: a tool call's ``tool_input`` as the JSON text of its arguments (a
+    string, as the design and the Go recorder write it, so a reader that types it as a string reads ours); a
+    bare string input stays as it was given."""
+    value = record.get("tool_input")
+    if value is None or isinstance(value, str):
+        return record
+    return {**record, "tool_input": dumps_compact(value)}
+
+
+def shown_tool_input(raw: Any) -> Any:
+    """A stored ``tool_input`` as its arguments, for showing: the JSON text of an object (as written now) read
+    back, an object (as older events hold it) or any other value as it is."""
+    if isinstance(raw, str) and raw.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            return raw
+    return raw
 
 
 def _num(v: Any) -> float | None:

@@ -7,7 +7,9 @@ English grammar, not words of any data set.
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import NamedTuple
 
 from ._tokens import token_set
 
@@ -68,3 +70,30 @@ def contradicts(old: str, new: str, *, same_topic: bool) -> bool:
 def _subsequence(short: str, long: str) -> bool:
     it = iter(long)
     return all(c in it for c in short)
+
+
+class Stance(NamedTuple):
+    """What a text says to do or not to do: its words without negation and obligation markers, and whether it
+    was negated."""
+
+    words: frozenset[str]
+    negated: bool
+
+
+@functools.lru_cache(maxsize=8192)
+def stance(text: str) -> Stance:
+    """The stance of a text (memoised: the same rules and memories are asked about on every retrieve)."""
+    bare, negated = _strip(text)
+    return Stance(token_set(bare), negated)
+
+
+MIN_RULE_WORDS = 2  # a rule of one word ("never") says too little to overrule anything
+
+
+def overrules(rule: Stance, memory: Stance) -> bool:
+    """Whether a user's rule says the opposite of what an automatic memory says: one negated and the other not,
+    and every word of the rule's action (at least ``MIN_RULE_WORDS``) in the memory ("never pay with Alipay in
+    Meituan" against a procedure "pay with Alipay in Meituan: tap Alipay, tap Pay")."""
+    if rule.negated == memory.negated or len(rule.words) < MIN_RULE_WORDS:
+        return False
+    return rule.words <= memory.words

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memory_plane.episodes import shown_tool_input
 from memory_plane.episodes.transcript import estimate_text_tokens as estimate_tokens
 from memory_plane.lifecycle import UsageError, counted, field_str, field_text, is_safe_id, one_line
 
@@ -64,7 +65,8 @@ class EpisodeTools:
             evid = f" [{_attr(ev['event_id'])}]" if isinstance(ev.get("event_id"), str) else ""
             if kind == "tool_call":
                 # The arguments as JSON (its strings are quoted and escaped), on one line without invisible characters.
-                args = one_line(json.dumps(ev.get("tool_input"), ensure_ascii=False, default=str))[:160]
+                given = shown_tool_input(ev.get("tool_input"))
+                args = one_line(json.dumps(given, ensure_ascii=False, default=str))[:160]
                 lines.append(f"step {_attr(ev.get('step'))}: {_attr(ev.get('tool_name'))} {args}"
                              + (f" — {quote_data(str(ev['content']))}" if ev.get("content") else "") + evid)
             elif kind == "tool_result":

@@ -211,7 +211,7 @@ class MemoryPlane:
             # the app names the episodes already committed taught, as a retrieve would have read them).
             self._await_lessons()
             try:
-                query = parse_query(req.input, self._device.catalog)
+                query = parse_query(req.input, self._device.catalog, tool_names=req.tool_names)
             except Exception as exc:  # a recorder never fails a task
                 log.error("memory: goal not parsed for the recorder: %s", exc)
         normalized = None

@@ -8,6 +8,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from memory_plane.episodes import shown_tool_input
 from memory_plane.lifecycle import (
     MemoryPlaneError,
     UsageError,
@@ -175,7 +176,7 @@ def event_lines(events: list[dict[str, Any]], where: Any) -> list[str]:
     for ev in events:
         what = str(ev.get("tool_name") or ev.get("content") or "")[:60]
         if ev.get("type") == "tool_call" and "tool_input" in ev:
-            shown = json.dumps(ev.get("tool_input"), ensure_ascii=False, default=str)
+            shown = json.dumps(shown_tool_input(ev.get("tool_input")), ensure_ascii=False, default=str)
             what += " " + (shown if len(shown) <= ARGS_SHOWN else shown[:ARGS_SHOWN - 1] + "…")
         extra = ev.get("screenshot_ref") or ""
         out.append(f"  {ev.get('event_id')} {cell(ev.get('type'), 18)} {what} {extra}".rstrip())

@@ -1,9 +1,10 @@
-"""Query parsing: intent, app, target and entities of a goal, in Chinese or English."""
+"""Query parsing: intent, app, target, entities and the tools a goal asks for, in Chinese or English."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memory_plane.device_memory import AppCatalog
@@ -56,6 +57,19 @@ _EN_TARGET = re.compile(
 _EN_RECIPIENT = re.compile(
     r"\b(?i:send|tell|ask|remind|text|message|email|e-mail|write|wish|call)\s+"
     r"([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)(?=\s+(?:a|an|the|that|to|on|in|via|about|my|his|her|it|me|some)\b|[,.;:!?]|$)")
+# A tool the goal asks for, read off the goal's shape rather than a list of tools: an identifier written as code
+# (``keyboard_text``, ``launch_app()``), or a name beside the word "tool" in the goal's language ("the search
+# tool", "用截图工具", "con la herramienta X").
+_CODE_NAME = re.compile(r"(?<![\w./@-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z][a-z0-9_]*(?=\())(?![\w./@-])")
+_TOOL_BEFORE = re.compile(r"(?i)\b([a-z][\w-]{1,30})\s+tools?\b")  # English: "the search tool"
+# Where the name follows: Spanish, French, German ("la herramienta buscador"), or English when the goal says so
+# ("the tool called search", 'the tool "search"').
+_TOOL_AFTER = re.compile(r"(?i)\b(?:(?:herramienta|outil|werkzeug)\s+(?:de\s+|del\s+|du\s+)?"
+                         r"|tools?\s+(?:called|named)\s+|tools?\s+(?=[\"“'‘«]))[\"“'‘«]?([a-z][\w-]{1,30})")
+_TOOL_CJK = re.compile(r"(?:用|使用|通过|借助|利用)\s*([^\s，。、,.;；]{1,12}?)\s*(?:工具|ツール)")
+_NOT_TOOL_WORDS = frozenset({"the", "a", "an", "this", "that", "any", "some", "no", "other", "same", "right", "wrong",
+                             "which", "what", "each", "every", "my", "your", "to", "use", "using", "with", "is", "are",
+                             "best", "good", "new", "one", "power", "of", "for", "and", "or"})
 _NOT_NAMES = frozenset({"i", "me", "my", "the", "a", "an", "it", "this", "that", "all", "everyone", "somebody"})
 _NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
 _ZH_VERBS = ("打开", "使用", "登录", "进入", "处理", "关于", "在")
@@ -79,13 +93,14 @@ class ParsedQuery:
     intents: frozenset[str] = frozenset()  # every intent the goal's keywords name (``intent`` is the first)
     tokens: frozenset[str] = frozenset()
     language: str = "en"
+    tools: tuple[str, ...] = ()  # the tools the goal asks to be used, in the order it names them (``goal_tools``)
 
     def to_dict(self) -> dict[str, object]:
         """JSON form for ``--explain``."""
         return {"intent": self.intent, "intents": sorted(self.intents), "app": self.app, "app_name": self.app_name,
                 "app_generic": self.app_generic, "app_words": sorted(self.app_words),
                 "target": self.target,
-                "entities": self.entities, "apps": self.apps, "language": self.language}
+                "entities": self.entities, "apps": self.apps, "language": self.language, "tools": list(self.tools)}
 
 
 # The catch-all intents at the end of INTENTS: nearly every goal also searches, checks or opens something.
@@ -150,7 +165,34 @@ def leading_intent(text: str) -> str | None:
 MAX_GOAL_CHARS = 2000
 
 
-def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) -> ParsedQuery:
+def goal_tools(text: str, tool_names: Iterable[str] = ()) -> tuple[str, ...]:
+    """The tools a goal asks to be used: the agent's own tool names (``tool_names``) of more than a plain word
+    that the goal writes (``keyboard_text``, or "keyboard text"), identifiers written as code (``keyboard_text``,
+    ``swipe()``), and names beside the word "tool" in English, Spanish, French, German, Chinese or Japanese
+    ("with the search tool", "用截图工具"). A name the agent has a tool of is given as that tool's name; the
+    others as written, lowercase."""
+    known = {t.lower(): t for t in tool_names if isinstance(t, str) and t.strip()}
+    low = text.lower()
+    found: list[tuple[int, str]] = []
+    for name, tool in known.items():
+        if name.isalpha():
+            continue  # a tool named by a plain word ("tap", "open") is a verb of most goals: asked for only as a tool
+        for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", low):
+            found.append((m.start(), tool))
+        spaced = name.replace("_", " ")
+        if spaced != name:
+            found.extend((m.start(), tool) for m in re.finditer(r"\b" + re.escape(spaced) + r"\b", low))
+    for pattern in (_CODE_NAME, _TOOL_BEFORE, _TOOL_AFTER, _TOOL_CJK):
+        source = text if pattern is _TOOL_CJK else low
+        for m in pattern.finditer(source):
+            word = m.group(1).strip().lower()
+            if word and word not in _NOT_TOOL_WORDS:
+                found.append((m.start(1), known.get(word, word)))
+    return tuple(dict.fromkeys(name for _, name in sorted(found)))[:8]
+
+
+def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None,
+                tool_names: Iterable[str] = ()) -> ParsedQuery:
     """Parse a goal: intent, canonical app (from the text, else the hint), target and entities.
 
     Only the first MAX_GOAL_CHARS characters are matched: a goal pasted with a whole document still
@@ -161,6 +203,7 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None) 
     q.language = "zh" if re.search(r"[\u4e00-\u9fff]", clean) else "en"
     q.intent = detect_intent(clean)
     q.intents = detect_intents(clean)
+    q.tools = goal_tools(clean, tool_names)
     found = catalog.find_in_text(clean)
     spelled = ""
     q.apps = [a for a, _, _ in found]
@@ -213,5 +256,6 @@ def goal_facts(q: ParsedQuery, catalog: AppCatalog) -> dict[str, object]:
     """The normalized goal an episode records: intent, the app the goal names (its catalog id, and every other
     name the catalog knows it by, so the phone's own name for it is recognised: 美团 for meituan) and target."""
     names = [n for n in catalog.names_of(q.app) if n != q.app][:12] if q.app else []
-    return {"intent": q.intent, "app": q.app, "app_names": names or None, "target": q.target}
+    return {"intent": q.intent, "app": q.app, "app_names": names or None, "target": q.target,
+            "tools": list(q.tools) or None}
 

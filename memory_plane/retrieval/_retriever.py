@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, Procedure, type_of_id
 from memory_plane.episodes import TaskEpisodeStore, is_system_screen
-from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
+from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, field_text, is_safe_id, safe_join
 
+from .._contradiction import Stance, overrules, stance
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
-from .._long_term import LongTermStore
+from .._long_term import USER_WORD_TYPES, LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
 from ._budget import fit_budget, in_rank_order, rank_key
 from ._candidates import Cand as _Cand
@@ -47,6 +48,11 @@ class Checked(NamedTuple):
 
     cand: _Cand
     fresh: Rejudged | None
+
+
+def _said(e: dict[str, Any]) -> str:
+    """What an index line says a memory is about: its title and summary."""
+    return f"{field_text(e.get('title'))}\n{field_text(e.get('summary'))}"
 
 
 def stat_key(path: Path | str) -> StatKey:
@@ -98,7 +104,8 @@ class Retriever:
         if self._lt_source in in_step:
             rules, planned = self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
-        common = self._within_caps(picked, ctx, drop, index_mtimes)
+        said = self._rules_said(users, planned)
+        common = self._within_caps(picked, ctx, drop, index_mtimes, said)
         user_hits = ([] if rules is None
                      else self._user_hits(users, planned, rules, ctx, now, drop, index_mtimes, common))
         common.long_term = [*user_hits, *common.long_term]
@@ -116,7 +123,7 @@ class Retriever:
         # A task started on the home screen is not about the launcher: a system screen in front is no app hint
         # (as no lesson is filed under one).
         hint = None if hints.app and is_system_screen(hints.app) else hints.app
-        q = parse_query(req.input, self.device.catalog, app_hint=hint)
+        q = parse_query(req.input, self.device.catalog, app_hint=hint, tool_names=req.tool_names)
         env = tuple(str(v).lower() if v not in (None, "") else None for v in
                     (req.device_id or "default", hints.language, hints.screen(), q.app, hints.input_method))
         if q.app is not None and not q.apps and not self._about_app(q, q.app, in_step):
@@ -308,9 +315,32 @@ class Retriever:
                 picked[section].append(cand)
         return rules, planned
 
+    @staticmethod
+    def _rules_said(users: list[_Cand], planned: PlanShare | None) -> list[tuple[str, Stance]]:
+        """The stance of each of the user's rules and preferences that apply to the goal, with its id."""
+        out = []
+        for c in (*users, *(planned.users() if planned is not None else ())):
+            e = c.src.entries[c.i]
+            out.append((str(e.get("id")), stance(_said(e))))
+        return out
+
+    @staticmethod
+    def _overruled(c: _Cand, said: list[tuple[str, Stance]]) -> tuple[str, str] | None:
+        """(the rule's id, the memory's text) when an automatic memory says the opposite of a user's rule that
+        applies; None otherwise (and for the user's own word)."""
+        if not said or c.item_type == "task_episode":
+            return None
+        e = c.src.entries[c.i]
+        if c.item_type == "long_term" and (field_str(e.get("type")) in USER_WORD_TYPES or e.get("source") == "user"):
+            return None
+        text = _said(e)
+        mine = stance(text)
+        return next(((rid, text) for rid, rule in said if overrules(rule, mine)), None)
+
     def _within_caps(self, picked: dict[str, list[_Cand]], ctx: Query, drop: DropLog,
-                     index_mtimes: dict[Path, int]) -> RoleMemoryContext:
-        """Each section's best candidates up to its cap, each one checked against its own file."""
+                     index_mtimes: dict[Path, int], said: list[tuple[str, Stance]]) -> RoleMemoryContext:
+        """Each section's best candidates up to its cap, each one checked against its own file; an automatic memory
+        that says the opposite of a user's rule that applies is not offered (user rules outrank experience)."""
         common = RoleMemoryContext()
         for cat, cands in picked.items():
             cap = self.config.caps.get(cat, 3)
@@ -319,6 +349,11 @@ class Retriever:
             for c in in_rank_order(cands, cap):
                 if len(kept) >= cap:
                     break
+                against = self._overruled(c, said)
+                if against is not None:
+                    drop("user_rule", c.src.entries[c.i].get("id"),
+                         f"says the opposite of the user's rule {against[0]}" if drop.explain else None)
+                    continue
                 # The index may be older than the files (a person deleted, emptied or switched one off):
                 # what is offered is checked against its own file (a stat when warm).
                 checked = self._current(c, drop, index_mtimes, ctx)
