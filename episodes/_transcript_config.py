@@ -74,11 +74,11 @@ class ChunkingSection(_Section):
     max_chunks: int = 8
     max_eras: int | None = None  # None follows max_chunks (the design's default)
     # The layers past the eras, each bounded (so they never outgrow the budget): at most max_periods period
-    # paragraphs (the adjacent pair spanning the fewest steps merges into a wider period), each showing at most
-    # period_max_facts verified facts; and F as a whole at most frozen_ratio of the budget (the oldest layer
-    # steps down first), so a task of any length stays under the soft ratio without an emergency.
+    # paragraphs (the adjacent pair spanning the fewest steps merges into a wider period), each showing its
+    # first period_max_facts verified facts (the design's four); and F as a whole at most frozen_ratio of the
+    # budget (the oldest layer steps down first), so a task of any length stays under the soft ratio.
     max_periods: int = Field(default=4, ge=1)
-    period_max_facts: int = Field(default=16, ge=0)
+    period_max_facts: int = Field(default=4, ge=0)
     frozen_ratio: float = Field(default=0.35, gt=0, le=1)
     # The emergency snapshot's step index: rows for the newest steps within this share of the budget, ranges
     # for older ones (at most 12), so a snapshot at step 1,200 is no larger than one at step 200.
