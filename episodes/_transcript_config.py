@@ -69,6 +69,9 @@ class ChunkingSection(_Section):
     # of 11 with it, every goal still held).
     activity_boundaries: bool = True
     min_segment_steps: int = Field(default=3, ge=1)
+    # A pause this long between two steps closes the segment (the design's "long work-segment pause"): 300 s is
+    # about 17 times the median step interval the design measured (17.15 s); 0 turns it off.
+    pause_close_s: float = Field(default=300.0, ge=0)
     max_steps: int = 12
     target_source_tokens: int = 2000
     max_chunks: int = 8
