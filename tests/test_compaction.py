@@ -286,3 +286,24 @@ def test_period_paragraph_tells_the_first_sentence_of_each_did_and_the_first_fou
     # The first four verified facts, in the order they were established.
     assert "fact A1; fact A2; fact A3; fact B1" in head and "fact B2" not in head and "fact B3" not in head
     assert "Steps 1–12" in head and "T+00:01 → T+00:12" in head
+
+
+def test_a_failed_capsule_keeps_its_raw_turns_under_soft_pressure(tmp_path: Path) -> None:
+    class Down:
+        name = "down"
+
+        def capsule(self, records, summaries):  # type: ignore[no-untyped-def]
+            raise RuntimeError("model unavailable")
+
+    config = cfg(max_steps=4, target_source_tokens=10**6, context_budget_tokens=4000, soft_ratio=0.2,
+                 hard_ratio=0.99)
+    led, ep = make(tmp_path, config, capsule_lens=Down())
+    for n in range(1, 11):
+        step(led, ep, n)
+        led.flush(5)
+    assert led.prompt_tokens() >= config.chunking.close_ratio() * 4000  # past the soft close point ...
+    assert led.prompt_tokens() < config.chunking.hard_ratio * 4000  # ... not at the hard limit
+    # The segment whose summary failed is not replaced by a fallback: its raw turns stay in the transcript.
+    raw = {m.step for m in led.render() if m.zone == "A"}
+    assert {1, 2, 3, 4} <= raw and led.compaction.folded_until == 0
+    assert not led.compaction.snapshot

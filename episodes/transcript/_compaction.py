@@ -396,14 +396,15 @@ class LayeredCompaction:
                 return
             self._era_op(n, merge=min(pairs, key=lambda i: (self.eras[i + 1].end - self.eras[i].start, i)))
 
-    def _retry_failed(self, n: int, pressure: bool = False) -> None:
+    def _retry_failed(self, n: int) -> None:
         """Segments whose capsule failed get new rounds, spaced 2, 4, 8 steps apart (at most 3), so their raw
-        turns do not stay until the emergency snapshot because of one bad answer; after the last round (or
-        at once when the prompt is past the segment-close ratio) they get the offline capsule instead."""
+        turns do not stay until the emergency snapshot because of one bad answer; after the last round they get
+        the offline capsule instead. Token pressure below the hard threshold changes nothing: the raw turns stay
+        (correctness before tokens); past it the emergency snapshot takes them."""
         for seg in list(self.closed):
             if not seg.failed or seg.chunk is not None:
                 continue
-            if seg.rounds >= CAPSULE_RETRY_ROUNDS or pressure:
+            if seg.rounds >= CAPSULE_RETRY_ROUNDS:
                 self._offline_fallback(seg)
             elif n - seg.failed_at >= 2 ** (seg.rounds + 1):
                 seg.failed = False
@@ -418,7 +419,7 @@ class LayeredCompaction:
         cc = self.config.chunking
         n = rec.step
         budget = cc.context_budget_tokens
-        self._retry_failed(n, gauge.prompt_tokens() >= cc.close_ratio() * budget)
+        self._retry_failed(n)
         prev = self.turns[n - 2].record if n >= 2 else None
         # Triggers that close the open segment before this step.
         if prev is not None and n - 1 >= self.seg_start:
