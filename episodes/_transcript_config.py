@@ -50,6 +50,11 @@ class TranscriptSection(_Section):
     envelope_chars: int = 64_000
     envelope_lines: int = 4000
     envelope_tokens: int = 16_000
+    # Same-turn budgets (the design's 20K/28K): what one turn adds before its decision (its tail and the outputs
+    # of tools that do not end the turn). Past the soft one older outputs become excerpts; at the hard one a
+    # decision is forced.
+    same_turn_soft_tokens: int = Field(default=20_000, ge=1)
+    same_turn_hard_tokens: int = Field(default=28_000, ge=1)
 
 
 class ChunkingSection(_Section):
