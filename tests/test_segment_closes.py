@@ -106,3 +106,14 @@ def test_one_tool_closes_early_exactly_at_the_long_pauses(tmp_path_factory, step
     expected = [n for n, (gap, _) in enumerate(steps, start=1) if n > 1 and gap >= 300]
     assert [end + 1 for _, end, _ in segments(led)] == expected
     assert {reason for _, _, reason in segments(led)} <= {"pause"}
+
+
+def test_a_back_key_or_a_short_answer_is_not_an_external_result(tmp_path: Path) -> None:
+    clock = Clock()
+    led, _ = ledger(tmp_path, clock)
+    act(led, clock)
+    act(led, clock, action="back", args={}, result="pressed", validator={"executed": True, "facts": ["list shown"]})
+    act(led, clock, action="get_battery", args={"detail": "level"}, result="83%")
+    act(led, clock, action="read_inbox", args={"limit": 3}, result="sms: code 482913 " * 60)  # ~270 tokens
+    act(led, clock)
+    assert segments(led) == [(1, 4, "external_result")]

@@ -33,6 +33,7 @@ from ._turns import Turn, frozen_key, frozen_messages, turn_messages
 log = logging.getLogger("memory_plane")
 CAPSULE_RETRY_ROUNDS = 3
 FAILED_RUN = 2  # failed steps in a row after which another tool is a new strategy
+EXTERNAL_MIN_TOKENS = 200  # an output of a tool off the screen this large is a result the segment ends on
 _POSITION_KEYS = ("x", "y", "points", "start", "end", "coordinates", "coordinate", "start_x", "index", "element",
                   "text", "key", "keycode", "package", "app", "activity", "uri", "url")
 
@@ -70,12 +71,12 @@ def segment_shift(open_steps: list[StepRecord], rec: StepRecord, pause_s: float)
 
 def external_result(rec: StepRecord) -> bool:
     """Whether a step brought back an important result from outside the screen: a tool that touches no screen
-    element (no position, element, text, key or app in its arguments) whose output was large enough to be
-    enveloped or gave the validator facts."""
+    element (no position, element, text, key or app in its arguments, so neither a tap nor a back key) and
+    returned a substantial output (``EXTERNAL_MIN_TOKENS`` or more, or one large enough to be enveloped)."""
     args = rec.action.get("args") or {}
-    if any(k in args for k in _POSITION_KEYS) or _failed(rec) or not rec.result:
+    if not args or any(k in args for k in _POSITION_KEYS) or _failed(rec) or not rec.result:
         return False
-    return rec.envelope_ref is not None or bool((rec.validator or {}).get("facts"))
+    return rec.envelope_ref is not None or estimate_text_tokens(rec.result) >= EXTERNAL_MIN_TOKENS
 
 
 class PromptGauge(Protocol):
