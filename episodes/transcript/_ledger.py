@@ -42,8 +42,8 @@ from ._lens import OfflineVisualLens, VisualJob, VisualLens
 from ._messages import Message, Part, image, text
 from ._perception import TokenMeter, envelope, estimate_text_tokens, image_dhash, label_action, ui_diff
 from ._recall import RecallResult, recall
-from ._same_turn import SameTurnBudget
 from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
+from ._same_turn import SameTurnBudget
 from ._service import StepMemoryService
 from ._steps_log import STEPS_FILE, StepsLog
 from ._turns import (

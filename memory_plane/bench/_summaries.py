@@ -277,6 +277,8 @@ def _arm(ep: Path, records: list[Any], client: Any, compaction: bool) -> list[di
                            goal="a long phone task")
     load: Callable[[str], bytes] = load_image_bytes(ep)
     rows: list[dict[str, Any]] = []
+    usage: list[Any] = []
+    client.on_usage = lambda u, _p: usage.append(u)
     for rec in records:
         led.stage(screenshot=rec.pre_image, width=None, height=None, ui_text=rec.ui_text, package=rec.package,
                   activity=rec.activity, user_instructions=rec.user_instructions)
@@ -286,15 +288,13 @@ def _arm(ep: Path, records: list[Any], client: Any, compaction: bool) -> list[di
                                "stable_prefix_tokens": sum(led.tokens_of(m) for m in msgs[:stable]),
                                "system_tokens": led.tokens_of(msgs[0])}
         sys_text, contents = to_genai(msgs, load)
-        usage: list[Any] = []
-        client.on_usage = lambda u, _p: usage.append(u)
+        usage.clear()
         t0 = time.perf_counter()
         try:
             client.generate([AGENT_MODEL], contents, system=sys_text, purpose="agent")
         except Exception:
             pass  # the latency of a failed call is still the time the agent waited
         row["latency_ms"] = (time.perf_counter() - t0) * 1000
-        client.on_usage = None
         if usage:
             row["cached_tokens"] = usage[-1].cached_tokens
         led.commit(action=str(rec.action.get("name")), args=dict(rec.action.get("args") or {}), thought=rec.thought,
@@ -302,5 +302,6 @@ def _arm(ep: Path, records: list[Any], client: Any, compaction: bool) -> list[di
         led.flush(5)
         row["compactions"] = len([e for e in led.compaction.events if e["kind"] == "fold"])
         rows.append(row)
+    client.on_usage = None
     led.close()
     return rows
