@@ -448,8 +448,10 @@ class LayeredCompaction:
             self.plan_hint = None
         if boundary in ("irreversible", "external_result"):
             self._close(n, boundary)
-        elif n >= self.seg_start and external_result(rec):
-            self._close(n, "external_result")  # what came back from outside the screen ends the segment
+        elif n - self.seg_start + 1 >= cc.min_segment_steps and external_result(rec):
+            # What came back from outside the screen ends the segment (once it holds a few steps: a tool polled in
+            # a loop must not cut one-step chunks).
+            self._close(n, "external_result")
         open_steps = [t.record for t in self.turns[self.seg_start - 1: n]]
         if open_steps:
             source_tokens = sum(estimate_text_tokens(r.action_line() + (r.result or "") + (r.thought or ""))
