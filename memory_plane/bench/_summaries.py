@@ -161,7 +161,7 @@ def _capsule_text(cap: Any) -> str:
 def _planted(seg: list[Any]) -> list[str]:
     """The tokens planted in a segment's results, thoughts and notes (what a summary of it must keep; a user
     instruction is kept verbatim beside the summary at every level, so it is not asked of the summary)."""
-    out = []
+    out: list[str] = []
     for rec in seg:
         blob = " ".join([rec.result or "", rec.thought or "", *rec.notes_written])
         out.extend(tok for kind, fact, tok in PLANTS if kind != "user" and fact in blob)
