@@ -50,6 +50,11 @@ class TranscriptSection(_Section):
     envelope_chars: int = 64_000
     envelope_lines: int = 4000
     envelope_tokens: int = 16_000
+    # Same-turn budgets (the design's 20K/28K): what one turn adds before its decision (its tail and the outputs
+    # of tools that do not end the turn). Past the soft one older outputs become excerpts; at the hard one a
+    # decision is forced.
+    same_turn_soft_tokens: int = Field(default=20_000, ge=1)
+    same_turn_hard_tokens: int = Field(default=28_000, ge=1)
 
 
 class ChunkingSection(_Section):
@@ -69,16 +74,19 @@ class ChunkingSection(_Section):
     # of 11 with it, every goal still held).
     activity_boundaries: bool = True
     min_segment_steps: int = Field(default=3, ge=1)
+    # A pause this long between two steps closes the segment (the design's "long work-segment pause"): 300 s is
+    # about 17 times the median step interval the design measured (17.15 s); 0 turns it off.
+    pause_close_s: float = Field(default=300.0, ge=0)
     max_steps: int = 12
     target_source_tokens: int = 2000
     max_chunks: int = 8
     max_eras: int | None = None  # None follows max_chunks (the design's default)
     # The layers past the eras, each bounded (so they never outgrow the budget): at most max_periods period
-    # paragraphs (the adjacent pair spanning the fewest steps merges into a wider period), each showing at most
-    # period_max_facts verified facts; and F as a whole at most frozen_ratio of the budget (the oldest layer
-    # steps down first), so a task of any length stays under the soft ratio without an emergency.
+    # paragraphs (the adjacent pair spanning the fewest steps merges into a wider period), each showing its
+    # first period_max_facts verified facts (the design's four); and F as a whole at most frozen_ratio of the
+    # budget (the oldest layer steps down first), so a task of any length stays under the soft ratio.
     max_periods: int = Field(default=4, ge=1)
-    period_max_facts: int = Field(default=16, ge=0)
+    period_max_facts: int = Field(default=4, ge=0)
     frozen_ratio: float = Field(default=0.35, gt=0, le=1)
     # The emergency snapshot's step index: rows for the newest steps within this share of the budget, ranges
     # for older ones (at most 12), so a snapshot at step 1,200 is no larger than one at step 200.

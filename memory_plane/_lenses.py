@@ -303,13 +303,19 @@ class VisualTransitionLens:
         self.client = client
         self.double = prompts.load("visual_summary_double")
         self.single = prompts.load("visual_summary_single")
+        self.post_only = prompts.load("visual_summary_post")
 
     def summarize(self, job: VisualJob) -> LensOutput:
         """One neutral paragraph; raises on unusable output so the service retries."""
         from google.genai import types
 
         r = job.record
-        prompt = self.double if job.post_image is not None else self.single
+        # The template names only the frames that are sent: both, the decision frame alone, or the post-action
+        # frame alone (a step whose decision frame was not kept must not be told it has one).
+        if job.post_image is not None:
+            prompt = self.double if job.decision_image is not None else self.post_only
+        else:
+            prompt = self.single
         diff = job.ui_diff or {}
         # Everything that comes from the screen (labels, UI text, earlier summaries) goes in as JSON strings,
         # and the system instruction says it is data: screen text cannot steer the lens (nor hide or reverse

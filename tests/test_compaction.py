@@ -258,3 +258,52 @@ def test_a_pipe_in_place_of_a_chunk_is_a_named_missing_chunk_not_a_hang(tmp_path
             TranscriptLedger.open(led.dir, lens=OfflineVisualLens())
     finally:
         release_fifos(tmp_path)
+
+
+def _chunk(start: int, end: int, capsule: Capsule | None, title: str | None = None):
+    from memory_plane.episodes.transcript import Chunk
+
+    return Chunk(start, end, f"T+00:{start:02d}", f"T+00:{end:02d}", "size", capsule,
+                 [f"- Step {n} (T+00:{n:02d}): tap" for n in range(start, end + 1)], [], milestone_title=title)
+
+
+def test_period_paragraph_tells_the_first_sentence_of_each_did_and_the_first_four_facts() -> None:
+    from memory_plane.episodes.transcript import Era
+
+    a = Capsule(doing="Open the settings to change the ringtone", did="I opened Settings via the gear. Then I "
+                "scrolled twice past Display.", verified_facts=["fact A1", "fact A2", "fact A3"])
+    b = Capsule(doing="Pick a ringtone", did="我进入了铃声页面。随后试听了三首。",
+                verified_facts=["fact B1", "fact B2", "fact B3"])
+    era = Era([_chunk(1, 4, a), _chunk(5, 8, None, title="Sound settings"), _chunk(9, 12, b)], paragraph=True,
+              number=1)
+    para = era.render()
+    head = para.splitlines()[0]
+    # The first sentence of each chunk's "did" (a missing capsule gives its milestone title), not "doing".
+    assert "I opened Settings via the gear" in head and "Then I scrolled" not in head
+    assert "我进入了铃声页面" in head and "随后试听了三首" not in head
+    assert "Sound settings" in head and "Pick a ringtone" not in head
+    assert head.count("Open the settings to change the ringtone") == 1  # the era's doing: the first one said
+    # The first four verified facts, in the order they were established.
+    assert "fact A1; fact A2; fact A3; fact B1" in head and "fact B2" not in head and "fact B3" not in head
+    assert "Steps 1–12" in head and "T+00:01 → T+00:12" in head
+
+
+def test_a_failed_capsule_keeps_its_raw_turns_under_soft_pressure(tmp_path: Path) -> None:
+    class Down:
+        name = "down"
+
+        def capsule(self, records, summaries):  # type: ignore[no-untyped-def]
+            raise RuntimeError("model unavailable")
+
+    config = cfg(max_steps=4, target_source_tokens=10**6, context_budget_tokens=4000, soft_ratio=0.2,
+                 hard_ratio=0.99)
+    led, ep = make(tmp_path, config, capsule_lens=Down())
+    for n in range(1, 11):
+        step(led, ep, n)
+        led.flush(5)
+    assert led.prompt_tokens() >= config.chunking.close_ratio() * 4000  # past the soft close point ...
+    assert led.prompt_tokens() < config.chunking.hard_ratio * 4000  # ... not at the hard limit
+    # The segment whose summary failed is not replaced by a fallback: its raw turns stay in the transcript.
+    raw = {m.step for m in led.render() if m.zone == "A"}
+    assert {1, 2, 3, 4} <= raw and led.compaction.folded_until == 0
+    assert not led.compaction.snapshot

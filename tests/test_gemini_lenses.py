@@ -90,6 +90,18 @@ def test_double_template_when_the_post_image_exists(fake: FakeGemini, tmp_path: 
     assert "POST-ACTION FRAME" in json.dumps(req["body"], ensure_ascii=False)
 
 
+def test_a_step_with_only_a_post_action_frame_gets_a_one_frame_prompt(fake: FakeGemini, tmp_path: Path) -> None:
+    j = job(tmp_path, post=True)
+    j.decision_image = None  # the decision frame was not kept: only the post-action screenshot exists
+    VisualTransitionLens(GeminiClient(settings(fake))).summarize(j)
+    req = fake.requests[0]
+    text = " ".join(p.get("text", "") for c in req["body"]["contents"] for p in c["parts"])
+    assert len(inline_images(req)) == 1
+    assert "POST-ACTION FRAME" in text
+    # No promise of a frame that is not sent: neither the label nor the two-frame template's wording.
+    assert "DECISION FRAME" not in text and "decision frame" not in text.lower()
+
+
 def test_fallback_on_503_and_timeout_not_on_400(fake: FakeGemini, tmp_path: Path) -> None:
     fake.script("gemini-3.5-flash-lite", (503, None, 0))
     lens = VisualTransitionLens(GeminiClient(settings(fake)))

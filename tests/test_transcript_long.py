@@ -108,7 +108,7 @@ def test_period_paragraphs_merge_and_every_layer_stays_bounded(tmp_path: Path) -
     first = periods[0].render()
     assert first.startswith("[Era 1") and f"Steps {periods[0].start}–{periods[0].end}" in first
     assert "notes/n7.md" in first and 'User @ Step 9: "pay by card"' in first
-    assert len(re.findall(r"fact F\d{3}", first)) <= 4 and "older verified facts" in first
+    assert len(re.findall(r"fact F\d{3}", first)) <= 4 and "later verified facts" in first
     assert "T+" in first  # its times
     again = TranscriptLedger.open(led.dir, lens=OfflineVisualLens(), config=led.config)
     assert [m.text() for m in again.render() if m.zone == "F"] == [m.text() for m in led.render() if m.zone == "F"]

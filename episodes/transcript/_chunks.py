@@ -117,7 +117,7 @@ class Chunk:
 
 # A note a synopsis names: a path under notes/ or a markdown file name (the design's "pointer and key points").
 _NOTE_REF = re.compile(r"(?<![\w/.-])((?:notes/)[\w./-]+|[\w.-]+\.md)\b")
-PERIOD_MAX_FACTS = 16  # verified facts a period paragraph shows (the rest: its recall pointer)
+PERIOD_MAX_FACTS = 4  # verified facts a period paragraph shows, the first ones (the rest: its recall pointer)
 
 
 @dataclass
@@ -194,27 +194,42 @@ class Era:
         return "\n".join(lines)
 
     def _paragraph(self, m: dict[str, list[str]], t0: str, t1: str) -> list[str]:
-        # Mechanical, never a summary of summaries: what the chunks were doing (their milestone title when
-        # the capsule is missing), the notes they wrote, a capped list of verified facts (the newest kept:
-        # an older fact is more likely to have been superseded), failed paths; every part bounded.
-        doing = list(dict.fromkeys((ch.capsule.doing if ch.capsule else ch.milestone_title or ch.milestone or "")
-                                   for ch in self.chunks))
-        did = "; ".join(d for d in doing if d)
-        did = (did[:297] + "…") if len(did) > 300 else (did or "earlier work")
+        # Mechanical, never a summary of summaries: what the era was doing (the first chunk that says), the first
+        # sentence of what each chunk did (its milestone title when the capsule is missing, else its step range),
+        # the notes they wrote or named, the first verified facts (the era's own record, in the order they were
+        # established), failed paths; every part bounded.
+        doing = next((ch.capsule.doing.strip() for ch in self.chunks if ch.capsule and ch.capsule.doing.strip()), "")
+        did_parts = [first_sentence(ch.capsule.did) if ch.capsule and ch.capsule.did.strip()
+                     else ch.milestone_title or ch.milestone or f"steps {ch.start}–{ch.end}" for ch in self.chunks]
+        did = "; ".join(dict.fromkeys(d.rstrip(".。") for d in did_parts if d))
+        did = (did[:297] + "…") if len(did) > 300 else did
         notes = self.notes()
         facts = m["verified_facts"]
-        shown = facts[-self.max_facts:] if self.max_facts > 0 else []
+        shown = facts[:self.max_facts] if self.max_facts > 0 else []
         failed = m["failed_paths"][-8:]
-        text = f"[{self.label} | Steps {self.start}–{self.end} | {t0} → {t1}] {did}."
+        text = f"[{self.label} | Steps {self.start}–{self.end} | {t0} → {t1}] {doing.rstrip('.。') or 'Earlier work'}."
+        if did:
+            text += f" Did: {did}."
         if notes:
             text += " Notes: " + ", ".join(notes[-12:]) + "."
         if shown:
             text += " Verified: " + "; ".join(shown) + "."
         if len(facts) > len(shown):
-            text += f" (+{len(facts) - len(shown)} older verified facts)"
+            text += f" (+{len(facts) - len(shown)} later verified facts: recall_history)"
         if failed:
             text += " Failed paths: " + "; ".join(failed) + "."
         return [text, f"  (recall_history(step_range=[{self.start}, {self.end}]) brings any of these steps back)"]
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]")
+
+
+def first_sentence(textv: str) -> str:
+    """The first sentence of a text (English or Chinese punctuation), bounded to 200 characters."""
+    t = " ".join(textv.split())
+    hit = _SENTENCE_END.search(t)
+    out = t[: hit.end()] if hit else t
+    return out if len(out) <= 200 else out[:199] + "…"
 
 
 @dataclass

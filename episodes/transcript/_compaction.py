@@ -32,6 +32,51 @@ from ._turns import Turn, frozen_key, frozen_messages, turn_messages
 
 log = logging.getLogger("memory_plane")
 CAPSULE_RETRY_ROUNDS = 3
+FAILED_RUN = 2  # failed steps in a row after which another tool is a new strategy
+EXTERNAL_MIN_TOKENS = 200  # an output of a tool off the screen this large is a result the segment ends on
+_POSITION_KEYS = ("x", "y", "points", "start", "end", "coordinates", "coordinate", "start_x", "index", "element",
+                  "text", "key", "keycode", "package", "app", "activity", "uri", "url")
+
+
+def _failed(r: StepRecord) -> bool:
+    v = r.validator or {}
+    return v.get("executed") is False or v.get("status") in ("failed", "error") or v.get("ok") is False
+
+
+def segment_shift(open_steps: list[StepRecord], rec: StepRecord, pause_s: float) -> str | None:
+    """Why ``rec`` starts a new segment, from the records' structure alone (times, plan revisions, tool names and
+    validator results; never their words), or None: a pause of at least ``pause_s`` seconds since the previous
+    step ("pause"); the plan rewritten for the same subgoal, or another tool after ``FAILED_RUN`` failed steps in
+    a row ("strategy_change")."""
+    from memory_plane.lifecycle import parse_ts
+
+    if not open_steps:
+        return None
+    prev = open_steps[-1]
+    try:
+        gap = (parse_ts(rec.ts) - parse_ts(prev.ts)).total_seconds()
+    except (TypeError, ValueError):
+        gap = 0.0
+    if pause_s > 0 and gap >= pause_s:
+        return "pause"
+    if (rec.plan_revision is not None and prev.plan_revision is not None and rec.plan_revision != prev.plan_revision
+            and rec.subgoal_hash == prev.subgoal_hash):
+        return "strategy_change"  # a new plan for the same milestone: another way to reach it
+    run = open_steps[-FAILED_RUN:]
+    if len(run) == FAILED_RUN and all(map(_failed, run)) and rec.action.get("name") not in {
+            r.action.get("name") for r in run}:
+        return "strategy_change"  # the failing tool is given up for another one
+    return None
+
+
+def external_result(rec: StepRecord) -> bool:
+    """Whether a step brought back an important result from outside the screen: a tool that touches no screen
+    element (no position, element, text, key or app in its arguments, so neither a tap nor a back key) and
+    returned a substantial output (``EXTERNAL_MIN_TOKENS`` or more, or one large enough to be enveloped)."""
+    args = rec.action.get("args") or {}
+    if not args or any(k in args for k in _POSITION_KEYS) or _failed(rec) or not rec.result:
+        return False
+    return rec.envelope_ref is not None or estimate_text_tokens(rec.result) >= EXTERNAL_MIN_TOKENS
 
 
 class PromptGauge(Protocol):
@@ -127,6 +172,10 @@ class LayeredCompaction:
         for seg in self.closed:
             if seg.end > self.folded_until:
                 self._dispatch_capsule(seg)
+
+    def turns_records(self, first: int, last: int) -> list[StepRecord]:
+        """The records of steps first..last."""
+        return [t.record for t in self.turns[first - 1: last]]
 
     def plan_event(self, subgoal_hash: str) -> None:
         """A plan write announced a new subgoal: only a hint until an executed step carries it."""
@@ -348,14 +397,15 @@ class LayeredCompaction:
                 return
             self._era_op(n, merge=min(pairs, key=lambda i: (self.eras[i + 1].end - self.eras[i].start, i)))
 
-    def _retry_failed(self, n: int, pressure: bool = False) -> None:
+    def _retry_failed(self, n: int) -> None:
         """Segments whose capsule failed get new rounds, spaced 2, 4, 8 steps apart (at most 3), so their raw
-        turns do not stay until the emergency snapshot because of one bad answer; after the last round (or
-        at once when the prompt is past the segment-close ratio) they get the offline capsule instead."""
+        turns do not stay until the emergency snapshot because of one bad answer; after the last round they get
+        the offline capsule instead. Token pressure below the hard threshold changes nothing: the raw turns stay
+        (correctness before tokens); past it the emergency snapshot takes them."""
         for seg in list(self.closed):
             if not seg.failed or seg.chunk is not None:
                 continue
-            if seg.rounds >= CAPSULE_RETRY_ROUNDS or pressure:
+            if seg.rounds >= CAPSULE_RETRY_ROUNDS:
                 self._offline_fallback(seg)
             elif n - seg.failed_at >= 2 ** (seg.rounds + 1):
                 seg.failed = False
@@ -370,7 +420,7 @@ class LayeredCompaction:
         cc = self.config.chunking
         n = rec.step
         budget = cc.context_budget_tokens
-        self._retry_failed(n, gauge.prompt_tokens() >= cc.close_ratio() * budget)
+        self._retry_failed(n)
         prev = self.turns[n - 2].record if n >= 2 else None
         # Triggers that close the open segment before this step.
         if prev is not None and n - 1 >= self.seg_start:
@@ -384,14 +434,24 @@ class LayeredCompaction:
                 reason = "activity_change"  # a new screen of the same app (a segment of a few steps at least)
             elif prev.failure_recovery:
                 reason = "recovery_boundary"
-            elif boundary == "goal_change":
-                reason = "goal_change"
+            elif boundary in ("goal_change", "strategy_change", "pause"):
+                reason = boundary
+            else:
+                # The design's other early closes, read from the records' structure (never from their words):
+                # a long pause in the clock, or a new strategy once the segment holds a few steps.
+                shift = segment_shift(self.turns_records(self.seg_start, n - 1), rec, cc.pause_close_s)
+                if shift == "pause" or (shift and n - self.seg_start >= cc.min_segment_steps):
+                    reason = shift
             if reason:
                 self._close(n - 1, reason)
         if rec.subgoal_hash and rec.subgoal_hash == self.plan_hint:
             self.plan_hint = None
-        if boundary == "irreversible":
-            self._close(n, "irreversible")
+        if boundary in ("irreversible", "external_result"):
+            self._close(n, boundary)
+        elif n - self.seg_start + 1 >= cc.min_segment_steps and external_result(rec):
+            # What came back from outside the screen ends the segment (once it holds a few steps: a tool polled in
+            # a loop must not cut one-step chunks).
+            self._close(n, "external_result")
         open_steps = [t.record for t in self.turns[self.seg_start - 1: n]]
         if open_steps:
             source_tokens = sum(estimate_text_tokens(r.action_line() + (r.result or "") + (r.thought or ""))

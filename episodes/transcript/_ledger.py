@@ -43,6 +43,7 @@ from ._messages import Message, Part, image, text
 from ._perception import TokenMeter, envelope, estimate_text_tokens, image_dhash, label_action, ui_diff
 from ._recall import RecallResult, recall
 from ._records import StepRecord, SummaryBook, SummaryRecord, action_points
+from ._same_turn import SameTurnBudget
 from ._service import StepMemoryService
 from ._steps_log import STEPS_FILE, StepsLog
 from ._turns import (
@@ -85,6 +86,8 @@ class TranscriptLedger:
         self.staged = Staged()
         self.summaries = SummaryBook()
         self.meter = TokenMeter()
+        cfg0 = self.config.transcript
+        self.same_turn = SameTurnBudget(cfg0.same_turn_soft_tokens, cfg0.same_turn_hard_tokens)
         self._lock = threading.RLock()
         self._envelopes = 0
         self._clean = InputCleaner(str(self.dir))
@@ -233,6 +236,7 @@ class TranscriptLedger:
                 thought_signature=signature, thinking_ref=thinking_ref, ui_dump_ref=ui_dump_ref,
                 native_thinking_ref=native_thinking_ref, post_ui_ref=post_ui_ref,
                 point_labels=point_labels if point_labels and any(point_labels) else None,
+                same_turn=[o.summary() for o in self.same_turn.outputs] or None,
             )
             self.append_record({**rec.model_dump(mode="json", exclude_none=True), "width": st.width,
                                 "height": st.height})
@@ -240,6 +244,7 @@ class TranscriptLedger:
             self.turns.append(turn)
             self.meter.add(sum(self.tokens_of(m) for m in turn_messages(turn, 1, self.config.transcript)))
             self.staged = Staged()
+            self.same_turn.outputs = []  # the next turn starts with its whole same-turn budget
             cfg = self.config.transcript
             if cfg.visual_summaries and rec.pre_image:
                 job = VisualJob(rec, self._path(rec.pre_image), self._path(post_image) if post_image else None,
@@ -249,6 +254,42 @@ class TranscriptLedger:
             if self.config.chunking.enabled:
                 self.compaction.compact(rec, boundary, self)
             return rec
+
+    def tool_output(self, tool: str, output: str, *, patterns: Iterable[str] = ()) -> str:
+        """A tool that does not end the turn answered (a note read, a shell command, a recall): its output joins
+        this turn's tail under the same-turn budgets; returns the text the model is shown for it.
+
+        Past ``same_turn_soft_tokens`` older outputs of the turn give way to excerpts and the tail says the
+        budget is spent; at ``same_turn_hard_tokens`` nothing more is shown and the tail asks for a decision
+        (``decision_forced``). Full outputs that are not shown whole stay under ``transcript/envelopes/``."""
+        c = self._clean
+        tool = c.text("tool", tool, 200) or "?"
+        output = self.log.redact(c.text("output", output, 1_000_000)) or ""
+        pats = c.texts("patterns", patterns)
+        with self._lock:
+            n = len(self.turns) + 1
+
+            def save(textv: str) -> str:
+                self._envelopes += 1
+                ref = f"transcript/envelopes/step_{n:04d}_{self._envelopes}.txt"
+                atomic_write(self.episode_dir / ref, textv, root=self.root)
+                return ref
+
+            tail = self._tail_tokens()
+            entry = self.same_turn.add(tool, output, tail, save, pats)
+            self.append_record({"kind": "same_turn", "step": n, "tool": tool, "tokens": entry.original_tokens,
+                                "shown_tokens": entry.tokens, "ref": entry.ref,
+                                "used": self.same_turn.used(tail), "forced": self.same_turn.forced(tail)})
+            return entry.text
+
+    @property
+    def decision_forced(self) -> bool:
+        """Whether this turn reached its same-turn hard limit: only a turn-ending action should follow."""
+        with self._lock:
+            return self.same_turn.forced(self._tail_tokens())
+
+    def _tail_tokens(self) -> int:
+        return self.tokens_of(Message("user", tuple(self._tail_parts()), None, "T"))
 
     def _maybe_envelope(self, n: int, result: str | None, patterns: Iterable[str]) -> tuple[str | None, str | None]:
         cfg = self.config.transcript
@@ -381,22 +422,29 @@ class TranscriptLedger:
             total = len(self.turns)
             for turn in self.turns[self.compaction.folded_until:]:
                 out.extend(turn_messages(turn, total - turn.record.step + 1, self.config.transcript))
-            st = self.staged
-            tail: list[Part] = [text(f"Now ({elapsed_label(self.start, self.clock())}): "
-                                     f"{'/'.join(x for x in (st.package, st.activity) if x) or 'screen'}")]
-            hint = self.similarity_hint()
-            if hint:
-                tail.append(text(hint))
-            for instr in st.user_instructions:
-                tail.append(text(f"User: {instr}"))
-            if st.ui_text:
-                tail.append(text("--- UI Element List ---\n" + "\n".join(st.ui_text)))
-            if st.plan:
-                tail.append(text("--- Plan ---\n" + st.plan))
-            if st.screenshot:
-                tail.append(image(st.screenshot))
+            tail = self._tail_parts()
+            if self.same_turn.outputs:
+                tail.extend(text(line) for line in self.same_turn.notes(self._tail_tokens()))
             out.append(Message("user", tuple(tail), None, "T"))
             return out
+
+    def _tail_parts(self) -> list[Part]:
+        """This turn's observation (T without the same-turn tool outputs)."""
+        st = self.staged
+        tail: list[Part] = [text(f"Now ({elapsed_label(self.start, self.clock())}): "
+                                 f"{'/'.join(x for x in (st.package, st.activity) if x) or 'screen'}")]
+        hint = self.similarity_hint()
+        if hint:
+            tail.append(text(hint))
+        for instr in st.user_instructions:
+            tail.append(text(f"User: {instr}"))
+        if st.ui_text:
+            tail.append(text("--- UI Element List ---\n" + "\n".join(st.ui_text)))
+        if st.plan:
+            tail.append(text("--- Plan ---\n" + st.plan))
+        if st.screenshot:
+            tail.append(image(st.screenshot))
+        return tail
 
     def stable_prefix_len(self, messages: list[Message]) -> int:
         """How many leading messages can no longer change (S, F and decided turns past the edge)."""

@@ -53,6 +53,7 @@ class StepRecord(BaseModel):
     native_thinking_ref: str | None = None  # the model's native thinking as the API returned it (a file)
     post_ui_ref: str | None = None  # the UI dump after the action (a file)
     point_labels: list[str | None] | None = None  # a swipe's or gesture's points, each labelled
+    same_turn: list[dict[str, Any]] | None = None  # tool outputs read before the action (tool, size, file, excerpt)
 
     def action_line(self) -> str:
         """``tap(632,1180)['确认']``: the exact action with its element label; coordinates always kept."""

@@ -95,6 +95,8 @@ def turn_messages(turn: Turn, depth: int, cfg: TranscriptSection) -> tuple[Messa
         response["validator"] = r.validator
     if r.failure_recovery:
         response["recovery"] = r.failure_recovery
+    if r.same_turn:
+        response["read_before"] = r.same_turn  # what the turn's other tools returned, as excerpts with their files
     msgs = (Message("user", tuple(user_parts), r.step, "A"), Message("model", tuple(model_parts), r.step, "A"),
             # The response sits right after its call: a pair is never split by any scrub or cut.
             Message("tool", (Part("result", name=str(r.action.get("name")), args=response, call_id=r.step_id),),

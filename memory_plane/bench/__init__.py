@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "lessons": "_lessons",
     "fuzz": "_fuzz",
     "scale": "_scale",
+    "summaries": "_summaries",
 }
 
 

@@ -254,12 +254,13 @@ def _bench_command(command: Command) -> None:
                             "tree, run `memplane --root DIR lifecycle verify` or `memplane --root DIR retrieve GOAL`.",
                 root_help=None)
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
-                   "compaction, crash, concurrency, lessons, fuzz, scale, or all")
+                   "compaction, crash, concurrency, lessons, fuzz, scale, summaries, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("--entries", type=positive_int, default=10_000, help="index: entries in the index")
     s.add_argument("--episodes", type=positive_int, default=10_000, help="stored episodes")
     s.add_argument("--items", type=positive_int, default=20_000, help="lifecycle: memory files")
-    s.add_argument("--steps", type=positive_int, default=150, help="compaction: steps of the long task")
+    s.add_argument("--steps", type=positive_int, default=150,
+                   help="compaction: steps of the long task; summaries: steps of its fixed session (at most 240)")
     s.add_argument("--kills", type=positive_int, default=300, help="crash: SIGKILLs")
     s.add_argument("--examples", type=positive_int, default=500, help="fuzz: broken trees to try")
     s.add_argument("--shapes", action="store_true",
