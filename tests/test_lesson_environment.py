@@ -68,6 +68,10 @@ def test_an_app_profile_records_the_language_and_screen_it_was_seen_under(tmp_pa
         (prof,) = plane.device.entries("app_profile")
         assert prof["applicability"]["language"] == "de-DE"
         assert prof["applicability"]["screen"] == "400x800"
+        # Where it was seen, not where it holds: another language or screen still gets what it knows of the app.
+        for hints in ({"language": "en-US"}, {"language": "de-DE", "screen_width": 1080, "screen_height": 2400}):
+            shown = plane.retrieve(MemoryRetrieveRequest(input="open Documents in Telegram", current_hints=hints))
+            assert prof["id"] in [h.id for h in shown.common.app_profiles], hints
 
 
 def test_a_learned_procedure_says_its_scope(tmp_path: Path) -> None:

@@ -87,8 +87,15 @@ def memory_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
         expires = None  # computed under an unset clock (a phone at 1970): its age is unknown, it is not hidden
     if when is BAD_TIME or (when is not None and when < BUILD_DATE):
         when = None  # unknown, not ancient
+    appl = appl_key(e)
+    if item_type == "app_profile" and (appl[1] or appl[2]):
+        # An app profile's language and screen say where it was last seen, not where it holds: what it knows of
+        # the app (its package, pages, known issues) helps under another language or screen too, and the agent
+        # reads the labels off the screen in front of it (bench replay: 99 steps after the environment changes
+        # when a profile was hidden there, 89 when shown).
+        appl = (appl[0], None, None, *appl[3:])
     return Feat(status, expires, when,
-                appl_key(e), field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
+                appl, field_str(e.get("app")), min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))),
                 (s + 1) / (s + f + 2), penalty, evidence)
 
 
