@@ -260,19 +260,43 @@ def saved_outputs(records: list[StepRecord], episode_dir: Path) -> dict[int, tup
 
 
 def _best_line(query: str, text: str) -> str | None:
-    """``N: line`` of the line of a saved output that best matches the query (an exact match first), or None."""
-    lines = text.splitlines()
-    at = text.lower().find(query)
-    if at >= 0:
+    """``N: line`` of the line of a saved output that best matches the query (an exact match first), or None.
+
+    Lines are the file's (broken at LF only, a CR kept out of the text shown), so N is the line an editor shows;
+    a line longer than ``OUTPUT_LINE_CHARS`` is shown as the part around the match (a compact JSON output is one
+    line, its value anywhere in it)."""
+    lines = text.split("\n")
+    low = text.lower()
+    at = low.find(query)
+    if at >= 0 and len(low) == len(text):
         i = text.count("\n", 0, at)
+        col, width = at - (text.rfind("\n", 0, at) + 1), len(query)
     else:
-        if len(query) < 3:
-            return None
-        best = process.extractOne(query, lines, scorer=fuzz.partial_ratio, processor=str.lower, score_cutoff=60)
-        if best is None:
-            return None
-        i = best[2]
-    return f"{i + 1}: {lines[i][:OUTPUT_LINE_CHARS]}"
+        # No exact match, or one whose position lowercasing moved (a letter that lowercases to two): line by line.
+        exact = next((n for n, line in enumerate(lines) if query in line.lower()), None)
+        if exact is not None:
+            i = exact
+            col, width = lines[i].lower().find(query), len(query)
+        else:
+            if len(query) < 3:
+                return None
+            best = process.extractOne(query, lines, scorer=fuzz.partial_ratio, processor=str.lower,
+                                      score_cutoff=60)
+            if best is None:
+                return None
+            i = best[2]
+            where = fuzz.partial_ratio_alignment(query, lines[i].lower())
+            col, width = (where.dest_start, where.dest_end - where.dest_start) if where else (0, 0)
+    return f"{i + 1}: {_around(lines[i].replace(chr(13), ' '), col, width)}"
+
+
+def _around(line: str, col: int, width: int) -> str:
+    """``line`` within ``OUTPUT_LINE_CHARS``: whole when it fits, else the part centred on [col, col + width)."""
+    if len(line) <= OUTPUT_LINE_CHARS:
+        return line
+    start = max(0, min(col + width // 2 - OUTPUT_LINE_CHARS // 2, len(line) - OUTPUT_LINE_CHARS))
+    part = line[start:start + OUTPUT_LINE_CHARS - 2]
+    return ("…" if start > 0 else "") + part + ("…" if start + len(part) < len(line) else "")
 
 
 def _fields(r: StepRecord, summaries: dict[int, str]) -> list[tuple[str, str]]:
