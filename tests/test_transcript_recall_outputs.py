@@ -104,3 +104,29 @@ def test_lines_are_counted_as_the_file_breaks_them(tmp_path: Path) -> None:
     commit_output(led, text)
     [hit] = [r for r in led.recall_history(query=NEEDLE).results if r["kind"] == "output"]
     assert ":2001:" in hit["text"] and NEEDLE in hit["text"]
+
+
+def test_an_output_the_same_turn_budget_kept_on_disk_is_found(tmp_path: Path) -> None:
+    # Outputs read before the action, past the same-turn limits, are shown as an excerpt or not at all; the tail
+    # says the full text is on disk, and recall finds a line in it once the step is committed.
+    led, _ep = ledger(tmp_path)
+    led.stage(package="com.a")
+    shown = [led.tool_output("adb_shell", big_output(n, needle_at=2500 if n == 2 else None, lines=40_000))
+             for n in range(1, 4)]
+    assert all(NEEDLE not in s for s in shown)
+    led.commit(action="tap", args={"x": 1, "y": 1}, result="ok")
+    hits = [r for r in led.recall_history(query=NEEDLE).results if r["kind"] == "output"]
+    assert hits and hits[0]["step"] == 1 and NEEDLE in hits[0]["text"] and ":2501:" in hits[0]["text"]
+
+
+def test_an_output_past_a_million_characters_keeps_its_start_on_disk(tmp_path: Path) -> None:
+    # A result longer than what a step keeps is cut to its start and its end, not to a short head and tail:
+    # a line 700,000 characters in is saved and found.
+    led, ep = ledger(tmp_path)
+    text = big_output(1, needle_at=28_000, lines=48_000)
+    assert len(text) > 1_200_000 and text.index(NEEDLE) > 700_000
+    commit_output(led, text)
+    saved = (ep / (led.turns[0].record.envelope_ref or "")).read_text("utf-8")
+    assert NEEDLE in saved and saved.startswith("row 1.0 ") and saved.endswith("row 1.47999 nothing to see")
+    hits = [r for r in led.recall_history(query=NEEDLE).results if r["kind"] == "output"]
+    assert hits and ":28001:" in hits[0]["text"]
