@@ -101,7 +101,10 @@ class InputCleaner:
                 continue
             if key not in keys:
                 keys.append(key)
-            excerpt = self.text("note content", content, NOTE_EXCERPT_CHARS + 1) if content is not None else None
+            if isinstance(content, str):
+                # The start of the note: a longer text given to ``text`` would keep its last lines instead.
+                content = content[:4 * NOTE_EXCERPT_CHARS]
+            excerpt = self.text("note content", content, 4 * NOTE_EXCERPT_CHARS) if content is not None else None
             if excerpt and excerpt.strip():
                 one = " ".join(excerpt.split())
                 excerpts[key] = one if len(one) <= NOTE_EXCERPT_CHARS else one[: NOTE_EXCERPT_CHARS - 1] + "…"
