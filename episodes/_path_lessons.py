@@ -184,25 +184,31 @@ def learn_navigation(writer: LessonWriter, lesson: LessonContext, res: Extractio
             settle_navigation(writer.device, lesson, new, contradicted)
 
 
+NORMALIZED_SPACES = ("normalized", "normalised")
+"""The ``coord_space`` values that say taps are fractions of the screen."""
+
+
 def learn_calibration(writer: LessonWriter, lesson: LessonContext, res: ExtractionResult) -> None:
     """The device's coordinate space and waits, when the episode shows them."""
-    normalized = any(str(s.tool_input.get("coord_space", "")).lower() == "normalized" for s in lesson.steps)
+    pts = [p for p in (s.point() for s in lesson.steps) if p is not None]
+    # Normalized when the runtime says so, or when every tap is a fraction of the screen (0..1, one of them not a
+    # whole number): a tap at (0.5, 0.9) is the screen's lower middle, never the top-left pixel.
+    normalized = any(str(s.tool_input.get("coord_space", "")).lower() in NORMALIZED_SPACES for s in lesson.steps) or (
+        bool(pts) and all(0 <= x <= 1 and 0 <= y <= 1 for x, y in pts) and any(x % 1 or y % 1 for x, y in pts))
     waits = [float(v) for s in lesson.steps if "wait" in s.tool.lower()
              for v in [s.tool_input.get("seconds", s.tool_input.get("time", s.tool_input.get("duration")))]
              if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 120]
     seen = lesson.observed_screen  # a screenshot's real size, not the runtime's hint
     scale: str | None = None
-    if seen is not None and not normalized:
-        # Taps and screenshots share a space only when the taps fall on the screenshot; taps outside
-        # it (720x1280 taps on a 72x128 screenshot) are in another space, known only when the runtime
-        # said the screen's size and the taps fall on that.
-        pts = [p for p in (s.point() for s in lesson.steps) if p is not None]
-        if any(not (0 <= x <= seen[0] and 0 <= y <= seen[1]) for x, y in pts):
-            hint = lesson.screen if lesson.screen != seen else None
-            if hint and all(0 <= x <= hint[0] and 0 <= y <= hint[1] for x, y in pts):
-                scale = f"{hint[0]}x{hint[1]}"
-            else:
-                seen = None  # the space of the taps is not known: no pixel lesson
+    # Taps and screenshots share a space only when the taps fall on the screenshot; taps outside it (720x1280 taps
+    # on a 72x128 screenshot) are in another space, known only when the runtime said the screen's size and the taps
+    # fall on that.
+    if seen is not None and not normalized and any(not (0 <= x <= seen[0] and 0 <= y <= seen[1]) for x, y in pts):
+        hint = lesson.screen if lesson.screen != seen else None
+        if hint and all(0 <= x <= hint[0] and 0 <= y <= hint[1] for x, y in pts):
+            scale = f"{hint[0]}x{hint[1]}"
+        else:
+            seen = None  # the space of the taps is not known: no pixel lesson
     if seen is None and not normalized and not waits:
         return  # calibration without evidence is not a lesson
     w, h = seen or (None, None)

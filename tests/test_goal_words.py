@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import re
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from memory_plane._tokens import token_set
@@ -107,3 +107,26 @@ def test_a_latin_name_after_a_verb_of_messaging_is_the_target() -> None:
              "send the report to the team": None}
     assert {g: parse_query(g, catalog).target for g in cases} == cases
     assert parse_query("send Zhang San a message", catalog).app is None  # a name is no app
+
+
+def test_a_name_spelt_beyond_ascii_is_the_whole_target() -> None:
+    """Names are written with the letters of their language, an apostrophe, a hyphen or a capital inside."""
+    catalog = shipped_catalog()
+    cases = {"send José a message saying hi": "José", "message Łukasz about the trip": "Łukasz",
+             "text O'Brien that dinner is at 7": "O'Brien", "call Jean-Luc": "Jean-Luc",
+             "send McDonald a note": "McDonald", "chat with Nguyễn Văn on Zalo": "Nguyễn Văn",
+             "call Дмитрий now": "Дмитрий", "go to Bob's profile": "Bob", "send SMS to Bob": "Bob"}
+    assert {g: parse_query(g, catalog).target for g in cases} == cases
+
+
+_CAPITALS = [c for c in map(chr, range(0x41, 0x530)) if c.isupper() and len(c.lower()) == 1]
+_SMALLS = [c for c in map(chr, range(0x61, 0x530)) if c.islower() and c.upper() != c]
+
+
+@given(first=st.sampled_from(_CAPITALS), rest=st.text(st.sampled_from(_SMALLS), min_size=2, max_size=9),
+       verb=st.sampled_from(["send", "Tell", "message", "remind", "call"]))
+def test_any_capitalised_word_after_a_verb_of_messaging_is_named_whole(first: str, rest: str, verb: str) -> None:
+    name = first + rest
+    catalog = shipped_catalog()
+    assume(catalog.canonical(name) is None and name.lower() not in {"i", "me", "my", "the", "it", "this", "that"})
+    assert parse_query(f"{verb} {name} a message about dinner", catalog).target == name

@@ -398,3 +398,29 @@ def test_a_tap_in_normalized_coordinates_is_said_in_that_space(tmp_path: Path) -
                  if isinstance(c, Calibration)]
         assert cal.coord_space == "normalized" and cal.screenshot_width is None
         assert cal.notes and all("normalized coordinates" in n and "screenshot pixels" not in n for n in cal.notes)
+
+
+@pytest.mark.parametrize(("tap", "shot"), [
+    ({"x": 0.5, "y": 0.9}, (108, 240)),  # fractions of the screen, the runtime saying nothing of the space
+    ({"x": 0.25, "y": 0.75, "coord_space": "normalised"}, None),  # the space named in British spelling
+])
+def test_taps_given_as_fractions_are_never_taught_as_pixels(tmp_path: Path, tap: dict[str, Any],
+                                                           shot: tuple[int, int] | None) -> None:
+    """A tap at (0.5, 0.9) on a screenshot of 108x240 pixels is a fraction of the screen, not the top-left
+    pixel: the calibration learned says the taps are normalized, never that a tap at screenshot pixels worked."""
+    from task_runs import screen
+
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        req = MemoryRetrieveRequest(input="Open the contacts in Chat", current_hints={"language": "en-US"})
+        rec = plane.new_episode_recorder(req, plane.retrieve(req))
+        for tool, args, label, after in [("launch_app", {"app": "Chat"}, None, screen("Chat", "Home", "Contacts")),
+                                         ("tap", tap, "Contacts", screen("Chat", "Contacts", "Ann"))]:
+            rec.tool_call(tool, args, target_label=label)
+            rec.tool_result(tool, output="ok", observed_state=after,
+                            screenshot=screenshot(str(after["page"]), shot) if shot else None)
+        plane.commit_episode(rec.finish(success=True, completion_reason="the contacts list is shown"))
+        plane.flush()
+        cals = [c for c in (plane.device.get(e["id"]) for e in plane.device.entries("calibration"))
+                if isinstance(c, Calibration)]
+        assert cals and all(c.coord_space == "normalized" for c in cals)
+        assert all("screenshot pixels" not in n for c in cals for n in c.notes)

@@ -25,6 +25,8 @@ def _shapes(p: tuple[int, int], q: tuple[int, int]) -> list[dict[str, Any]]:
         {"from": (x0, y0), "to": {"x": x1, "y": y1}},
         {"x1": x0, "y1": y0, "x2": x1, "y2": y1},
         {"start_x": x0, "start_y": y0, "end_x": x1, "end_y": y1},
+        {"startX": x0, "startY": y0, "endX": x1, "endY": y1},  # UiAutomator's and Appium's names
+        {"fromX": x0, "fromY": y0, "toX": x1, "toY": y1},
         {"points": [[x0, y0], [x1, y1]]},
         {"coordinates": [[x0, y0], {"x": x1, "y": y1}]},
         {"coordinates": [{"x": x0, "y": y0}, {"x": x1, "y": y1}], "duration_ms": 300},

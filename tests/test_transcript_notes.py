@@ -43,6 +43,16 @@ def test_a_note_given_with_its_content_reaches_the_capsule_as_key_and_excerpt(tm
     assert f'note written: notes/login_flow.md: "{ROUTE}"' in capsule_input([rec], {})
 
 
+def test_a_long_note_is_excerpted_from_its_start(tmp_path: Path) -> None:
+    # What a note says first is what the capsule is given: a long note is cut at its end, never to its last lines.
+    led = ledger(tmp_path)
+    content = "取件码 5566，在前台。" + "之后的说明 " * 400
+    rec = write(led, [{"key": "notes/pickup.md", "content": content}])
+    excerpt = (rec.note_excerpts or {})["notes/pickup.md"]
+    assert excerpt.startswith("取件码 5566，在前台。") and "omitted" not in excerpt and len(excerpt) <= 300
+    assert 'note written: notes/pickup.md: "取件码 5566' in capsule_input([rec], {})
+
+
 def test_a_note_written_by_the_action_takes_its_content_from_the_arguments(tmp_path: Path) -> None:
     led = ledger(tmp_path)
     rec = write(led, ["login_flow"], args={"key": "login_flow", "content": ROUTE, "mode": "append"})
@@ -69,7 +79,8 @@ def test_the_offline_synopsis_names_each_note_with_what_it_says(tmp_path: Path) 
 
 @settings(max_examples=40, deadline=None)
 @given(key=st.from_regex(r"(notes/)?[a-z_]{1,20}(\.md)?", fullmatch=True),
-       content=st.text(alphabet=st.sampled_from("abc xyz登录验证码 ,.:>"), min_size=1, max_size=400),
+       content=st.one_of(st.text(alphabet=st.sampled_from("abc xyz登录验证码 ,.:>"), min_size=1, max_size=400),
+                         st.text(alphabet=st.sampled_from("abc xyz登录验证码 ,.:>"), min_size=300, max_size=3000)),
        shape=st.sampled_from(["key/content", "path/text", "name/content", "arguments"]))
 def test_every_note_shape_gives_key_and_excerpt(tmp_path_factory, key: str, content: str,  # type: ignore[no-untyped-def]
                                                 shape: str) -> None:

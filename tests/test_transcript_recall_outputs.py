@@ -83,3 +83,50 @@ def test_reads_of_saved_outputs_stay_bounded(tmp_path: Path) -> None:
     assert not [r for r in led.recall_history(query="sid=7f3a9c41").results if r["kind"] == "output"]
     newest = [r for r in led.recall_history(query="row 7.31999").results if r["kind"] == "output"]
     assert newest[0]["step"] == 7 and newest[0]["score"] == 100
+
+
+def test_a_value_deep_in_one_long_line_is_found_and_shown(tmp_path: Path) -> None:
+    # A tool output of one long line (compact JSON): the hit shows the part of the line around the match.
+    led, _ep = ledger(tmp_path)
+    rows = [{"id": i, "name": f"联系人{i}", "phone": f"1380000{i:04d}"} for i in range(3000)]
+    rows[2500]["name"] = "王小明 验证码 884213"
+    commit_output(led, json.dumps({"items": rows}, ensure_ascii=False).replace("王小明", NEEDLE + " 王小明"))
+    for query in ("884213", "验证码 884213", NEEDLE):
+        hits = [r for r in led.recall_history(query=query).results if r["kind"] == "output"]
+        assert hits and query in hits[0]["text"] and ":1:" in hits[0]["text"]
+        assert len(hits[0]["text"]) < 800
+
+
+def test_lines_are_counted_as_the_file_breaks_them(tmp_path: Path) -> None:
+    # adb output ends lines with CR CR LF and progress bars use a lone CR: the line number is the file's line.
+    led, _ep = ledger(tmp_path)
+    text = "\r\r\n".join(f"row {i}\rrow {i} done" for i in range(3000)).replace("row 2000 done", NEEDLE)
+    commit_output(led, text)
+    [hit] = [r for r in led.recall_history(query=NEEDLE).results if r["kind"] == "output"]
+    assert ":2001:" in hit["text"] and NEEDLE in hit["text"]
+
+
+def test_an_output_the_same_turn_budget_kept_on_disk_is_found(tmp_path: Path) -> None:
+    # Outputs read before the action, past the same-turn limits, are shown as an excerpt or not at all; the tail
+    # says the full text is on disk, and recall finds a line in it once the step is committed.
+    led, _ep = ledger(tmp_path)
+    led.stage(package="com.a")
+    shown = [led.tool_output("adb_shell", big_output(n, needle_at=2500 if n == 2 else None, lines=40_000))
+             for n in range(1, 4)]
+    assert all(NEEDLE not in s for s in shown)
+    led.commit(action="tap", args={"x": 1, "y": 1}, result="ok")
+    hits = [r for r in led.recall_history(query=NEEDLE).results if r["kind"] == "output"]
+    assert hits and hits[0]["step"] == 1 and NEEDLE in hits[0]["text"] and ":2501:" in hits[0]["text"]
+
+
+def test_an_output_past_a_million_characters_keeps_its_start_on_disk(tmp_path: Path) -> None:
+    # A result longer than what a step keeps is cut to its start and its end, not to a short head and tail:
+    # a line 700,000 characters in is saved and found.
+    led, ep = ledger(tmp_path)
+    text = big_output(1, needle_at=28_000, lines=48_000)
+    assert len(text) > 1_200_000 and text.index(NEEDLE) > 700_000
+    commit_output(led, text)
+    saved = (ep / (led.turns[0].record.envelope_ref or "")).read_text("utf-8")
+    assert NEEDLE in saved and saved.startswith("row 1.0 ") and saved.endswith("row 1.47999 nothing to see")
+    hits = [r for r in led.recall_history(query=NEEDLE).results if r["kind"] == "output"]
+    assert hits and ":28001:" in hits[0]["text"]

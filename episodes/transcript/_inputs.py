@@ -19,6 +19,7 @@ log = logging.getLogger("memory_plane")
 
 _HEX = re.compile(r"^[0-9a-f]{1,64}$")
 NOTE_EXCERPT_CHARS = 300  # what a step keeps of a note's content (the note itself is in the notes system)
+TOOL_OUTPUT_CHARS = 1_000_000  # what a step keeps of one tool output: its start and, past this, its end
 
 
 class InputCleaner:
@@ -47,6 +48,17 @@ class InputCleaner:
             value = str(value)
         out = sanitize(value, limit=limit)
         return out if isinstance(out, str) else None
+
+    def output(self, what: str, value: Any) -> str | None:
+        """A tool's output as a bounded string: whole up to ``TOOL_OUTPUT_CHARS``, else its start and its last
+        tenth with the count of what was left out between (not the short head and tail ``text`` keeps: the full
+        output is saved for recall_history, which searches its lines)."""
+        if isinstance(value, str) and len(value) > TOOL_OUTPUT_CHARS:
+            self.note(what, f"{len(value)} characters")
+            tail = TOOL_OUTPUT_CHARS // 10
+            value = (value[:TOOL_OUTPUT_CHARS - tail] + f"\n…[{len(value) - TOOL_OUTPUT_CHARS} chars omitted]…\n"
+                     + value[-tail:])
+        return self.text(what, value, TOOL_OUTPUT_CHARS + 100)
 
     def texts(self, what: str, value: Any, limit: int = 200) -> list[str]:
         """A list-of-text argument (a single string counts as one item); other items dropped."""
@@ -89,7 +101,10 @@ class InputCleaner:
                 continue
             if key not in keys:
                 keys.append(key)
-            excerpt = self.text("note content", content, NOTE_EXCERPT_CHARS + 1) if content is not None else None
+            if isinstance(content, str):
+                # The start of the note: a longer text given to ``text`` would keep its last lines instead.
+                content = content[:4 * NOTE_EXCERPT_CHARS]
+            excerpt = self.text("note content", content, 4 * NOTE_EXCERPT_CHARS) if content is not None else None
             if excerpt and excerpt.strip():
                 one = " ".join(excerpt.split())
                 excerpts[key] = one if len(one) <= NOTE_EXCERPT_CHARS else one[: NOTE_EXCERPT_CHARS - 1] + "…"

@@ -197,7 +197,7 @@ class TranscriptLedger:
         action = c.text("action", action, 200) or "?"
         redact = self.log.redact
         args = redact(c.mapping("args", args))
-        thought, result = redact(c.text("thought", thought)), redact(c.text("result", result, 1_000_000))
+        thought, result = redact(c.text("thought", thought)), redact(c.output("result", result))
         validator = c.mapping("validator", validator)
         failure_recovery = c.mappings("failure_recovery", failure_recovery)
         post_image = c.text("post_image", post_image, 500)
@@ -264,7 +264,7 @@ class TranscriptLedger:
         (``decision_forced``). Full outputs that are not shown whole stay under ``transcript/envelopes/``."""
         c = self._clean
         tool = c.text("tool", tool, 200) or "?"
-        output = self.log.redact(c.text("output", output, 1_000_000)) or ""
+        output = self.log.redact(c.output("output", output)) or ""
         pats = c.texts("patterns", patterns)
         with self._lock:
             n = len(self.turns) + 1

@@ -78,10 +78,12 @@ def recall(records: list[StepRecord], summaries: dict[int, str], chunk_texts: li
     by_step = {r.step: r for r in records}
     low = q.lower()
     # Saved outputs are read only when something will use them (a query, or a range's details).
-    outputs = saved_outputs(records, episode_dir) if low or (step_range and include_details) else {}
+    saved = saved_outputs(records, episode_dir) if low or (step_range and include_details) else []
     if low:
-        extra = [*extra, *((step, "output", f"{ref}:{hit}") for step, (ref, text) in outputs.items()
+        extra = [*extra, *((step, "output", f"{ref}:{hit}") for step, ref, text in saved
                            if (hit := _best_line(low, text)))]
+    # A step's details give the output its stand-in replaced (not one the same-turn budget kept on disk).
+    outputs = {step: (ref, text) for step, ref, text in saved if ref == by_step[step].envelope_ref}
     if screen:
         _recall_screen(out, budget, records, summaries, screen, max_distance, step_range, low, extra,
                        max_results, include_images, episode_dir)
@@ -238,41 +240,67 @@ OUTPUT_SCAN_BYTES = 4 << 20  # reads of saved outputs for one recall, at most (t
 OUTPUT_LINE_CHARS = 600  # a line of a saved output as a hit shows it
 
 
-def saved_outputs(records: list[StepRecord], episode_dir: Path) -> dict[int, tuple[str, str]]:
-    """The full tool outputs the prompt showed as a stand-in, by step: (its file, its text), read bounded.
+def saved_outputs(records: list[StepRecord], episode_dir: Path) -> list[tuple[int, str, str]]:
+    """The full tool outputs the prompt did not show whole, as (step, its file, its text), read bounded: the
+    step's result a stand-in replaced, and the outputs read before its action that the same-turn budget cut.
 
     Each file is read up to ``OUTPUT_READ_BYTES`` and all of them up to ``OUTPUT_SCAN_BYTES``, newest step
     first, so a recall over a long task with many large outputs stays bounded; a file that is missing, a link
     or not a file is skipped."""
-    out: dict[int, tuple[str, str]] = {}
+    out: list[tuple[int, str, str]] = []
     left = OUTPUT_SCAN_BYTES
-    for r in sorted((r for r in records if r.envelope_ref), key=lambda r: -r.step):
-        if left <= 0:
-            break
-        ref = str(r.envelope_ref)
-        try:
-            raw = read_bytes_nofollow(safe_join(episode_dir, ref), max_bytes=min(left, OUTPUT_READ_BYTES))
-        except (OSError, ValueError):
-            continue
-        left -= len(raw)
-        out[r.step] = (ref, raw.decode("utf-8", errors="replace"))
+    for r in sorted(records, key=lambda r: -r.step):
+        refs = [r.envelope_ref, *(o.get("ref") for o in r.same_turn or () if isinstance(o, dict))]
+        for ref in dict.fromkeys(x for x in refs if isinstance(x, str) and x):
+            if left <= 0:
+                return out
+            try:
+                raw = read_bytes_nofollow(safe_join(episode_dir, ref), max_bytes=min(left, OUTPUT_READ_BYTES))
+            except (OSError, ValueError):
+                continue
+            left -= len(raw)
+            out.append((r.step, ref, raw.decode("utf-8", errors="replace")))
     return out
 
 
 def _best_line(query: str, text: str) -> str | None:
-    """``N: line`` of the line of a saved output that best matches the query (an exact match first), or None."""
-    lines = text.splitlines()
-    at = text.lower().find(query)
-    if at >= 0:
+    """``N: line`` of the line of a saved output that best matches the query (an exact match first), or None.
+
+    Lines are the file's (broken at LF only, a CR kept out of the text shown), so N is the line an editor shows;
+    a line longer than ``OUTPUT_LINE_CHARS`` is shown as the part around the match (a compact JSON output is one
+    line, its value anywhere in it)."""
+    lines = text.split("\n")
+    low = text.lower()
+    at = low.find(query)
+    if at >= 0 and len(low) == len(text):
         i = text.count("\n", 0, at)
+        col, width = at - (text.rfind("\n", 0, at) + 1), len(query)
     else:
-        if len(query) < 3:
-            return None
-        best = process.extractOne(query, lines, scorer=fuzz.partial_ratio, processor=str.lower, score_cutoff=60)
-        if best is None:
-            return None
-        i = best[2]
-    return f"{i + 1}: {lines[i][:OUTPUT_LINE_CHARS]}"
+        # No exact match, or one whose position lowercasing moved (a letter that lowercases to two): line by line.
+        exact = next((n for n, line in enumerate(lines) if query in line.lower()), None)
+        if exact is not None:
+            i = exact
+            col, width = lines[i].lower().find(query), len(query)
+        else:
+            if len(query) < 3:
+                return None
+            best = process.extractOne(query, lines, scorer=fuzz.partial_ratio, processor=str.lower,
+                                      score_cutoff=60)
+            if best is None:
+                return None
+            i = best[2]
+            where = fuzz.partial_ratio_alignment(query, lines[i].lower())
+            col, width = (where.dest_start, where.dest_end - where.dest_start) if where else (0, 0)
+    return f"{i + 1}: {_around(lines[i].replace(chr(13), ' '), col, width)}"
+
+
+def _around(line: str, col: int, width: int) -> str:
+    """``line`` within ``OUTPUT_LINE_CHARS``: whole when it fits, else the part centred on [col, col + width)."""
+    if len(line) <= OUTPUT_LINE_CHARS:
+        return line
+    start = max(0, min(col + width // 2 - OUTPUT_LINE_CHARS // 2, len(line) - OUTPUT_LINE_CHARS))
+    part = line[start:start + OUTPUT_LINE_CHARS - 2]
+    return ("…" if start > 0 else "") + part + ("…" if start + len(part) < len(line) else "")
 
 
 def _fields(r: StepRecord, summaries: dict[int, str]) -> list[tuple[str, str]]:

@@ -85,15 +85,19 @@ def action_points(args: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 def _points(args: dict[str, Any]) -> list[tuple[Any, Any]]:
     """The points of a swipe or a multi-point gesture, in the shapes runtimes send them: ``start``/``end``
-    (or ``from``/``to``) as ``[x, y]`` or ``{x, y}``, ``x1..y2``, ``start_x..end_y``, and a list of points under
-    ``points`` or ``coordinates`` (each ``[x, y]`` or ``{x, y}``)."""
+    (or ``from``/``to``) as ``[x, y]`` or ``{x, y}``, ``x1..y2``, ``start_x..end_y`` (or ``startX..endY``,
+    ``fromX..toY``), and a list of points under ``points`` or ``coordinates`` (each ``[x, y]`` or ``{x, y}``)."""
     for a, b in (("start", "end"), ("from", "to")):
         p, q = _point(args.get(a)), _point(args.get(b))
         if p is not None and q is not None:
             return [p, q]
-    for (xa, ya), (xb, yb) in ((("x1", "y1"), ("x2", "y2")), (("start_x", "start_y"), ("end_x", "end_y"))):
-        if all(k in args for k in (xa, ya, xb, yb)):
-            return [(args[xa], args[ya]), (args[xb], args[yb])]
+    # Coordinates as four numbers, however the runtime spells their names: x1..y2, start_x..end_y, startX..endY,
+    # fromX..toY (compared without case or underscores).
+    flat = {k.replace("_", "").lower(): v for k, v in args.items() if isinstance(k, str)}
+    for xa, ya, xb, yb in (("x1", "y1", "x2", "y2"), ("startx", "starty", "endx", "endy"),
+                           ("fromx", "fromy", "tox", "toy")):
+        if all(k in flat for k in (xa, ya, xb, yb)):
+            return [(flat[xa], flat[ya]), (flat[xb], flat[yb])]
     for key in ("points", "coordinates"):
         pts = args.get(key)
         if isinstance(pts, (list, tuple)):

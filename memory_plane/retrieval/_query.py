@@ -46,17 +46,32 @@ _IN_QUOTES = _QUOTE + "([^\"“”「」『』‘’']{1,40})" + _QUOTE
 _QUOTED = re.compile(_IN_QUOTES)
 # A quoted span, but not an apostrophe between letters ("Bob's profile on Instagram and Alice's post").
 _QUOTED_SPAN = re.compile("(?<![A-Za-z])" + _IN_QUOTES + "(?![A-Za-z])")
+
+
+def _letters(upper: bool) -> str:
+    """A character class of the capital (or small) letters of the Latin, Greek and Cyrillic scripts, from Unicode's
+    own case of each letter: names are spelt "José", "Łukasz", "Nguyễn", "Дмитрий", not only in ASCII."""
+    spans = (*range(0x41, 0x530), *range(0x1E00, 0x1F00))
+    return "[" + "".join(re.escape(c) for c in map(chr, spans) if (c.isupper() if upper else c.islower())) + "]"
+
+
+_UP, _LO = _letters(True), _letters(False)
+# A capitalised name word: "Bob", "José", "O'Brien", "McDonald", "Jean-Luc" (never "SMS", "iPhone").
+_NAME_WORD = rf"{_UP}(?:['’]{_UP})?{_LO}+(?:(?:['’-]?{_UP}){_LO}+)*(?!\w)"
+
 _ZH_TARGET = re.compile(
     r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉|点一杯|点一份|买一杯|买一份|订一份)\s*"
     r"([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
 )
 _EN_TARGET = re.compile(
-    r"\b(?i:to|with|for|find|call|message|text|order|buy)\s+(?i:an?\s+|some\s+)?([A-Z][A-Za-z]+(?:\s+[A-Z][a-z]+)?)")
+    r"\b(?i:to|with|for|find|call|message|text|order|buy)\s+(?i:an?\s+|some\s+)?"
+    rf"({_UP}(?:{_UP}|{_LO}|['’-](?={_UP}))+(?!\w)(?:\s+{_NAME_WORD})?)")
 # A recipient named right after a verb of messaging, before what is sent: "send Zhang San a message", "tell Bob
 # ...", "remind Mom to ...". Names are capitalised words; what follows must not be another capitalised word.
 _EN_RECIPIENT = re.compile(
     r"\b(?i:send|tell|ask|remind|text|message|email|e-mail|write|wish|call)\s+"
-    r"([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)(?=\s+(?:a|an|the|that|to|on|in|via|about|my|his|her|it|me|some)\b|[,.;:!?]|$)")
+    rf"({_NAME_WORD}(?:\s+{_NAME_WORD})?)"
+    r"(?=\s+(?:a|an|the|that|to|on|in|via|about|my|his|her|it|me|some)\b|[,.;:!?]|$)")
 # A tool the goal asks for, read off the goal's shape rather than a list of tools: an identifier written as code
 # (``keyboard_text``, ``launch_app()``), or a name beside the word "tool" in the goal's language ("the search
 # tool", "用截图工具", "con la herramienta X").
