@@ -73,27 +73,60 @@ def _subsequence(short: str, long: str) -> bool:
 
 
 class Stance(NamedTuple):
-    """What a text says to do or not to do: its words without negation and obligation markers, and whether it
-    was negated."""
+    """What a text says to do or not to do: its words without negation and obligation markers, whether it was
+    negated, and the words a negation governs (what it says not to do)."""
 
     words: frozenset[str]
     negated: bool
+    denied: frozenset[str] = frozenset()
+
+
+_CLAUSE_END = re.compile(r"[,.;:!?()\[\]{}\"'\n，。；：！？、（）「」『』“”‘’]")
+SCOPE_WORDS = 4  # a Latin negator governs the next few words of its clause ("never pay with the gift card")
+SCOPE_CJK = 6  # a CJK negator of two or more characters, the next characters of its clause ("不要在美团付款")
+SCOPE_CJK_ONE = 2  # a one-character one, the next two: 不/别/没 also start ordinary words (不同, 别人), whose
+# second character is then all they govern, never the action a rule names
+
+
+def _denied(text: str) -> str:
+    """The text each negation governs: what follows the negator up to the end of its clause, a few words or
+    characters long (a memory saying "send it without sound" denies the sound, not the sending)."""
+    t = " " + " ".join(text.lower().split()) + " "
+    out: list[str] = []
+    for m in _NEG_EN:
+        for hit in re.finditer(rf"(?<![a-z']){re.escape(m)}(?![a-z'])", t):
+            rest = _CLAUSE_END.split(t[hit.end():], maxsplit=1)[0]
+            out.append(" ".join(rest.split()[:SCOPE_WORDS]))
+    for m in _NEG_ZH:
+        at = t.find(m)
+        while at >= 0:
+            rest = _CLAUSE_END.split(t[at + len(m):], maxsplit=1)[0].strip()
+            out.append(rest[:SCOPE_CJK_ONE if len(m) == 1 else SCOPE_CJK])
+            at = t.find(m, at + len(m))
+    return " ".join(out)
 
 
 @functools.lru_cache(maxsize=8192)
 def stance(text: str) -> Stance:
     """The stance of a text (memoised: the same rules and memories are asked about on every retrieve)."""
     bare, negated = _strip(text)
-    return Stance(token_set(bare), negated)
+    denied = token_set(_strip(_denied(text))[0]) if negated else frozenset()
+    return Stance(token_set(bare), negated, denied)
 
 
 MIN_RULE_WORDS = 2  # a rule of one word ("never") says too little to overrule anything
 
 
 def overrules(rule: Stance, memory: Stance) -> bool:
-    """Whether a user's rule says the opposite of what an automatic memory says: one negated and the other not,
-    and every word of the rule's action (at least ``MIN_RULE_WORDS``) in the memory ("never pay with Alipay in
-    Meituan" against a procedure "pay with Alipay in Meituan: tap Alipay, tap Pay")."""
-    if rule.negated == memory.negated or len(rule.words) < MIN_RULE_WORDS:
+    """Whether a user's rule says the opposite of what an automatic memory says: every word of the rule's action
+    (at least ``MIN_RULE_WORDS``) in the memory, and one of them denying what the other does: the rule forbids
+    words the memory does ("never pay with Alipay in Meituan" against a procedure "pay with Alipay in Meituan:
+    tap Alipay, tap Pay"), or the memory forbids words the rule asks for ("always ask before paying" against "pay
+    without asking"). A negation about something else ("… without sound", 不同) is no opposite."""
+    if len(rule.words) < MIN_RULE_WORDS or not rule.words <= memory.words:
         return False
-    return rule.words <= memory.words
+    forbids = rule.denied & memory.words
+    if forbids and not forbids & memory.denied:
+        return True
+    refuses = memory.denied & rule.words
+    return bool(refuses) and not refuses & rule.denied

@@ -69,3 +69,19 @@ def test_a_negated_rule_overrules_exactly_the_memories_that_do_its_action(action
     assert overrules(stance(f"{neg} {phrase}"), memory)
     assert not overrules(stance(f"{pos} {phrase}"), memory)  # the same stance: nothing to overrule
     assert not overrules(stance(f"{neg} {phrase} zzqx"), memory)  # the rule asks more than the memory does
+
+
+@pytest.mark.parametrize(("rule", "memory", "opposite"), [
+    # A negation about something the rule does not name is no opposite.
+    ("always message Bob in Signal", "When goal is like 'message Bob in Signal without sound': verified path", False),
+    ("要群里发通知", "When goal is like '在不同的群里发通知': verified path", False),
+    ("特别注意群里发通知", "When goal is like '在群里发通知': verified path", False),
+    # A prohibition against a memory that does it, whatever else the memory denies.
+    ("never message Bob in Signal", "When goal is like 'message Bob in Signal without sound': verified path", True),
+    ("不要在群里发通知", "When goal is like '在群里发通知': 别人的群也发", True),
+    # The memory refusing what the rule asks for; the two agreeing.
+    ("always ask before paying", "pay without asking before paying", True),
+    ("never pay with the gift card", "never pay with the gift card: it fails", False),
+])
+def test_only_a_negation_of_the_rules_own_action_is_an_opposite(rule: str, memory: str, opposite: bool) -> None:
+    assert overrules(stance(rule), stance(memory)) is opposite
