@@ -25,7 +25,7 @@ from ._items import (
     type_of_id,
 )
 from ._slots import mask_values, normalize, occurs, occurs_inflected, role_of, slot_names, starts_clause, substitute
-from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry
+from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry, led_by_line
 
 __all__ = [
     "CAPS",
@@ -55,6 +55,7 @@ __all__ = [
     "cap_list",
     "change_cause",
     "index_entry",
+    "led_by_line",
     "mask_values",
     "merge_unique",
     "normalize",

@@ -428,6 +428,11 @@ class Failure(DeviceItem):
         self.goal_groups = merge_unique(self.goal_groups, [group] if group else [], "goal_groups")
         self.reasons = merge_unique(self.reasons, [" ".join(reason.split())[:200]] if reason else [], "reasons")
 
+    def led_by(self) -> list[str]:
+        """The procedures this failure was met on by following them (``led_by``, kept beside the fields)."""
+        prev = (self.model_extra or {}).get("led_by")
+        return [str(x) for x in prev] if isinstance(prev, list) else []
+
     def body(self) -> str:
         """``Trigger: … Avoid/verify: …`` and, once met in goals, how often and in which."""
         trig = ", ".join(f"{k}={v}" for k, v in self.trigger.items()) or "?"

@@ -42,7 +42,7 @@ from memory_plane.lifecycle import (
 
 from ._apps import AppCatalog, shipped_catalog
 from ._history import ItemHistory, Revision, change_cause, fields_at, snapshot
-from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, Procedure, type_of_id
+from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, Failure, Procedure, type_of_id
 
 T = TypeVar("T", bound=DeviceItem)
 SUMMARY_CHARS = 240
@@ -83,9 +83,19 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
         "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
         if isinstance(item, AppProfile) else None,
+        # The procedures a failure was met on (empty: none): the lessons of a path find the failures that
+        # name it through this line instead of opening every failure of the app.
+        "led_by": item.led_by() if isinstance(item, Failure) else None,
         "path": f"{item.id}.yaml",
     }
     return {k: v for k, v in entry.items() if v is not None}
+
+
+def led_by_line(entry: dict[str, Any]) -> list[str] | None:
+    """The procedures a failure's index line says it was met on; None when the line does not say (written
+    before lines carried it): the caller reads the item file."""
+    led = entry.get("led_by")
+    return [str(x) for x in led] if isinstance(led, list) else None
 
 
 def _ts(v: Any) -> str | None:

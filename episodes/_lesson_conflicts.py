@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memory_plane.device_memory import DeviceMemory, Failure, Navigation, Procedure
+from memory_plane.device_memory import DeviceMemory, Failure, Navigation, Procedure, led_by_line
 
 from ._blame import note_demotion, procedure_failure_point
 from ._lesson_context import LessonContext
@@ -77,9 +77,28 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     # A failure mode is its cause, met by any goal: the procedures it was met on (``led_by``) tie it to a path.
     if not procs:
         return
-    fails = [e for e in device.entries("failure", app_id) if e.get("status") == "active"]
+    # Only the failures whose index line names one of these procedures are read (a line that does not say is
+    # read too); a procedure no failure names has nothing to weigh and is not read either.
+    ids = {str(e["id"]) for e in procs}
+    fails: list[dict[str, Any]] = []
+    named: set[str] | None = set()
+    for e in device.entries("failure", app_id):
+        if e.get("status") != "active":
+            continue
+        led_by = led_by_line(e)
+        if led_by is None:
+            fails.append(e)
+            named = None
+        elif ids.intersection(led_by):
+            fails.append(e)
+            if named is not None:
+                named.update(ids.intersection(led_by))
+    if not fails:
+        return
     led: list[tuple[Failure, list[Any]]] | None = None
     for pe in procs:
+        if named is not None and str(pe["id"]) not in named:
+            continue
         proc = device.collection("procedure").get(pe["id"])
         if not isinstance(proc, Procedure):
             continue

@@ -9,7 +9,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plane.device_memory import AppProfile, DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
+from memory_plane.device_memory import (
+    AppProfile,
+    DeviceItem,
+    DeviceMemory,
+    Failure,
+    Procedure,
+    led_by_line,
+    type_of_id,
+)
 from memory_plane.lifecycle import EvidenceRef, FileProblemError
 
 from ._blame import (
@@ -89,6 +97,9 @@ def clear_blame(device: DeviceMemory, proc: Procedure) -> None:
     were met on (``led_by``) no longer hold that against it."""
     coll = device.collection("failure")
     for e in device.entries("failure", proc.app_id):  # a failure mode is met by any goal: led_by says by which path
+        led_by = led_by_line(e)
+        if led_by is not None and proc.id not in led_by:
+            continue  # its line says it names other paths: its file is not opened
 
         def drop(cur: Any) -> Any:
             extra = (cur.model_extra or {}) if cur is not None else {}
