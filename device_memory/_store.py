@@ -43,6 +43,7 @@ from memory_plane.lifecycle import (
 from ._apps import AppCatalog, shipped_catalog
 from ._history import ItemHistory, Revision, change_cause, fields_at, snapshot
 from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, Failure, Procedure, type_of_id
+from ._lookup import EntryLookup
 
 T = TypeVar("T", bound=DeviceItem)
 SUMMARY_CHARS = 240
@@ -308,6 +309,8 @@ class DeviceMemory:
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._catalog = catalog
         self._catalog_key: tuple[int, int, int] | None = None
+        self._catalog_names: list[tuple[str, list[str]]] | None = None
+        self._lookups: dict[tuple[str, tuple[str, ...]], EntryLookup] = {}
         try:
             self.retention = load_retention(self.root / "lifecycle" / "retention.yaml")
         except ConfigError:
@@ -326,18 +329,25 @@ class DeviceMemory:
         except ABSENT:
             key = (0, 0, 0)
         if self._catalog is None or key != self._catalog_key:
+            learned: list[tuple[str, list[str]]] = []
+            for entry in self.collections["app_profile"].entries():
+                if entry.get("app") and entry.get("app_name"):
+                    names = entry.get("names")
+                    extra = [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
+                    learned.append((str(entry["app"]), [str(entry["app_name"]), *extra]))
+            if self._catalog is not None and learned == self._catalog_names:
+                # A profile renewed without a new name (every task renews one): the catalog is the same.
+                self._catalog_key = key
+                return self._catalog
             cat = AppCatalog()
             base = shipped_catalog()
             for app_id in list(base._apps):
                 info = base.get(app_id)
                 if info:
                     cat.add(info)
-            for entry in self.collections["app_profile"].entries():
-                if entry.get("app") and entry.get("app_name"):
-                    names = entry.get("names")
-                    extra = [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
-                    cat.learn(str(entry["app"]), [str(entry["app_name"]), *extra])
-            self._catalog, self._catalog_key = cat, key
+            for app_id, app_names in learned:
+                cat.learn(app_id, app_names)
+            self._catalog, self._catalog_key, self._catalog_names = cat, key, learned
         return self._catalog
 
     # -- access -------------------------------------------------------------------
@@ -408,6 +418,15 @@ class DeviceMemory:
                 continue
             out += [e for e in self.collections[t].entries() if app is None or e.get("app") == app]
         return out
+
+    def entries_where(self, item_type: str, **fields: Any) -> list[dict[str, Any]]:
+        """The index lines of one type whose fields hold exactly these values (``app=None``: of no app), in
+        index order, found through a lookup kept beside the index's parse instead of a pass over every line."""
+        names = tuple(sorted(fields))
+        look = self._lookups.get((item_type, names))
+        if look is None:
+            look = self._lookups[(item_type, names)] = EntryLookup(names)
+        return look.of(self.collections[item_type].entries(), [fields[n] for n in names])
 
     def upsert(self, item_type: str, item_id: str, change: Callable[[Any], Any]) -> Any:
         """Create or update one item under its collection lock; forgotten lessons are not re-created."""

@@ -168,9 +168,7 @@ def _followed_into_failure(writer: LessonWriter, lesson: LessonContext, app_id: 
     if key in lesson.blamed:
         return lesson.blamed[key]  # decided once, before this episode's own lessons changed any status
     procs: list[Procedure] = []
-    for e in writer.device.entries("procedure", app_id):
-        if e.get("goal") != pattern:
-            continue
+    for e in writer.device.entries_where("procedure", app=app_id, goal=pattern):
         try:
             p = writer.device.collection("procedure").get(str(e["id"]))
         except (FileProblemError, UnsafePathError, KeyError):

@@ -19,8 +19,11 @@ def contradicted_navigation(device: DeviceMemory, lesson: LessonContext, s: Step
                              nid: str) -> list[Navigation]:
     """Conflict source 1: active rules saying the same action on the same page leads elsewhere."""
     out: list[Navigation] = []
-    for e in device.entries("navigation", app_id):
-        if e["id"] == nid or e.get("status") != "active" or e.get("page") != s.page_before:
+    # The rules of this page (of this app; of any app when the app is not known).
+    lines = (device.entries_where("navigation", app=app_id, page=s.page_before) if app_id
+             else device.entries_where("navigation", page=s.page_before))
+    for e in lines:
+        if e["id"] == nid or e.get("status") != "active":
             continue
         n = device.collection("navigation").get(e["id"])
         if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
@@ -72,8 +75,7 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     met by following that path (the failure names the procedures it was followed from, ``led_by``)."""
     if not app_id or not pattern:
         return
-    procs = [e for e in device.entries("procedure", app_id)
-             if e.get("goal") == pattern and e.get("status") == "active"]
+    procs = [e for e in device.entries_where("procedure", app=app_id, goal=pattern) if e.get("status") == "active"]
     # A failure mode is its cause, met by any goal: the procedures it was met on (``led_by``) tie it to a path.
     if not procs:
         return
@@ -82,7 +84,7 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     ids = {str(e["id"]) for e in procs}
     fails: list[dict[str, Any]] = []
     named: set[str] | None = set()
-    for e in device.entries("failure", app_id):
+    for e in device.entries_where("failure", app=app_id):
         if e.get("status") != "active":
             continue
         led_by = led_by_line(e)

@@ -96,7 +96,9 @@ def clear_blame(device: DeviceMemory, proc: Procedure) -> None:
     """A success followed this procedure to its end: the failure memories that named it as the path they
     were met on (``led_by``) no longer hold that against it."""
     coll = device.collection("failure")
-    for e in device.entries("failure", proc.app_id):  # a failure mode is met by any goal: led_by says by which path
+    # A failure mode is met by any goal of the app (of any app, for a procedure of none): led_by says by which path.
+    lines = device.entries_where("failure", app=proc.app_id) if proc.app_id else device.entries("failure")
+    for e in lines:
         led_by = led_by_line(e)
         if led_by is not None and proc.id not in led_by:
             continue  # its line says it names other paths: its file is not opened

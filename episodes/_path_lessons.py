@@ -103,7 +103,7 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
     values masked); a goal pattern with other values where this one's slots stand is this goal."""
     coll = writer.device.collection("procedure")
     same_goal = pattern_matcher(key, pattern)
-    for e in [e for e in writer.device.entries("procedure") if e.get("app") == app_id]:  # None: of no app
+    for e in writer.device.entries_where("procedure", app=app_id):  # None: of no app
         goal = e.get("goal")
         if e.get("status") not in ("active", "expired", "conflicted"):
             continue
