@@ -22,6 +22,7 @@ from ._items import (
     cap_list,
     merge_unique,
     slot_mark,
+    tools_digest,
     type_of_id,
 )
 from ._slots import mask_values, normalize, occurs, occurs_inflected, role_of, slot_names, starts_clause, substitute
@@ -67,5 +68,6 @@ __all__ = [
     "slot_names",
     "starts_clause",
     "substitute",
+    "tools_digest",
     "type_of_id",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -292,6 +293,10 @@ class Procedure(DeviceItem):
     def _steps(cls, v: Any) -> Any:
         return [{"tool": PROSE_STEP, "description": s} if isinstance(s, str) else s for s in as_list(v)]
 
+    def path_tools(self) -> str:
+        """A digest of its steps' tools, in order: a path of other tools, or of another length, is another path."""
+        return tools_digest(str(s.tool) for s in self.steps)
+
     def required_tools(self) -> list[str]:
         """The distinct tools of the steps, in order (a step written as prose names none)."""
         return list(dict.fromkeys(s.tool for s in self.steps if s.tool and s.tool != PROSE_STEP))
@@ -505,3 +510,8 @@ def type_of_id(item_id: str) -> str | None:
         if item_id.startswith(prefix):
             return t
     return None
+
+
+def tools_digest(tools: Iterable[str]) -> str:
+    """A digest of a path's tools in order (``Procedure.path_tools``): equal for the same tools."""
+    return content_hash("path_tools", *tools)

@@ -81,6 +81,8 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "verified": False if (item.model_extra or {}).get("verified") is False else None,
         # A procedure's goals with their values masked: what retrieval compares a new goal with.
         "goal_shapes": item.goal_shapes()[-5:] or None if isinstance(item, Procedure) else None,
+        # Its path's tools in order, as a digest: a path of other tools is told apart without opening the file.
+        "path_tools": item.path_tools() if isinstance(item, Procedure) else None,
         # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
         "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
         if isinstance(item, AppProfile) else None,

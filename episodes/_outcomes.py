@@ -151,8 +151,8 @@ class OutcomeUpdater:
             procs = []
             for ref in dict.fromkeys(ep.retrieved_memory_refs):
                 if type_of_id(ref) == "procedure":
-                    try:
-                        p = self.device.get(ref)
+                    try:  # by its id's file: a procedure gone since it was shown is not looked for in every file
+                        p = self.device.collection("procedure").get(ref)
                     except (KeyError, FileProblemError):
                         continue
                     if isinstance(p, Procedure):

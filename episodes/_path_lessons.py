@@ -15,6 +15,7 @@ from memory_plane.device_memory import (
     cap_list,
     merge_unique,
     occurs,
+    tools_digest,
 )
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
@@ -103,7 +104,10 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
     values masked); a goal pattern with other values where this one's slots stand is this goal."""
     coll = writer.device.collection("procedure")
     same_goal = pattern_matcher(key, pattern)
+    tools = tools_digest(v.tool for v in path)
     for e in writer.device.entries_where("procedure", app=app_id):  # None: of no app
+        if isinstance(e.get("path_tools"), str) and e["path_tools"] != tools:
+            continue  # its line says its path has other tools (a line without it: the file decides)
         goal = e.get("goal")
         if e.get("status") not in ("active", "expired", "conflicted"):
             continue
