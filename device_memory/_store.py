@@ -421,6 +421,18 @@ class DeviceMemory:
             out += [e for e in self.collections[t].entries() if app is None or e.get("app") == app]
         return out
 
+    def line_is_current(self, item_type: str, entry: dict[str, Any]) -> bool:
+        """Whether an index line says what its file says: the file was written no later than the index (one
+        ``lstat``; a file edited after it is to be read instead), as retrieval decides it."""
+        coll = self.collections[item_type]
+        name = entry.get("path")
+        try:
+            index_ns = os.stat(coll.index.path).st_mtime_ns
+            st = os.lstat(coll.dir / (name if isinstance(name, str) else f"{entry['id']}.yaml"))
+        except (OSError, KeyError, TypeError, ValueError):
+            return False
+        return bool(st.st_size) and st.st_mtime_ns <= index_ns
+
     def entries_where(self, item_type: str, **fields: Any) -> list[dict[str, Any]]:
         """The index lines of one type whose fields hold exactly these values (``app=None``: of no app), in
         index order, found through a lookup kept beside the index's parse instead of a pass over every line."""

@@ -87,7 +87,7 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     for e in device.entries_where("failure", app=app_id):
         if e.get("status") != "active":
             continue
-        led_by = led_by_line(e)
+        led_by = led_by_line(e) if device.line_is_current("failure", e) else None
         if led_by is None:
             fails.append(e)
             named = None

@@ -100,7 +100,7 @@ def clear_blame(device: DeviceMemory, proc: Procedure) -> None:
     lines = device.entries_where("failure", app=proc.app_id) if proc.app_id else device.entries("failure")
     for e in lines:
         led_by = led_by_line(e)
-        if led_by is not None and proc.id not in led_by:
+        if led_by is not None and proc.id not in led_by and device.line_is_current("failure", e):
             continue  # its line says it names other paths: its file is not opened
 
         def drop(cur: Any) -> Any:

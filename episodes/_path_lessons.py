@@ -106,7 +106,8 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
     same_goal = pattern_matcher(key, pattern)
     tools = tools_digest(v.tool for v in path)
     for e in writer.device.entries_where("procedure", app=app_id):  # None: of no app
-        if isinstance(e.get("path_tools"), str) and e["path_tools"] != tools:
+        if (isinstance(e.get("path_tools"), str) and e["path_tools"] != tools
+                and writer.device.line_is_current("procedure", e)):
             continue  # its line says its path has other tools (a line without it: the file decides)
         goal = e.get("goal")
         if e.get("status") not in ("active", "expired", "conflicted"):
