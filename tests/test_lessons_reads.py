@@ -99,3 +99,22 @@ def test_a_failure_line_names_the_procedures_it_was_met_on(tmp_path: Path) -> No
             assert isinstance(fail, Failure)
             assert e["led_by"] == (fail.model_extra or {}).get("led_by", [])
         assert any(e["led_by"] for e in plane.device.entries("failure"))
+
+
+def test_a_failure_file_edited_after_its_line_is_read_as_it_is_now(tmp_path: Path) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, GOAL.format("bob@example.com"), COMPOSE)
+        (proc,) = [p for p in (plane.device.get(e["id"]) for e in plane.device.entries("procedure"))
+                   if isinstance(p, Procedure)]
+        fails = plane.device.collection("failure")
+        fails.save(Failure(id="fail_edited_by_hand", app_id=proc.app_id, failure_mode="mode", title="Gmail: mode",
+                           created_at=proc.created_at, updated_at=proc.updated_at, occurrences=1))
+        # A person names the procedure in the file; its index line still says it names none.
+        path = fails.path_of("fail_edited_by_hand")
+        path.write_text(path.read_text("utf-8") + f"led_by: [{proc.id}]\n", "utf-8")
+        later = os.stat(fails.index.path).st_mtime_ns + 5_000_000_000
+        os.utime(path, ns=(later, later))
+        again, _ = run(plane, GOAL.format("bob@example.com"), COMPOSE)  # the whole path worked again
+        assert proc.id in again.reusable_lessons
+        edited = plane.device.get("fail_edited_by_hand")
+        assert isinstance(edited, Failure) and edited.led_by() == []
