@@ -428,7 +428,7 @@ class DeviceMemory:
         name = entry.get("path")
         try:
             index_ns = os.stat(coll.index.path).st_mtime_ns
-            st = os.lstat(coll.dir / (name if isinstance(name, str) else f"{entry['id']}.yaml"))
+            st = os.lstat(f"{coll.dir}/{name if isinstance(name, str) else entry['id'] + '.yaml'}")
         except (OSError, KeyError, TypeError, ValueError):
             return False
         return bool(st.st_size) and st.st_mtime_ns <= index_ns

@@ -105,15 +105,18 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
     coll = writer.device.collection("procedure")
     same_goal = pattern_matcher(key, pattern)
     tools = tools_digest(v.tool for v in path)
-    for e in writer.device.entries_where("procedure", app=app_id):  # None: of no app
-        if (isinstance(e.get("path_tools"), str) and e["path_tools"] != tools
-                and writer.device.line_is_current("procedure", e)):
-            continue  # its line says its path has other tools (a line without it: the file decides)
+    # The goal's own lines when only its own pattern is this goal, else every line of the app (None: of no app).
+    lines = (writer.device.entries_where("procedure", app=app_id, goal=pattern) if same_goal is None
+             else writer.device.entries_where("procedure", app=app_id))
+    for e in lines:
         goal = e.get("goal")
         if e.get("status") not in ("active", "expired", "conflicted"):
             continue
         if goal != pattern and not (same_goal and isinstance(goal, str) and same_goal.fullmatch(goal)):
             continue
+        if (isinstance(e.get("path_tools"), str) and e["path_tools"] != tools
+                and writer.device.line_is_current("procedure", e)):
+            continue  # its line says its path has other tools (a line without it: the file decides)
         try:
             p = coll.get(str(e["id"]))
         except (FileProblemError, UnsafePathError, KeyError):
