@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -114,8 +117,44 @@ class DeviceCollection(YamlCollection[T]):
                  clock: Clock = system_clock) -> None:
         super().__init__(root, rel_dir, model, index_entry=index_entry, lock_timeout=lock_timeout, clock=clock)
         self.history = ItemHistory(self.root, self.layout.items_dir, clock)  # type: ignore[attr-defined]
+        self._peeked: OrderedDict[str, tuple[tuple[int, int, int], T]] = OrderedDict()
+        self._peek_guard = threading.Lock()
 
     records_writes = True
+    PEEK_KEPT = 256
+    """Parsed items ``peek`` keeps (the most recently read): bounded, whatever the size of the store."""
+
+    def peek(self, item_id: str) -> T | None:
+        """An item as its file is now, for reading only: never change what it returns (it is shared). A file
+        unchanged since this collection last parsed it (the same size, mtime and inode) is not parsed again:
+        the lessons of one goal read the same procedures and failures episode after episode."""
+        try:
+            path = self.path_of(item_id)
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, UnsafePathError):
+            return self.get(item_id)  # get decides (a refused id raises, a symlink on the way reads nothing)
+        if not stat.S_ISREG(st.st_mode):
+            return self.get(item_id)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._peek_guard:
+            hit = self._peeked.get(item_id)
+            if hit is not None and hit[0] == key:
+                self._peeked.move_to_end(item_id)
+                return hit[1]
+        item = self.get(item_id)
+        try:
+            after = os.lstat(path)
+        except OSError:
+            return item
+        if item is not None and (after.st_mtime_ns, after.st_size, after.st_ino) == key:
+            with self._peek_guard:  # kept only when the file did not change while it was read
+                self._peeked[item_id] = (key, item)
+                self._peeked.move_to_end(item_id)
+                while len(self._peeked) > self.PEEK_KEPT:
+                    self._peeked.popitem(last=False)
+        return item
 
     def before_write(self, current: T | None) -> Any:
         """The fields of an item before a write (what its revision compares against)."""

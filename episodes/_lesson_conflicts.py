@@ -25,7 +25,7 @@ def contradicted_navigation(device: DeviceMemory, lesson: LessonContext, s: Step
     for e in lines:
         if e["id"] == nid or e.get("status") != "active":
             continue
-        n = device.collection("navigation").get(e["id"])
+        n = device.collection("navigation").peek(e["id"])
         if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
             continue
         if not same_action(n, s):
@@ -101,7 +101,7 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     for pe in procs:
         if named is not None and str(pe["id"]) not in named:
             continue
-        proc = device.collection("procedure").get(pe["id"])
+        proc = device.collection("procedure").peek(pe["id"])
         if not isinstance(proc, Procedure):
             continue
         if led is None:
@@ -146,7 +146,7 @@ def _led_failures(device: DeviceMemory, entries: list[dict[str, Any]]) -> list[t
     """The failures of these index lines that name the procedures they were met on (``led_by``), in order."""
     out: list[tuple[Failure, list[Any]]] = []
     for fe in entries:
-        fail = device.collection("failure").get(fe["id"])
+        fail = device.collection("failure").peek(fe["id"])
         if not isinstance(fail, Failure):
             continue
         led_by = (fail.model_extra or {}).get("led_by")

@@ -118,7 +118,7 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
                 and writer.device.line_is_current("procedure", e)):
             continue  # its line says its path has other tools (a line without it: the file decides)
         try:
-            p = coll.get(str(e["id"]))
+            p = coll.peek(str(e["id"]))
         except (FileProblemError, UnsafePathError, KeyError):
             continue
         if isinstance(p, Procedure) and p.device_id in (None, lesson.device_id) and paths_agree(

@@ -1,5 +1,7 @@
 """The index lines of one app (goal, page) found through a lookup are the lines a pass over the index finds, in
-its order, whatever was appended, rewritten or hand-edited in between."""
+its order, whatever was appended, rewritten or hand-edited in between.
+
+It reaches inside device_memory/ for the lookup alone (``EntryLookup``), to ask it of lists no index holds."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ procedure and failure of the app: what they read does not grow with the store.""
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,20 @@ def test_a_failure_file_edited_after_its_line_is_read_as_it_is_now(tmp_path: Pat
         assert proc.id in again.reusable_lessons
         edited = plane.device.get("fail_edited_by_hand")
         assert isinstance(edited, Failure) and edited.led_by() == []
+
+
+def test_a_procedure_read_again_is_the_file_as_it_is_now(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        run(plane, GOAL.format("bob@example.com"), COMPOSE)
+        (line,) = plane.device.entries("procedure")
+        procs = plane.device.collection("procedure")
+        first = procs.peek(line["id"])
+        counts = read_files(monkeypatch)
+        assert procs.peek(line["id"]) is first and counts["procedures"] == 0  # unchanged: not parsed again
+        path = procs.path_of(line["id"])
+        path.write_text(re.sub(r"(?m)^confidence: .*$", "confidence: 0.5", path.read_text("utf-8")), "utf-8")
+        os.utime(path, ns=(os.stat(path).st_mtime_ns + 10**9,) * 2)
+        again = procs.peek(line["id"])
+        assert isinstance(again, Procedure) and again.confidence == 0.5 and counts["procedures"] == 1
+        path.unlink()
+        assert procs.peek(line["id"]) is None
