@@ -22,10 +22,11 @@ from ._items import (
     cap_list,
     merge_unique,
     slot_mark,
+    tools_digest,
     type_of_id,
 )
 from ._slots import mask_values, normalize, occurs, occurs_inflected, role_of, slot_names, starts_clause, substitute
-from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry
+from ._store import DeviceCollection, DeviceMemory, DeviceProfileStore, index_entry, led_by_line
 
 __all__ = [
     "CAPS",
@@ -55,6 +56,7 @@ __all__ = [
     "cap_list",
     "change_cause",
     "index_entry",
+    "led_by_line",
     "mask_values",
     "merge_unique",
     "normalize",
@@ -66,5 +68,6 @@ __all__ = [
     "slot_names",
     "starts_clause",
     "substitute",
+    "tools_digest",
     "type_of_id",
 ]

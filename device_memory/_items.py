@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -292,6 +293,10 @@ class Procedure(DeviceItem):
     def _steps(cls, v: Any) -> Any:
         return [{"tool": PROSE_STEP, "description": s} if isinstance(s, str) else s for s in as_list(v)]
 
+    def path_tools(self) -> str:
+        """A digest of its steps' tools, in order: a path of other tools, or of another length, is another path."""
+        return tools_digest(str(s.tool) for s in self.steps)
+
     def required_tools(self) -> list[str]:
         """The distinct tools of the steps, in order (a step written as prose names none)."""
         return list(dict.fromkeys(s.tool for s in self.steps if s.tool and s.tool != PROSE_STEP))
@@ -428,6 +433,11 @@ class Failure(DeviceItem):
         self.goal_groups = merge_unique(self.goal_groups, [group] if group else [], "goal_groups")
         self.reasons = merge_unique(self.reasons, [" ".join(reason.split())[:200]] if reason else [], "reasons")
 
+    def led_by(self) -> list[str]:
+        """The procedures this failure was met on by following them (``led_by``, kept beside the fields)."""
+        prev = (self.model_extra or {}).get("led_by")
+        return [str(x) for x in prev] if isinstance(prev, list) else []
+
     def body(self) -> str:
         """``Trigger: … Avoid/verify: …`` and, once met in goals, how often and in which."""
         trig = ", ".join(f"{k}={v}" for k, v in self.trigger.items()) or "?"
@@ -500,3 +510,8 @@ def type_of_id(item_id: str) -> str | None:
         if item_id.startswith(prefix):
             return t
     return None
+
+
+def tools_digest(tools: Iterable[str]) -> str:
+    """A digest of a path's tools in order (``Procedure.path_tools``): equal for the same tools."""
+    return content_hash("path_tools", *tools)

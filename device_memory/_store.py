@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -42,7 +45,8 @@ from memory_plane.lifecycle import (
 
 from ._apps import AppCatalog, shipped_catalog
 from ._history import ItemHistory, Revision, change_cause, fields_at, snapshot
-from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, Procedure, type_of_id
+from ._items import FOLDER, ITEM_TYPES, AppProfile, DeviceItem, DeviceProfile, Failure, Procedure, type_of_id
+from ._lookup import EntryLookup
 
 T = TypeVar("T", bound=DeviceItem)
 SUMMARY_CHARS = 240
@@ -80,12 +84,24 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "verified": False if (item.model_extra or {}).get("verified") is False else None,
         # A procedure's goals with their values masked: what retrieval compares a new goal with.
         "goal_shapes": item.goal_shapes()[-5:] or None if isinstance(item, Procedure) else None,
+        # Its path's tools in order, as a digest: a path of other tools is told apart without opening the file.
+        "path_tools": item.path_tools() if isinstance(item, Procedure) else None,
         # What else the app was called here (shown, or as a goal wrote it): the catalog learns these.
         "names": [str(n) for n in [*item.display_names, *item.aliases]][:12] or None
         if isinstance(item, AppProfile) else None,
+        # The procedures a failure was met on (empty: none): the lessons of a path find the failures that
+        # name it through this line instead of opening every failure of the app.
+        "led_by": item.led_by() if isinstance(item, Failure) else None,
         "path": f"{item.id}.yaml",
     }
     return {k: v for k, v in entry.items() if v is not None}
+
+
+def led_by_line(entry: dict[str, Any]) -> list[str] | None:
+    """The procedures a failure's index line says it was met on; None when the line does not say (written
+    before lines carried it): the caller reads the item file."""
+    led = entry.get("led_by")
+    return [str(x) for x in led] if isinstance(led, list) else None
 
 
 def _ts(v: Any) -> str | None:
@@ -101,8 +117,44 @@ class DeviceCollection(YamlCollection[T]):
                  clock: Clock = system_clock) -> None:
         super().__init__(root, rel_dir, model, index_entry=index_entry, lock_timeout=lock_timeout, clock=clock)
         self.history = ItemHistory(self.root, self.layout.items_dir, clock)  # type: ignore[attr-defined]
+        self._peeked: OrderedDict[str, tuple[tuple[int, int, int], T]] = OrderedDict()
+        self._peek_guard = threading.Lock()
 
     records_writes = True
+    PEEK_KEPT = 256
+    """Parsed items ``peek`` keeps (the most recently read): bounded, whatever the size of the store."""
+
+    def peek(self, item_id: str) -> T | None:
+        """An item as its file is now, for reading only: never change what it returns (it is shared). A file
+        unchanged since this collection last parsed it (the same size, mtime and inode) is not parsed again:
+        the lessons of one goal read the same procedures and failures episode after episode."""
+        try:
+            path = self.path_of(item_id)
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, UnsafePathError):
+            return self.get(item_id)  # get decides (a refused id raises, a symlink on the way reads nothing)
+        if not stat.S_ISREG(st.st_mode):
+            return self.get(item_id)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._peek_guard:
+            hit = self._peeked.get(item_id)
+            if hit is not None and hit[0] == key:
+                self._peeked.move_to_end(item_id)
+                return hit[1]
+        item = self.get(item_id)
+        try:
+            after = os.lstat(path)
+        except OSError:
+            return item
+        if item is not None and (after.st_mtime_ns, after.st_size, after.st_ino) == key:
+            with self._peek_guard:  # kept only when the file did not change while it was read
+                self._peeked[item_id] = (key, item)
+                self._peeked.move_to_end(item_id)
+                while len(self._peeked) > self.PEEK_KEPT:
+                    self._peeked.popitem(last=False)
+        return item
 
     def before_write(self, current: T | None) -> Any:
         """The fields of an item before a write (what its revision compares against)."""
@@ -298,6 +350,8 @@ class DeviceMemory:
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._catalog = catalog
         self._catalog_key: tuple[int, int, int] | None = None
+        self._catalog_names: list[tuple[str, list[str]]] | None = None
+        self._lookups: dict[tuple[str, tuple[str, ...]], EntryLookup] = {}
         try:
             self.retention = load_retention(self.root / "lifecycle" / "retention.yaml")
         except ConfigError:
@@ -316,18 +370,25 @@ class DeviceMemory:
         except ABSENT:
             key = (0, 0, 0)
         if self._catalog is None or key != self._catalog_key:
+            learned: list[tuple[str, list[str]]] = []
+            for entry in self.collections["app_profile"].entries():
+                if entry.get("app") and entry.get("app_name"):
+                    names = entry.get("names")
+                    extra = [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
+                    learned.append((str(entry["app"]), [str(entry["app_name"]), *extra]))
+            if self._catalog is not None and learned == self._catalog_names:
+                # A profile renewed without a new name (every task renews one): the catalog is the same.
+                self._catalog_key = key
+                return self._catalog
             cat = AppCatalog()
             base = shipped_catalog()
             for app_id in list(base._apps):
                 info = base.get(app_id)
                 if info:
                     cat.add(info)
-            for entry in self.collections["app_profile"].entries():
-                if entry.get("app") and entry.get("app_name"):
-                    names = entry.get("names")
-                    extra = [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
-                    cat.learn(str(entry["app"]), [str(entry["app_name"]), *extra])
-            self._catalog, self._catalog_key = cat, key
+            for app_id, app_names in learned:
+                cat.learn(app_id, app_names)
+            self._catalog, self._catalog_key, self._catalog_names = cat, key, learned
         return self._catalog
 
     # -- access -------------------------------------------------------------------
@@ -398,6 +459,27 @@ class DeviceMemory:
                 continue
             out += [e for e in self.collections[t].entries() if app is None or e.get("app") == app]
         return out
+
+    def line_is_current(self, item_type: str, entry: dict[str, Any]) -> bool:
+        """Whether an index line says what its file says: the file was written no later than the index (one
+        ``lstat``; a file edited after it is to be read instead), as retrieval decides it."""
+        coll = self.collections[item_type]
+        name = entry.get("path")
+        try:
+            index_ns = os.stat(coll.index.path).st_mtime_ns
+            st = os.lstat(f"{coll.dir}/{name if isinstance(name, str) else entry['id'] + '.yaml'}")
+        except (OSError, KeyError, TypeError, ValueError):
+            return False
+        return bool(st.st_size) and st.st_mtime_ns <= index_ns
+
+    def entries_where(self, item_type: str, **fields: Any) -> list[dict[str, Any]]:
+        """The index lines of one type whose fields hold exactly these values (``app=None``: of no app), in
+        index order, found through a lookup kept beside the index's parse instead of a pass over every line."""
+        names = tuple(sorted(fields))
+        look = self._lookups.get((item_type, names))
+        if look is None:
+            look = self._lookups[(item_type, names)] = EntryLookup(names)
+        return look.of(self.collections[item_type].entries(), [fields[n] for n in names])
 
     def upsert(self, item_type: str, item_id: str, change: Callable[[Any], Any]) -> Any:
         """Create or update one item under its collection lock; forgotten lessons are not re-created."""

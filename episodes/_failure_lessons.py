@@ -168,11 +168,13 @@ def _followed_into_failure(writer: LessonWriter, lesson: LessonContext, app_id: 
     if key in lesson.blamed:
         return lesson.blamed[key]  # decided once, before this episode's own lessons changed any status
     procs: list[Procedure] = []
-    for e in writer.device.entries("procedure", app_id):
-        if e.get("goal") != pattern:
-            continue
+    declared = lesson.declared
+    for e in writer.device.entries_where("procedure", app=app_id, goal=pattern):
+        if (e.get("status") != "active" and e.get("id") not in declared
+                and writer.device.line_is_current("procedure", e)):
+            continue  # only an active procedure is blamed (one the agent said it followed is weighed as it is)
         try:
-            p = writer.device.collection("procedure").get(str(e["id"]))
+            p = writer.device.collection("procedure").peek(str(e["id"]))
         except (FileProblemError, UnsafePathError, KeyError):
             continue
         if isinstance(p, Procedure):

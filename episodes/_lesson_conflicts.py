@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memory_plane.device_memory import DeviceMemory, Failure, Navigation, Procedure
+from memory_plane.device_memory import DeviceMemory, Failure, Navigation, Procedure, led_by_line
 
 from ._blame import note_demotion, procedure_failure_point
 from ._lesson_context import LessonContext
@@ -19,10 +19,13 @@ def contradicted_navigation(device: DeviceMemory, lesson: LessonContext, s: Step
                              nid: str) -> list[Navigation]:
     """Conflict source 1: active rules saying the same action on the same page leads elsewhere."""
     out: list[Navigation] = []
-    for e in device.entries("navigation", app_id):
-        if e["id"] == nid or e.get("status") != "active" or e.get("page") != s.page_before:
+    # The rules of this page (of this app; of any app when the app is not known).
+    lines = (device.entries_where("navigation", app=app_id, page=s.page_before) if app_id
+             else device.entries_where("navigation", page=s.page_before))
+    for e in lines:
+        if e["id"] == nid or e.get("status") != "active":
             continue
-        n = device.collection("navigation").get(e["id"])
+        n = device.collection("navigation").peek(e["id"])
         if not isinstance(n, Navigation) or n.tool != s.tool or n.from_app != s.app_before:
             continue
         if not same_action(n, s):
@@ -72,15 +75,33 @@ def negation(device: DeviceMemory, lesson: LessonContext, app_id: str | None, pa
     met by following that path (the failure names the procedures it was followed from, ``led_by``)."""
     if not app_id or not pattern:
         return
-    procs = [e for e in device.entries("procedure", app_id)
-             if e.get("goal") == pattern and e.get("status") == "active"]
+    procs = [e for e in device.entries_where("procedure", app=app_id, goal=pattern) if e.get("status") == "active"]
     # A failure mode is its cause, met by any goal: the procedures it was met on (``led_by``) tie it to a path.
     if not procs:
         return
-    fails = [e for e in device.entries("failure", app_id) if e.get("status") == "active"]
+    # Only the failures whose index line names one of these procedures are read (a line that does not say is
+    # read too); a procedure no failure names has nothing to weigh and is not read either.
+    ids = {str(e["id"]) for e in procs}
+    fails: list[dict[str, Any]] = []
+    named: set[str] | None = set()
+    for e in device.entries_where("failure", app=app_id):
+        if e.get("status") != "active":
+            continue
+        led_by = led_by_line(e) if device.line_is_current("failure", e) else None
+        if led_by is None:
+            fails.append(e)
+            named = None
+        elif ids.intersection(led_by):
+            fails.append(e)
+            if named is not None:
+                named.update(ids.intersection(led_by))
+    if not fails:
+        return
     led: list[tuple[Failure, list[Any]]] | None = None
     for pe in procs:
-        proc = device.collection("procedure").get(pe["id"])
+        if named is not None and str(pe["id"]) not in named:
+            continue
+        proc = device.collection("procedure").peek(pe["id"])
         if not isinstance(proc, Procedure):
             continue
         if led is None:
@@ -125,7 +146,7 @@ def _led_failures(device: DeviceMemory, entries: list[dict[str, Any]]) -> list[t
     """The failures of these index lines that name the procedures they were met on (``led_by``), in order."""
     out: list[tuple[Failure, list[Any]]] = []
     for fe in entries:
-        fail = device.collection("failure").get(fe["id"])
+        fail = device.collection("failure").peek(fe["id"])
         if not isinstance(fail, Failure):
             continue
         led_by = (fail.model_extra or {}).get("led_by")

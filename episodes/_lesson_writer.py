@@ -91,7 +91,7 @@ def goal_title(ep: TaskEpisode, app_name: str | None, values: Iterable[str] = ()
     if device is None:
         return title[:120]
     taken = any(e.get("title") == title and e.get("goal") != pattern
-                for e in device.entries("procedure", app_id) if e.get("app") == app_id)
+                for e in device.entries_where("procedure", app=app_id))
     if taken:
         # What the mask hid tells the two apart: this goal's values, else its words the title does not show.
         hidden = [m.strip(" '\"“”‘’「」『』") for m in _QUOTED.findall(ep.user_goal)]

@@ -9,7 +9,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plane.device_memory import AppProfile, DeviceItem, DeviceMemory, Failure, Procedure, type_of_id
+from memory_plane.device_memory import (
+    AppProfile,
+    DeviceItem,
+    DeviceMemory,
+    Failure,
+    Procedure,
+    led_by_line,
+    type_of_id,
+)
 from memory_plane.lifecycle import EvidenceRef, FileProblemError
 
 from ._blame import (
@@ -88,7 +96,12 @@ def clear_blame(device: DeviceMemory, proc: Procedure) -> None:
     """A success followed this procedure to its end: the failure memories that named it as the path they
     were met on (``led_by``) no longer hold that against it."""
     coll = device.collection("failure")
-    for e in device.entries("failure", proc.app_id):  # a failure mode is met by any goal: led_by says by which path
+    # A failure mode is met by any goal of the app (of any app, for a procedure of none): led_by says by which path.
+    lines = device.entries_where("failure", app=proc.app_id) if proc.app_id else device.entries("failure")
+    for e in lines:
+        led_by = led_by_line(e)
+        if led_by is not None and proc.id not in led_by and device.line_is_current("failure", e):
+            continue  # its line says it names other paths: its file is not opened
 
         def drop(cur: Any) -> Any:
             extra = (cur.model_extra or {}) if cur is not None else {}
@@ -138,8 +151,8 @@ class OutcomeUpdater:
             procs = []
             for ref in dict.fromkeys(ep.retrieved_memory_refs):
                 if type_of_id(ref) == "procedure":
-                    try:
-                        p = self.device.get(ref)
+                    try:  # by its id's file: a procedure gone since it was shown is not looked for in every file
+                        p = self.device.collection("procedure").get(ref)
                     except (KeyError, FileProblemError):
                         continue
                     if isinstance(p, Procedure):

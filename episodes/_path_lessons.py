@@ -15,6 +15,7 @@ from memory_plane.device_memory import (
     cap_list,
     merge_unique,
     occurs,
+    tools_digest,
 )
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, content_hash, slug_id
 
@@ -103,14 +104,21 @@ def _same_path(writer: LessonWriter, lesson: LessonContext, app_id: str | None, 
     values masked); a goal pattern with other values where this one's slots stand is this goal."""
     coll = writer.device.collection("procedure")
     same_goal = pattern_matcher(key, pattern)
-    for e in [e for e in writer.device.entries("procedure") if e.get("app") == app_id]:  # None: of no app
+    tools = tools_digest(v.tool for v in path)
+    # The goal's own lines when only its own pattern is this goal, else every line of the app (None: of no app).
+    lines = (writer.device.entries_where("procedure", app=app_id, goal=pattern) if same_goal is None
+             else writer.device.entries_where("procedure", app=app_id))
+    for e in lines:
         goal = e.get("goal")
         if e.get("status") not in ("active", "expired", "conflicted"):
             continue
         if goal != pattern and not (same_goal and isinstance(goal, str) and same_goal.fullmatch(goal)):
             continue
+        if (isinstance(e.get("path_tools"), str) and e["path_tools"] != tools
+                and writer.device.line_is_current("procedure", e)):
+            continue  # its line says its path has other tools (a line without it: the file decides)
         try:
-            p = coll.get(str(e["id"]))
+            p = coll.peek(str(e["id"]))
         except (FileProblemError, UnsafePathError, KeyError):
             continue
         if isinstance(p, Procedure) and p.device_id in (None, lesson.device_id) and paths_agree(
