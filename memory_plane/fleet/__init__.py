@@ -7,9 +7,9 @@ from ._dest import TABLES, FleetDest
 from ._export import ExportResult, TreeExport, export_tree
 from ._pack import FLEET_CONFIDENCE, PullResult, build_pack, fleet_id, pull_pack, read_pack, write_pack
 from ._report import fleet_report, spark_session
-from ._rows import FLEET_TYPES, fleet_key, screen_class
+from ._rows import FLEET_TYPES, fleet_key, lesson_row, personal_values, screen_class, shareable
 from ._source import FleetSource
 
 __all__ = ["FLEET_CONFIDENCE", "FLEET_TYPES", "TABLES", "ExportResult", "FleetDest", "FleetSource", "PullResult",
-           "TreeExport", "build_pack", "export_tree", "fleet_id", "fleet_key", "fleet_report", "pull_pack",
-           "read_pack", "screen_class", "spark_session", "write_pack"]
+           "TreeExport", "build_pack", "export_tree", "fleet_id", "fleet_key", "fleet_report", "lesson_row",
+           "personal_values", "pull_pack", "read_pack", "screen_class", "shareable", "spark_session", "write_pack"]
