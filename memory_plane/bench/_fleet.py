@@ -36,7 +36,7 @@ def _environment(i: int) -> tuple[str, tuple[int, int]]:
 def _phone_tree(root: Path, i: int, rounds: int, tasks: int) -> tuple[Any, set[tuple[Any, ...]]]:
     """Run one simulated phone's tasks in its own tree; its verified lessons as (fleet key, applicability)."""
     from .._plane import MemoryPlane
-    from ..fleet import FLEET_TYPES, fleet_key, screen_class
+    from ..fleet import FLEET_TYPES, fleet_key, personal_values, screen_class, shareable
     from ..sim import ScriptedAgent, SimPhone, tasks_for
 
     lang, screen = _environment(i)
@@ -49,13 +49,14 @@ def _phone_tree(root: Path, i: int, rounds: int, tasks: int) -> tuple[Any, set[t
         for task in tasks_for(lang, rnd, tasks, seed=i % 3):
             agent.run(task)
     held = set()
+    personal = personal_values(plane.device, plane.episodes)
     for t in FLEET_TYPES:
         for e in plane.device.collection(t).iter_items():
             item = e.record
             if item is not None and item.status == "active" and (item.model_extra or {}).get("verified") is not False:
                 appl = item.applicability or {}
-                held.add((fleet_key(item), item.app_id, appl.get("app_version"), appl.get("language"),
-                          screen_class(appl.get("screen"))))
+                held.add((fleet_key(shareable(item, personal)), item.app_id, appl.get("app_version"),
+                          appl.get("language"), screen_class(appl.get("screen"))))
     return plane, held
 
 
