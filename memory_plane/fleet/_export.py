@@ -12,7 +12,7 @@ from memory_plane.episodes import TaskEpisode, TaskEpisodeStore
 from memory_plane.lifecycle import Clock, content_hash, format_ts
 
 from ._dest import FleetDest, device_part, jsonl_gz, sha256
-from ._rows import FLEET_TYPES, episode_row, failure_cause, lesson_row, personal_values
+from ._rows import FLEET_TYPES, episode_row, lesson_row, mask, personal_values
 
 EXPORTED_STATUSES = ("active", "interrupted")
 """Episodes a phone exports: finished ones (a recording in flight, an expired, deleted or switched-off one stays)."""
@@ -85,12 +85,12 @@ class TreeExport:
         export_id = new_export_id(self.clock)
         seen = _Seen.read(dest, dev)
         forgotten = self.device.tombstones.blocked_ids()
+        personal = personal_values(self.device, self.episodes)
         tables: dict[str, list[dict[str, Any]]] = {
-            "episodes": self._episodes(dev, export_id, seen, forgotten),
+            "episodes": self._episodes(dev, export_id, seen, forgotten, personal),
             "lessons": [], "tombstones": [], "long_term": [],
         }
         lesson_state: dict[str, list[str]] = {}
-        personal = personal_values(self.device, self.episodes)
         for item in self._lessons(forgotten):
             row = lesson_row(item, dev, export_id, personal=personal, include_text=self.include_text)
             h = row_hash(row)
@@ -128,7 +128,8 @@ class TreeExport:
         dest.write(rel, data)
         return {"path": rel, "table": table, "rows": len(rows), "sha256": sha256(data), "bytes": len(data)}
 
-    def _episodes(self, dev: str, export_id: str, seen: _Seen, forgotten: set[str]) -> list[dict[str, Any]]:
+    def _episodes(self, dev: str, export_id: str, seen: _Seen, forgotten: set[str],
+                  personal: frozenset[str]) -> list[dict[str, Any]]:
         rows = []
         for read in self.episodes.iter_items():
             ep = read.record
@@ -136,7 +137,7 @@ class TreeExport:
                 continue
             if ep.id in seen.episodes or ep.id in forgotten:
                 continue
-            row = episode_row(ep, dev, export_id, followed=self._followed(ep), cause=self._cause(ep),
+            row = episode_row(ep, dev, export_id, followed=self._followed(ep), cause=self._cause(ep, personal),
                               include_text=self.include_text)
             if row["app"]:
                 row["app"] = self.device.catalog.app_id_for(str(row["app"]))  # one name per app, any language
@@ -154,15 +155,17 @@ class TreeExport:
         events = self.episodes.events(ep.id).records
         return any(e.get("type") == "memory_used" and e.get("memory_id") in shown for e in events)
 
-    def _cause(self, ep: TaskEpisode) -> str | None:
+    def _cause(self, ep: TaskEpisode, personal: frozenset[str]) -> str | None:
+        """The failure mode a failed episode met, as the fleet names it: its one cause as the lesson writer
+        labelled it (the symptom, what identifies it, the page; the user's values masked), else its phase."""
         if ep.outcome.success:
             return None
-        for ref in ep.failure_causes:
-            if ref.startswith("fail_"):
-                cause = failure_cause(self.device.get(ref))
-                if cause:
-                    return cause
-        return ep.outcome.failure_phase or "unknown"
+        phase = ep.outcome.failure_phase or "unknown"
+        for label in ep.failure_causes:
+            if label.startswith(("fail_", f"{phase}:")):
+                continue  # an id of an older record, or the runtime's own phase and reason (listed last)
+            return mask(label, personal)[:200]
+        return phase
 
     def _lessons(self, forgotten: set[str]) -> list[DeviceItem]:
         out = []

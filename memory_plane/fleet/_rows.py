@@ -75,6 +75,11 @@ def personal_values(device: DeviceMemory, episodes: TaskEpisodeStore | None = No
     return frozenset(v.strip() for v in found if len(v.strip()) >= 2)
 
 
+def mask(text: str, personal: frozenset[str]) -> str:
+    """A text with every value of the user's tasks as ``…``."""
+    return _swap(text, {v: PERSONAL_MARK for v in personal})  # type: ignore[no-any-return]
+
+
 def shareable(item: DeviceItem, personal: frozenset[str]) -> DeviceItem:
     """The lesson as another phone may see it: a procedure's goal values as its slots' marks (``{name}``), every
     other value of the user's tasks as ``…`` (a page named after a contact is the same page for every contact)."""
@@ -191,12 +196,3 @@ def episode_row(ep: TaskEpisode, device: str, export_id: str, *, followed: bool,
     if include_text and not _unsafe(ep.user_goal):
         row["goal"] = ep.user_goal
     return row
-
-
-def failure_cause(item: DeviceItem | None) -> str | None:
-    """How the fleet names a failure mode: its cause's symptom, page and subject (no device in it)."""
-    if not isinstance(item, Failure):
-        return None
-    cause = item.cause or {}
-    parts = [str(cause[k]) for k in ("app", "page", "symptom", "subject") if cause.get(k)]
-    return " / ".join(parts) if parts else (item.failure_mode or item.failure_phase)
