@@ -274,6 +274,8 @@ def _bench_command(command: Command) -> None:
     s.add_argument("--devices", type=positive_int, default=1000,
                    help="fleet: simulated phones (--short: 8); needs the fleet extra")
     s.add_argument("--no-spark", action="store_true", help="fleet: leave out the Spark report (DuckDB only)")
+    s.add_argument("--pack", default=None, metavar="PACK",
+                   help="replay: pull this fleet pack (`memplane fleet pack`) into the phone's tree first")
     s.add_argument("--limit", type=positive_int, default=None,
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")
     s.add_argument("--data", default=None, metavar="PATH",
