@@ -45,6 +45,7 @@ class _Seen:
 
     @classmethod
     def read(cls, dest: FleetDest, device: str) -> _Seen:
+        """What every manifest of ``device`` in ``dest`` names."""
         seen = cls()
         for rel in dest.manifests(device):
             m = dest.manifest(rel)
