@@ -77,6 +77,21 @@ def test_a_pack_holds_only_lessons_on_enough_devices_and_none_forgotten_on_any(f
     assert key not in {x["lesson_key"] for x in pack["lessons"]}
 
 
+def test_a_pack_holds_one_path_per_goal_the_one_on_most_phones_then_the_shortest(fleet: dict[str, Any],
+                                                                                 pack: dict[str, Any]) -> None:
+    procs = [x for x in pack["lessons"] if x["type"] == "procedure"]
+    groups = [(x["item"]["app_id"], x["item"]["goal_pattern"], json.dumps(x["applicability"], sort_keys=True))
+              for x in procs]
+    assert procs and len(groups) == len(set(groups))
+    with FleetSource.open(str(fleet["dest"])) as src:
+        rows = [r for r in src.rows("lessons") if r["type"] == "procedure" and r["status"] == "active"]
+    for x in procs:
+        rivals = [r for r in rows if r["item"].get("goal_pattern") == x["item"]["goal_pattern"]
+                  and r["app"] == x["item"]["app_id"] and r["language"] == x["applicability"].get("language")]
+        assert all(len(r["item"]["steps"]) >= len(x["item"]["steps"]) for r in rivals
+                   if len({q["device"] for q in rows if q["lesson_key"] == r["lesson_key"]}) >= x["devices"])
+
+
 def test_a_pulled_lesson_is_from_the_fleet_below_the_phones_own_evidence(pack: dict[str, Any],
                                                                          tmp_path: Path) -> None:
     root = _new_phone(tmp_path)

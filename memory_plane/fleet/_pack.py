@@ -59,9 +59,28 @@ def build_pack(src: FleetSource, *, min_devices: int, now: Any) -> dict[str, Any
                               **({"screen": best["screen"]} if best.get("screen") else {})},
             "item": best.get("item") or {},
         })
+    lessons = _one_path_per_goal(lessons)
     body = json.dumps(lessons, sort_keys=True, ensure_ascii=False, default=str)
     return {"pack_id": "pack_" + content_hash(body, length=16), "created_at": format_ts(now),
             "min_devices": int(min_devices), "lessons": lessons}
+
+
+def _one_path_per_goal(lessons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of the procedures for one goal group of an app (and one applicability), the path held on the most phones,
+    then the shortest: a phone needs one path per goal from the fleet (its own runs find others), and two would be
+    shown side by side at the same weight."""
+    best: dict[str, dict[str, Any]] = {}
+    for x in lessons:
+        if x["type"] != "procedure":
+            continue
+        group = json.dumps([x["item"].get("app_id"), x["item"].get("goal_pattern"), x["applicability"]],
+                           sort_keys=True, default=str)
+        rank = (x["devices"], -len(x["item"].get("steps") or []), x["lesson_key"])
+        if group not in best or rank > (best[group]["devices"], -len(best[group]["item"].get("steps") or []),
+                                        best[group]["lesson_key"]):
+            best[group] = x
+    kept = {id(x) for x in best.values()}
+    return [x for x in lessons if x["type"] != "procedure" or id(x) in kept]
 
 
 @dataclass
