@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"devices": n, "min_devices": min_devices}
     with temp_root("memplane-fleet-") as base:
         dest = str(base / "fleet")
-        export_ms, holders, sim_s = [], {}, 0.0
+        export_ms: list[float] = []
+        holders: dict[tuple[Any, ...], set[int]] = {}
+        sim_s = 0.0
         for i in range(n):
             t0 = time.perf_counter()
             plane, held = _phone_tree(base / f"phone{i}", i, rounds=2, tasks=3)

@@ -183,10 +183,11 @@ class TreeExport:
         the pack key of a lesson pulled from the fleet), never their content."""
         rows = []
         known = {i: v[1] for i, v in seen.lessons.items() if len(v) > 1}
+        blocked = self.device.tombstones.blocked_ids()
         for rec in self.device.tombstones.records():
-            ref = rec.get("ref") if isinstance(rec.get("ref"), dict) else {}
+            ref = rec.get("ref")
             rid = ref.get("id") if isinstance(ref, dict) else None
-            if not isinstance(rid, str) or rid not in self.device.tombstones.blocked_ids() or rid in seen.tombstones:
+            if not isinstance(ref, dict) or not isinstance(rid, str) or rid not in blocked or rid in seen.tombstones:
                 continue
             hashes = [h for h in rec.get("content_hashes") or [] if isinstance(h, str)]
             keys = sorted({*(h for h in hashes if h.startswith("fk_")), *([known[rid]] if rid in known else [])})

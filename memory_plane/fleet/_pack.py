@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,16 @@ def _fleet_item(lesson: dict[str, Any], item_id: str, device_id: str, pack: dict
     return item
 
 
+def _created_only(item: DeviceItem) -> Callable[[DeviceItem | None], DeviceItem | None]:
+    """A change that writes ``item`` where there is none and leaves an existing one as it is (what local
+    outcomes did to a pulled lesson stays)."""
+
+    def change(cur: DeviceItem | None) -> DeviceItem | None:
+        return item if cur is None else None
+
+    return change
+
+
 def pull_pack(device: DeviceMemory, pack: dict[str, Any], device_id: str,
               episodes: TaskEpisodeStore | None = None) -> PullResult:
     """Add a pack's lessons to this phone as ``source: fleet``: an id or lesson key forgotten here never comes
@@ -165,7 +176,7 @@ def pull_pack(device: DeviceMemory, pack: dict[str, Any], device_id: str,
         except (ValueError, TypeError) as exc:
             res.invalid.append(f"{key}: {str(exc).splitlines()[0][:160]}")
             continue
-        written = device.upsert(t, item_id, lambda cur, item=item: item if cur is None else None)
+        written = device.upsert(t, item_id, _created_only(item))
         if written is None:
             res.already_here += 1
         else:
