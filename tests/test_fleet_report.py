@@ -4,6 +4,7 @@ give, and Spark (local, 2 cores) runs the same SQL to the same numbers."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 from collections.abc import Iterator
@@ -84,6 +85,8 @@ def test_the_cli_reports_as_json_and_as_a_table(fleet: str) -> None:
 @pytest.mark.slow
 def test_spark_runs_the_same_sql_to_the_same_numbers(fleet: str) -> None:
     pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java (17 or later)")
     with FleetSource.open(fleet) as src:
         duck = fleet_report(src, engine="duckdb", min_devices=2)
         spark = fleet_report(src, engine="spark", min_devices=2)
