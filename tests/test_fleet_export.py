@@ -233,3 +233,26 @@ def test_an_export_to_s3_reads_back_as_the_same_tables(tree: Path, tmp_path: Pat
             strip = lambda rows: sorted(json.dumps({k: v for k, v in r.items() if k != "export_id"},  # noqa: E731
                                                    sort_keys=True) for r in rows)
             assert strip(remote.rows(table)) == strip(local.rows(table))
+
+
+def test_an_export_sigkilled_before_its_manifest_is_redone_whole(tree: Path, tmp_path: Path) -> None:
+    """A real SIGKILL of the exporting process, right before its manifest would be written."""
+    dest = tmp_path / "fleet"
+    code = ("import os, signal\n"
+            "from memory_plane import MemoryPlane\n"
+            "from memory_plane.fleet import FleetDest, TreeExport, export_tree\n"
+            "real = FleetDest.write\n"
+            "def write(self, rel, data):\n"
+            "    if rel.startswith('manifests/'):\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    real(self, rel, data)\n"
+            "FleetDest.write = write\n"
+            f"p = MemoryPlane.open({str(tree)!r})\n"
+            f"export_tree(TreeExport(p.device, p.episodes, p.clock), {str(dest)!r}, 'phone-a')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=memplane_env(), timeout=120)
+    assert out.returncode == -9, out.stderr
+    assert list(dest.rglob("part-*.jsonl.gz")) and not (dest / "manifests").exists()
+    redo = _export(tree, str(dest))
+    assert redo.rows["episodes"] == 6 and redo.manifest
+    with FleetSource.open(str(dest)) as src:
+        assert len({r["episode_id"] for r in src.rows("episodes")}) == len(src.rows("episodes")) == 6
