@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
-from memory_plane.fleet import FLEET_CONFIDENCE, FleetSource, TreeExport, build_pack, export_tree, pull_pack
+from memory_plane.fleet import (
+    FLEET_CONFIDENCE,
+    FleetSource,
+    TreeExport,
+    build_pack,
+    export_tree,
+    fleet_report,
+    pull_pack,
+)
 from memory_plane.lifecycle import init_tree
 from memory_plane.sim import ScriptedAgent, SimPhone, tasks_for
 
@@ -194,3 +202,17 @@ def test_the_cli_packs_and_pulls(fleet: dict[str, Any], tmp_path: Path) -> None:
     pack_file.write_text("not a pack")
     bad = run_memplane("--root", str(root), "fleet", "pull", str(pack_file), "--json")
     assert bad.returncode == 2 and str(pack_file) in json.loads(bad.stdout)["error"]
+
+
+def test_a_lesson_a_phone_only_pulled_is_no_evidence_for_it(fleet: dict[str, Any], pack: dict[str, Any],
+                                                            tmp_path: Path) -> None:
+    dest = Path(shutil.copytree(fleet["dest"], tmp_path / "fleet"))
+    root = _new_phone(tmp_path)
+    with MemoryPlane.open(root) as plane:
+        assert pull_pack(plane.device, pack, "phone-d", plane.episodes).added
+    _export(root, dest, "phone-d")
+    with FleetSource.open(str(dest)) as src:
+        assert any(r["source"] == "fleet" for r in src.rows("lessons"))
+        assert build_pack(src, min_devices=4, now=NOW)["lessons"] == []  # three phones learned them, not four
+        report = fleet_report(src, min_devices=4)
+    assert sum(r["verified_lessons"] for r in report["apps"].values()) == 0

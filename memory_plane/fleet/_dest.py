@@ -98,11 +98,9 @@ class FleetDest:
         """The manifests (paths relative to the folder), of one device or of all, in export order."""
         self.fs.invalidate_cache()  # another phone or process may have written since this filesystem listed it
         pattern = self.path(f"manifests/device={device_part(device)}/*.json" if device else "manifests/*/*.json")
-        found = [str(p) for p in self.fs.glob(pattern)]
-        base = self.base.lstrip("/") if not self.local else self.base
-        rels = [p[len(base) + 1:] if p.startswith(base + "/") else p.split(self.base.lstrip("/") + "/", 1)[-1]
-                for p in found]
-        return sorted(rels, key=lambda r: os.path.basename(r))
+        prefix = self.base + "/"  # fsspec lists paths as it was given the base: without the protocol
+        rels = [str(p)[len(prefix):] for p in self.fs.glob(pattern) if str(p).startswith(prefix)]
+        return sorted(rels, key=os.path.basename)  # export ids sort in the order the exports were made
 
     def manifest(self, rel: str) -> dict[str, Any]:
         """One manifest; one that is no JSON object is an error naming it."""

@@ -14,7 +14,8 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
                  ("outcome", "string"), ("failure_cause", "string"), ("steps", "bigint"),
                  ("memory_followed", "boolean")],
     "lessons": [("id", "string"), ("device", "string"), ("export_id", "string"), ("type", "string"),
-                ("app", "string"), ("lesson_key", "string"), ("status", "string"), ("verified", "boolean")],
+                ("app", "string"), ("lesson_key", "string"), ("status", "string"), ("verified", "boolean"),
+                ("source", "string")],
     "tombstones": [("id", "string"), ("device", "string")],
 }
 """The columns the report reads of each table (the rest of a row is for other readers)."""
@@ -45,12 +46,13 @@ VERIFIED = """
 SELECT app, lesson_key, COUNT(DISTINCT device) AS devices
 FROM (SELECT l.*, ROW_NUMBER() OVER (PARTITION BY device, id ORDER BY export_id DESC) AS newest
       FROM lessons l) l
-WHERE newest = 1 AND status = 'active' AND verified
+WHERE newest = 1 AND status = 'active' AND verified AND COALESCE(source, 'device') <> 'fleet'
   AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.device = l.device AND t.id = l.id)
 GROUP BY app, lesson_key HAVING COUNT(DISTINCT device) >= {min_devices}
 ORDER BY app, devices DESC, lesson_key
 """
-"""The report's SQL, run as is by both engines (an episode two manifests name is counted once)."""
+"""The report's SQL, run as is by both engines (an episode two manifests name is counted once; a lesson a phone
+only pulled from the fleet is no device's evidence for it)."""
 
 Rows = list[dict[str, Any]]
 TOP_FAILURES = 3
