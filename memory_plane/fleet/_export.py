@@ -105,16 +105,12 @@ class TreeExport:
             return result
         entries = []
         for table, rows in tables.items():
-            if not rows:
-                continue
-            rel = f"{table}/device={dev}/part-{export_id}.jsonl.gz" if table != "episodes" else ""
-            if table == "episodes":
-                for date in sorted({str(r["date"]) for r in rows}):
-                    part = [r for r in rows if r["date"] == date]
-                    entries.append(self._write(dest, f"episodes/device={dev}/date={date}/part-{export_id}.jsonl.gz",
-                                               table, part))
-            else:
-                entries.append(self._write(dest, rel, table, rows))
+            # Episodes are partitioned by day too: a reader of one week opens one week's files.
+            days = sorted({str(r["date"]) for r in rows}) if table == "episodes" else [None]
+            for day in days if rows else []:
+                where = f"{table}/device={dev}" + (f"/date={day}" if day else "")
+                part = [r for r in rows if day is None or r["date"] == day]
+                entries.append(self._write(dest, f"{where}/part-{export_id}.jsonl.gz", table, part))
         result.files = [e["path"] for e in entries]
         manifest = {"export_id": export_id, "device": dev, "created_at": format_ts(self.clock()), "files": entries,
                     "episodes": sorted(r["episode_id"] for r in tables["episodes"]), "lessons": lesson_state,
