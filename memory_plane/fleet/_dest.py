@@ -7,9 +7,10 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from memory_plane.lifecycle import UsageError, atomic_write, slug_id
+from memory_plane.lifecycle import UsageError, atomic_write, guarded_makedirs, slug_id
 
 TABLES = ("episodes", "lessons", "tombstones", "long_term")
 """The tables a phone writes; ``long_term`` only when the user asks for it (``--include-long-term``)."""
@@ -84,8 +85,11 @@ class FleetDest:
         """Write one whole file: locally through the atomic write (a reader never sees half of it), remotely as
         one object upload (an object store shows an object whole or not at all)."""
         if self.local:
-            os.makedirs(os.path.dirname(self.path(rel)), exist_ok=True)
-            atomic_write(self.path(rel), data)
+            # The fleet folder is the root here: a link planted below it is refused, never followed.
+            root = Path(self.base)
+            root.mkdir(parents=True, exist_ok=True)
+            guarded_makedirs(root, os.path.dirname(self.path(rel)))
+            atomic_write(self.path(rel), data, root=root)
         else:
             self.fs.pipe_file(self.path(rel), data)
 

@@ -6,6 +6,7 @@ import json
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from memory_plane.device_memory import ID_PREFIX, ITEM_TYPES, DeviceItem, DeviceMemory
@@ -188,7 +189,8 @@ def write_pack(pack: dict[str, Any], url: str) -> None:
     """Write a pack as one JSON file to a path or an fsspec URL (locally through the atomic write)."""
     data = json.dumps(pack, ensure_ascii=False, sort_keys=True, indent=1).encode("utf-8")
     if "://" not in url or url.startswith("file://"):
-        atomic_write(url.removeprefix("file://"), data)
+        path = Path(url.removeprefix("file://")).absolute()
+        atomic_write(path, data, root=path.parent)  # the pack's own folder: no link followed into another
         return
     from fsspec.core import url_to_fs
 
