@@ -79,7 +79,7 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "conflicts_with": item.conflicts_with or None,
         "tags": item.tags[:8] or None,
         "tools": item.required_tools() or None,
-        "summary": _shown_summary(item),
+        "summary": item.shown_line()[:SUMMARY_CHARS],
         "source": (item.model_extra or {}).get("source"),
         "traceability": (item.model_extra or {}).get("traceability"),
         "verified": False if (item.model_extra or {}).get("verified") is False else None,
@@ -103,15 +103,6 @@ def led_by_line(entry: dict[str, Any]) -> list[str] | None:
     before lines carried it): the caller reads the item file."""
     led = entry.get("led_by")
     return [str(x) for x in led] if isinstance(led, list) else None
-
-
-def _shown_summary(item: DeviceItem) -> str:
-    """The one line an index and a prompt show; a lesson pulled from other phones says so, and on how many."""
-    text = " ".join(item.body().split())
-    extra = item.model_extra or {}
-    if extra.get("source") == "fleet":
-        text = f"From the fleet (verified on {extra.get('fleet_devices') or 'several'} other devices): {text}"
-    return text[:SUMMARY_CHARS]
 
 
 def _ts(v: Any) -> str | None:
