@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@# setuptools warns on every editable install (about folders beside the package); the warnings are only noise.
-	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,mcp]'
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,mcp,fleet]'
 	touch $(STAMP)
 
 demo: $(STAMP)

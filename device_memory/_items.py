@@ -88,6 +88,14 @@ class DeviceItem(Record):
         """Agent tools this memory's actions need (empty: it needs none in particular)."""
         return []
 
+    def shown_line(self) -> str:
+        """The body on one line, as an index and a prompt show it; a lesson pulled from other phones says so."""
+        text = " ".join(self.body().split())
+        extra = self.model_extra or {}
+        if extra.get("source") == "fleet":
+            text = f"From the fleet (verified on {extra.get('fleet_devices') or 'several'} other devices): {text}"
+        return text
+
     def refresh_summary(self) -> None:
         """Write the shown text into ``summary`` again after a change (what the index line and a grep read)."""
         self.summary = self.body()

@@ -79,7 +79,8 @@ def index_entry(item: DeviceItem) -> dict[str, Any]:
         "conflicts_with": item.conflicts_with or None,
         "tags": item.tags[:8] or None,
         "tools": item.required_tools() or None,
-        "summary": " ".join(item.body().split())[:SUMMARY_CHARS],
+        "summary": item.shown_line()[:SUMMARY_CHARS],
+        "source": (item.model_extra or {}).get("source"),
         "traceability": (item.model_extra or {}).get("traceability"),
         "verified": False if (item.model_extra or {}).get("verified") is False else None,
         # A procedure's goals with their values masked: what retrieval compares a new goal with.

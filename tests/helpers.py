@@ -166,3 +166,19 @@ def run_memplane(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "memory_plane", *argv], capture_output=True, text=True,
                           env=memplane_env(), timeout=120)
 
+
+
+def sim_phone_tree(root: Path, *, device_id: str = "phone-a", rounds: int = 2, tasks: int = 3,
+                   language: str = "zh-CN") -> Path:
+    """A tree the simulated phone filled: ``rounds`` rounds of its chat, order and settings tasks, as ``device_id``
+    (what a phone of a fleet exports)."""
+    from memory_plane.sim import ScriptedAgent, SimPhone, tasks_for
+
+    phone = SimPhone()
+    phone.language = language
+    with MemoryPlane.open(root) as plane:
+        agent = ScriptedAgent(phone, plane, device_id=device_id, step_limit=25)
+        for rnd in range(rounds):
+            for task in tasks_for(language, rnd, tasks):
+                agent.run(task)
+    return root

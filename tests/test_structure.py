@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ("lifecycle", "device_memory", "episodes", "prompts")
 """The card's folders at the top of the repository, each mapped into the one package as memory_plane.<folder>."""
-ROOMS = ("retrieval", "upkeep", "cli", "bench", "sim")
+ROOMS = ("retrieval", "upkeep", "cli", "bench", "sim", "fleet")
 WARN_MODULE_LINES = 600  # a module longer than this is worth a look: does it hold more than one concept?
 MAX_FUNCTION_LINES = 80  # outside bench/ and sim/, which script whole runs
 MAX_TREE_LOOP_LINES = 60  # verify_tree and gc_tree: loops over the collections

@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "fuzz": "_fuzz",
     "scale": "_scale",
     "summaries": "_summaries",
+    "fleet": "_fleet",
 }
 
 

@@ -40,6 +40,7 @@ from ._common import (
     positive_int,
     print_json,
 )
+from ._fleet import add_fleet_command
 from ._ops import cmd_bench, cmd_demo, cmd_import, cmd_init, cmd_lifecycle, cmd_mcp, log_line
 from ._read import cmd_device, cmd_episodes, cmd_memory, cmd_retrieve
 
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _memory_command(command)
     _ops_commands(command)
     _bench_command(command)
+    add_fleet_command(command, lambda s: _actions(s))
 
     s = command("mcp", "serve this device's memory to MCP clients over stdio (needs the mcp extra)")
     s.add_argument("--allow-write", action="store_true",
@@ -254,7 +256,7 @@ def _bench_command(command: Command) -> None:
                             "tree, run `memplane --root DIR lifecycle verify` or `memplane --root DIR retrieve GOAL`.",
                 root_help=None)
     s.add_argument("name", help="index, commit, extract, retrieve, retrieval-quality, lifecycle, replay, "
-                   "compaction, crash, concurrency, lessons, fuzz, scale, summaries, or all")
+                   "compaction, crash, concurrency, lessons, fuzz, scale, summaries, fleet, or all")
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("--entries", type=positive_int, default=10_000, help="index: entries in the index")
     s.add_argument("--episodes", type=positive_int, default=10_000, help="stored episodes")
@@ -269,6 +271,11 @@ def _bench_command(command: Command) -> None:
     s.add_argument("--sizes", default=None, metavar="N,N,...",
                    help="scale: the long-term store sizes to build and measure (default 1000,10000)")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
+    s.add_argument("--devices", type=positive_int, default=1000,
+                   help="fleet: simulated phones (--short: 8); needs the fleet extra")
+    s.add_argument("--no-spark", action="store_true", help="fleet: leave out the Spark report (DuckDB only)")
+    s.add_argument("--pack", default=None, metavar="PACK",
+                   help="replay: pull this fleet pack (`memplane fleet pack`) into the phone's tree first")
     s.add_argument("--limit", type=positive_int, default=None,
                    help="lessons: read only the first N AndroidControl episodes (default all; --short: 150)")
     s.add_argument("--data", default=None, metavar="PATH",

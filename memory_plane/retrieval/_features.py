@@ -12,6 +12,7 @@ ENV_KEYS = ("device_id", "language", "screen", "app", "input_method")
 _ALIASES = {"device_id": ("device_id", "device"), "language": ("language", "lang"), "screen": ("screen", "resolution"),
             "app": ("app", "app_id", "app_name"), "input_method": ("input_method",)}
 _OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the entry itself
+FLEET_PENALTY = 0.2  # a lesson pulled from the fleet that has not yet worked on this phone
 UNVERIFIED_PENALTY = 0.5  # a memory its own success did not show done (outcome doubt) weighs as one without evidence
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
 _NO_ENV: tuple[str | None, ...] = (None,) * len(ENV_KEYS)
@@ -80,6 +81,9 @@ def memory_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
         penalty = max(penalty, 0.5)
     if e.get("verified") is False:
         penalty = max(penalty, UNVERIFIED_PENALTY)  # taught by a success nothing confirmed: below a verified one
+    if e.get("source") == "fleet" and s == 0:
+        # Only other phones' evidence: below this phone's own for the same goal, until it succeeds here too.
+        penalty = max(penalty, FLEET_PENALTY)
     when = parse_when(e.get("last_validated_at")) or parse_when(e.get("updated_at"))
     expires = parse_when(e.get("expires_at"))
     if expires is not None and expires is not BAD_TIME and expires < BUILD_DATE and not expiry_believed(
