@@ -37,6 +37,8 @@ the events do not show stuck where it stopped (the record stopped while the task
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -211,9 +213,20 @@ def _visible(s: Step) -> str | None:
     return vt if isinstance(vt, str) else None
 
 
+SHORT_WORD = 4
+"""A Latin word this short is matched as a whole word: "ime" is not inside "time", nor "ocr" inside "democracy";
+a longer one is matched inside others too (its forms: "unrecognized", "timeouts")."""
+
+
+@functools.lru_cache(maxsize=64)
+def _words_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    parts = [rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])" if w.isascii() and len(w) <= SHORT_WORD else re.escape(w)
+             for w in words]
+    return re.compile("|".join(parts))
+
+
 def _has(text: str | None, words: tuple[str, ...]) -> bool:
-    low = (text or "").lower()
-    return any(w in low for w in words)
+    return _words_pattern(words).search((text or "").lower()) is not None
 
 
 def _screen_words(s: Step, before: bool) -> list[str] | None:

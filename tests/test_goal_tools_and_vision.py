@@ -99,3 +99,16 @@ def test_a_tool_error_that_says_the_screen_was_not_recognised_is_vision_uncertai
     with MemoryPlane.open(tmp_path / "m2") as plane:
         kinds = _failed_run(plane, None, error="屏幕内容无法识别")
         assert kinds[0] == "vision_uncertain"
+
+
+@pytest.mark.parametrize(("error", "vision"), [
+    ("OCR failed", True),
+    ("ocr_error: no text in the frame", True),
+    ("the element was unrecognized", True),
+    ("the mediocre network dropped the request", False),
+    ("democracy app: request rejected", False),
+])
+def test_a_short_word_of_the_screen_reader_counts_only_as_a_word(tmp_path: Path, error: str, vision: bool) -> None:
+    with MemoryPlane.open(tmp_path / "m") as plane:
+        kinds = _failed_run(plane, None, error=error)
+    assert (kinds[0] == "vision_uncertain") is vision, kinds
