@@ -85,3 +85,24 @@ def test_a_negated_rule_overrules_exactly_the_memories_that_do_its_action(action
 ])
 def test_only_a_negation_of_the_rules_own_action_is_an_opposite(rule: str, memory: str, opposite: bool) -> None:
     assert overrules(stance(rule), stance(memory)) is opposite
+
+
+phrases = st.lists(st.sampled_from(["never", "always", "pay", "gift", "card", "ask", "without", "sound", "meituan",
+                                    "不要", "付款", "礼品卡", "别人"]), min_size=1, max_size=6).map(" ".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(now=st.lists(phrases, max_size=5), planned=st.lists(phrases, max_size=8), memory=phrases,
+       apart=st.sets(st.integers(0, 7), max_size=3))
+def test_rules_found_by_their_words_are_the_first_rule_a_pass_over_all_finds(now: list[str], planned: list[str],
+                                                                          memory: str, apart: set[int]) -> None:
+    """Filing the rules by a word of theirs finds the same rule, the first in order, as asking each in turn."""
+    from memory_plane.retrieval._rules_said import RulesSaid
+
+    now_rules = [(f"n{k}", stance(t)) for k, t in enumerate(now)]
+    plan_rules = [(f"p{k}", stance(t)) for k, t in enumerate(planned)]
+    skip = frozenset(f"p{k}" for k in apart)
+    said = RulesSaid(now_rules, RulesSaid(plan_rules), skip)
+    mine = stance(memory)
+    in_turn = [rid for rid, rule in [*now_rules, *(r for r in plan_rules if r[0] not in skip)] if overrules(rule, mine)]
+    assert said.overruling(mine) == (in_turn[0] if in_turn else None)

@@ -18,7 +18,7 @@ from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, Procedure, t
 from memory_plane.episodes import TaskEpisodeStore, is_system_screen
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, field_text, is_safe_id, safe_join
 
-from .._contradiction import Stance, overrules, stance
+from .._contradiction import stance
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import USER_WORD_TYPES, LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
@@ -36,6 +36,7 @@ from ._query import ParsedQuery, parse_query
 from ._recall import recall, recall_episodes
 from ._render import hit_line, slotted_text
 from ._rule_plan import PlanShare, rule_plan
+from ._rules_said import RulesSaid
 from ._scoring import Scorer
 from ._sources import DeviceSource, EpisodeSource, LongTermSource, Source
 from ._user_rules import RULE_SHARE, GoalRules, RuleScope
@@ -316,16 +317,21 @@ class Retriever:
         return rules, planned
 
     @staticmethod
-    def _rules_said(users: list[_Cand], planned: PlanShare | None) -> list[tuple[str, Stance]]:
-        """The stance of each of the user's rules and preferences that apply to the goal, with its id."""
-        out = []
-        for c in (*users, *(planned.users() if planned is not None else ())):
-            e = c.src.entries[c.i]
-            out.append((str(e.get("id")), stance(_said(e))))
-        return out
+    def _rules_said(users: list[_Cand], planned: PlanShare | None) -> RulesSaid:
+        """The stances of the user's rules and preferences that apply to the goal: the few judged now, and the
+        plan's (worked out once per plan, not on every retrieve)."""
+        now = [(str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i]))) for c in users]
+        if planned is None:
+            return RulesSaid(now, None, frozenset())
+        plan = planned.plan
+        if plan.said is None:
+            plan.said = RulesSaid([(str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i])))
+                                   for c in plan.users], None, frozenset())
+        apart = frozenset(str(c.src.entries[c.i].get("id")) for c in plan.users if c.i in planned.apart)
+        return RulesSaid(now, plan.said, apart)
 
     @staticmethod
-    def _overruled(c: _Cand, said: list[tuple[str, Stance]]) -> tuple[str, str] | None:
+    def _overruled(c: _Cand, said: RulesSaid) -> tuple[str, str] | None:
         """(the rule's id, the memory's text) when an automatic memory says the opposite of a user's rule that
         applies; None otherwise (and for the user's own word)."""
         if not said or c.item_type == "task_episode":
@@ -334,11 +340,11 @@ class Retriever:
         if c.item_type == "long_term" and (field_str(e.get("type")) in USER_WORD_TYPES or e.get("source") == "user"):
             return None
         text = _said(e)
-        mine = stance(text)
-        return next(((rid, text) for rid, rule in said if overrules(rule, mine)), None)
+        rid = said.overruling(stance(text))
+        return (rid, text) if rid is not None else None
 
     def _within_caps(self, picked: dict[str, list[_Cand]], ctx: Query, drop: DropLog,
-                     index_mtimes: dict[Path, int], said: list[tuple[str, Stance]]) -> RoleMemoryContext:
+                     index_mtimes: dict[Path, int], said: RulesSaid) -> RoleMemoryContext:
         """Each section's best candidates up to its cap, each one checked against its own file; an automatic memory
         that says the opposite of a user's rule that applies is not offered (user rules outrank experience)."""
         common = RoleMemoryContext()

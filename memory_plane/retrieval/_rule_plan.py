@@ -18,6 +18,7 @@ from typing import Any
 from ._candidates import Cand, Settled, Verdict
 from ._generation import EnvView
 from ._goal_match import Query
+from ._rules_said import RulesSaid
 from ._scoring import Scorer
 from ._sources import Source
 from ._user_rules import GoalRules
@@ -29,6 +30,7 @@ class RulePlan:
     def __init__(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> None:
         self.rules = rules
         self.n_always = len(src.gen.always)
+        self.said: RulesSaid | None = None  # the stances of its users, once a retrieve asked (see _rules_said)
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
         self.texts: list[tuple[int, str]] = []  # the lowercase text a goal's names are looked for in
