@@ -304,7 +304,7 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
         return []
 
     def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport,
-                    paths: dict[str, Path] | None = None) -> None:
+                    paths: dict[str, Path] | None = None, *, known: Any = None) -> None:
         """Device profiles expire like every other memory (one file per device, no index)."""
         try:
             for prof_id, ch in changes.items():

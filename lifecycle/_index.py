@@ -310,6 +310,13 @@ class IndexFile:
         with _cache_guard:
             _cache.pop(self._key, None)
 
+    def write_chunks(self, chunks: Iterable[bytes]) -> None:
+        """Rewrite the whole index atomically from pieces of its bytes, header included (caller holds the lock): a
+        rebuild streams a large index out instead of holding it whole."""
+        atomic_write(self.path, chunks, root=self.root)
+        with _cache_guard:
+            _cache.pop(self._key, None)
+
     def _lines(self, current: IndexRead) -> dict[int, str]:
         """Each entry object of ``current`` (read in one piece) with its line as the file holds it, so a
         rewrite copies the lines it does not change instead of formatting every entry again; empty when the
