@@ -9,16 +9,14 @@ entries as a list, ordered and compared as before.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ._atomic import read_bytes_nofollow
-from ._errors import ABSENT, FileProblemError
-from ._index import INDEX_HEADER, IndexFile, _header_end, _valid_entry, format_entry
+from ._errors import FileProblemError
+from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, _valid_entry, entry_lines, format_entry
 from ._item_read import same_path, stat_key
 
 _SCHEMA = """
@@ -162,7 +160,7 @@ class DigestTable:
         db = self._db
         db.execute("DELETE FROM cur")
         try:
-            with _open_lines(index.path) as lines:
+            with entry_lines(index.path) as lines:
                 if lines is None:
                     return False  # no index file
                 for raw in lines:
@@ -173,7 +171,7 @@ class DigestTable:
                     if sort is None:
                         return None
                     db.execute("INSERT INTO cur VALUES (?, ?)", (sort, raw))
-        except (ValueError, _NotLines):
+        except (ValueError, NotOneLinePerEntry):
             return None
         new = db.execute(self._chosen_sql("sort, seq"))
         old = self._db.cursor().execute("SELECT line FROM cur ORDER BY sort, rowid")
@@ -204,57 +202,10 @@ def index_problems(index: IndexFile) -> list[FileProblemError]:
     """The problems of an index file (``IndexFile.read``'s), found by reading it line by line when it is one JSON
     entry per line (then it has none, and nothing is kept of it); any other file is read whole."""
     try:
-        with _open_lines(index.path) as lines:
+        with entry_lines(index.path) as lines:
             for raw in lines or ():
                 if not _valid_entry(json.loads(raw[2:])):
-                    raise _NotLines()
+                    raise NotOneLinePerEntry()
         return []
-    except (ValueError, _NotLines):
+    except (ValueError, NotOneLinePerEntry):
         return index.read().problems
-
-
-class _NotLines(Exception):
-    """The index file is not one JSON entry per line after its header."""
-
-
-class _Lines:
-    """The entry lines of an index file, read through a descriptor opened without following a link."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: Any = None
-
-    def __enter__(self) -> Iterator[bytes] | None:
-        try:
-            head = read_bytes_nofollow(self.path, 1 << 16)  # the checks of a reader: a regular file, no link
-        except ABSENT:
-            return None
-        except FileProblemError as exc:
-            raise _NotLines() from exc
-        start = _header_end(head)
-        if start is None:
-            raise _NotLines()
-        head[:start].decode("utf-8")  # a header that is not UTF-8: the whole file is refused (read whole)
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        self._fh = os.fdopen(fd, "rb")
-        self._fh.seek(start)
-        return self._iter()
-
-    def _iter(self) -> Iterator[bytes]:
-        trailing = False
-        for raw in self._fh:
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            if not line:
-                trailing = True  # only line breaks may follow the last entry
-                continue
-            if trailing or not (line.startswith(b"- {") and line.endswith(b"}")):
-                raise _NotLines()
-            yield line
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fh is not None:
-            self._fh.close()
-
-
-def _open_lines(path: Path) -> _Lines:
-    return _Lines(path)

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-START = datetime(2025, 1, 1, tzinfo=timezone.utc)
-STEP = timedelta(minutes=11)
-"""Episodes start this far apart (50,000 of them span about a year: some past each retention TTL)."""
+SPAN = timedelta(days=240)
+"""The episodes of a tree start over this time, up to the day of the build: past the full-trace TTL (30 days) most
+of them, past the summary TTL (180 days) a quarter, as a phone's store stands once GC has run for a while."""
 _APPS = ("Router", "Clock", "Notes", "Mail", "Maps", "Wallet", "Camera", "Music")
 _GOALS = ("check the {w} code on the {p} page", "note down the {w} time", "send the {w} report",
           "打开{w}的页面查看第{p}项", "find the {w} route to the {p} station")
@@ -35,6 +35,7 @@ class _Counter:
     """The build's clock and monotonic time: every call one step later (reproducible across builds)."""
 
     def __init__(self, start: datetime) -> None:
+        # Episodes of one size start apart by SPAN / n; the clock stands still within one episode.
         self.at = start
         self.mono = 1000.0
 
@@ -78,21 +79,30 @@ def _record(plane: Any, i: int) -> Any:
                       failure_reason=None if ok else f"the {app} page never showed item {i % 97}")
 
 
-def build_episodes(root: Path, n: int, *, through_api: bool = False) -> None:
-    """n committed episodes in a fresh tree at root (through commit_episode, or by writing what it writes)."""
+def span_start(now: datetime | None = None) -> datetime:
+    """When the first episode of a tree built now starts (midnight UTC, so two builds of one day agree)."""
+    today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return today.replace(hour=0, minute=0, second=0, microsecond=0) - SPAN
+
+
+def build_episodes(root: Path, n: int, *, through_api: bool = False, start: datetime | None = None) -> None:
+    """n committed episodes in a fresh tree at root (through commit_episode, or by writing what it writes), started
+    one after the other over ``SPAN`` from ``start`` (``span_start()``)."""
     from memory_plane._plane import MemoryPlane
     from memory_plane.episodes import TaskEpisodeWriter
     from memory_plane.lifecycle import guarded_touch, init_tree
 
     init_tree(root)
-    counter = _Counter(START)
+    first = start or span_start()
+    step = SPAN / max(n, 1)
+    counter = _Counter(first)
     with _reproducible(counter, fast=not through_api):
         plane = MemoryPlane.open(root, clock=counter.clock)
         try:
             jobs = [j.name for j in plane._writer.jobs]
             bare = TaskEpisodeWriter(plane._episodes, jobs=[])
             for i in range(n):
-                counter.at = START + i * STEP
+                counter.at = first + i * step
                 ep = _record(plane, i)
                 if through_api:
                     plane._writer.jobs = []  # what commit_episode writes; what its jobs learn is not built
@@ -111,8 +121,9 @@ def build_episodes(root: Path, n: int, *, through_api: bool = False) -> None:
 def check_episode_builder(base: Path, n: int) -> int:
     """Build the first n episodes both ways and compare every file under episodes/; how many were compared."""
     api, fast = base / "ep_api", base / "ep_fast"
-    build_episodes(api, n, through_api=True)
-    build_episodes(fast, n)
+    start = span_start()
+    build_episodes(api, n, through_api=True, start=start)
+    build_episodes(fast, n, start=start)
     compared = 0
     def compared_file(p: Path) -> bool:
         return p.is_file() and p.name != ".lock" and not p.name.startswith(".done-")
