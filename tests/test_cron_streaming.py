@@ -78,7 +78,7 @@ def test_an_index_equal_in_values_but_not_in_bytes_or_order_is_not_rewritten(tmp
     root = tmp_path / "m"
     _tree(root)
     index = root / "long_term" / "index.yaml"
-    head, *lines = [ln for ln in index.read_text().split("\n") if ln]
+    lines = index.read_text().split("\n")
     entries = [json.loads(ln[2:]) for ln in lines if ln.startswith("- {")]
     # A person's edit: the keys of one line in another order, a priority written as a float, the lines reversed.
     first = dict(reversed(list(entries[0].items())))
