@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
-from ._digest_table import DigestTable
+from ._digest_table import DigestTable, Marks
 from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
@@ -301,7 +301,7 @@ class ItemCollection(Generic[R]):
                 self.written(item_id, before, new)
             yield item_id, path, new
 
-    def update_many(self, changes: dict[str, Callable[[R], R | None]], *, known: DigestTable | None = None) -> int:
+    def update_many(self, changes: Mapping[str, Callable[[R], R | None]], *, known: DigestTable | None = None) -> int:
         """Apply changes to many items under one lock, then rewrite the index once; return items written.
         (``known``, the digests of a verify just made, serves a store that rebuilds its index instead.)"""
         with self.lock(), index_writes(self):
@@ -383,30 +383,29 @@ class ItemCollection(Generic[R]):
         """Check every item file, rebuild the index, then write the lifecycle marks decided on the way."""
         from ._verify import check_collection
 
-        marks: dict[str, dict[str, Any]] = {}
-        paths: dict[str, Path] = {}
+        # The marks go into the table of digests with them: a store of any size is checked in bounded memory.
+        table = self.digests()
 
         def on_item(_coll: Any, item: ItemRead[R]) -> None:
             changes = self.verify_item(item, report, now)
             if changes:
-                marks[item.record.id] = changes  # type: ignore[union-attr]
-                paths[item.record.id] = item.path  # type: ignore[union-attr]
+                table.mark(item.record.id, item.path, changes)  # type: ignore[union-attr]
 
-        table = check_collection(self.root, self, report=report, on_item=on_item, keep=True)
         try:
+            check_collection(self.root, self, report=report, on_item=on_item, table=table)
+            marks = table.marks()
             if marks:
-                self.apply_marks(marks, report, paths, known=table)
+                self.apply_marks(marks, report, _MarkPaths(marks), known=table)
         finally:
-            if table is not None:
-                table.close()
+            table.close()
 
-    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport,
-                    paths: dict[str, Path] | None = None, *, known: DigestTable | None = None) -> None:
+    def apply_marks(self, changes: Mapping[str, dict[str, Any]], report: VerifyReport,
+                    paths: Mapping[str, Path] | None = None, *, known: DigestTable | None = None) -> None:
         """Write verify's lifecycle marks (field -> value, by id); an unwritable tree is reported, each item
         with its file (from ``paths``) and the mark it needed. ``known``: the digests verify just made of the
         store (a store that rebuilds its index after the marks reuses them)."""
         try:
-            self.update_many({item_id: _setter(ch) for item_id, ch in changes.items()}, known=known)
+            self.update_many(_Setters(changes), known=known)
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
             for item_id, ch in changes.items():
                 where = self.layout.rel(paths[item_id]) if paths and item_id in paths else self.layout.rel(self.dir)
@@ -432,6 +431,45 @@ class ItemCollection(Generic[R]):
 def _marks_text(changes: dict[str, Any]) -> str:
     """What verify's marks say of an item: ``expired``, ``traceability excerpt_only``."""
     return ", ".join(str(v) if k == "status" else f"{k} {v}" for k, v in changes.items())
+
+
+class _Setters(Mapping[str, Callable[[Any], Any]]):
+    """Each item's marks as the change that writes them, made as it is used (thousands are never all held)."""
+
+    def __init__(self, marks: Mapping[str, dict[str, Any]]) -> None:
+        self._marks = marks
+
+    def __getitem__(self, item_id: str) -> Callable[[Any], Any]:
+        return _setter(self._marks[item_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._marks)
+
+    def __len__(self) -> int:
+        return len(self._marks)
+
+    def items(self) -> Iterator[tuple[str, Callable[[Any], Any]]]:  # type: ignore[override]
+        for item_id, changes in self._marks.items():
+            yield item_id, _setter(changes)
+
+
+class _MarkPaths(Mapping[str, Path]):
+    """The file each item's marks were decided on (for a report of marks that could not be written)."""
+
+    def __init__(self, marks: Marks) -> None:
+        self._marks = marks
+
+    def __getitem__(self, item_id: str) -> Path:
+        path = self._marks.path_of(item_id)
+        if path is None:
+            raise KeyError(item_id)
+        return path
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._marks)
+
+    def __len__(self) -> int:
+        return len(self._marks)
 
 
 def _setter(changes: dict[str, Any]) -> Callable[[Any], Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ CREATE TABLE items (path TEXT PRIMARY KEY, k1 INTEGER, k2 INTEGER, k3 INTEGER, i
                     canonical INTEGER NOT NULL, sort BLOB, line BLOB, seq INTEGER NOT NULL, gen INTEGER NOT NULL);
 CREATE INDEX items_id ON items (id, seq);
 CREATE TABLE cur (sort BLOB NOT NULL, line BLOB NOT NULL);
+CREATE TABLE marks (id TEXT PRIMARY KEY, path TEXT NOT NULL, changes TEXT NOT NULL);
 """
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _BUFFER = 1 << 20
@@ -96,6 +97,17 @@ class DigestTable:
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM items").fetchone()[0])
+
+    # -- verify's marks -----------------------------------------------------------
+
+    def mark(self, item_id: str, path: Path, changes: dict[str, Any]) -> None:
+        """Keep the lifecycle marks verify decided for an item (a later file holding the id replaces them)."""
+        self._db.execute("INSERT INTO marks VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET path = excluded.path, "
+                         "changes = excluded.changes", (item_id, str(path), json.dumps(changes)))
+
+    def marks(self) -> Marks:
+        """The marks kept, by id, in the order first marked (read from the table as they are used)."""
+        return Marks(self._db)
 
     # -- the name check ---------------------------------------------------------
 
@@ -209,3 +221,32 @@ def index_problems(index: IndexFile) -> list[FileProblemError]:
         return []
     except (ValueError, NotOneLinePerEntry):
         return index.read().problems
+
+
+class Marks(Mapping[str, dict[str, Any]]):
+    """Verify's lifecycle marks (id -> field -> value) as kept in a ``DigestTable``: read row by row, never held."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __getitem__(self, item_id: str) -> dict[str, Any]:
+        row = self._db.execute("SELECT changes FROM marks WHERE id = ?", (item_id,)).fetchone()
+        if row is None:
+            raise KeyError(item_id)
+        return dict(json.loads(row[0]))
+
+    def __iter__(self) -> Iterator[str]:
+        for (item_id,) in self._db.execute("SELECT id FROM marks ORDER BY rowid"):
+            yield item_id
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM marks").fetchone()[0])
+
+    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[override]
+        for item_id, changes in self._db.execute("SELECT id, changes FROM marks ORDER BY rowid"):
+            yield item_id, dict(json.loads(changes))
+
+    def path_of(self, item_id: str) -> Path | None:
+        """The file an item's marks were decided on."""
+        row = self._db.execute("SELECT path FROM marks WHERE id = ?", (item_id,)).fetchone()
+        return None if row is None else Path(row[0])

@@ -188,11 +188,11 @@ def verify_collections(
 
 def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
                      rel: Callable[[Path], str] | None = None,
-                     on_item: Callable[[Any, Any], None] | None = None, keep: bool = False) -> DigestTable | None:
-    """One collection's files: parse every item (the broken to be quarantined), names, symlinks, index. With
-    ``keep``, the table of digests of the items is returned (the caller closes it)."""
+                     on_item: Callable[[Any, Any], None] | None = None, table: DigestTable | None = None) -> None:
+    """One collection's files: parse every item (the broken to be quarantined), names, symlinks, index. The
+    digests of the items go into ``table`` when given (the caller closes it), else into a table of its own."""
     relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
-    parsed = coll.digests()
+    parsed = table if table is not None else coll.digests()
     try:
         _check_items(root, coll, parsed, report, relp, on_item)
         _check_names(root, coll, parsed, report, relp)
@@ -203,13 +203,9 @@ def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
             for prob in index_problems(coll.index):
                 report.add("index", relp(Path(prob.path or coll.index.path)), prob.line, prob.message)
         _rebuild(root, coll, parsed, report, relp)
-    except BaseException:
-        parsed.close()
-        raise
-    if keep:
-        return parsed
-    parsed.close()
-    return None
+    finally:
+        if parsed is not table:
+            parsed.close()
 
 
 def _rebuild(root: Path, coll: CheckedStore, parsed: DigestTable | None, report: VerifyReport,
