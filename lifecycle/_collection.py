@@ -211,7 +211,7 @@ class ItemCollection(Generic[R]):
         """Yield every item file (symlinks skipped) with its record or problem."""
         if self.linked():
             return
-        for path in self.layout.item_paths():
+        for path in self.layout.iter_item_paths():
             yield read_item(path, self.load_path)
 
     def entries(self) -> list[dict[str, Any]]:
@@ -341,7 +341,7 @@ class ItemCollection(Generic[R]):
     def _rebuild_from(self, table: DigestTable) -> bool:
         def derive() -> list[R]:
             # Digests, not records: the rebuild holds no parsed item, and (in a sortable store) no index line.
-            table.refresh(self.layout.item_paths(), self.load_path)
+            table.refresh(self.layout.iter_item_paths(), self.load_path)
             # Every indexable file, a second one holding an id included, as the derived files always saw them.
             return self.derived_records(table.every_entry())
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -124,7 +124,7 @@ class DigestTable:
 
     # -- the rebuild ------------------------------------------------------------
 
-    def refresh(self, current: list[Path], load: Callable[[Path], Any]) -> None:
+    def refresh(self, current: Iterable[Path], load: Callable[[Path], Any]) -> None:
         """Bring the rows in step with the item files present now: an unchanged file (same stat key) keeps its row,
         a changed or new one is loaded again (one that no longer loads is left out), a gone one is dropped.
 

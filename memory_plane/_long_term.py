@@ -204,8 +204,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         from their row are read, ``items`` reused when they are the same file); True if a row changed."""
         if items is None and self.candidates.current():
             return False  # the folder is as the index last saw it (an edit in place is verify's to find)
-        paths = self.layout.item_paths()
-        changed, gone = self.candidates.differences(paths)
+        changed, gone = self.candidates.differences(self.layout.iter_item_paths())
         if not changed and not gone:
             if not self.candidates.current():
                 self.candidates.refresh({}, [])  # the folder was touched, no file changed: sealed as seen
