@@ -288,7 +288,7 @@ class TaskEpisodeWriter:
         done: list[str] = []
         names = [j.name for j in self.jobs]
         cutoff = time.time() - min_age_s
-        for e in self.store.entries():
+        for e in self.store.iter_entries():  # line by line: a large store's index is not held
             if len(done) >= limit:
                 break
             if e.get("status") not in ("active", "interrupted"):

@@ -15,7 +15,7 @@ from ._digest_table import DigestTable, Marks
 from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
-from ._index_check import index_writes, indexed_entries
+from ._index_check import index_writes, indexed_entries, known_matching
 from ._item_read import ItemRead, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
@@ -219,6 +219,15 @@ class ItemCollection(Generic[R]):
         if self.linked():
             return []
         return indexed_entries(self, folder_checked=self._items_under_dir)
+
+    def iter_entries(self) -> Iterator[dict[str, Any]]:
+        """``entries`` one by one: an index known to match the item files (a verify just compared them) is read
+        line by line and kept nowhere; any other is checked (and rebuilt) as ``entries`` does."""
+        if self.linked():
+            return iter(())
+        if not has_symlink(self.root, self.dir) and known_matching(self):
+            return self.index.iter_entries()
+        return iter(self.entries())
 
     # -- writing ----------------------------------------------------------------
 

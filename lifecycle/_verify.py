@@ -13,6 +13,7 @@ from ._digest_table import DigestTable, index_problems
 from ._errors import UnsafePathError
 from ._guarded import guarded_move
 from ._index import IndexFile
+from ._index_check import mark_matching
 from ._item_read import ItemRead, Problem, Repair, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
@@ -216,6 +217,9 @@ def _rebuild(root: Path, coll: CheckedStore, parsed: DigestTable | None, report:
     except OSError as exc:
         report.add_not_written(relp(coll.index.path), "index out of date with the item files", exc)
         return
+    if coll.indexed:
+        # Just compared with the item files, or made from them: a reader (catch-up of jobs) need not check again.
+        mark_matching(coll)
     if changed and coll.name not in report.rebuilt_indexes:
         report.rebuilt_indexes.append(coll.name)
 
