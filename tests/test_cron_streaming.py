@@ -1,6 +1,9 @@
 """Verify and GC stream: no whole index is held (or left cached), the expiry marks verify writes are followed by a
 rebuild from the digests it made (no memory parsed a third time), and the streamed order and comparison of an index
-are the ones the list of its entries had."""
+are the ones the list of its entries had.
+
+It reaches inside lifecycle._index for the process's cache of parsed index files (what must stay empty), inside
+_long_term for the class whose file loads it counts, and inside bench/ for the episode builder's check."""
 
 from __future__ import annotations
 

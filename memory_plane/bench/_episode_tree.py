@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import types
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -51,18 +50,18 @@ class _Counter:
 def _reproducible(counter: _Counter, fast: bool) -> Iterator[None]:
     """Episode ids from the start time and a counter, the recorder's duration from ``counter`` and, when
     ``fast``, no fsync (a fixture: the bytes written are the same)."""
-    from memory_plane.episodes import _recorder
+    from memory_plane.episodes import reproducible_recordings
 
     seq = iter(range(1 << 40))
-    saved = (_recorder.new_episode_id, _recorder.time, os.fsync)
-    _recorder.new_episode_id = lambda started: f"ep_{started.strftime('%Y%m%d')}_{next(seq):010x}"
-    _recorder.time = types.SimpleNamespace(monotonic=counter.monotonic)  # type: ignore[assignment]
+    saved = os.fsync
     if fast:
         os.fsync = lambda fd: None
     try:
-        yield
+        with reproducible_recordings(lambda started: f"ep_{started.strftime('%Y%m%d')}_{next(seq):010x}",
+                                     counter.monotonic):
+            yield
     finally:
-        _recorder.new_episode_id, _recorder.time, os.fsync = saved
+        os.fsync = saved
 
 
 def _record(plane: Any, i: int) -> Any:
