@@ -295,7 +295,7 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
         ids = {p.device_id for p in self.all() if p.device_id and p.device_id != "default"}
         return ids.pop() if len(ids) == 1 else None
 
-    def rebuild_index(self, items: list[ItemRead[DeviceProfile]] | None = None) -> bool:
+    def rebuild_index(self, items: Any = None) -> bool:
         """Profiles have no index (there are few); nothing to rebuild."""
         return False
 

@@ -17,7 +17,7 @@ def reproducible_recordings(new_id: Callable[[datetime], str], monotonic: Callab
     duration with ``monotonic``. It changes what the recorder module reads for the whole process: for a builder
     that records one episode at a time, never beside a running agent."""
     saved = (_recorder.new_episode_id, _recorder.time)
-    _recorder.new_episode_id = new_id
+    _recorder.new_episode_id = new_id  # type: ignore[assignment]
     _recorder.time = types.SimpleNamespace(monotonic=monotonic)  # type: ignore[assignment]
     try:
         yield

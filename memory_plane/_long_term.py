@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         """Rewrite profile.md from these memories (when it changed)."""
         self._write_profile(records)
 
-    def update_many(self, changes: dict[str, Any], *, known: DigestTable | None = None) -> int:
+    def update_many(self, changes: Mapping[str, Any], *, known: DigestTable | None = None) -> int:
         """Apply changes to many memories under one lock, then rebuild index and profile once: from ``known`` (the
         digests a verify just made of every memory) when given, each memory written added to it, so no file is
         parsed again; the candidates index takes the written memories in batches as they are written."""
