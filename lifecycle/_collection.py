@@ -458,6 +458,7 @@ class _Setters(Mapping[str, Callable[[Any], Any]]):
         return len(self._marks)
 
     def items(self) -> Iterator[tuple[str, Callable[[Any], Any]]]:  # type: ignore[override]
+        """(id, the change that writes its marks), one at a time."""
         for item_id, changes in self._marks.items():
             yield item_id, _setter(changes)
 

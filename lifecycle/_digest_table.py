@@ -243,6 +243,7 @@ class Marks(Mapping[str, dict[str, Any]]):
         return int(self._db.execute("SELECT count(*) FROM marks").fetchone()[0])
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[override]
+        """(id, marks) in the order first marked, read row by row."""
         for item_id, changes in self._db.execute("SELECT id, changes FROM marks ORDER BY rowid"):
             yield item_id, dict(json.loads(changes))
 

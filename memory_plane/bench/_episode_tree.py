@@ -39,9 +39,11 @@ class _Counter:
         self.mono = 1000.0
 
     def clock(self) -> datetime:
+        """The start time of the episode being recorded."""
         return self.at
 
     def monotonic(self) -> float:
+        """A quarter of a second later than the last call."""
         self.mono += 0.25
         return self.mono
 
