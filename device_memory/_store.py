@@ -6,7 +6,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -295,7 +295,7 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
         ids = {p.device_id for p in self.all() if p.device_id and p.device_id != "default"}
         return ids.pop() if len(ids) == 1 else None
 
-    def rebuild_index(self, items: list[ItemRead[DeviceProfile]] | None = None) -> bool:
+    def rebuild_index(self, items: Any = None) -> bool:
         """Profiles have no index (there are few); nothing to rebuild."""
         return False
 
@@ -303,8 +303,8 @@ class DeviceProfileStore(ItemCollection[DeviceProfile]):
         """Not checked here: the tree-wide symlink walk of verify names them."""
         return []
 
-    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport,
-                    paths: dict[str, Path] | None = None) -> None:
+    def apply_marks(self, changes: Mapping[str, dict[str, Any]], report: VerifyReport,
+                    paths: Mapping[str, Path] | None = None, *, known: Any = None) -> None:
         """Device profiles expire like every other memory (one file per device, no index)."""
         try:
             for prof_id, ch in changes.items():

@@ -19,6 +19,7 @@ from ._model import (
 )
 from ._outcomes import DEMOTE_AFTER, OutcomeResult, OutcomeUpdater, trigger_passed
 from ._recorder import EpisodeRecorder
+from ._reproducible import reproducible_recordings
 from ._sanitize import REDACTED, excerpt, sanitize, scrub_base64
 from ._steps import MEMORY_TOOLS, Step, coords_close, effective_path, is_system_screen, pair_steps, step_action
 from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed, TaskEpisodeStore, recording_is_live
@@ -76,6 +77,7 @@ __all__ = [
     "parse_tool_input",
     "read_config",
     "recording_is_live",
+    "reproducible_recordings",
     "sanitize",
     "scrub_base64",
     "shown_tool_input",

@@ -33,6 +33,7 @@ from memory_plane.lifecycle import (
     guarded_unlink,
     index_writes,
     load_yaml,
+    order_bytes,
     parse_ts,
     read_bytes_nofollow,
     read_item_text,
@@ -142,6 +143,10 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
     def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Oldest first (by parsed start time), then id."""
         return sorted(entries, key=lambda e: (_sort_ts(e), e["id"]))
+
+    def sort_bytes(self, entry: dict[str, Any]) -> bytes:
+        """An entry's place in ``order_entries`` as bytes (the index is compared and written streamed)."""
+        return order_bytes(_sort_ts(entry), entry["id"])
 
     def indexable(self, record: TaskEpisode) -> bool:
         """An episode being recorded has no index line yet."""

@@ -140,11 +140,13 @@ def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRe
 def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcReport, now: datetime,
                    dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
     """Plan each episode's removals; those past their summary TTL after their tombstones and index lines."""
-    drop: list[tuple[TaskEpisode, Path]] = []
+    # What a removal needs of each episode (its id, start and folder), never its record: past the summary TTL may
+    # be most of a large store.
+    drop: list[tuple[str, Any, Path]] = []
     for item in store.iter_items() if items is None else items:
         found = _collect_one(store, item, retention, report, now, dry_run)
         if found is not None:
-            drop.append(found)  # planned below, after their tombstones are on disk
+            drop.append((found[0].id, found[0].started_ts(), found[1]))  # planned below, after their tombstones
     if not drop:
         return []
     # The order makes a killed GC resumable: tombstones first (fsynced; one per removal,
@@ -152,15 +154,15 @@ def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRepo
     if not dry_run:
         tombs = TombstoneLog(store.root, clock=store.clock)
         if not report.write_tombstones(
-                tombs, "episode", not_yet_tombstoned(tombs, "episode", {ep.id: ep.started_ts() for ep, _ in drop})):
+                tombs, "episode", not_yet_tombstoned(tombs, "episode", {ep_id: ts for ep_id, ts, _ in drop})):
             return []
         with store.lock():
-            store.index.remove([ep.id for ep, _ in drop])
-    for _, d in drop:
+            store.index.remove([ep_id for ep_id, _, _ in drop])
+    for _, _, d in drop:
         # episode.yaml goes last: a GC killed inside the folder leaves an episode the next run drops again (a
         # folder without it would wait as young debris), and never a header without its folder.
         report.discard(store.root, d, "episode_summary_ttl", last=EPISODE_FILE)
-    return [ep.id for ep, _ in drop]
+    return [ep_id for ep_id, _, _ in drop]
 
 
 def _collect_one(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], ret: Retention, report: GcReport,

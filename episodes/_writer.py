@@ -252,7 +252,7 @@ class TaskEpisodeWriter:
         """Background jobs whose last run failed (job, episode, failed_at, error) and when verify retries them."""
         names = [j.name for j in self.jobs]
         out: list[dict[str, Any]] = []
-        for e in self.store.entries():
+        for e in self.store.iter_entries():  # line by line: a large store's index is not held
             if not is_safe_id(e["id"]):
                 continue
             # A plain join (the id is checked): this looks at every episode of the store.
@@ -288,7 +288,7 @@ class TaskEpisodeWriter:
         done: list[str] = []
         names = [j.name for j in self.jobs]
         cutoff = time.time() - min_age_s
-        for e in self.store.entries():
+        for e in self.store.iter_entries():  # line by line: a large store's index is not held
             if len(done) >= limit:
                 break
             if e.get("status") not in ("active", "interrupted"):

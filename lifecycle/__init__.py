@@ -33,6 +33,7 @@ from ._clock import (
 )
 from ._collection import Collection, ItemCollection
 from ._collector import collector_paused
+from ._digest_table import DigestTable, order_bytes
 from ._envelope import (
     STATUSES,
     EvidenceRef,
@@ -164,6 +165,7 @@ __all__ = [
     "ConfigError",
     "ConflictLog",
     "DatedLayout",
+    "DigestTable",
     "EvidenceRef",
     "FileProblemError",
     "FlatLayout",
@@ -265,6 +267,7 @@ __all__ = [
     "older",
     "one_line",
     "open_dir",
+    "order_bytes",
     "own_fd_like_folder",
     "parse_duration",
     "parse_frontmatter",

@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from ._errors import ABSENT, NotAFileError, StorageError, UnsafePathError, UsageError
@@ -51,7 +52,7 @@ def fsync_file(path: str | os.PathLike[str]) -> bool:
     return True
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
+def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes], *, mode: int = 0o644,
                  stage_in: Path | None = None, root: Path | None = None) -> None:
     """Replace a file's content all at once: readers see the old file or the new, never half.
 
@@ -59,9 +60,13 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     target (the Maildir tmp/ idea); a folder that cannot take it falls back to beside the target.
     With ``root`` (the memory root) every folder below it on the way is opened without following a
     link (``open_dir``): a folder swapped for a symlink raises UnsafePathError and nothing is written.
+    ``data`` may come as pieces (an iterable of bytes), written one after the other: a large file is never held
+    whole.
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    if stage_in is not None and not isinstance(payload, (bytes, bytearray, memoryview)):
+        payload = b"".join(payload)  # a staging folder on another filesystem writes it twice
     if root is not None:
         dfd = open_dir(root, target.parent, create=True)
     else:
@@ -96,7 +101,7 @@ def _staging_fd(stage_in: Path | None, root: Path | None) -> int | None:
     return None
 
 
-def _write_replace(dfd: int, sfd: int, target: Path, payload: bytes, mode: int) -> None:
+def _write_replace(dfd: int, sfd: int, target: Path, payload: bytes | Iterable[bytes], mode: int) -> None:
     """Write a temp file in folder ``sfd``, fsync it, then rename it over ``target`` in folder ``dfd``."""
     tmp = temp_name(target).name
     # O_EXCL|O_NOFOLLOW: never write through a planted link or into someone else's file.
@@ -104,10 +109,11 @@ def _write_replace(dfd: int, sfd: int, target: Path, payload: bytes, mode: int) 
     try:
         try:
             own_fd_like_folder(dfd, fd)  # the file replacing the target gets the target folder's owner
-            view = memoryview(payload)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            for piece in [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload:
+                view = memoryview(piece)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
             # fsync before rename: otherwise a crash can leave the new name pointing at empty data.
             os.fsync(fd)
         finally:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 import pydantic
 
 from ._atomic import atomic_write, read_bytes_nofollow
+from ._digest_table import DigestTable, Marks
 from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
-from ._index_check import index_writes, indexed_entries
-from ._item_digest import ItemDigest, chosen_entries, digest_of, fresh_digests
+from ._index_check import index_writes, indexed_entries, known_matching
 from ._item_read import ItemRead, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
@@ -122,10 +122,10 @@ class ItemCollection(Generic[R]):
         """Whether a record has an index line (an episode being recorded has none yet)."""
         return True
 
-    def digest(self, path: Path, key: tuple[int, int, int] | None, record: R) -> ItemDigest:
-        """What the index rebuild keeps of one parsed item (its id, its place, its index line)."""
-        return digest_of(path, key, record, expected=self.expected_path, indexable=self.indexable,
-                         entry_for=self.entry_for)
+    def sort_bytes(self, entry: dict[str, Any]) -> bytes | None:
+        """An index entry's place in ``order_entries`` as bytes that sort the same (``order_bytes``), so a large
+        index is compared and rewritten streamed; None (the default): the store's entries are ordered as a list."""
+        return None
 
     def derived_records(self, entries: Iterable[dict[str, Any]]) -> list[R]:
         """The records the files derived beside the index are built from, picked by the index entries of every
@@ -211,7 +211,7 @@ class ItemCollection(Generic[R]):
         """Yield every item file (symlinks skipped) with its record or problem."""
         if self.linked():
             return
-        for path in self.layout.item_paths():
+        for path in self.layout.iter_item_paths():
             yield read_item(path, self.load_path)
 
     def entries(self) -> list[dict[str, Any]]:
@@ -219,6 +219,15 @@ class ItemCollection(Generic[R]):
         if self.linked():
             return []
         return indexed_entries(self, folder_checked=self._items_under_dir)
+
+    def iter_entries(self) -> Iterator[dict[str, Any]]:
+        """``entries`` one by one: an index known to match the item files (a verify just compared them) is read
+        line by line and kept nowhere; any other is checked (and rebuilt) as ``entries`` does."""
+        if self.linked():
+            return iter(())
+        if not has_symlink(self.root, self.dir) and known_matching(self):
+            return self.index.iter_entries()
+        return iter(self.entries())
 
     # -- writing ----------------------------------------------------------------
 
@@ -281,7 +290,11 @@ class ItemCollection(Generic[R]):
 
     def _write_many(self, changes: Mapping[str, Callable[[R], R | None]]) -> dict[str, dict[str, Any]]:
         """Apply changes to existing items (under the lock); the index lines of the items written, by id."""
-        changed: dict[str, dict[str, Any]] = {}
+        return {item_id: {**self.entry_for(new), "path": self.layout.name_of(path)}
+                for item_id, path, new in self._write_each(changes)}
+
+    def _write_each(self, changes: Mapping[str, Callable[[R], R | None]]) -> Iterator[tuple[str, Path, R]]:
+        """Apply changes to existing items (under the lock), one at a time: each item written, with its file."""
         for item_id, change in changes.items():
             cur = self.get(item_id)
             if cur is None:
@@ -295,11 +308,11 @@ class ItemCollection(Generic[R]):
             atomic_write(path, self.dump(new, old_text), root=self.root)
             if self.records_writes:
                 self.written(item_id, before, new)
-            changed[item_id] = {**self.entry_for(new), "path": self.layout.name_of(path)}
-        return changed
+            yield item_id, path, new
 
-    def update_many(self, changes: dict[str, Callable[[R], R | None]]) -> int:
-        """Apply changes to many items under one lock, then rewrite the index once; return items written."""
+    def update_many(self, changes: Mapping[str, Callable[[R], R | None]], *, known: DigestTable | None = None) -> int:
+        """Apply changes to many items under one lock, then rewrite the index once; return items written.
+        (``known``, the digests of a verify just made, serves a store that rebuilds its index instead.)"""
         with self.lock(), index_writes(self):
             changed = self._write_many(changes)
             written = len(changed)
@@ -310,37 +323,63 @@ class ItemCollection(Generic[R]):
                                  + list(changed.values()))
         return written
 
-    def rebuild_index(self, items: list[ItemRead[R]] | None = None) -> bool:
-        """Rewrite the index from the item files (reusing unchanged parses in ``items``); True if it changed."""
+    def digests(self, items: DigestTable | list[ItemRead[R]] | None = None) -> DigestTable:
+        """A table of what the index rebuild keeps of each item (``items``, ItemReads just parsed, added first);
+        a table given is returned as it is. The caller closes it."""
+        if isinstance(items, DigestTable):
+            return items
+        table = DigestTable(entry_of=lambda r: self.entry_for(r) if self.indexable(r) else None,
+                            expected_of=self.expected_path, sort_of=self.sort_bytes, rel=self.layout.name_of)
+        for item in items or []:
+            if item.record is not None:
+                table.add(item.path, item.stat_key, item.record)
+        return table
+
+    def rebuild_index(self, items: DigestTable | list[ItemRead[R]] | None = None) -> bool:
+        """Rewrite the index from the item files (reusing the unchanged parses or digests in ``items``); True if it
+        changed."""
         if self.guard_linked and self.linked():
             return False
-        known: list[Any] | None = items
+        table = self.digests(items)
+        try:
+            return self._rebuild_from(table)
+        finally:
+            if table is not items:
+                table.close()
 
-        def derive() -> tuple[list[R], list[dict[str, Any]]]:
-            nonlocal known
-            # Digests, not records: the rebuild holds one index line per item, never every parsed item.
-            known = fresh_digests(known, self.layout.item_paths(), self.load_path, self.digest)
-            entries = chosen_entries(known, self.layout.name_of)
+    def _rebuild_from(self, table: DigestTable) -> bool:
+        def derive() -> list[R]:
+            # Digests, not records: the rebuild holds no parsed item, and (in a sortable store) no index line.
+            table.refresh(self.layout.iter_item_paths(), self.load_path)
             # Every indexable file, a second one holding an id included, as the derived files always saw them.
-            every = ({**d.entry, "path": self.layout.name_of(d.path)} for d in known if d.entry is not None)
-            return self.derived_records(every), self.order_entries(entries)
+            return self.derived_records(table.every_entry())
 
-        def same(entries: list[dict[str, Any]]) -> bool:
+        def same() -> tuple[bool, list[dict[str, Any]] | None]:
             # Same entries in another order (appends come in creation order) is not a change.
+            if table.sortable:
+                streamed = table.same_as_index(self.index, self.sort_bytes)
+                if streamed is not None:
+                    return streamed, None
+            entries = self.order_entries(table.chosen_entries())
             current = self.index.read()
-            return current.exists and not current.problems and self.order_entries(current.entries) == entries
+            return (current.exists and not current.problems and self.order_entries(current.entries) == entries,
+                    entries)
 
         # Checked without the lock first: an index that is right is never rewritten, or even locked
         # (verify on a read-only tree answers instead of failing on the lock file).
-        records, entries = derive()
-        if same(entries) and self.derived_current(records):
+        records = derive()
+        if same()[0] and self.derived_current(records):
             return False
         with self.lock():
-            records, entries = derive()
+            records = derive()
             self.write_derived(records)
-            if same(entries):
+            unchanged, entries = same()
+            if unchanged:
                 return False
-            self.index.write(entries)
+            if entries is None and table.sortable:
+                table.write_index(self.index)
+            else:
+                self.index.write(entries if entries is not None else self.order_entries(table.chosen_entries()))
             return True
 
     # -- verify and GC ----------------------------------------------------------
@@ -353,25 +392,29 @@ class ItemCollection(Generic[R]):
         """Check every item file, rebuild the index, then write the lifecycle marks decided on the way."""
         from ._verify import check_collection
 
-        marks: dict[str, dict[str, Any]] = {}
-        paths: dict[str, Path] = {}
+        # The marks go into the table of digests with them: a store of any size is checked in bounded memory.
+        table = self.digests()
 
         def on_item(_coll: Any, item: ItemRead[R]) -> None:
             changes = self.verify_item(item, report, now)
             if changes:
-                marks[item.record.id] = changes  # type: ignore[union-attr]
-                paths[item.record.id] = item.path  # type: ignore[union-attr]
+                table.mark(item.record.id, item.path, changes)  # type: ignore[union-attr]
 
-        check_collection(self.root, self, report=report, on_item=on_item)
-        if marks:
-            self.apply_marks(marks, report, paths)
-
-    def apply_marks(self, changes: dict[str, dict[str, Any]], report: VerifyReport,
-                    paths: dict[str, Path] | None = None) -> None:
-        """Write verify's lifecycle marks (field -> value, by id); an unwritable tree is reported, each item
-        with its file (from ``paths``) and the mark it needed."""
         try:
-            self.update_many({item_id: _setter(ch) for item_id, ch in changes.items()})
+            check_collection(self.root, self, report=report, on_item=on_item, table=table)
+            marks = table.marks()
+            if marks:
+                self.apply_marks(marks, report, _MarkPaths(marks), known=table)
+        finally:
+            table.close()
+
+    def apply_marks(self, changes: Mapping[str, dict[str, Any]], report: VerifyReport,
+                    paths: Mapping[str, Path] | None = None, *, known: DigestTable | None = None) -> None:
+        """Write verify's lifecycle marks (field -> value, by id); an unwritable tree is reported, each item
+        with its file (from ``paths``) and the mark it needed. ``known``: the digests verify just made of the
+        store (a store that rebuilds its index after the marks reuses them)."""
+        try:
+            self.update_many(_Setters(changes), known=known)
         except OSError as exc:  # a read-only or full tree: reported, the rest of verify still runs
             for item_id, ch in changes.items():
                 where = self.layout.rel(paths[item_id]) if paths and item_id in paths else self.layout.rel(self.dir)
@@ -397,6 +440,46 @@ class ItemCollection(Generic[R]):
 def _marks_text(changes: dict[str, Any]) -> str:
     """What verify's marks say of an item: ``expired``, ``traceability excerpt_only``."""
     return ", ".join(str(v) if k == "status" else f"{k} {v}" for k, v in changes.items())
+
+
+class _Setters(Mapping[str, Callable[[Any], Any]]):
+    """Each item's marks as the change that writes them, made as it is used (thousands are never all held)."""
+
+    def __init__(self, marks: Mapping[str, dict[str, Any]]) -> None:
+        self._marks = marks
+
+    def __getitem__(self, item_id: str) -> Callable[[Any], Any]:
+        return _setter(self._marks[item_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._marks)
+
+    def __len__(self) -> int:
+        return len(self._marks)
+
+    def items(self) -> Iterator[tuple[str, Callable[[Any], Any]]]:  # type: ignore[override]
+        """(id, the change that writes its marks), one at a time."""
+        for item_id, changes in self._marks.items():
+            yield item_id, _setter(changes)
+
+
+class _MarkPaths(Mapping[str, Path]):
+    """The file each item's marks were decided on (for a report of marks that could not be written)."""
+
+    def __init__(self, marks: Marks) -> None:
+        self._marks = marks
+
+    def __getitem__(self, item_id: str) -> Path:
+        path = self._marks.path_of(item_id)
+        if path is None:
+            raise KeyError(item_id)
+        return path
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._marks)
+
+    def __len__(self) -> int:
+        return len(self._marks)
 
 
 def _setter(changes: dict[str, Any]) -> Callable[[Any], Any]:

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,6 +310,13 @@ class IndexFile:
         with _cache_guard:
             _cache.pop(self._key, None)
 
+    def write_chunks(self, chunks: Iterable[bytes]) -> None:
+        """Rewrite the whole index atomically from pieces of its bytes, header included (caller holds the lock): a
+        rebuild streams a large index out instead of holding it whole."""
+        atomic_write(self.path, chunks, root=self.root)
+        with _cache_guard:
+            _cache.pop(self._key, None)
+
     def _lines(self, current: IndexRead) -> dict[int, str]:
         """Each entry object of ``current`` (read in one piece) with its line as the file holds it, so a
         rewrite copies the lines it does not change instead of formatting every entry again; empty when the
@@ -417,9 +424,82 @@ class IndexFile:
             _cache.pop(self._key, None)
         return len(cuts)
 
+    def iter_entries(self) -> Iterator[dict[str, Any]]:
+        """The entries one by one, read line by line and kept nowhere (a cron job's look at a large index); a file
+        not in the one-entry-per-line shape is read whole (``read``), and an entry met before the line that showed
+        it may then come twice."""
+        with _cache_guard:
+            hit = _cache.get(self._key)
+        try:
+            if hit is not None and hit[0] == _stat_key(os.stat(self.path)):
+                yield from hit[1].entries  # parsed already: no second read
+                return
+        except ABSENT:
+            return
+        try:
+            with entry_lines(self.path) as lines:
+                for raw in lines or ():
+                    entry = json.loads(raw[2:])
+                    if not _valid_entry(entry):
+                        raise NotOneLinePerEntry()
+                    yield entry
+            return
+        except (ValueError, NotOneLinePerEntry):
+            pass
+        yield from self.read().entries
+
     def by_id(self) -> dict[str, dict[str, Any]]:
         """Map id -> entry (the last line wins)."""
         return {e["id"]: e for e in self.read().entries}
+
+
+class NotOneLinePerEntry(Exception):
+    """An index file is not one JSON entry per line after its header (it is read whole then)."""
+
+
+class _Lines:
+    """The entry lines of an index file, read through a descriptor opened without following a link."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: Any = None
+
+    def __enter__(self) -> Iterator[bytes] | None:
+        try:
+            head = read_bytes_nofollow(self.path, 1 << 16)  # the checks of a reader: a regular file, no link
+        except ABSENT:
+            return None
+        except FileProblemError as exc:
+            raise NotOneLinePerEntry() from exc
+        start = _header_end(head)
+        if start is None:
+            raise NotOneLinePerEntry()
+        head[:start].decode("utf-8")  # a header that is not UTF-8: the whole file is refused (read whole)
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        self._fh = os.fdopen(fd, "rb")
+        self._fh.seek(start)
+        return self._iter()
+
+    def _iter(self) -> Iterator[bytes]:
+        trailing = False
+        for raw in self._fh:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if not line:
+                trailing = True  # only line breaks may follow the last entry
+                continue
+            if trailing or not (line.startswith(b"- {") and line.endswith(b"}")):
+                raise NotOneLinePerEntry()
+            yield line
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
+def entry_lines(path: Path) -> _Lines:
+    """``with entry_lines(path) as lines``: the entry lines of an index file (bytes, no line break) one by one, None
+    when there is no file; NotOneLinePerEntry (on entering, or from the iterator) when it is not in that shape."""
+    return _Lines(path)
 
 
 def rebuild_entries(

@@ -117,6 +117,19 @@ def _mark_checked(coll: Any) -> None:
         _checked[str(coll.index.path)] = _stamp(coll)
 
 
+def mark_matching(coll: Any) -> None:
+    """Say that a collection's index was just found to match its item files (a rebuild compared them): readers
+    trust it until the index or a folder changes."""
+    _mark_checked(coll)
+
+
+def known_matching(coll: Any) -> bool:
+    """Whether a collection's index is known to match its item files, and neither changed since."""
+    with _checked_guard:
+        known = _checked.get(str(coll.index.path))
+    return known is not None and known == _stamp(coll)
+
+
 def indexed_entries(coll: _Indexed, folder_checked: bool = False) -> list[dict[str, Any]]:
     """A collection's index entries, checked against the item files: an index that is missing, does not
     parse or disagrees with them is rebuilt (or, when it cannot be written, read around with a warning).

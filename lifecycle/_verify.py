@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._digest_table import DigestTable, index_problems
 from ._errors import UnsafePathError
 from ._guarded import guarded_move
 from ._index import IndexFile
-from ._item_digest import ItemDigest
+from ._index_check import mark_matching
 from ._item_read import ItemRead, Problem, Repair, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
@@ -98,13 +99,13 @@ class CheckedStore(Protocol):
         """Symlinks in the store's folders (never followed)."""
         ...
 
-    def digest(self, path: Path, key: tuple[int, int, int] | None, record: Any) -> ItemDigest:
-        """What the index rebuild and the name check keep of one parsed item (never the record)."""
+    def digests(self) -> DigestTable:
+        """An empty table of what the index rebuild and the name check keep of each parsed item (never the record)."""
         ...
 
-    def rebuild_index(self, items: list[Any] | None = None) -> bool:
-        """Rewrite the index from the item files (reusing the parses or digests in ``items``); True if it
-        changed."""
+    def rebuild_index(self, items: Any = None) -> bool:
+        """Rewrite the index from the item files (reusing the parses or the table of digests in ``items``); True if
+        it changed."""
         ...
 
 
@@ -123,34 +124,30 @@ def repair_findings(report: VerifyReport) -> None:
     report.problems = [p for p in report.problems if p.repair is None or p.repair not in settled]
 
 
-def _check_names(root: Path, coll: CheckedStore, parsed: list[ItemDigest], report: VerifyReport,
+def _check_names(root: Path, coll: CheckedStore, parsed: DigestTable, report: VerifyReport,
                  relp: Callable[[Path], str]) -> None:
     """A file whose name is not its id, or two files holding one id: named, with a rename to repair it when
     that is safe (the folder is the same and no file has the name)."""
     if not coll.named_by_id:
         return
-    by_id: dict[str, list[ItemDigest]] = {}
-    for item in parsed:
-        by_id.setdefault(item.id, []).append(item)
-    for item_id, items in by_id.items():
-        if items[0].expected is None:
+    for item_id in parsed.odd_ids():
+        files = parsed.files_of(item_id)
+        expected = files[0][1]
+        if expected is None:
             continue  # its id gives no place (expected_path refused it)
-        expected = items[0].expected
-        odd = [i for i in items if not same_path(i.path, expected)]
-        if not odd:
-            continue
+        odd = [path for path, _ in files if not same_path(path, expected)]
         # The file offered is the one named after the id, else the first by name (as the index has it).
-        offered = expected if len(odd) < len(items) else odd[0].path
-        for item in odd:
-            if item.path != offered:
-                report.add("duplicate_id", relp(item.path), None,
+        offered = expected if len(odd) < len(files) else odd[0]
+        for path in odd:
+            if path != offered:
+                report.add("duplicate_id", relp(path), None,
                            f"holds id {item_id!r} like {relp(offered)}; only that one is offered (merge or delete "
                            "by hand)")
                 continue
             repair = None
-            if expected.parent == item.path.parent and not os.path.lexists(expected):
-                repair = Repair("rename", _renamer(root, coll, item.path, expected, relp))
-            report.add("name_mismatch", relp(item.path), None,
+            if expected.parent == path.parent and not os.path.lexists(expected):
+                repair = Repair("rename", _renamer(root, coll, path, expected, relp))
+            report.add("name_mismatch", relp(path), None,
                        f"holds id {item_id!r}; the file should be named {expected.name} (verify --fix renames it)",
                        repair)
 
@@ -192,20 +189,27 @@ def verify_collections(
 
 def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
                      rel: Callable[[Path], str] | None = None,
-                     on_item: Callable[[Any, Any], None] | None = None) -> None:
-    """One collection's files: parse every item (the broken to be quarantined), names, symlinks, index."""
+                     on_item: Callable[[Any, Any], None] | None = None, table: DigestTable | None = None) -> None:
+    """One collection's files: parse every item (the broken to be quarantined), names, symlinks, index. The
+    digests of the items go into ``table`` when given (the caller closes it), else into a table of its own."""
     relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
-    parsed = _check_items(root, coll, report, relp, on_item)
-    _check_names(root, coll, parsed, report, relp)
-    for link in coll.symlinks():
-        report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
-    if coll.indexed:
-        for prob in coll.index.read().problems:
-            report.add("index", relp(Path(prob.path or coll.index.path)), prob.line, prob.message)
-    _rebuild(root, coll, parsed, report, relp)
+    parsed = table if table is not None else coll.digests()
+    try:
+        _check_items(root, coll, parsed, report, relp, on_item)
+        _check_names(root, coll, parsed, report, relp)
+        for link in coll.symlinks():
+            report.add("symlink", relp(link), None, "symlink inside the tree (never followed)")
+        if coll.indexed:
+            # Line by line: the index is not held (or cached) whole to find that it has no problem.
+            for prob in index_problems(coll.index):
+                report.add("index", relp(Path(prob.path or coll.index.path)), prob.line, prob.message)
+        _rebuild(root, coll, parsed, report, relp)
+    finally:
+        if parsed is not table:
+            parsed.close()
 
 
-def _rebuild(root: Path, coll: CheckedStore, parsed: list[ItemDigest] | None, report: VerifyReport,
+def _rebuild(root: Path, coll: CheckedStore, parsed: DigestTable | None, report: VerifyReport,
              relp: Callable[[Path], str]) -> None:
     """Rebuild a collection's index (reusing ``parsed``), named in the report when it changed."""
     try:
@@ -213,29 +217,30 @@ def _rebuild(root: Path, coll: CheckedStore, parsed: list[ItemDigest] | None, re
     except OSError as exc:
         report.add_not_written(relp(coll.index.path), "index out of date with the item files", exc)
         return
+    if coll.indexed:
+        # Just compared with the item files, or made from them: a reader (catch-up of jobs) need not check again.
+        mark_matching(coll)
     if changed and coll.name not in report.rebuilt_indexes:
         report.rebuilt_indexes.append(coll.name)
 
 
-def _check_items(root: Path, coll: CheckedStore, report: VerifyReport, relp: Callable[[Path], str],
-                 on_item: Callable[[Any, Any], None] | None) -> list[ItemDigest]:
-    """Every item file parsed, one at a time: the loaded ones returned as digests (their records are not kept, so
-    a store of any size is checked in bounded memory), the broken ones reported (to be quarantined)."""
-    parsed: list[ItemDigest] = []
+def _check_items(root: Path, coll: CheckedStore, parsed: DigestTable, report: VerifyReport,
+                 relp: Callable[[Path], str], on_item: Callable[[Any, Any], None] | None) -> None:
+    """Every item file parsed, one at a time: the loaded ones added to ``parsed`` as digests (their records are not
+    kept, so a store of any size is checked in bounded memory), the broken ones reported (to be quarantined)."""
     for item in coll.iter_items():
         report.checked += 1
         if item.problem is None:
             # Loaded, with a field of the wrong shape set aside: named, never quarantined.
             for fp in field_problems(item.record):
                 report.add("field", relp(item.path), fp.line, fp.message)
-            parsed.append(coll.digest(item.path, item.stat_key, item.record))
+            parsed.add(item.path, item.stat_key, item.record)
             if on_item is not None:
                 on_item(coll, item)
             continue
         cat = type(item.problem).__name__.replace("Error", "").lower() or "parse"
         report.add(cat, relp(item.path), item.problem.line, item.problem.message,
                    Repair("quarantine", _quarantiner(root, item.path, item.problem.message, relp)))
-    return parsed
 
 
 def _quarantiner(root: Path, path: Path, why: str, relp: Callable[[Path], str]) -> Callable[[VerifyReport], bool]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
     Clock,
     ConflictLog,
+    DigestTable,
     FileProblemError,
     FlatLayout,
     GcReport,
@@ -33,12 +34,14 @@ from memory_plane.lifecycle import (
     has_symlink,
     load_retention,
     one_line,
+    order_bytes,
     parse_duration,
     parse_frontmatter,
     quote_text,
     read_bytes_nofollow,
     read_item_text,
     render_frontmatter,
+    stat_key,
     system_clock,
     validate_record,
 )
@@ -144,7 +147,11 @@ class LongTermStore(ItemCollection[LongTermMemory]):
 
     def order_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """By priority (highest first), then id."""
-        return sorted(entries, key=lambda e: (-int(field_num(e.get("priority"), 0)), str(e["id"])))
+        return sorted(entries, key=_order_key)
+
+    def sort_bytes(self, entry: dict[str, Any]) -> bytes:
+        """An entry's place in ``order_entries`` as bytes (the index is compared and written streamed)."""
+        return order_bytes(*_order_key(entry))
 
     def derived_records(self, entries: Iterable[dict[str, Any]]) -> list[LongTermMemory]:
         """The memories profile.md lists, and one more when others follow (by their index lines, then read)."""
@@ -161,15 +168,30 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         """Rewrite profile.md from these memories (when it changed)."""
         self._write_profile(records)
 
-    def update_many(self, changes: dict[str, Any]) -> int:
-        """Apply changes to many memories under one lock, then rebuild index and profile once."""
+    def update_many(self, changes: Mapping[str, Any], *, known: DigestTable | None = None) -> int:
+        """Apply changes to many memories under one lock, then rebuild index and profile once: from ``known`` (the
+        digests a verify just made of every memory) when given, each memory written added to it, so no file is
+        parsed again; the candidates index takes the written memories in batches as they are written."""
+        written = 0
         with self.lock():
-            written = len(self._write_many(changes))
+            batch: dict[str, LongTermMemory | None] = {}
+            current = self.candidates.current()
+            for _, path, new in self._write_each(changes):
+                written += 1
+                if known is not None:
+                    known.add(path, stat_key(path), new)
+                if current:
+                    batch[path.name] = new
+                    if len(batch) >= _CANDIDATE_BATCH:
+                        self.candidates.refresh(batch, [])
+                        batch.clear()
+            if batch:
+                self.candidates.refresh(batch, [])
             if written:
-                self.rebuild_index()
+                self.rebuild_index(items=known)
         return written
 
-    def rebuild_index(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
+    def rebuild_index(self, items: DigestTable | list[ItemRead[LongTermMemory]] | None = None) -> bool:
         """Rewrite index.yaml (and profile.md) from the item files, then bring the candidates index up to date
         with them; True if either changed."""
         changed = super().rebuild_index(items)
@@ -177,18 +199,17 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             return changed
         return self.sync_candidates(items) or changed
 
-    def sync_candidates(self, items: list[ItemRead[LongTermMemory]] | None = None) -> bool:
+    def sync_candidates(self, items: DigestTable | list[ItemRead[LongTermMemory]] | None = None) -> bool:
         """Bring the candidates index up to date with the memory files (the ones whose mtime or size differ
         from their row are read, ``items`` reused when they are the same file); True if a row changed."""
         if items is None and self.candidates.current():
             return False  # the folder is as the index last saw it (an edit in place is verify's to find)
-        paths = self.layout.item_paths()
-        changed, gone = self.candidates.differences(paths)
+        changed, gone = self.candidates.differences(self.layout.iter_item_paths())
         if not changed and not gone:
             if not self.candidates.current():
                 self.candidates.refresh({}, [])  # the folder was touched, no file changed: sealed as seen
             return False
-        parsed = {i.path.name: i.record for i in items or [] if i.record is not None}
+        parsed = {i.path.name: i.record for i in (items if isinstance(items, list) else []) if i.record is not None}
         records: dict[str, LongTermMemory | None] = {}
         for name in changed:
             try:
@@ -476,3 +497,12 @@ def _expired(entry: dict[str, Any], now: Any) -> bool:
         return True  # an unreadable expiry counts as expired
     # An expiry computed under an unset clock (a save at 1970) is not believed: the memory's age is unknown.
     return when <= now and expiry_believed(when, entry.get("created_at"), entry.get("updated_at"))
+
+
+_CANDIDATE_BATCH = 500
+"""Memories written by one update_many that the candidates index takes at once (what is held meanwhile)."""
+
+
+def _order_key(entry: dict[str, Any]) -> tuple[int, str]:
+    """index.yaml's order: by priority (highest first), then id."""
+    return -int(field_num(entry.get("priority"), 0)), str(entry["id"])

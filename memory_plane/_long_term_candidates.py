@@ -238,7 +238,12 @@ class CandidateIndex:
                        [("version", _VERSION), ("folder", self._folder_stamp())])
 
     def differences(self, paths: Iterable[Path]) -> tuple[list[str], list[str]]:
-        """(the files whose row is missing or says another mtime or size, the rows of files that are gone)."""
+        """(the files whose row is missing or says another mtime or size, the rows of files that are gone).
+
+        A list of paths is looked up in the rows read whole; any other iterable must come sorted by name, and is
+        merged with the rows read in that order (a large store's rows are never all held)."""
+        if not isinstance(paths, list):
+            return self._merged_differences(paths)
         rows = self._rows()
         changed: list[str] = []
         seen: set[str] = set()
@@ -251,6 +256,41 @@ class CandidateIndex:
             if rows.get(p.name) != (st.st_mtime_ns, st.st_size):
                 changed.append(p.name)
         return changed, sorted(set(rows) - seen)
+
+    def _merged_differences(self, paths: Iterable[Path]) -> tuple[list[str], list[str]]:
+        changed: list[str] = []
+        gone: list[str] = []
+        rows = self._sorted_rows()
+        row = next(rows, None)
+        for p in paths:
+            name = p.name
+            while row is not None and row[0] < name:
+                gone.append(row[0])
+                row = next(rows, None)
+            have = None
+            if row is not None and row[0] == name:
+                have = (row[1], row[2])
+                row = next(rows, None)
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                continue
+            if have != (st.st_mtime_ns, st.st_size):
+                changed.append(name)
+        while row is not None:
+            gone.append(row[0])
+            row = next(rows, None)
+        return changed, sorted(gone)
+
+    def _sorted_rows(self) -> Iterator[tuple[str, int, int]]:
+        """(name, mtime_ns, size) of every row, by name; none when the file is missing or cannot be read."""
+        if not self.path.is_file():
+            return
+        try:
+            with self._db() as db:
+                yield from db.execute("SELECT name, mtime_ns, size FROM items ORDER BY name")
+        except sqlite3.DatabaseError:
+            return  # the files left count as rowless (changed): refresh makes the file again
 
     def _rows(self) -> dict[str, tuple[int, int]]:
         if not self.path.is_file():

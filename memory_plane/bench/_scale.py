@@ -6,7 +6,9 @@ first memories are built both ways, through ``save_memory`` and by the builder, 
 byte (index.yaml by its lines, which the builder writes in the store's order and saves append). Each operation
 then runs in a fresh process, which reports its own time and its peak memory (``VmHWM``). Apart from the sizes,
 ``startup`` is what a phone's agent pays once per start: ``import memory_plane`` and the first retrieve of a small
-tree, in fresh processes. Timings are figures to read, never assertions.
+tree, in fresh processes. With ``--episode-sizes``, trees of that many committed episodes (``_episode_tree``) are
+measured by verify and GC too (CPU time beside the wall time: the machine may be shared). Timings are figures to
+read, never assertions.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memory_plane.lifecycle import UsageError, atomic_write, init_tree
+from memory_plane.lifecycle import UsageError, atomic_write, init_tree, remove_tree
 
+from ._episode_tree import build_episodes
 from ._util import r, temp_root
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -147,13 +150,15 @@ def _op(name: str, root: Path) -> dict[str, Any]:
                 warm.append(time.perf_counter() - t0)
             out["ms"] = (cold if name == "retrieve_cold" else statistics.median(warm)) * 1000
         elif name == "verify":
-            t0 = time.perf_counter()
-            plane.verify()
-            out["ms"] = (time.perf_counter() - t0) * 1000
+            t0, c0 = time.perf_counter(), time.process_time()
+            rep = plane.verify()
+            cpu = time.process_time() - c0
+            out.update(ms=(time.perf_counter() - t0) * 1000, cpu_ms=cpu * 1000, checked=rep.checked,
+                       items_per_cpu_s=rep.checked / cpu if cpu else None)
         elif name == "gc_dry_run":
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             plane.gc(dry_run=True)
-            out["ms"] = (time.perf_counter() - t0) * 1000
+            out.update(ms=(time.perf_counter() - t0) * 1000, cpu_ms=(time.process_time() - c0) * 1000)
         else:
             raise UsageError(f"unknown operation {name!r}")
     finally:
@@ -214,20 +219,58 @@ def startup(base: Path) -> dict[str, Any]:
             "import_median_ms": r(statistics.median(x["import_ms"] for x in runs), 1)}
 
 
-def _sizes(args: argparse.Namespace) -> list[int]:
-    text = getattr(args, "sizes", None) or ("200,1000" if getattr(args, "short", False) else "1000,10000")
+def _sizes(args: argparse.Namespace, name: str = "sizes") -> list[int]:
+    text = getattr(args, name, None) or ("200,1000" if getattr(args, "short", False) else "1000,10000")
     try:
         sizes = sorted({int(x) for x in str(text).split(",") if x.strip()})
     except ValueError:
-        raise UsageError(f"--sizes takes numbers separated by commas, not {text!r}") from None
+        raise UsageError(f"--{name.replace('_', '-')} takes numbers separated by commas, not {text!r}") from None
     if not sizes or sizes[0] < 1:
-        raise UsageError("--sizes takes positive numbers")
+        raise UsageError(f"--{name.replace('_', '-')} takes positive numbers")
     return sizes
+
+
+EPISODE_OPS = ("verify", "gc_dry_run")
+"""What a tree of many episodes is measured by: the cron jobs that walk it."""
+_RATIOS = ("ms", "cpu_ms", "lessons_ms", "peak_mb", "items_per_cpu_s")
+
+
+def _ratios(rows: dict[str, dict[str, Any]], ops: tuple[str, ...]) -> None:
+    """Each figure's ratio to the smallest size's."""
+    base = next(iter(rows.values()))
+    for row in rows.values():
+        for op in ops:
+            for key in _RATIOS:
+                a, b = row[op].get(key), base[op].get(key)
+                if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+                    row[op][f"{key}_ratio"] = r(a / b, 2)
+
+
+def _episode_rows(tmp: Path, sizes: list[int]) -> tuple[int, dict[str, dict[str, Any]]]:
+    """Per episode-store size: verify and GC (dry run), each in a fresh process; and the builder's check."""
+    from ._episode_tree import check_episode_builder, span_start
+
+    compared = check_episode_builder(tmp / "episode_sample", min(12, sizes[0]))
+    start = span_start()
+    rows: dict[str, dict[str, Any]] = {}
+    for n in sizes:
+        root = tmp / f"episodes_{n}"
+        t0 = time.perf_counter()
+        build_episodes(root, n, start=start)
+        row: dict[str, Any] = {"build_s": r(time.perf_counter() - t0, 1)}
+        for op in EPISODE_OPS:
+            fig = _in_child(op, root)
+            row[op] = {k: r(v, 2) if isinstance(v, float) else v for k, v in fig.items()}
+        rows[str(n)] = row
+        remove_tree(tmp, root)  # one large tree on disk at a time
+    _ratios(rows, EPISODE_OPS)
+    return compared, rows
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Per size: each operation's time and peak memory, and its ratio to the smallest size."""
     sizes = _sizes(args)
+    episode_sizes = _sizes(args, "episode_sizes") if getattr(args, "episode_sizes", None) else []
     rows: dict[str, dict[str, Any]] = {}
     with temp_root() as tmp:
         compared = check_builder(tmp.parent / "sample", min(_SAMPLE, sizes[0]))
@@ -241,14 +284,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 fig = _in_child(op, root)
                 row[op] = {k: r(v, 2) if isinstance(v, float) else v for k, v in fig.items()}
             rows[str(n)] = row
-    base = rows[str(sizes[0])]
-    for row in rows.values():
-        for op in OPS:
-            for key in ("ms", "lessons_ms", "peak_mb"):
-                a, b = row[op].get(key), base[op].get(key)
-                if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
-                    row[op][f"{key}_ratio"] = r(a / b, 2)
-    return {"sizes": sizes, "builder_checked_files": compared, "memories": rows, "startup": start,
+        episodes = _episode_rows(tmp.parent, episode_sizes) if episode_sizes else None
+    _ratios(rows, OPS)
+    extra: dict[str, Any] = {}
+    if episodes is not None:
+        extra = {"episode_sizes": episode_sizes, "episode_builder_checked_files": episodes[0],
+                 "episodes": episodes[1]}
+    return {"sizes": sizes, "builder_checked_files": compared, "memories": rows, "startup": start, **extra,
             "note": "lessons_ms is the flush of the committed episode's jobs (outcomes, then lessons) on a tree of "
                     "long-term memories; peak_mb is the operation's fresh process (import included)"}
 

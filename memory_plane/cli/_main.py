@@ -270,6 +270,8 @@ def _bench_command(command: Command) -> None:
                    "where a file or folder was), every fault of every path up to --examples")
     s.add_argument("--sizes", default=None, metavar="N,N,...",
                    help="scale: the long-term store sizes to build and measure (default 1000,10000)")
+    s.add_argument("--episode-sizes", default=None, metavar="N,N,...",
+                   help="scale: also trees of this many episodes, measured by verify and GC (default none)")
     s.add_argument("--short", action="store_true", help="smaller sizes (CI and `bench all`)")
     s.add_argument("--devices", type=positive_int, default=1000,
                    help="fleet: simulated phones (--short: 8); needs the fleet extra")

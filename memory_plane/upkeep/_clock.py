@@ -27,10 +27,11 @@ def _time(value: Any) -> datetime | None:
 def newest_write(root: Path, collections: Iterable[CheckedStore]) -> tuple[datetime, str] | None:
     """The newest write time the tree holds and where (index lines and the tombstone journal: no item file is
     read); times from an unset clock, before the build date, say nothing and are skipped. The index files are
-    only read as they are: a broken one is verify's to report and rebuild, not this look's."""
+    only read as they are, line by line (a cron job holds no whole index): a broken one is verify's to report and
+    rebuild, not this look's."""
     best: tuple[datetime, str] | None = None
     for coll in collections:
-        for e in coll.index.read().entries:
+        for e in coll.index.iter_entries():
             for key in WRITE_KEYS:
                 when = _time(e.get(key))
                 if when is not None and (best is None or when > best[0]):

@@ -1,0 +1,253 @@
+"""What an index rebuild keeps of every parsed item file (its id, its place, its index line), in a temporary SQLite
+file instead of memory: verify and the rebuild stream through a store of any size in bounded memory.
+
+A store whose index order can be written as bytes (``ItemCollection.sort_bytes``) has its index compared with the
+file on disk and written again in that order from the table, line by line; any other store (a few items) gets its
+entries as a list, ordered and compared as before.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ._errors import FileProblemError
+from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, _valid_entry, entry_lines, format_entry
+from ._item_read import same_path, stat_key
+
+_SCHEMA = """
+CREATE TABLE items (path TEXT PRIMARY KEY, k1 INTEGER, k2 INTEGER, k3 INTEGER, id TEXT NOT NULL, expected TEXT,
+                    canonical INTEGER NOT NULL, sort BLOB, line BLOB, seq INTEGER NOT NULL, gen INTEGER NOT NULL);
+CREATE INDEX items_id ON items (id, seq);
+CREATE TABLE cur (sort BLOB NOT NULL, line BLOB NOT NULL);
+CREATE TABLE marks (id TEXT PRIMARY KEY, path TEXT NOT NULL, changes TEXT NOT NULL);
+"""
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_BUFFER = 1 << 20
+
+
+def order_bytes(*parts: int | str | datetime) -> bytes:
+    """A tuple of ints, texts and aware datetimes as bytes that sort (bytewise) as the tuple sorts."""
+    out = bytearray()
+    for part in parts:
+        if isinstance(part, datetime):
+            part = (part - _EPOCH) // timedelta(microseconds=1)
+        if isinstance(part, int):
+            digits = str(abs(part))
+            if part >= 0:
+                out += b"\x02" + f"{len(digits):05d}{digits}".encode("ascii")
+            else:  # more digits, then larger digits, sort first
+                flipped = digits.translate(str.maketrans("0123456789", "9876543210"))
+                out += b"\x01" + f"{99999 - len(digits):05d}{flipped}".encode("ascii")
+        else:
+            # UTF-8 bytes sort as the code points do; a NUL inside is escaped above the separator.
+            out += str(part).encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\x02")
+        out += b"\x00\x01"
+    return bytes(out)
+
+
+class DigestTable:
+    """One row per readable item file: path, stat key, id, where a file of that id would lie, index line, order.
+
+    ``entry_of`` gives a record's index line (None: not indexable); ``expected_of`` where its file should lie
+    (ValueError: its id gives no place); ``sort_of`` an entry's order as bytes (None: the store has no such order);
+    ``rel`` the path an index line names.
+    """
+
+    def __init__(self, *, entry_of: Callable[[Any], dict[str, Any] | None], expected_of: Callable[[Any], Path],
+                 sort_of: Callable[[dict[str, Any]], bytes | None], rel: Callable[[Path], str]) -> None:
+        self._entry_of, self._expected_of, self._sort_of, self._rel = entry_of, expected_of, sort_of, rel
+        # "": a private temporary file that SQLite deletes on close; its page cache is what stays in memory.
+        self._db = sqlite3.connect("", isolation_level=None)
+        self._db.execute("PRAGMA cache_size = -2048")
+        self._db.executescript(_SCHEMA)
+        self._db.execute("BEGIN")
+        self._seq = 0
+        self._gen = 0
+        self.sortable = True
+        """Whether every indexable row has its order as bytes (then the index is streamed)."""
+
+    def close(self) -> None:
+        """Drop the table (its file goes with it)."""
+        self._db.close()
+
+    def add(self, path: Path, key: tuple[int, int, int] | None, record: Any) -> None:
+        """Keep what the rebuild and the name check need of one parsed item file (replacing its earlier row)."""
+        try:
+            where: Path | None = Path(self._expected_of(record))
+        except ValueError:
+            where = None
+        entry = self._entry_of(record)
+        line = sort = None
+        if entry is not None:
+            full = {**entry, "path": self._rel(path)}
+            line = format_entry(full).encode("utf-8", "surrogatepass")
+            sort = self._sort_of(full)
+            if sort is None:
+                self.sortable = False
+        self._seq += 1
+        k1, k2, k3 = key if key is not None else (None, None, None)
+        self._db.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (str(path), k1, k2, k3, str(record.id), None if where is None else str(where),
+                          int(where is not None and same_path(where, path)), sort, line, self._seq, self._gen))
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM items").fetchone()[0])
+
+    # -- verify's marks -----------------------------------------------------------
+
+    def mark(self, item_id: str, path: Path, changes: dict[str, Any]) -> None:
+        """Keep the lifecycle marks verify decided for an item (a later file holding the id replaces them)."""
+        self._db.execute("INSERT INTO marks VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET path = excluded.path, "
+                         "changes = excluded.changes", (item_id, str(path), json.dumps(changes)))
+
+    def marks(self) -> Marks:
+        """The marks kept, by id, in the order first marked (read from the table as they are used)."""
+        return Marks(self._db)
+
+    # -- the name check ---------------------------------------------------------
+
+    def odd_ids(self) -> list[str]:
+        """The ids held by a file not named after them (a copy, a rename), in the order their first file was parsed."""
+        return [i for (i,) in self._db.execute(
+            "SELECT id FROM items WHERE id IN (SELECT id FROM items WHERE canonical = 0 AND expected IS NOT NULL) "
+            "GROUP BY id ORDER BY min(seq)")]
+
+    def files_of(self, item_id: str) -> list[tuple[Path, Path | None]]:
+        """(path, where a file of its id would lie) of each file holding this id, in the order parsed."""
+        return [(Path(p), None if e is None else Path(e)) for p, e in self._db.execute(
+            "SELECT path, expected FROM items WHERE id = ? ORDER BY seq", (item_id,))]
+
+    # -- the rebuild ------------------------------------------------------------
+
+    def refresh(self, current: Iterable[Path], load: Callable[[Path], Any]) -> None:
+        """Bring the rows in step with the item files present now: an unchanged file (same stat key) keeps its row,
+        a changed or new one is loaded again (one that no longer loads is left out), a gone one is dropped.
+
+        Called again under the collection lock, so an item written between a first, lock-free pass and the index
+        rewrite is never left out, and nothing unchanged is parsed twice."""
+        self._gen += 1
+        self._seq = 0  # the rows take the order of ``current``, as the files present now are listed
+        db = self._db
+        for p in current:
+            key = stat_key(p)  # taken before the load: a change during it shows as a new key next time
+            row = db.execute("SELECT k1, k2, k3 FROM items WHERE path = ?", (str(p),)).fetchone()
+            if row is not None and key is not None and tuple(row) == key:
+                self._seq += 1
+                db.execute("UPDATE items SET gen = ?, seq = ? WHERE path = ?", (self._gen, self._seq, str(p)))
+                continue
+            try:
+                record = load(p)
+            except (FileProblemError, OSError):
+                continue
+            self.add(p, key, record)
+        db.execute("DELETE FROM items WHERE gen != ?", (self._gen,))
+
+    def _chosen_sql(self, order: str) -> str:
+        # One line per id: the file named after it first, else the first parsed (as entries_by_file chooses).
+        return ("SELECT line FROM (SELECT line, sort, seq, row_number() OVER (PARTITION BY id ORDER BY canonical DESC, "
+                f"seq) AS n FROM items WHERE line IS NOT NULL) WHERE n = 1 ORDER BY {order}")
+
+    def chosen_entries(self) -> list[dict[str, Any]]:
+        """One index entry per id, in the order parsed (the caller orders them)."""
+        return [json.loads(line[2:]) for (line,) in self._db.execute(self._chosen_sql("seq"))]
+
+    def chosen_lines(self) -> Iterator[bytes]:
+        """The index lines, one per id, in the index's order (``sortable`` tables only)."""
+        for (line,) in self._db.execute(self._chosen_sql("sort, seq")):
+            yield bytes(line)
+
+    def every_entry(self) -> Iterator[dict[str, Any]]:
+        """Every indexable file's entry (a second file holding an id included), in the order parsed."""
+        for (line,) in self._db.execute("SELECT line FROM items WHERE line IS NOT NULL ORDER BY seq"):
+            yield json.loads(line[2:])
+
+    def same_as_index(self, index: IndexFile, sort_of: Callable[[dict[str, Any]], bytes | None]) -> bool | None:
+        """Whether the index file holds these lines' entries, in any order (its entries equal as values); None when
+        the file is not one JSON entry per line after its header (then it is read whole)."""
+        db = self._db
+        db.execute("DELETE FROM cur")
+        try:
+            with entry_lines(index.path) as lines:
+                if lines is None:
+                    return False  # no index file
+                for raw in lines:
+                    entry = json.loads(raw[2:])
+                    if not _valid_entry(entry):
+                        return None
+                    sort = sort_of(entry)
+                    if sort is None:
+                        return None
+                    db.execute("INSERT INTO cur VALUES (?, ?)", (sort, raw))
+        except (ValueError, NotOneLinePerEntry):
+            return None
+        new = db.execute(self._chosen_sql("sort, seq"))
+        old = self._db.cursor().execute("SELECT line FROM cur ORDER BY sort, rowid")
+        while True:
+            a, b = new.fetchone(), old.fetchone()
+            if a is None or b is None:
+                return a is None and b is None
+            if a[0] != b[0] and json.loads(a[0][2:]) != json.loads(b[0][2:]):
+                return False
+
+    def write_index(self, index: IndexFile) -> None:
+        """Write the index file from the table, line by line (the caller holds the collection lock)."""
+
+        def chunks() -> Iterator[bytes]:
+            buf = bytearray(INDEX_HEADER.encode("utf-8"))
+            for line in self.chosen_lines():
+                buf += line
+                buf += b"\n"
+                if len(buf) >= _BUFFER:
+                    yield bytes(buf)
+                    buf.clear()
+            yield bytes(buf)
+
+        index.write_chunks(chunks())
+
+
+def index_problems(index: IndexFile) -> list[FileProblemError]:
+    """The problems of an index file (``IndexFile.read``'s), found by reading it line by line when it is one JSON
+    entry per line (then it has none, and nothing is kept of it); any other file is read whole."""
+    try:
+        with entry_lines(index.path) as lines:
+            for raw in lines or ():
+                if not _valid_entry(json.loads(raw[2:])):
+                    raise NotOneLinePerEntry()
+        return []
+    except (ValueError, NotOneLinePerEntry):
+        return index.read().problems
+
+
+class Marks(Mapping[str, dict[str, Any]]):
+    """Verify's lifecycle marks (id -> field -> value) as kept in a ``DigestTable``: read row by row, never held."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __getitem__(self, item_id: str) -> dict[str, Any]:
+        row = self._db.execute("SELECT changes FROM marks WHERE id = ?", (item_id,)).fetchone()
+        if row is None:
+            raise KeyError(item_id)
+        return dict(json.loads(row[0]))
+
+    def __iter__(self) -> Iterator[str]:
+        for (item_id,) in self._db.execute("SELECT id FROM marks ORDER BY rowid"):
+            yield item_id
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM marks").fetchone()[0])
+
+    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[override]
+        """(id, marks) in the order first marked, read row by row."""
+        for item_id, changes in self._db.execute("SELECT id, changes FROM marks ORDER BY rowid"):
+            yield item_id, dict(json.loads(changes))
+
+    def path_of(self, item_id: str) -> Path | None:
+        """The file an item's marks were decided on."""
+        row = self._db.execute("SELECT path FROM marks WHERE id = ?", (item_id,)).fetchone()
+        return None if row is None else Path(row[0])
