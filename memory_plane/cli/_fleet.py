@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import EXIT_OK, open_plane, print_json
+from ._common import EXIT_OK, open_plane, positive_int, print_json
 
 
 def add_fleet_command(command: Any, actions: Any) -> None:
@@ -24,29 +24,19 @@ def add_fleet_command(command: Any, actions: Any) -> None:
     a.add_argument("src", metavar="SRC", help="the fleet folder or URL the phones export to")
     a.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb", help="the SQL engine (default duckdb)")
     a.add_argument("--master", help="spark: the master URL (default local[2]; the workers must see SRC's files)")
-    a.add_argument("--min-devices", type=_min_devices, default=2,
+    a.add_argument("--min-devices", type=positive_int, default=2,
                    help="count lessons verified on at least N devices (default 2)")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a = acts("pack", "write PACK: the lessons active and verified on at least N devices, none forgotten on any")
     a.add_argument("src", metavar="SRC", help="the fleet folder or URL")
     a.add_argument("pack", metavar="PACK", help="the pack file to write (a path or an fsspec URL)")
-    a.add_argument("--min-devices", type=_min_devices, default=2, help="devices a lesson must hold on (default 2)")
+    a.add_argument("--min-devices", type=positive_int, default=2, help="devices a lesson must hold on (default 2)")
     a.add_argument("--json", action="store_true", help="print what the pack holds as JSON")
     a = acts("pull", "add a pack's lessons to this tree as lessons from the fleet (pulling twice changes nothing)")
     a.add_argument("pack", metavar="PACK", help="the pack file (a path or an fsspec URL)")
     a.add_argument("--device", help="the device id the lessons are for (default: the tree's one device)")
     a.add_argument("--json", action="store_true", help="print what was added and left out as JSON")
     s.set_defaults(func=cmd_fleet)
-
-
-def _min_devices(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
