@@ -88,8 +88,8 @@ def field_words(value: Any) -> list[str]:
 
 def field_num(value: Any, default: float) -> float:
     """A finite number from an entry field, else the default."""
-    if isinstance(value, bool):
-        return default
+    if value is None or isinstance(value, bool):
+        return default  # (an absent field is the common case: no exception raised and caught for it)
     try:
         x = float(value)
     except (TypeError, ValueError):

@@ -102,7 +102,7 @@ def test_rules_found_by_their_words_are_the_first_rule_a_pass_over_all_finds(now
     now_rules = [(f"n{k}", stance(t)) for k, t in enumerate(now)]
     plan_rules = [(f"p{k}", stance(t)) for k, t in enumerate(planned)]
     skip = frozenset(f"p{k}" for k in apart)
-    said = RulesSaid(now_rules, RulesSaid(plan_rules), skip)
+    said = RulesSaid.of(now_rules, RulesSaid.of(plan_rules), skip)
     mine = stance(memory)
     in_turn = [rid for rid, rule in [*now_rules, *(r for r in plan_rules if r[0] not in skip)] if overrules(rule, mine)]
     assert said.overruling(mine) == (in_turn[0] if in_turn else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -18,7 +19,7 @@ from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, Procedure, t
 from memory_plane.episodes import TaskEpisodeStore, is_system_screen
 from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, field_text, is_safe_id, safe_join
 
-from .._contradiction import stance
+from .._contradiction import Stance, stance
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
 from .._long_term import USER_WORD_TYPES, LongTermStore
 from .._retrieve_types import MemoryHit, MemoryRetrieveRequest, RoleMemoryContext
@@ -320,15 +321,16 @@ class Retriever:
     def _rules_said(users: list[_Cand], planned: PlanShare | None) -> RulesSaid:
         """The stances of the user's rules and preferences that apply to the goal: the few judged now, and the
         plan's (worked out once per plan, not on every retrieve)."""
-        now = [(str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i]))) for c in users]
+        def stances(cands: list[_Cand]) -> Callable[[], list[tuple[str, Stance]]]:
+            return lambda: [(str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i]))) for c in cands]
+
         if planned is None:
-            return RulesSaid(now, None, frozenset())
+            return RulesSaid(len(users), stances(users))
         plan = planned.plan
         if plan.said is None:
-            plan.said = RulesSaid([(str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i])))
-                                   for c in plan.users], None, frozenset())
-        apart = frozenset(str(c.src.entries[c.i].get("id")) for c in plan.users if c.i in planned.apart)
-        return RulesSaid(now, plan.said, apart)
+            plan.said = RulesSaid(len(plan.users), stances(plan.users))
+        return RulesSaid(len(users), stances(users), plan.said, lambda: frozenset(
+            str(c.src.entries[c.i].get("id")) for c in plan.users if c.i in planned.apart))
 
     @staticmethod
     def _overruled(c: _Cand, said: RulesSaid) -> tuple[str, str] | None:
