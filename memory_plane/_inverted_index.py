@@ -5,13 +5,17 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
 
 from ._tokens import TOKEN_PATTERN, gram_length, grams, token_parts, token_set
 
 _second = itemgetter(1)
+
+
+def _overlap_first(item: tuple[int, float]) -> tuple[float, int]:
+    return (-item[1], item[0])
 
 
 def _first_len(pair: tuple[list[int], float]) -> int:
@@ -33,6 +37,8 @@ class InvertedIndex:
         # IDF per token while the document count stays (every change of the postings adds documents).
         self._idf: dict[str, float] = {}
         self._idf_at = 0
+        # token -> (how many of its postings are in the set, the set): common words a search asks about
+        self._sets: dict[str, tuple[int, set[int]]] = {}
 
     @classmethod
     def from_postings(cls, postings: dict[str, list[int]], texts: Sequence[str]) -> InvertedIndex:
@@ -225,14 +231,54 @@ class InvertedIndex:
                     if i in acc:
                         acc[i] += w
             else:
+                holds = self._posting_set(t, plist)
                 for i in acc:
-                    if t in self.doc(i):
+                    if i in holds:
                         acc[i] += w
         k = limit * 3
         pool = sorted(acc.items(), key=_second, reverse=True)[:k]
         scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
         scored.sort(key=_second, reverse=True)
         return scored[:limit]
+
+    def pool(self, query: frozenset[str], size: int, floor: float, within: Container[int]) -> list[int]:
+        """The documents of ``within`` that a query token not weak under ``floor`` reaches: at most ``size`` of
+        them, those sharing the most IDF weight with the query (as ``search`` pools its documents; ties by
+        number), without measuring their similarity."""
+        if not query:
+            return []
+        weak = self.weak_tokens(query, floor)
+        weights = {t: self.weight(t) for t in sorted(query)}
+        postings = self.postings
+        acc: dict[int, float] = {}
+        get = acc.get
+        for t in sorted(query - weak):
+            w = weights[t]
+            for i in postings.get(t, ()):
+                if i in within:
+                    acc[i] = get(i, 0.0) + w
+        if len(acc) <= size:
+            return sorted(acc)
+        for t in sorted(weak):
+            plist = postings.get(t)
+            if plist:
+                holds, w = self._posting_set(t, plist), weights[t]
+                for i in acc:
+                    if i in holds:
+                        acc[i] += w
+        return sorted(i for i, _ in heapq.nsmallest(size, acc.items(), key=_overlap_first))
+
+    def _posting_set(self, token: str, plist: list[int]) -> set[int]:
+        """The documents of a token's postings as a set, kept in step with its list (which only grows): whether a
+        document holds a common word is then asked without tokenising the document."""
+        known = self._sets.get(token)
+        if known is None:
+            known = self._sets[token] = (0, set())
+        done, holds = known
+        if done < len(plist):
+            holds.update(plist[done:])
+            self._sets[token] = (len(plist), holds)
+        return holds
 
     def weights(self, query: frozenset[str]) -> dict[str, float]:
         """IDF weight of each query token (compute once per query)."""

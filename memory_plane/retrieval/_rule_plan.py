@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ._budget import rank_key
 from ._candidates import Cand, Settled, Verdict
 from ._generation import EnvView
 from ._goal_match import Query
@@ -30,6 +31,7 @@ class RulePlan:
     def __init__(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> None:
         self.rules = rules
         self.n_always = len(src.gen.always)
+        self.always = frozenset(src.gen.always)  # what a goal's words reaching an entry is asked of
         self.said: RulesSaid | None = None  # the stances of its users, once a retrieve asked (see _rules_said)
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
@@ -59,6 +61,13 @@ class RulePlan:
         self.all_text = "\n".join(text for _, text in self.texts)
         self.users = sorted(users, key=rules.order)
         self.user_idx = frozenset(c.i for c in users)
+        # Each section's picks best first, sorted once: a retrieve walks only as far as its cap reaches (a
+        # device's profiles are picks of every goal, thousands of them in a large store).
+        self.ranked: dict[str, list[Cand]] = {}
+        for section, cand in self.picks:
+            self.ranked.setdefault(section, []).append(cand)
+        for cands in self.ranked.values():
+            cands.sort(key=rank_key)
 
     def holds(self, src: Source, rules: GoalRules) -> bool:
         """Whether the plan is still what its generation (entries appended since?) and the goal's rules make it."""
@@ -92,10 +101,11 @@ class PlanShare:
                 counts[call.reason] -= 1
         return {k: n for k, n in counts.items() if n}
 
-    def picks(self) -> Iterator[Verdict]:
-        """The replayed verdicts of the other sections."""
+    def ranked(self) -> dict[str, Iterator[Cand]]:
+        """The replayed verdicts of the other sections, each section's best first (``rank_key``)."""
         apart = self.apart
-        return (p for p in self.plan.picks if p[1].i not in apart) if apart else iter(self.plan.picks)
+        return {section: ((c for c in cands if c.i not in apart) if apart else iter(cands))
+                for section, cands in self.plan.ranked.items()}
 
     def users(self) -> Iterator[Cand]:
         """The replayed rules and preferences that apply, in their order in the block."""

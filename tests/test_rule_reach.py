@@ -1,0 +1,131 @@
+"""A goal's words may reach thousands of the user's rules in a large store: only the search's pool of the closest
+(most shared word weight) are measured and ranked by their match; the others rank as rules no word reaches.
+
+It reaches inside `_inverted_index` for the pool, asked directly, and counts the long-term memories a retrieve
+judges one by one (the work that grew with the store).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_plane import MemoryPlane
+from memory_plane._inverted_index import InvertedIndex
+from memory_plane._tokens import token_set
+from memory_plane.lifecycle import init_tree
+from memory_plane.retrieval import RetrieveConfig
+from memory_plane.retrieval._scoring import Scorer
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"]
+
+
+def _reference_pool(inv: InvertedIndex, q: frozenset[str], size: int, floor: float, within: set[int]) -> list[int]:
+    """The pool as its definition says: documents of ``within`` holding a token that is not weak, the ``size``
+    with the most shared IDF weight (every query token they hold), ties by number."""
+    weak = inv.weak_tokens(q, floor)
+    shared = {i: math.fsum(inv.weight(t) for t in q & inv.doc(i)) for i in within if (q - weak) & inv.doc(i)}
+    if len(shared) <= size:
+        return sorted(shared)
+    best = sorted(shared.items(), key=lambda kv: (-kv[1], kv[0]))[:size]
+    return sorted(i for i, _ in best)
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=40),
+       more=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), max_size=10),
+       query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+       size=st.integers(min_value=1, max_value=12),
+       floor=st.sampled_from([0.0, 0.001, 0.01, 0.1, 0.3]),
+       within_mod=st.integers(min_value=1, max_value=3))
+def test_the_pool_is_the_most_shared_weight_of_the_reached(docs: list[list[str]], more: list[list[str]],
+                                                           query: list[str], size: int, floor: float,
+                                                           within_mod: int) -> None:
+    inv = InvertedIndex.build(" ".join(d) for d in docs)
+    q = token_set(" ".join(query))
+    within = {i for i in range(len(docs)) if i % within_mod == 0}
+    first = inv.pool(q, size, floor, within)
+    got, want = first, _reference_pool(inv, q, size, floor, within)
+    # Sums in another order may differ in the last bit: a tie at the cut may then fall either way.
+    assert len(got) == len(want)
+    assert set(got) == set(want) or _same_weights(inv, q, set(got) ^ set(want))
+    # Documents appended later are pooled too (the common words' document sets follow their postings).
+    inv.add_many(" ".join(d) for d in more)
+    within |= {i for i in range(len(docs), len(docs) + len(more)) if i % within_mod == 0}
+    got, want = inv.pool(q, size, floor, within), _reference_pool(inv, q, size, floor, within)
+    assert len(got) == len(want)
+    assert set(got) == set(want) or _same_weights(inv, q, set(got) ^ set(want))
+
+
+def _same_weights(inv: InvertedIndex, q: frozenset[str], docs: set[int]) -> bool:
+    weights = {round(math.fsum(inv.weight(t) for t in q & inv.doc(i)), 9) for i in docs}
+    return len(weights) == 1
+
+
+def _plane_with_rules(root: Path, n: int, search_limit: int) -> MemoryPlane:
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for k in range(n):
+        # Every rule holds the goal's word "harbour"; the shorter ones match it more closely.
+        plane.long_term.save_memory(type="rule", content=f"harbour rule {k}" + " with a longer tail" * (k % 4))
+    for k in range(n):
+        plane.long_term.save_memory(type="fact", content=f"the depot note {k} for the warehouse")
+    plane.close()
+    return MemoryPlane.open(root, retrieve_config=RetrieveConfig(search_limit=search_limit))
+
+
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The long-term entries a retrieve judges one by one with a word match (not replayed from the rule plan)."""
+    seen: list[int] = []
+    real = Scorer.judge_long_term
+
+    def spy(self: Scorer, src, i, sim, ctx, drop, facts=None):  # type: ignore[no-untyped-def]
+        if sim > 0:
+            seen.append(i)
+        return real(self, src, i, sim, ctx, drop, facts)
+
+    monkeypatch.setattr(Scorer, "judge_long_term", spy)
+    return seen
+
+
+def test_a_retrieve_measures_only_the_pool_of_the_rules_its_words_reach(tmp_path: Path, judged: list[int]) -> None:
+    plane = _plane_with_rules(tmp_path / "m", 80, search_limit=4)
+    plane.retrieve("check the harbour")  # the rule plan is made (every rule once, at no word match)
+    judged.clear()
+    block = plane.retrieve("the harbour gate").render()
+    plane.close()
+    # 80 rules hold "harbour"; the pool is three times the search limit.
+    assert 0 < len(set(judged)) <= 3 * 4
+    assert block.count("type=rule") > 0
+
+
+def test_explain_ranks_the_rules_as_a_retrieve_does(tmp_path: Path) -> None:
+    """``--explain`` judges every rule itself; it shows the same rules in the same order as the plan's replay."""
+    plane = _plane_with_rules(tmp_path / "m", 80, search_limit=4)
+    plane.retrieve("check the harbour")
+    fast = plane.retrieve("the harbour gate").render()
+    slow = plane.explain("the harbour gate").render()
+    plane.close()
+
+    def rules(block: str) -> list[str]:
+        return [line for line in block.splitlines() if "type=rule" in line]
+
+    assert rules(fast) and rules(fast) == rules(slow)
+
+
+def test_the_closest_reached_rule_leads(tmp_path: Path) -> None:
+    """Within the pool the closer match ranks first: a rule sharing two of the goal's rarer words leads the rules
+    sharing one, however many of those there are."""
+    plane = _plane_with_rules(tmp_path / "m", 80, search_limit=4)
+    plane.long_term.save_memory(type="rule", content="harbour gate needs the blue pass")
+    plane.close()
+    plane = MemoryPlane.open(tmp_path / "m", retrieve_config=RetrieveConfig(search_limit=4))
+    block = plane.retrieve("the harbour gate").render()
+    plane.close()
+    shown = [line for line in block.splitlines() if "type=rule" in line]
+    assert "blue pass" in shown[0]
