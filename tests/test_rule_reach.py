@@ -1,5 +1,7 @@
-"""A goal's words may reach thousands of the user's rules in a large store: only the search's pool of the closest
-(most shared word weight) are measured and ranked by their match; the others rank as rules no word reaches.
+"""The user's rules at scale. A goal's words may reach thousands of rules in a large store: only the search's
+pool of the closest (most shared word weight) are measured and ranked by their match; the others rank as rules
+no word reaches. Their verdicts at no word match are worked out once per index, not once per environment, when
+no rule names an environment.
 
 It reaches inside `_inverted_index` for the pool, asked directly, and counts the long-term memories a retrieve
 judges one by one (the work that grew with the store).
@@ -16,9 +18,11 @@ from hypothesis import strategies as st
 
 from memory_plane import MemoryPlane
 from memory_plane._inverted_index import InvertedIndex
+from memory_plane._retrieve_types import CurrentEnvironmentHints, MemoryRetrieveRequest
 from memory_plane._tokens import token_set
 from memory_plane.lifecycle import init_tree
 from memory_plane.retrieval import RetrieveConfig
+from memory_plane.retrieval._rule_plan import RulePlan
 from memory_plane.retrieval._scoring import Scorer
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"]
@@ -129,3 +133,75 @@ def test_the_closest_reached_rule_leads(tmp_path: Path) -> None:
     plane.close()
     shown = [line for line in block.splitlines() if "type=rule" in line]
     assert "blue pass" in shown[0]
+
+
+def _settles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The always-recalled entries settled one by one (judged at no word match for a view)."""
+    seen: list[int] = []
+    real = Scorer._settle
+
+    def spy(self: Scorer, src, i, ctx, facts):  # type: ignore[no-untyped-def]
+        seen.append(i)
+        return real(self, src, i, ctx, facts)
+
+    monkeypatch.setattr(Scorer, "_settle", spy)
+    return seen
+
+
+def test_another_environment_settles_only_the_rules_that_name_one(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A goal in another language or app is another view of the rules: those of no environment keep their verdict
+    (settled once per index), only a rule whose applicability names an environment is judged for it anew; the
+    blocks are those a fresh process makes."""
+    root = tmp_path / "m"
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for k in range(6):
+        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}")
+    plane.long_term.save_memory(type="rule", content="in Chinese menus pick 简体", applicability={"language": "zh-CN"})
+    plane.long_term.save_memory(type="preference", content="dark theme please", applicability={"language": "en-US"})
+    plane.close()
+    settles = _settles(monkeypatch)
+    plane = MemoryPlane.open(root)
+    hints = [CurrentEnvironmentHints(language=lang) for lang in ("en-US", "zh-CN", "fr-FR")]
+    blocks = []
+    for n, h in enumerate(hints):
+        settles.clear()
+        blocks.append(plane.retrieve(MemoryRetrieveRequest(input="file the receipts", current_hints=h)).render())
+        if n == 0:
+            assert len(settles) == 8
+        else:
+            assert len(settles) <= 2, "only the rules naming an environment are settled again"
+    plane.close()
+    for h, block in zip(hints, blocks):
+        fresh = MemoryPlane.open(root)
+        assert fresh.retrieve(MemoryRetrieveRequest(input="file the receipts", current_hints=h)).render() == block
+        fresh.close()
+    assert "简体" in blocks[1]
+    assert "简体" not in blocks[0]
+    assert "dark theme" in blocks[0]
+    assert "dark theme" not in blocks[2]
+
+
+def test_one_rule_plan_serves_every_environment_when_no_rule_names_one(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "m"
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for k in range(30):
+        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}")
+    plane.close()
+    made: list[object] = []
+    real = RulePlan.__init__
+
+    def spy(self: RulePlan, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(self)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RulePlan, "__init__", spy)
+    plane = MemoryPlane.open(root)
+    for lang in ("en-US", "zh-CN", "fr-FR", "en-US"):
+        plane.retrieve(MemoryRetrieveRequest(input="file the receipts",
+                                             current_hints=CurrentEnvironmentHints(language=lang)))
+    plane.close()
+    assert len(made) == 1

@@ -15,7 +15,7 @@ _OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the
 FLEET_PENALTY = 0.2  # a lesson pulled from the fleet that has not yet worked on this phone
 UNVERIFIED_PENALTY = 0.5  # a memory its own success did not show done (outcome doubt) weighs as one without evidence
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
-_NO_ENV: tuple[str | None, ...] = (None,) * len(ENV_KEYS)
+NO_ENV: tuple[str | None, ...] = (None,) * len(ENV_KEYS)
 
 
 class Feat(NamedTuple):
@@ -48,7 +48,7 @@ def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
     if not isinstance(appl, dict):
         appl = {}
     if not appl and not any(k in e for k in _OWN_KEYS):
-        return _NO_ENV  # a memory of no environment (most long-term memories): nothing to look up
+        return NO_ENV  # a memory of no environment (most long-term memories): nothing to look up
     out = []
     for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
         v = None

@@ -119,5 +119,14 @@ def rule_plan(scorer: Scorer, src: Source, view: EnvView, ctx: Query, rules: Goa
     plan = view.plans.get(rules.goal_apps)
     if plan is None or not plan.holds(src, rules):
         scorer.settle_always(src, view, ctx)
-        plan = view.plans[rules.goal_apps] = RulePlan(src, view.settled, rules)
+        gen = src.gen
+        if len(gen.settled_free) == len(gen.always):
+            # No rule names an environment: every view settles them alike, and one plan serves them all.
+            plan = gen.free_plan(rules.goal_apps)
+            if plan is None or not plan.holds(src, rules):
+                plan = RulePlan(src, view.settled, rules)
+                gen.keep_free_plan(rules.goal_apps, plan)
+        else:
+            plan = RulePlan(src, view.settled, rules)
+        view.plans[rules.goal_apps] = plan
     return plan
