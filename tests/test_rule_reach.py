@@ -205,3 +205,70 @@ def test_one_rule_plan_serves_every_environment_when_no_rule_names_one(tmp_path:
                                              current_hints=CurrentEnvironmentHints(language=lang)))
     plane.close()
     assert len(made) == 1
+
+
+_SAVES = st.lists(st.tuples(st.sampled_from(["rule", "preference", "profile", "fact"]),
+                            st.sampled_from(["receipts", "harbour gate", "WeChat payments", "backup", "简体 menus"]),
+                            st.sampled_from([None, 60, 95]),
+                            st.sampled_from([None, {"language": "zh-CN"}, {"language": "en-US"}])),
+                  min_size=1, max_size=6)
+
+
+def _drop_plans(plane: MemoryPlane) -> None:
+    """Forget every rule plan the process made (the next retrieve makes them again over every rule)."""
+    gen = plane._retriever._lt_source.gen
+    gen.free_plans.clear()
+    for view in gen._views.values():
+        view.plans.clear()
+
+
+@settings(max_examples=12, deadline=None)
+@given(saves=_SAVES, lang=st.sampled_from([None, "en-US", "zh-CN"]))
+def test_a_rule_saved_in_a_running_process_is_placed_as_the_whole_plan_made_again_places_it(
+        tmp_path_factory: pytest.TempPathFactory, saves: list[tuple[str, str, int | None, dict[str, str] | None]],
+        lang: str | None) -> None:
+    """The rule plan takes in what a save appends instead of being made again over every rule: the blocks are
+    those of a plan made again, for goals with and without an app, in the request's language."""
+    root = tmp_path_factory.mktemp("m") / "m"
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for k in range(8):
+        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}", priority=70 + k)
+    plane.long_term.save_memory(type="preference", content="pay with WeChat only after asking")
+    goals = ["file the receipts", "open WeChat and pay the harbour gate"]
+    hints = CurrentEnvironmentHints(language=lang)
+
+    def blocks(p: MemoryPlane) -> list[str]:
+        return [p.retrieve(MemoryRetrieveRequest(input=g, current_hints=hints)).render() for g in goals]
+
+    blocks(plane)  # the plans are made
+    for n, (kind, subject, priority, appl) in enumerate(saves):
+        plane.long_term.save_memory(type=kind, content=f"{subject} note {n}: check twice", priority=priority,
+                                    applicability=appl)
+        extended = blocks(plane)
+        _drop_plans(plane)
+        assert blocks(plane) == extended
+    plane.close()
+
+
+def test_a_saved_rule_does_not_make_the_plan_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "m"
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for k in range(30):
+        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}")
+    made: list[object] = []
+    real = RulePlan.__init__
+
+    def spy(self: RulePlan, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(self)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RulePlan, "__init__", spy)
+    plane.retrieve("file the receipts")
+    plane.long_term.save_memory(type="rule", content="receipts go to the blue folder", priority=99)
+    block = plane.retrieve("file the receipts").render()
+    plane.close()
+    assert len(made) == 1
+    rules = [line for line in block.splitlines() if "type=rule" in line]
+    assert "blue folder" in rules[0]
