@@ -39,6 +39,8 @@ class InvertedIndex:
         self._idf_at = 0
         # token -> (how many of its postings are in the set, the set): common words a search asks about
         self._sets: dict[str, tuple[int, set[int]]] = {}
+        # (query, weak tokens, documents) -> each reached document's shared weight: the last one asked (_overlap)
+        self._last_overlap: tuple[tuple[frozenset[str], frozenset[str], int], dict[int, float]] | None = None
 
     @classmethod
     def from_postings(cls, postings: dict[str, list[int]], texts: Sequence[str]) -> InvertedIndex:
@@ -212,6 +214,26 @@ class InvertedIndex:
         """``search`` over the documents a token not in ``weak`` reaches, scored on every token they share."""
         weights = {t: self.weight(t) for t in sorted(query)}
         total = math.fsum(weights.values())
+        acc = self._overlap(query, weak, weights)
+        if not acc or total <= 0:
+            return []
+        k = limit * 3
+        # The same list either way (nlargest is the sorted prefix, ties in order): a heap once the documents
+        # outnumber the pool many times over.
+        pool = (sorted(acc.items(), key=_second, reverse=True)[:k] if len(acc) <= 16 * k
+                else heapq.nlargest(k, acc.items(), key=_second))
+        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
+        scored.sort(key=_second, reverse=True)
+        return scored[:limit]
+
+    def _overlap(self, query: frozenset[str], weak: frozenset[str], weights: dict[str, float]) -> dict[int, float]:
+        """Each document a token not in ``weak`` reaches, with the IDF weight it shares with the query (the strong
+        tokens' then the weak ones', each in sorted order). The last one is kept while the documents stay: a
+        retrieve asks it twice (the search, and the pool of the user's rules)."""
+        key = (query, weak, len(self.docs))
+        last = self._last_overlap
+        if last is not None and last[0] == key:
+            return last[1]
         postings = self.postings
         acc: dict[int, float] = {}
         get = acc.get
@@ -219,27 +241,23 @@ class InvertedIndex:
             w = weights[t]
             for i in postings.get(t, ()):
                 acc[i] = get(i, 0.0) + w
-        if not acc or total <= 0:
-            return []
-        for t in sorted(weak):
-            plist = postings.get(t)
-            if not plist:
-                continue
-            w = weights[t]
-            if len(plist) < len(acc):
-                for i in plist:
-                    if i in acc:
-                        acc[i] += w
-            else:
-                holds = self._posting_set(t, plist)
-                for i in acc:
-                    if i in holds:
-                        acc[i] += w
-        k = limit * 3
-        pool = sorted(acc.items(), key=_second, reverse=True)[:k]
-        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
-        scored.sort(key=_second, reverse=True)
-        return scored[:limit]
+        if acc:
+            for t in sorted(weak):
+                plist = postings.get(t)
+                if not plist:
+                    continue
+                w = weights[t]
+                if len(plist) < len(acc):
+                    for i in plist:
+                        if i in acc:
+                            acc[i] += w
+                else:
+                    holds = self._posting_set(t, plist)
+                    for i in acc:
+                        if i in holds:
+                            acc[i] += w
+        self._last_overlap = (key, acc)
+        return acc
 
     def pool(self, query: frozenset[str], size: int, floor: float, within: Container[int]) -> list[int]:
         """The documents of ``within`` that a query token not weak under ``floor`` reaches: at most ``size`` of
@@ -248,25 +266,11 @@ class InvertedIndex:
         if not query:
             return []
         weak = self.weak_tokens(query, floor)
-        weights = {t: self.weight(t) for t in sorted(query)}
-        postings = self.postings
-        acc: dict[int, float] = {}
-        get = acc.get
-        for t in sorted(query - weak):
-            w = weights[t]
-            for i in postings.get(t, ()):
-                if i in within:
-                    acc[i] = get(i, 0.0) + w
-        if len(acc) <= size:
-            return sorted(acc)
-        for t in sorted(weak):
-            plist = postings.get(t)
-            if plist:
-                holds, w = self._posting_set(t, plist), weights[t]
-                for i in acc:
-                    if i in holds:
-                        acc[i] += w
-        return sorted(i for i, _ in heapq.nsmallest(size, acc.items(), key=_overlap_first))
+        acc = self._overlap(query, weak, {t: self.weight(t) for t in sorted(query)})
+        mine = {i: s for i, s in acc.items() if i in within}
+        if len(mine) <= size:
+            return sorted(mine)
+        return sorted(i for i, _ in heapq.nsmallest(size, mine.items(), key=_overlap_first))
 
     def _posting_set(self, token: str, plist: list[int]) -> set[int]:
         """The documents of a token's postings as a set, kept in step with its list (which only grows): whether a
