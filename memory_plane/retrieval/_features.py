@@ -69,9 +69,24 @@ def episode_features(e: dict[str, Any]) -> Feat:
                 appl_key(e), field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
 
 
+_PLAIN_KEYS = frozenset({"id", "type", "status", "title", "summary", "source", "priority", "confidence", "tags",
+                         "entities", "created_at", "path"})
+"""The fields of a memory's index line that decide none of its features but its status and confidence."""
+
+
 def memory_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
     """The query-independent facts of one device or long-term memory's index line (``item_type``: the entry's
     type, for whether it is bound to its app; ``evidence``: whether something on disk shows it)."""
+    if e.keys() <= _PLAIN_KEYS and e.get("source") != "fleet" and (evidence or item_type not in APP_BOUND):
+        # A line of no counts, times, environment, app or doubt (most of a store's rules and facts, each read at a
+        # fresh process's first retrieve): what the general path below makes of it, without asking each field.
+        return Feat((field_str(e.get("status")) or "active").strip().lower(), None, None, NO_ENV, None,
+                    min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))), 0.5, 0.0, evidence)
+    return general_features(e, item_type, evidence)
+
+
+def general_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
+    """``memory_features`` asked of every field (what it comes to for any line)."""
     s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
     status = (field_str(e.get("status")) or "active").strip().lower()
     penalty = 0.0
