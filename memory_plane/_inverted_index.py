@@ -5,13 +5,17 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
 
 from ._tokens import TOKEN_PATTERN, gram_length, grams, token_parts, token_set
 
 _second = itemgetter(1)
+
+
+def _overlap_first(item: tuple[int, float]) -> tuple[float, int]:
+    return (-item[1], item[0])
 
 
 def _first_len(pair: tuple[list[int], float]) -> int:
@@ -33,6 +37,10 @@ class InvertedIndex:
         # IDF per token while the document count stays (every change of the postings adds documents).
         self._idf: dict[str, float] = {}
         self._idf_at = 0
+        # token -> (how many of its postings are in the set, the set): common words a search asks about
+        self._sets: dict[str, tuple[int, set[int]]] = {}
+        # (query, weak tokens, documents) -> each reached document's shared weight: the last one asked (_overlap)
+        self._last_overlap: tuple[tuple[frozenset[str], frozenset[str], int], dict[int, float]] | None = None
 
     @classmethod
     def from_postings(cls, postings: dict[str, list[int]], texts: Sequence[str]) -> InvertedIndex:
@@ -206,6 +214,26 @@ class InvertedIndex:
         """``search`` over the documents a token not in ``weak`` reaches, scored on every token they share."""
         weights = {t: self.weight(t) for t in sorted(query)}
         total = math.fsum(weights.values())
+        acc = self._overlap(query, weak, weights)
+        if not acc or total <= 0:
+            return []
+        k = limit * 3
+        # The same list either way (nlargest is the sorted prefix, ties in order): a heap once the documents
+        # outnumber the pool many times over.
+        pool = (sorted(acc.items(), key=_second, reverse=True)[:k] if len(acc) <= 16 * k
+                else heapq.nlargest(k, acc.items(), key=_second))
+        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
+        scored.sort(key=_second, reverse=True)
+        return scored[:limit]
+
+    def _overlap(self, query: frozenset[str], weak: frozenset[str], weights: dict[str, float]) -> dict[int, float]:
+        """Each document a token not in ``weak`` reaches, with the IDF weight it shares with the query (the strong
+        tokens' then the weak ones', each in sorted order). The last one is kept while the documents stay: a
+        retrieve asks it twice (the search, and the pool of the user's rules)."""
+        key = (query, weak, len(self.docs))
+        last = self._last_overlap
+        if last is not None and last[0] == key:
+            return last[1]
         postings = self.postings
         acc: dict[int, float] = {}
         get = acc.get
@@ -213,26 +241,48 @@ class InvertedIndex:
             w = weights[t]
             for i in postings.get(t, ()):
                 acc[i] = get(i, 0.0) + w
-        if not acc or total <= 0:
+        if acc:
+            for t in sorted(weak):
+                plist = postings.get(t)
+                if not plist:
+                    continue
+                w = weights[t]
+                if len(plist) < len(acc):
+                    for i in plist:
+                        if i in acc:
+                            acc[i] += w
+                else:
+                    holds = self._posting_set(t, plist)
+                    for i in acc:
+                        if i in holds:
+                            acc[i] += w
+        self._last_overlap = (key, acc)
+        return acc
+
+    def pool(self, query: frozenset[str], size: int, floor: float, within: Container[int]) -> list[int]:
+        """The documents of ``within`` that a query token not weak under ``floor`` reaches: at most ``size`` of
+        them, those sharing the most IDF weight with the query (as ``search`` pools its documents; ties by
+        number), without measuring their similarity."""
+        if not query:
             return []
-        for t in sorted(weak):
-            plist = postings.get(t)
-            if not plist:
-                continue
-            w = weights[t]
-            if len(plist) < len(acc):
-                for i in plist:
-                    if i in acc:
-                        acc[i] += w
-            else:
-                for i in acc:
-                    if t in self.doc(i):
-                        acc[i] += w
-        k = limit * 3
-        pool = sorted(acc.items(), key=_second, reverse=True)[:k]
-        scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
-        scored.sort(key=_second, reverse=True)
-        return scored[:limit]
+        weak = self.weak_tokens(query, floor)
+        acc = self._overlap(query, weak, {t: self.weight(t) for t in sorted(query)})
+        mine = {i: s for i, s in acc.items() if i in within}
+        if len(mine) <= size:
+            return sorted(mine)
+        return sorted(i for i, _ in heapq.nsmallest(size, mine.items(), key=_overlap_first))
+
+    def _posting_set(self, token: str, plist: list[int]) -> set[int]:
+        """The documents of a token's postings as a set, kept in step with its list (which only grows): whether a
+        document holds a common word is then asked without tokenising the document."""
+        known = self._sets.get(token)
+        if known is None:
+            known = self._sets[token] = (0, set())
+        done, holds = known
+        if done < len(plist):
+            holds.update(plist[done:])
+            self._sets[token] = (len(plist), holds)
+        return holds
 
     def weights(self, query: frozenset[str]) -> dict[str, float]:
         """IDF weight of each query token (compute once per query)."""

@@ -13,13 +13,17 @@ import random
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memory_plane.retrieval._postings_cache as token_cache
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+from memory_plane._inverted_index import InvertedIndex
 from memory_plane._tokens import token_set
 from memory_plane.retrieval._app_prior import AppPrior
 from tests.helpers import read_only
@@ -350,3 +354,77 @@ def test_a_source_smaller_than_the_refresh_lag_still_gets_its_file(tmp_path: Pat
     assert cache.due(40, 0) and cache.due(40, 19)
     assert not cache.due(40, 21) and not cache.due(15, 0)  # below MIN_ENTRIES: no file
     assert cache.due(10_000, 10_000 - 256) and not cache.due(10_000, 10_000 - 255)
+
+
+_WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "微信", "账单", "foxtrot", "golf", "hotel"]
+
+
+def _new_count(before: list[str], now: list[str]) -> int:
+    """How many of ``now`` are not among ``before`` (as many times as they are there)."""
+    left = Counter(before)
+    new = 0
+    for t in now:
+        if left[t] > 0:
+            left[t] -= 1
+        else:
+            new += 1
+    return new
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(" ".join), min_size=1,
+                      max_size=30),
+       out=st.sets(st.integers(0, 29), max_size=12),
+       more=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(" ".join), max_size=5),
+       order=st.randoms(use_true_random=False), shuffled=st.booleans())
+def test_a_file_of_other_documents_gives_the_postings_tokenising_gives(
+        tmp_path_factory: pytest.TempPathFactory, texts: list[str], out: set[int], more: list[str],
+        order: random.Random, shuffled: bool) -> None:
+    """A file written before documents were taken out of the index (GC), others put in and the lines put in
+    another order (a rebuild) gives exactly the postings tokenising the index now gives; or nothing."""
+    root = tmp_path_factory.mktemp("tc")
+    cache = token_cache.TokenCache(root, "long_term")
+    cache.save(InvertedIndex.build(texts), texts)
+    now = [t for k, t in enumerate(texts) if k not in out] + more
+    if shuffled:
+        order.shuffle(now)
+    found = cache.load(now)
+    new = _new_count(texts, now)
+    if 2 * new > len(now) or len(now) < token_cache.MIN_ENTRIES:
+        return  # most of them new, or too few for a file: rebuilt or not, either way
+    assert found is not None
+    n = len(found.inv.docs)
+    want = InvertedIndex.build(now[:n]).postings
+    assert found.inv.postings == want
+    if now[:len(texts)] != texts:
+        assert found.renumbered and n == len(now)
+
+
+def test_memories_removed_keep_the_persisted_postings_of_the_others(tmp_path: Path) -> None:
+    """After memories leave the index other than by a forget (a person deleted the files, verify rebuilt the
+    index; GC), a fresh process loads the other memories' postings (renumbered, not tokenised), finds what it
+    would find without the file, and writes the file again for the next one."""
+    root = tmp_path / "m"
+    with MemoryPlane.open(root) as plane:
+        ids = [plane.long_term.save_memory(type="fact", content=f"the {w} locker code is {k}").id
+               for k, w in enumerate(_WORDS * 3)]
+        plane.retrieve("the locker code")
+        plane._retriever.wait()
+    for gone in (ids[4], ids[11]):
+        (root / "long_term" / "memories" / f"{gone}.md").unlink()
+    with MemoryPlane.open(root) as plane:
+        plane.verify(fix=True)
+    with MemoryPlane.open(root) as plane:
+        block = plane.retrieve("what is the golf locker code").render()
+        src = plane._retriever._lt_source
+        assert len(src.gen.entries) == len(ids) - 2
+        assert None in src.inv.docs  # loaded, not tokenised
+        plane._retriever.wait()
+    # Renumbered on load, the file was written again as the index is now.
+    assert json.loads(gzip.decompress((root / ".cache/retrieve/long_term.json.gz").read_bytes()))["count"] == 28
+    with MemoryPlane.open(root, retrieve_config=RetrieveConfig(persist_postings=False)) as plane:
+        assert plane.retrieve("what is the golf locker code").render() == block
+    with MemoryPlane.open(root) as plane:
+        plane.retrieve("what is the golf locker code")
+        src = plane._retriever._lt_source
+        assert src.persisted == len(ids) - 2 and None in src.inv.docs  # the file as it is now, loaded

@@ -15,7 +15,7 @@ _OWN_KEYS = frozenset({"device_id", "language", "screen"})  # also read from the
 FLEET_PENALTY = 0.2  # a lesson pulled from the fleet that has not yet worked on this phone
 UNVERIFIED_PENALTY = 0.5  # a memory its own success did not show done (outcome doubt) weighs as one without evidence
 BAD_TIME = datetime.min  # marks an unparsable timestamp (treated as expired)
-_NO_ENV: tuple[str | None, ...] = (None,) * len(ENV_KEYS)
+NO_ENV: tuple[str | None, ...] = (None,) * len(ENV_KEYS)
 
 
 class Feat(NamedTuple):
@@ -48,7 +48,7 @@ def appl_key(e: dict[str, Any]) -> tuple[str | None, ...]:
     if not isinstance(appl, dict):
         appl = {}
     if not appl and not any(k in e for k in _OWN_KEYS):
-        return _NO_ENV  # a memory of no environment (most long-term memories): nothing to look up
+        return NO_ENV  # a memory of no environment (most long-term memories): nothing to look up
     out = []
     for key in ENV_KEYS:  # plain loops: this runs for every candidate of a first retrieve
         v = None
@@ -69,9 +69,24 @@ def episode_features(e: dict[str, Any]) -> Feat:
                 appl_key(e), field_str(e.get("app")), 1.0 if ok else 0.8, 1.0 if ok else 0.5, 0.0, True)
 
 
+_PLAIN_KEYS = frozenset({"id", "type", "status", "title", "summary", "source", "priority", "confidence", "tags",
+                         "entities", "created_at", "path"})
+"""The fields of a memory's index line that decide none of its features but its status and confidence."""
+
+
 def memory_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
     """The query-independent facts of one device or long-term memory's index line (``item_type``: the entry's
     type, for whether it is bound to its app; ``evidence``: whether something on disk shows it)."""
+    if e.keys() <= _PLAIN_KEYS and e.get("source") != "fleet" and (evidence or item_type not in APP_BOUND):
+        # A line of no counts, times, environment, app or doubt (most of a store's rules and facts, each read at a
+        # fresh process's first retrieve): what the general path below makes of it, without asking each field.
+        return Feat((field_str(e.get("status")) or "active").strip().lower(), None, None, NO_ENV, None,
+                    min(1.0, max(0.0, field_num(e.get("confidence", 0.5), 0.0))), 0.5, 0.0, evidence)
+    return general_features(e, item_type, evidence)
+
+
+def general_features(e: dict[str, Any], item_type: str, evidence: bool) -> Feat:
+    """``memory_features`` asked of every field (what it comes to for any line)."""
     s, f = max(0, int(field_num(e.get("success_count"), 0))), max(0, int(field_num(e.get("failure_count"), 0)))
     status = (field_str(e.get("status")) or "active").strip().lower()
     penalty = 0.0

@@ -31,6 +31,9 @@ ENV_VIEWS = 64
 """Environments whose views a generation keeps (the least recently used goes first): the environment holds the
 goal's app, and a device sees a few dozen apps in a day's use."""
 
+FREE_PLANS = 8
+"""Rule plans a generation shares between its views (see ``Generation.free_plans``)."""
+
 Env = tuple[str | None, ...]
 
 
@@ -110,6 +113,13 @@ class Generation:
         self.rule_apps: dict[int, frozenset[str]] = {}  # entry -> the apps a rule names (``RuleScope.apps``)
         self.goal_rules: dict[frozenset[str], GoalRules] = {}  # goal apps -> the rules seen from them
         self.records: dict[str, Loaded] = {}  # item file -> its record, read when it changed after the index
+        # Always-recalled entries of no environment: their verdict at similarity 0 is the same in every view, so a
+        # new environment (a goal in another app) settles only the entries whose applicability names one.
+        self.settled_free: dict[int, Settled | Literal[False]] = {}
+        self.free_at = 0  # the always-recalled entries looked at for ``settled_free`` so far
+        # Goal apps -> the rule plan, while every always-recalled entry is of no environment: the plan is then the
+        # same in every view (the least recently used goes first: a plan of a large store is megabytes).
+        self.free_plans: OrderedDict[frozenset[str], RulePlan] = OrderedDict()
         self._views: OrderedDict[Env, EnvView] = OrderedDict()
 
     def view(self, env: Env) -> EnvView:
@@ -123,6 +133,20 @@ class Generation:
         else:
             views.move_to_end(env)
         return found
+
+    def free_plan(self, goal_apps: frozenset[str]) -> RulePlan | None:
+        """The shared rule plan of ``goal_apps``, if one was made (see ``free_plans``)."""
+        plan = self.free_plans.get(goal_apps)
+        if plan is not None:
+            self.free_plans.move_to_end(goal_apps)
+        return plan
+
+    def keep_free_plan(self, goal_apps: frozenset[str], plan: RulePlan) -> None:
+        """Share ``plan`` between the views of this generation (the least recently used one goes past the cap)."""
+        self.free_plans[goal_apps] = plan
+        self.free_plans.move_to_end(goal_apps)
+        if len(self.free_plans) > FREE_PLANS:
+            self.free_plans.popitem(last=False)
 
     def record(self, path: Path | str, stat: StatKey, load: Callable[[], Any]) -> Any:
         """An item file's record, loaded again only when the file is another version than the one loaded."""

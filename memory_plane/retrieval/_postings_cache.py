@@ -4,9 +4,12 @@ Tokenising ten thousand goals is most of a fresh process's first retrieve. An in
 function of its entries' texts and the tokenizer only, so they are kept in
 ``<root>/.cache/retrieve/<source>.json.gz`` together with a digest of the texts they were made from
 and the tokenizer's fingerprint. A process that finds the same texts, or the same texts followed by
-new ones (episodes appended since), loads them and tokenises only the rest. Anything else (another
-tokenizer, an edited or rewritten index, a damaged file) makes the file unused and it is rewritten;
-deleting the folder loses nothing. It is gzip, so a ``grep`` over the tree does not match it.
+new ones (episodes appended since), loads them and tokenises only the rest. A file of postings alone (not the
+episodes') also holds each document's own digest: when the index lost lines (GC), was rebuilt in another order
+or had a line edited, the documents whose text it holds keep their postings, renumbered, and the others are
+tokenised (the file is then written again). Anything else (another tokenizer, most texts new, a damaged file)
+makes the file unused and it is rewritten; deleting the folder loses nothing. It is gzip, so a ``grep`` over
+the tree does not match it.
 
 The episodes' file also holds what their app prior counted from those postings, keyed as well on the
 canonical app of each episode (a catalog that learned a name since makes the counts unused, not the
@@ -71,6 +74,19 @@ def texts_digest(texts: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+EACH = 8  # bytes of each document's own digest (``doc_digests``)
+
+
+def doc_digests(texts: Sequence[str]) -> bytes:
+    """Each text's own short digest, one after another: which documents of a file are still in the index, in
+    order, when some were removed since it was written (a forget, GC)."""
+    return b"".join(map(_own_digest, texts))
+
+
+def _own_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=EACH).digest()
+
+
 def _pack(numbers: Sequence[int]) -> str:
     """Non-negative integers below 2**32 as base64 of little-endian uint32."""
     packed = array(_U32, numbers)
@@ -98,10 +114,12 @@ def _samples(count: int) -> list[int]:
 
 
 class Persisted(NamedTuple):
-    """What a file gave: the index of the longest cached prefix, and its app prior counts (None: count them)."""
+    """What a file gave: the index of the longest cached prefix, and its app prior counts (None: count them);
+    ``renumbered`` when documents were taken out of the file's numbering (it is written again)."""
 
     inv: InvertedIndex
     counts: dict[str, dict[str, int]] | None
+    renumbered: bool = False
 
 
 class PersistJob(NamedTuple):
@@ -155,12 +173,20 @@ class TokenCache:
         if data.get("tokenizer") != tokenizer_fingerprint():
             return None  # made by another version of the tokenizer: quietly rebuilt
         count = data.get("count")
-        if not isinstance(count, int) or not 0 < count <= len(texts):
-            return None  # the index shrank (GC, a rewrite): rebuilt
+        if not isinstance(count, int) or count <= 0:
+            return None
+        renumbered = False
+        if count <= len(texts) and data.get("digest") == texts_digest(texts[:count]):
+            postings = _postings(data, count)
+        else:
+            # The index changed other than by appends (GC, a rebuild in another order, an edit): the documents
+            # still there keep their postings, renumbered, and only the others are tokenised; or, when most
+            # are new, it is rebuilt.
+            postings = _renumbered(data, count, texts)
+            if postings is None:
+                return None
+            count, renumbered = len(texts), True
         prefix = texts[:count]
-        if data.get("digest") != texts_digest(prefix):
-            return None  # the texts changed (an edit, a rewrite): rebuilt
-        postings = _postings(data, count)
         inv = InvertedIndex.from_postings(postings, prefix)
         # A few documents are tokenised now and looked up: the postings must say the same.
         sampled: set[str] = set()
@@ -174,7 +200,7 @@ class TokenCache:
         counts = None
         if apps is not None and len(apps) >= count:
             counts = _prior_counts(data.get("prior"), apps[:count], postings, sampled)
-        return Persisted(inv, counts)
+        return Persisted(inv, counts, renumbered)
 
     def due(self, indexed: int, persisted: int) -> bool:
         """Whether a source with this many documents, of which the file holds ``persisted``, should write it."""
@@ -203,6 +229,9 @@ class TokenCache:
             "docs": _pack(list(chain.from_iterable(postings.values())))}
         if gram_stats is not None and gram_stats.n == count:
             payload["grams"] = {"n": gram_stats.n, "length": gram_stats.length, "df": gram_stats.df}
+        elif apps is None:
+            # Postings alone can lose documents (not trigram or app counts): each document's digest says which.
+            payload["each"] = base64.b64encode(doc_digests(texts)).decode("ascii")
         if apps is not None and len(apps) == count:
             # Counted here, off the caller's thread, exactly as a loader without them would count.
             prior = AppPrior()
@@ -230,6 +259,42 @@ def _postings(data: dict[str, Any], count: int) -> dict[str, list[int]]:
     if len(postings) != len(tokens):
         raise ValueError("a token has two postings")
     return postings
+
+
+def _renumbered(data: dict[str, Any], count: int, texts: Sequence[str]) -> dict[str, list[int]] | None:
+    """The postings of ``texts`` from a file of ``count`` other documents: a document whose text the file holds
+    (by its digest) takes that one's postings under its own number, the others are tokenised; None when the
+    file has no digests or holds fewer than half of the texts."""
+    raw = data.get("each")
+    if not isinstance(raw, str):
+        return None
+    each = base64.b64decode(raw, validate=True)
+    if len(each) != count * EACH:
+        raise ValueError("the documents' digests are not one per document")
+    where: dict[bytes, list[int]] = {}
+    for k in range(count - 1, -1, -1):  # popped from the end: the same texts keep their order
+        where.setdefault(each[k * EACH:(k + 1) * EACH], []).append(k)
+    number = [-1] * count
+    new: list[int] = []
+    for j, text in enumerate(texts):
+        found = where.get(_own_digest(text))
+        if found:
+            number[found.pop()] = j
+        else:
+            new.append(j)
+    if 2 * len(new) > len(texts):
+        return None
+    out: dict[str, list[int]] = {}
+    for t, plist in _postings(data, count).items():
+        docs = [number[k] for k in plist if number[k] >= 0]
+        if docs:
+            out[t] = docs
+    for j in new:
+        for t in token_set(texts[j]):
+            out.setdefault(t, []).append(j)
+    for docs in out.values():
+        docs.sort()
+    return out
 
 
 def _prior_counts(raw: Any, apps: Sequence[str], postings: dict[str, list[int]],

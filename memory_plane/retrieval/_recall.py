@@ -3,7 +3,7 @@ the search found about the goal as a whole: its app, P(app | goal), the closest 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 from .._inverted_index import nearest_goal
 from ._candidates import EpisodeEvidence
@@ -13,27 +13,44 @@ from ._query import ParsedQuery
 from ._sources import Source
 
 
-def recall(src: Source, q: ParsedQuery, config: RetrieveConfig,
-           always: Sequence[int] | None = None, floor: float = 0.0) -> dict[int, float]:
+def recall(src: Source, q: ParsedQuery, config: RetrieveConfig, always: Sequence[int] | None = None,
+           floor: float = 0.0, reach: Container[int] | None = None) -> dict[int, float]:
     """Candidates of one source: the best token matches, the query app's items, the always-shown ones (``always``
     instead of all of them, when the caller accounts for the others at similarity 0).
 
     With a ``floor``, a similarity under it counts as none (0.0): the caller takes no word match weaker than that
-    for one, so the documents only the goal's commonest words reach are not looked at."""
+    for one, so the documents only the goal's commonest words reach are not looked at. With ``reach``, an
+    always-shown one outside it counts as reached by no word (see ``closest_always``)."""
     found = dict(src.inv.search(q.tokens, config.search_limit, floor))
     # Below the search cut-off a document shares no token with the query (none the floor lets count), so its
     # similarity is 0; only when the search was truncated must the extra candidates be measured.
     truncated = len(found) >= config.search_limit
     weights = src.inv.weights(q.tokens) if truncated else None
     extra = list(src.gen.always if always is None else always)
-    for app in {q.app, *q.apps} - {None}:
-        extra += src.gen.by_app.get(str(app), [])[-config.app_bound_limit:]
     for i in extra:
+        if i not in found:
+            found[i] = (src.inv.similarity(q.tokens, i, weights) if truncated and (reach is None or i in reach)
+                        else 0.0)
+    bound: list[int] = []
+    for app in {q.app, *q.apps} - {None}:
+        bound += src.gen.by_app.get(str(app), [])[-config.app_bound_limit:]
+    for i in bound:
         if i not in found:
             found[i] = src.inv.similarity(q.tokens, i, weights) if truncated else 0.0
     if floor > 0:
         return {i: (sim if sim >= floor else 0.0) for i, sim in found.items()}
     return found
+
+
+def closest_always(src: Source, q: ParsedQuery, config: RetrieveConfig, within: Container[int],
+                   floor: float) -> frozenset[int]:
+    """The always-shown entries of ``within`` whose word match counts: of those the goal's words reach (a word the
+    ``floor`` does not leave out), the search's pool of the most shared weight (``InvertedIndex.pool``).
+
+    Every rule and preference is a candidate of every goal; among those a goal's words reach, the closest rank
+    first. Only the search's pool of them is measured, as a search measures only its pool: in a large store a
+    goal's word may reach thousands of rules, and the rest rank as reached by no word."""
+    return frozenset(src.inv.pool(q.tokens, 3 * config.search_limit, floor, within))
 
 
 def recall_episodes(src: Source, ctx: Query, config: RetrieveConfig, apps_named: Callable[[str], Sequence[str]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -34,7 +34,7 @@ from ._goal_match import Query
 from ._hits import HitMaker
 from ._postings_cache import PostingsWriter, TokenCache
 from ._query import ParsedQuery, parse_query
-from ._recall import recall, recall_episodes
+from ._recall import closest_always, recall, recall_episodes
 from ._render import hit_line, slotted_text
 from ._rule_plan import PlanShare, rule_plan
 from ._rules_said import RulesSaid
@@ -107,7 +107,7 @@ class Retriever:
             rules, planned = self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
         said = self._rules_said(users, planned)
-        common = self._within_caps(picked, ctx, drop, index_mtimes, said)
+        common = self._within_caps(picked, ctx, drop, index_mtimes, said, planned.ranked() if planned else {})
         user_hits = ([] if rules is None
                      else self._user_hits(users, planned, rules, ctx, now, drop, index_mtimes, common))
         common.long_term = [*user_hits, *common.long_term]
@@ -290,17 +290,15 @@ class Retriever:
         # judged as one sharing none (its verdict replayed from the plan), and is never looked at.
         floor = self.config.noise_similarity
         if drop.explain:
-            found = recall(src, ctx.q, self.config, floor=floor)
+            reach = closest_always(src, ctx.q, self.config, set(src.gen.always), floor)
+            found = recall(src, ctx.q, self.config, floor=floor, reach=reach)
         else:
             plan = rule_plan(self.scorer, src, src.gen.view(ctx.env), ctx, rules)
-            # Judged with the goal as usual: what its words reach, what holds a name it gives, what is clock-bound.
-            reached: set[int] = set()
-            inv = src.gen.inv
-            postings = inv.postings
-            for t in ctx.q.tokens - inv.weak_tokens(ctx.q.tokens, floor):
-                reached.update(postings.get(t, ()))
+            # Judged with the goal as usual: the closest its words reach, what holds a name it gives, what is
+            # clock-bound.
+            reach = closest_always(src, ctx.q, self.config, plan.always, floor)
             found = recall(src, ctx.q, self.config,
-                           sorted({*reached.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}), floor)
+                           sorted({*reach.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}), floor, reach)
             apart = plan.replay.keys() & found.keys()
             if ctx.exclude:
                 apart |= plan.excluded(ctx)
@@ -313,8 +311,6 @@ class Retriever:
         if planned is not None:
             for reason, n in planned.counts().items():
                 drop.add(reason, n)
-            for section, cand in planned.picks():
-                picked[section].append(cand)
         return rules, planned
 
     @staticmethod
@@ -346,15 +342,20 @@ class Retriever:
         return (rid, text) if rid is not None else None
 
     def _within_caps(self, picked: dict[str, list[_Cand]], ctx: Query, drop: DropLog,
-                     index_mtimes: dict[Path, int], said: RulesSaid) -> RoleMemoryContext:
+                     index_mtimes: dict[Path, int], said: RulesSaid,
+                     replayed: dict[str, Iterator[_Cand]]) -> RoleMemoryContext:
         """Each section's best candidates up to its cap, each one checked against its own file; an automatic memory
-        that says the opposite of a user's rule that applies is not offered (user rules outrank experience)."""
+        that says the opposite of a user's rule that applies is not offered (user rules outrank experience).
+        ``replayed`` are a rule plan's candidates of each section, best first (merged, walked only as far as needed)."""
         common = RoleMemoryContext()
         for cat, cands in picked.items():
             cap = self.config.caps.get(cat, 3)
             kept: list[tuple[_Cand, MemoryHit]] = []
             rescored = False
-            for c in in_rank_order(cands, cap):
+            more = replayed.get(cat)
+            ranked = in_rank_order(cands, cap) if more is None else heapq.merge(
+                in_rank_order(cands, cap), more, key=rank_key)
+            for c in ranked:
                 if len(kept) >= cap:
                     break
                 against = self._overruled(c, said)

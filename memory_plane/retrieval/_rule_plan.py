@@ -12,9 +12,11 @@ each is named.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterator
 from typing import Any
 
+from ._budget import rank_key
 from ._candidates import Cand, Settled, Verdict
 from ._generation import EnvView
 from ._goal_match import Query
@@ -29,17 +31,36 @@ class RulePlan:
 
     def __init__(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> None:
         self.rules = rules
-        self.n_always = len(src.gen.always)
+        self.n_always = 0
+        self.always: set[int] = set()  # what a goal's words reaching an entry is asked of
         self.said: RulesSaid | None = None  # the stances of its users, once a retrieve asked (see _rules_said)
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
         self.texts: list[tuple[int, str]] = []  # the lowercase text a goal's names are looked for in
         self.all_text = ""  # all of them, for the common case of a name none of them holds
         self.by_id: dict[str, list[int]] = {}
-        users: list[Cand] = []
-        self.picks: list[Verdict] = []  # verdicts of other sections (conflicts, another app's rules)
+        self.users: list[Cand] = []  # the rules and preferences that apply, in their order in the block
+        self.user_idx: set[int] = set()
+        # Each section's other verdicts (conflicts, another app's rules, profiles) best first: a retrieve walks
+        # only as far as its cap reaches (a device's profiles are picks of every goal, thousands in a large store).
+        self.ranked: dict[str, list[Cand]] = {}
         self.counts: dict[str, int] = {}
-        for i in src.gen.always:
+        users, picks = self._add(src, settled, src.gen.always)
+        self.all_text = "\n".join(text for _, text in self.texts)
+        self.users = sorted(users, key=rules.order)
+        self.user_idx.update(c.i for c in users)
+        for section, cand in picks:
+            self.ranked.setdefault(section, []).append(cand)
+        for cands in self.ranked.values():
+            cands.sort(key=rank_key)
+
+    def _add(self, src: Source, settled: dict[int, Any], entries: list[int]) -> tuple[list[Cand], list[Verdict]]:
+        """Take in ``entries`` (settled): replayed or judged on every retrieve, their drops counted; the rules that
+        apply and the other verdicts among them, for the caller to place."""
+        rules = self.rules
+        users: list[Cand] = []
+        picks: list[Verdict] = []
+        for i in entries:
             known = settled[i]
             if known is False:
                 self.unsettled.append(i)
@@ -55,14 +76,36 @@ class RulePlan:
             if verdict[0] == "long_term" and rules.user_word_applies(verdict[1].i):
                 users.append(verdict[1])
             else:
-                self.picks.append(verdict)
-        self.all_text = "\n".join(text for _, text in self.texts)
-        self.users = sorted(users, key=rules.order)
-        self.user_idx = frozenset(c.i for c in users)
+                picks.append(verdict)
+        self.n_always += len(entries)
+        self.always.update(entries)
+        return users, picks
+
+    def extend(self, src: Source, settled: dict[int, Any]) -> None:
+        """Take in the always-recalled entries appended to the generation since (a memory saved in this process):
+        each placed where the whole plan made again would put it, the others left as they are."""
+        new = src.gen.always[self.n_always:]
+        start = len(self.texts)
+        users, picks = self._add(src, settled, new)
+        if len(self.texts) > start:
+            added = [text for _, text in self.texts[start:]]
+            self.all_text = "\n".join([self.all_text, *added] if start else added)
+        order = self.rules.order
+        for c in users:
+            insort(self.users, c, key=order)
+            self.user_idx.add(c.i)
+        for section, cand in picks:
+            insort(self.ranked.setdefault(section, []), cand, key=rank_key)
+        if users:
+            self.said = None  # the rules that apply changed: their stances are worked out again when asked
 
     def holds(self, src: Source, rules: GoalRules) -> bool:
         """Whether the plan is still what its generation (entries appended since?) and the goal's rules make it."""
         return self.rules is rules and self.n_always == len(src.gen.always)
+
+    def behind(self, src: Source, rules: GoalRules) -> bool:
+        """Whether the plan is of these rules and misses only entries appended since (``extend`` takes them in)."""
+        return self.rules is rules and self.n_always < len(src.gen.always)
 
     def named(self, ctx: Query) -> list[int]:
         """The entries whose text holds a name the goal gives (judged with the goal, not replayed)."""
@@ -92,10 +135,11 @@ class PlanShare:
                 counts[call.reason] -= 1
         return {k: n for k, n in counts.items() if n}
 
-    def picks(self) -> Iterator[Verdict]:
-        """The replayed verdicts of the other sections."""
+    def ranked(self) -> dict[str, Iterator[Cand]]:
+        """The replayed verdicts of the other sections, each section's best first (``rank_key``)."""
         apart = self.apart
-        return (p for p in self.plan.picks if p[1].i not in apart) if apart else iter(self.plan.picks)
+        return {section: ((c for c in cands if c.i not in apart) if apart else iter(cands))
+                for section, cands in self.plan.ranked.items()}
 
     def users(self) -> Iterator[Cand]:
         """The replayed rules and preferences that apply, in their order in the block."""
@@ -107,7 +151,21 @@ def rule_plan(scorer: Scorer, src: Source, view: EnvView, ctx: Query, rules: Goa
     """The plan of ``src`` for this request's environment (``view``) and goal apps (made now if it is missing or
     the generation grew since)."""
     plan = view.plans.get(rules.goal_apps)
-    if plan is None or not plan.holds(src, rules):
-        scorer.settle_always(src, view, ctx)
-        plan = view.plans[rules.goal_apps] = RulePlan(src, view.settled, rules)
+    if plan is not None and plan.holds(src, rules):
+        return plan
+    scorer.settle_always(src, view, ctx)
+    gen = src.gen
+    if len(gen.settled_free) == len(gen.always):
+        # No rule names an environment: every view settles them alike, and one plan serves them all.
+        plan = gen.free_plan(rules.goal_apps)
+        if plan is not None and plan.behind(src, rules):
+            plan.extend(src, view.settled)
+        elif plan is None or not plan.holds(src, rules):
+            plan = RulePlan(src, view.settled, rules)
+            gen.keep_free_plan(rules.goal_apps, plan)
+    elif plan is not None and plan.behind(src, rules) and plan not in gen.free_plans.values():
+        plan.extend(src, view.settled)  # this view's own plan (one shared before is not changed for one view)
+    else:
+        plan = RulePlan(src, view.settled, rules)
+    view.plans[rules.goal_apps] = plan
     return plan

@@ -31,7 +31,7 @@ from ._candidates import (
 )
 from ._config import ROUTE, RetrieveConfig
 from ._drops import CallLog, DropLog, mismatch
-from ._features import BAD_TIME, ENV_KEYS, Feat
+from ._features import BAD_TIME, ENV_KEYS, NO_ENV, Feat
 from ._generation import EnvView
 from ._goal_match import Query, app_match_of, goal_closeness, intent_sim, tools_available
 from ._query import BROAD_INTENTS, ParsedQuery, detect_intents
@@ -358,7 +358,15 @@ class Scorer:
         settled now)."""
         settled, facts = view.settled, view.facts
         unnamed = ctx._replace(names=())
-        for i in src.gen.always:
+        gen = src.gen
+        free = gen.settled_free
+        for i in gen.always[gen.free_at:]:
+            if src.feat(i).appl == NO_ENV:  # applicability 0.6 under any environment: one verdict for all views
+                known = settled.get(i)
+                free[i] = known if known is not None else self._settle(src, i, unnamed, facts)
+        gen.free_at = len(gen.always)
+        settled.update(free)
+        for i in gen.always:
             if i not in settled:
                 settled[i] = self._settle(src, i, unnamed, facts)
 

@@ -168,7 +168,8 @@ class Source:
             found = self.cache.load(gen.texts, self._apps() if keeps_apps else None)
             if found is not None:
                 gen.inv, counts, loaded = found.inv, found.counts, len(found.inv.docs)
-            self.persisted = loaded
+            # A file renumbered on load is written again (the next process then loads it as it is).
+            self.persisted = 0 if found is not None and found.renumbered else loaded
         if keeps_apps:
             # Episodes only: the trigram frequencies the nearest past goal is found with (loaded with
             # the postings when the file has them, else counted for the documents they lack).

@@ -114,8 +114,9 @@ class GoalRules:
         hit = self._applies.get(i)
         if hit is None:
             e = self.entries[i]
-            hit = field_str(e.get("type")) in USER_WORD_TYPES and _applies(self.scope.entry_apps(self.gen, i),
-                                                                          self.goal_apps)
+            # A goal of no app takes every rule: the apps a rule names are not looked for then.
+            hit = field_str(e.get("type")) in USER_WORD_TYPES and (
+                not self.goal_apps or _applies(self.scope.entry_apps(self.gen, i), self.goal_apps))
             self._applies[i] = hit
         return hit
 
