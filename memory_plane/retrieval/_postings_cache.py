@@ -182,10 +182,10 @@ class TokenCache:
             # The index changed other than by appends (GC, a rebuild in another order, an edit): the documents
             # still there keep their postings, renumbered, and only the others are tokenised; or, when most
             # are new, it is rebuilt.
-            postings = _renumbered(data, count, texts)
-            if postings is None:
+            found = _renumbered(data, count, texts)
+            if found is None:
                 return None
-            count, renumbered = len(texts), True
+            postings, count, renumbered = found, len(texts), True
         prefix = texts[:count]
         inv = InvertedIndex.from_postings(postings, prefix)
         # A few documents are tokenised now and looked up: the postings must say the same.
