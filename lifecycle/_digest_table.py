@@ -171,8 +171,9 @@ class DigestTable:
         the file is not one JSON entry per line after its header (then it is read whole)."""
         db = self._db
         db.execute("DELETE FROM cur")
+        reader = entry_lines(index.path)
         try:
-            with entry_lines(index.path) as lines:
+            with reader as lines:
                 if lines is None:
                     return False  # no index file
                 for raw in lines:
@@ -185,6 +186,8 @@ class DigestTable:
                     db.execute("INSERT INTO cur VALUES (?, ?)", (sort, raw))
         except (ValueError, NotOneLinePerEntry):
             return None
+        if reader.blanks:
+            return False  # lines a forget blanked out: the rebuild writes the file without them
         new = db.execute(self._chosen_sql("sort, seq"))
         old = self._db.cursor().execute("SELECT line FROM cur ORDER BY sort, rowid")
         while True:

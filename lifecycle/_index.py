@@ -1,22 +1,26 @@
 """index.yaml files: one JSON-syntax flow mapping per line, derived from item files.
 
 A reader parses each line as JSON (fast), falls back to YAML for a line a person edited,
-and to a full YAML parse when entries span several lines. Appends add one line; any
-other change rewrites the file atomically.
+and to a full YAML parse when entries span several lines. Appends add one line; a forget
+blanks its entries' lines in place (``blank_out``: each becomes a comment line of spaces as
+long as it was, so no other line moves); any other change rewrites the file atomically,
+which leaves the blank lines out.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._atomic import append_line, atomic_write, read_bytes_nofollow
+from ._atomic import append_line, atomic_write, overwrite_in_place, read_bytes_nofollow
 from ._collector import collector_paused
 from ._errors import ABSENT, FileProblemError, ParseError
 from ._jsonl import dumps_compact
@@ -28,6 +32,30 @@ INDEX_HEADER = (
     "# One entry per line, so `grep` shows whole entries.\n"
 )
 _LIST_KEYS = ("entries", "items", "episodes", "memories", "chunks")
+_LINE_HINT_READ = 4096  # bytes read at a line's hinted start before the rest of a longer line
+
+
+def blank_line(length: int) -> bytes:
+    """What a line of ``length`` bytes (its line break included) becomes when its entry is blanked out: a YAML
+    comment of spaces, so every reader skips it and the text it held is gone from the file's bytes."""
+    return b"#" + b" " * (length - 2) + b"\n"
+
+
+def _without_comment_lines(data: bytes, start: int) -> bytes:
+    """The bytes with every comment line after ``start`` (a blanked entry) cut out; the same object when none."""
+    at = data.find(b"\n#", start - 1 if start else 0)
+    if at < 0:
+        return data
+    pieces, kept = [], 0
+    while at >= 0:
+        end = data.find(b"\n", at + 1)
+        if end < 0:
+            break  # a comment as the last line, without a break: left for the shape check to refuse
+        pieces.append(data[kept:at + 1])
+        kept = end + 1
+        at = data.find(b"\n#", end)
+    pieces.append(data[kept:])
+    return b"".join(pieces)
 
 
 def format_entry(entry: Mapping[str, Any]) -> str:
@@ -135,6 +163,7 @@ def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
     start = _header_end(data)
     if start is None:
         return None
+    data = _without_comment_lines(data, start)  # entries blanked in place by a forget
     # The lines become one array by a replace in C over the bytes, instead of a split, a check and a join per
     # line over the decoded text: a fresh process spent a third of a 10,000-line index's read on those
     # copies. UTF-8 never has these ASCII bytes inside a character, so this is the array ``_bulk`` makes of
@@ -251,6 +280,8 @@ class IndexFile:
         self.root = root
         """The memory root: writes open every folder below it without following a link (None: plain paths)."""
         self._key = os.path.normpath(self.path)
+        self.appended: tuple[str, int] | None = None
+        """(id, where its line starts) of the entry this object last appended, until the file is written otherwise."""
 
     def read(self) -> IndexRead:
         """Return the parsed entries (cached until the file's stat changes); treat as read-only."""
@@ -286,7 +317,12 @@ class IndexFile:
         except ABSENT:
             before = None
             atomic_write(self.path, INDEX_HEADER, root=self.root)
-        append_line(self.path, format_entry(entry), root=self.root)
+        line = format_entry(entry)
+        append_line(self.path, line, root=self.root)
+        try:
+            self.appended = (str(entry.get("id")), os.stat(self.path).st_size - len(line.encode("utf-8")) - 1)
+        except ABSENT:
+            self.appended = None
         # Keep the warm cache warm: a pure append extends the cached list instead of a re-parse.
         with _cache_guard:
             hit = _cache.get(self._key)
@@ -302,6 +338,7 @@ class IndexFile:
         """Rewrite the whole index atomically (caller holds the collection lock). ``kept``: the line on disk of
         each entry object left as it was read (``_lines``), written again as it is instead of formatted."""
         kept = kept or {}
+        self.appended = None
         body = "".join((kept.get(id(e)) or format_entry(e)) + "\n" for e in entries)
         atomic_write(self.path, INDEX_HEADER + body, root=self.root)
         # The stat key alone cannot tell two rewrites apart when the filesystem reuses the inode within one
@@ -313,6 +350,7 @@ class IndexFile:
     def write_chunks(self, chunks: Iterable[bytes]) -> None:
         """Rewrite the whole index atomically from pieces of its bytes, header included (caller holds the lock): a
         rebuild streams a large index out instead of holding it whole."""
+        self.appended = None
         atomic_write(self.path, chunks, root=self.root)
         with _cache_guard:
             _cache.pop(self._key, None)
@@ -383,8 +421,8 @@ class IndexFile:
         except FileNotFoundError:
             return 0
         start = _header_end(data)
-        if start is None:
-            return None
+        if start is None or data.find(b"\n#", start - 1 if start else 0) >= 0:
+            return None  # (a file with blanked lines is read whole and written without them)
         # One entry per line: once each line break between two entries is joined, none is left but the
         # trailing ones (what _bulk_bytes checks), so a line holding an id is that entry's whole line.
         joined_breaks = data.count(b"}\n- {", start)
@@ -419,10 +457,85 @@ class IndexFile:
             pieces.append(view[at:begin])
             at = end
         pieces.append(view[at:])
+        self.appended = None
         atomic_write(self.path, b"".join(pieces), root=self.root)
         with _cache_guard:
             _cache.pop(self._key, None)
         return len(cuts)
+
+    def blank_out(self, ids: Iterable[str], hints: Mapping[str, int] | None = None) -> int:
+        """Remove entries by id without rewriting the file: each of their lines overwritten in place with a comment
+        line of spaces as long as it was (``blank_line``), then the file fsynced; how many lines went (the caller
+        holds the lock). ``hints``: where an id's line was last seen to start; a hint is used only when the line
+        there is that entry's whole line, else the file is searched for it. A file that is not one entry per line
+        where an id appears is rewritten without the entries instead (``remove``).
+
+        Why in place: the file's other lines, and where each starts, stay as they are, so a forget costs the lines
+        it removes and not the size of the index; readers key their parsed copies on the file's mtime, which the
+        write moves on. A write torn by a crash leaves a line that does not parse: the index is then doubtful and
+        rebuilt from the item files (the tombstone written first keeps the forgotten item out of that rebuild)."""
+        drop = set(ids)
+        hints = hints or {}
+        try:
+            spans = self._spans(drop, hints)
+        except FileNotFoundError:
+            return 0
+        except OSError:
+            spans = None  # a link or something else where the file belongs: ``remove`` says what is there
+        if spans is None:
+            return self.remove(drop)
+        if spans:
+            self.appended = None
+            overwrite_in_place(self.path, [(at, blank_line(n)) for at, n in spans], root=self.root)
+            with _cache_guard:
+                _cache.pop(self._key, None)
+        return len(spans)
+
+    def _spans(self, drop: set[str], hints: Mapping[str, int]) -> list[tuple[int, int]] | None:
+        """(start, length with its line break) of each line holding an entry of these ids, sorted; None when a line
+        naming one of them does not parse as one entry (or an id is not its own bytes in the file)."""
+        if not all(i.isascii() and json.dumps(i) == f'"{i}"' for i in drop):
+            return None  # an id written with escapes is not its own bytes in the file
+        spans: set[tuple[int, int]] = set()
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileNotFoundError(self.path)  # no file of ours there (verify names what is)
+            unfound = set()
+            for item_id in drop:
+                span = _hinted(fd, item_id, hints.get(item_id))
+                if span is None:
+                    unfound.add(item_id)
+                else:
+                    spans.add(span)
+            if unfound and st.st_size:
+                with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+                    found = _search(data, unfound)
+                if found is None:
+                    return None
+                spans.update(found)
+        finally:
+            os.close(fd)
+        return sorted(spans)
+
+    def line_starts(self) -> Iterator[tuple[str, int]]:
+        """(id, where its line starts) of each entry line of a one-entry-per-line file, read line by line (nothing
+        for a file of another shape, or none): the hints ``blank_out`` takes."""
+        try:
+            at = _header_end(read_bytes_nofollow(self.path, 1 << 16))
+            if at is None:
+                return
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except (OSError, FileProblemError):
+            return
+        with os.fdopen(fd, "rb") as fh:
+            fh.seek(at)
+            for raw in fh:
+                item_id = _leading_id(raw)
+                if item_id is not None:
+                    yield item_id, at
+                at += len(raw)
 
     def iter_entries(self) -> Iterator[dict[str, Any]]:
         """The entries one by one, read line by line and kept nowhere (a cron job's look at a large index); a file
@@ -453,6 +566,73 @@ class IndexFile:
         return {e["id"]: e for e in self.read().entries}
 
 
+def _leading_id(line: bytes) -> str | None:
+    """The id an entry line starts with, when written as format_entry writes a plain id (else None)."""
+    if not line.startswith(b'- {"id": "'):
+        return None
+    end = line.find(b'"', 10)
+    item_id = line[10:end].decode("ascii", "replace") if end > 10 else ""
+    return item_id if item_id and "\\" not in item_id and json.dumps(item_id) == f'"{item_id}"' else None
+
+
+def _entry_id(line: bytes) -> str | None:
+    """The id of the entry a whole line (no line break) holds as JSON, None when it holds none or does not parse."""
+    try:
+        entry = json.loads(line[2:].decode("utf-8")) if line.startswith(b"- {") else None
+    except ValueError:
+        return None
+    return entry["id"] if _valid_entry(entry) else None
+
+
+def _hinted(fd: int, item_id: str, at: int | None) -> tuple[int, int] | None:
+    """(start, length) of the line at ``at`` when it is the whole line of this id's entry (None: look for it)."""
+    if at is None or at <= 0:
+        return None
+    head = os.pread(fd, _LINE_HINT_READ + 1, at - 1)
+    if not head.startswith(b"\n- {"):
+        return None  # not where a line starts
+    chunk, more = head[1:], len(head) == _LINE_HINT_READ + 1
+    end = chunk.find(b"\n")
+    while end < 0 and more:
+        head = os.pread(fd, _LINE_HINT_READ, at + len(chunk))
+        chunk, more = chunk + head, len(head) == _LINE_HINT_READ
+        end = chunk.find(b"\n")
+    if end < 0 or _entry_id(chunk[:end]) != item_id:
+        return None
+    return at, end + 1
+
+
+def _search(data: Any, ids: set[str]) -> list[tuple[int, int]] | None:
+    """(start, length) of every line that holds an entry of these ids, found by their bytes (``data``: the file's
+    bytes, or a map of them); None when a line naming one of them does not parse as an entry."""
+    start = _header_end(bytes(data[:1 << 16]))
+    if start is None:
+        return None  # not entry lines after a header of comments: the YAML reader decides what it holds
+    spans = []
+    for item_id in sorted(ids):
+        needle = f'"{item_id}"'.encode("ascii")
+        found = False
+        pos = data.find(needle, start)
+        while pos >= 0:
+            begin = data.rfind(b"\n", 0, pos) + 1
+            end = data.find(b"\n", pos)
+            if end < 0:
+                return None  # a last line without its break (torn?): rewritten, not blanked
+            end += 1
+            line = data[begin:end - 1]
+            if not line.startswith(b"#"):
+                entry_id = _entry_id(line)
+                if entry_id is None:
+                    return None  # a line naming the id that is no entry line: the YAML reader decides
+                if entry_id == item_id:
+                    spans.append((begin, end - begin))
+                    found = True
+            pos = data.find(needle, end)
+        if not found and data.find(item_id.encode("ascii"), start) >= 0:
+            return None  # named otherwise than format_entry writes it (a hand edit): read whole
+    return spans
+
+
 class NotOneLinePerEntry(Exception):
     """An index file is not one JSON entry per line after its header (it is read whole then)."""
 
@@ -463,6 +643,8 @@ class _Lines:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: Any = None
+        self.blanks = 0
+        """Comment lines met among the entries so far (entries a forget blanked out)."""
 
     def __enter__(self) -> Iterator[bytes] | None:
         try:
@@ -487,6 +669,9 @@ class _Lines:
             if not line:
                 trailing = True  # only line breaks may follow the last entry
                 continue
+            if line.startswith(b"#") and not trailing:
+                self.blanks += 1  # an entry blanked out by a forget
+                continue
             if trailing or not (line.startswith(b"- {") and line.endswith(b"}")):
                 raise NotOneLinePerEntry()
             yield line
@@ -498,7 +683,8 @@ class _Lines:
 
 def entry_lines(path: Path) -> _Lines:
     """``with entry_lines(path) as lines``: the entry lines of an index file (bytes, no line break) one by one, None
-    when there is no file; NotOneLinePerEntry (on entering, or from the iterator) when it is not in that shape."""
+    when there is no file; NotOneLinePerEntry (on entering, or from the iterator) when it is not in that shape. Comment
+    lines among the entries (entries a forget blanked out) are skipped and counted in ``blanks``."""
     return _Lines(path)
 
 

@@ -53,7 +53,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL,
                                   priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
-                                  superseded_by TEXT);
+                                  superseded_by TEXT, line_at INTEGER);
 CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (k, name)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
 CREATE INDEX IF NOT EXISTS items_order ON items (status, priority DESC, id);
@@ -157,6 +157,9 @@ class CandidateIndex:
                 # Made by another version of this module: derived data, made again from the files.
                 db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta;")
             db.executescript(_SCHEMA)
+            if "line_at" not in {row[1] for row in db.execute("PRAGMA table_info(items)")}:
+                # A file of this version made before rows said where their index line starts (a hint: none yet).
+                db.execute("ALTER TABLE items ADD COLUMN line_at INTEGER")
             yield db
         finally:
             db.close()
@@ -196,24 +199,68 @@ class CandidateIndex:
 
     # -- writing ----------------------------------------------------------------
 
-    def put(self, path: Path, mem: LongTermMemory) -> None:
-        """Record one memory file as it is now (the caller holds the store's lock and wrote it)."""
+    def put(self, path: Path, mem: LongTermMemory, line_at: int | None = None) -> None:
+        """Record one memory file as it is now (the caller holds the store's lock and wrote it); ``line_at``: where
+        its index line starts, when the write appended it."""
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            self._put(db, path, mem)
+            self._put(db, path, mem, line_at)
             self._seal(db)
             db.execute("COMMIT")
 
-    def drop(self, names: Iterable[str]) -> None:
-        """Forget the rows of these memory files (removed)."""
+    def drop(self, names: Iterable[str], *, seal: bool = True) -> None:
+        """Forget the rows of these memory files (removed). ``seal=False``: the index was behind the folder before
+        (it stays so: the rows go, the folder is not recorded as seen)."""
+        if not self.path.is_file():
+            return
+        try:
+            with self._db() as db:
+                db.execute("BEGIN IMMEDIATE")
+                for name in names:
+                    self._drop(db, name)
+                if seal:
+                    self._seal(db)
+                db.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            if seal:
+                raise
+            # A file SQLite cannot read may still hold the words: derived data, made again from the items.
+            self.path.unlink(missing_ok=True)
+
+    def note_lines(self, index_file: str, starts: Iterable[tuple[str, int]]) -> None:
+        """Record where each memory file's index line starts (file name, byte offset) in the index file
+        ``index_file`` names (``lines_stamp``): the hints a forget finds the lines by (``IndexFile.blank_out``
+        checks each before use)."""
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            for name in names:
-                self._drop(db, name)
-            self._seal(db)
+            db.executemany("UPDATE items SET line_at = ? WHERE name = ?", ((at, name) for name, at in starts))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('lines', ?)", (index_file,))
             db.execute("COMMIT")
 
-    def _put(self, db: sqlite3.Connection, path: Path, mem: LongTermMemory) -> None:
+    def lines_noted(self, index_file: str) -> bool:
+        """Whether the hints were noted in the index file ``index_file`` names (it was not rewritten since)."""
+        if not self.path.is_file():
+            return False
+        try:
+            with self._db() as db:
+                row = db.execute("SELECT value FROM meta WHERE name = 'lines'").fetchone()
+        except sqlite3.Error:
+            return False
+        return row is not None and row[0] == index_file
+
+    def line_hints(self, names: Iterable[str]) -> dict[str, int]:
+        """Memory id -> where its index line was last seen to start, for these files (those that have a hint)."""
+        wanted = list(names)
+        out: dict[str, int] = {}
+        with self._db() as db:
+            for i in range(0, len(wanted), _BATCH):
+                part = wanted[i:i + _BATCH]
+                marks = ",".join("?" * len(part))
+                out.update((str(mem_id), int(at)) for mem_id, at in db.execute(
+                    f"SELECT id, line_at FROM items WHERE line_at IS NOT NULL AND name IN ({marks})", part))
+        return out
+
+    def _put(self, db: sqlite3.Connection, path: Path, mem: LongTermMemory, line_at: int | None = None) -> None:
         name = Path(path).name
         try:
             st = os.stat(path)
@@ -222,8 +269,9 @@ class CandidateIndex:
             return
         self._drop(db, name)
         successor = mem.superseded_by if mem.status == "replaced" and isinstance(mem.superseded_by, str) else None
-        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size, successor))
+        db.execute("INSERT INTO items (name, id, type, status, priority, mtime_ns, size, superseded_by, line_at) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size, successor, line_at))
         if mem.status == "active":
             keys = memory_keys(mem.type, _norm(mem.content), mem.entities, mem.tags)
             db.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", ((k, name) for k in keys))
