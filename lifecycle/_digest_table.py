@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import FileProblemError
-from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, _valid_entry, entry_lines, format_entry
+from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, entry_lines, format_entry
+from ._index_lines import valid_entry
 from ._item_read import same_path, stat_key
 
 _SCHEMA = """
@@ -178,7 +179,7 @@ class DigestTable:
                     return False  # no index file
                 for raw in lines:
                     entry = json.loads(raw[2:])
-                    if not _valid_entry(entry):
+                    if not valid_entry(entry):
                         return None
                     sort = sort_of(entry)
                     if sort is None:
@@ -219,7 +220,7 @@ def index_problems(index: IndexFile) -> list[FileProblemError]:
     try:
         with entry_lines(index.path) as lines:
             for raw in lines or ():
-                if not _valid_entry(json.loads(raw[2:])):
+                if not valid_entry(json.loads(raw[2:])):
                     raise NotOneLinePerEntry()
         return []
     except (ValueError, NotOneLinePerEntry):

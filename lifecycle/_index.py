@@ -23,6 +23,15 @@ from typing import Any
 from ._atomic import append_line, atomic_write, overwrite_in_place, read_bytes_nofollow
 from ._collector import collector_paused
 from ._errors import ABSENT, FileProblemError, ParseError
+from ._index_lines import (
+    blank_line,
+    find_lines,
+    header_end,
+    hinted_line,
+    leading_id,
+    valid_entry,
+    without_comment_lines,
+)
 from ._jsonl import dumps_compact
 from ._yaml import decode_utf8, load_yaml
 
@@ -32,32 +41,6 @@ INDEX_HEADER = (
     "# One entry per line, so `grep` shows whole entries.\n"
 )
 _LIST_KEYS = ("entries", "items", "episodes", "memories", "chunks")
-_LINE_HINT_READ = 4096  # bytes read at a line's hinted start before the rest of a longer line
-
-
-def blank_line(length: int) -> bytes:
-    """What a line of ``length`` bytes (its line break included) becomes when its entry is blanked out: a YAML
-    comment of spaces, so every reader skips it and the text it held is gone from the file's bytes."""
-    return b"#" + b" " * (length - 2) + b"\n"
-
-
-def _without_comment_lines(data: bytes, start: int) -> bytes:
-    """The bytes with every comment line after ``start`` (a blanked entry) cut out; the same object when none."""
-    at = data.find(b"\n#", start - 1 if start else 0)
-    if at < 0:
-        return data
-    pieces, kept = [], 0
-    while at >= 0:
-        end = data.find(b"\n", at + 1)
-        if end < 0:
-            break  # a comment as the last line, without a break: left for the shape check to refuse
-        pieces.append(data[kept:at + 1])
-        kept = end + 1
-        at = data.find(b"\n#", end)
-    pieces.append(data[kept:])
-    return b"".join(pieces)
-
-
 def format_entry(entry: Mapping[str, Any]) -> str:
     """Render one index entry as a single YAML line in JSON syntax."""
     return "- " + dumps_compact(dict(entry), separators=(", ", ": "))
@@ -125,13 +108,6 @@ def field_num(value: Any, default: float) -> float:
     return x if math.isfinite(x) else default
 
 
-def _valid_entry(obj: Any) -> bool:
-    return isinstance(obj, dict) and isinstance(obj.get("id"), str) and bool(obj["id"])
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
 def _bulk(text: str) -> list[dict[str, Any]] | None:
     """Every entry line parsed in one json.loads (C speed); None if any line needs the slow path."""
     lines = [ln for ln in text.split("\n") if ln.strip() and not ln.lstrip().startswith("#")]
@@ -141,29 +117,16 @@ def _bulk(text: str) -> list[dict[str, Any]] | None:
         data = json.loads("[" + ",".join(ln[2:] for ln in lines) + "]")
     except ValueError:
         return None
-    return data if all(_valid_entry(e) for e in data) else None
-
-
-def _header_end(data: bytes) -> int | None:
-    """Where the first entry line starts, after the header of comments (and blank lines); None when a line of
-    another kind comes first, or no entry does."""
-    start = len(_BOM) if data.startswith(_BOM) else 0
-    while not data.startswith(b"- {", start):
-        end = data.find(b"\n", start)
-        line = data[start:] if end < 0 else data[start:end]
-        if end < 0 or (line.strip() and not line.lstrip().startswith(b"#")):
-            return None
-        start = end + 1
-    return start
+    return data if all(valid_entry(e) for e in data) else None
 
 
 def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
     """The entries of a well-formed index file (every line after the header of comments is ``- {...}``) from its
     bytes, in one json.loads; None for any other shape, or bytes that are not UTF-8 (the text is parsed then)."""
-    start = _header_end(data)
+    start = header_end(data)
     if start is None:
         return None
-    data = _without_comment_lines(data, start)  # entries blanked in place by a forget
+    data = without_comment_lines(data, start)  # entries blanked in place by a forget
     # The lines become one array by a replace in C over the bytes, instead of a split, a check and a join per
     # line over the decoded text: a fresh process spent a third of a 10,000-line index's read on those
     # copies. UTF-8 never has these ASCII bytes inside a character, so this is the array ``_bulk`` makes of
@@ -181,7 +144,7 @@ def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
         entries = json.loads(b"".join((b"[", memoryview(joined)[start + 2:end], b"]")).decode("utf-8"))
     except ValueError:  # not UTF-8 (UnicodeDecodeError) or a line that is not JSON
         return None
-    return entries if all(map(_valid_entry, entries)) else None
+    return entries if all(map(valid_entry, entries)) else None
 
 
 def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
@@ -200,7 +163,7 @@ def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
                 obj = json.loads(s[2:])
             except ValueError:
                 obj = None
-            if _valid_entry(obj):
+            if valid_entry(obj):
                 out.entries.append(obj)
                 continue
         if s.startswith("- "):
@@ -209,7 +172,7 @@ def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
             except ParseError as exc:
                 out.problems.append(ParseError(path, lineno, exc.message))
                 continue
-            if isinstance(parsed, list) and len(parsed) == 1 and _valid_entry(parsed[0]):
+            if isinstance(parsed, list) and len(parsed) == 1 and valid_entry(parsed[0]):
                 out.entries.append(parsed[0])
                 continue
             if isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict):
@@ -239,7 +202,7 @@ def _parse_full(text: str, path: str | Path | None) -> IndexRead:
                     obj = json.loads(s[2:])
                 except ValueError:
                     continue
-                if _valid_entry(obj):
+                if valid_entry(obj):
                     out.entries.append(obj)
         return out
     if isinstance(data, dict):
@@ -251,7 +214,7 @@ def _parse_full(text: str, path: str | Path | None) -> IndexRead:
         out.problems.append(ParseError(path, 1, "index must be a list of entries"))
         return out
     for i, obj in enumerate(data):
-        if _valid_entry(obj):
+        if valid_entry(obj):
             out.entries.append(obj)
         else:
             out.problems.append(ParseError(path, None, f"entry {i + 1} is not a mapping with an 'id'"))
@@ -420,7 +383,7 @@ class IndexFile:
             data = read_bytes_nofollow(self.path)
         except FileNotFoundError:
             return 0
-        start = _header_end(data)
+        start = header_end(data)
         if start is None or data.find(b"\n#", start - 1 if start else 0) >= 0:
             return None  # (a file with blanked lines is read whole and written without them)
         # One entry per line: once each line break between two entries is joined, none is left but the
@@ -504,14 +467,14 @@ class IndexFile:
                 raise FileNotFoundError(self.path)  # no file of ours there (verify names what is)
             unfound = set()
             for item_id in drop:
-                span = _hinted(fd, item_id, hints.get(item_id))
+                span = hinted_line(fd, item_id, hints.get(item_id))
                 if span is None:
                     unfound.add(item_id)
                 else:
                     spans.add(span)
             if unfound and st.st_size:
                 with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-                    found = _search(data, unfound)
+                    found = find_lines(data, unfound)
                 if found is None:
                     return None
                 spans.update(found)
@@ -523,7 +486,7 @@ class IndexFile:
         """(id, where its line starts) of each entry line of a one-entry-per-line file, read line by line (nothing
         for a file of another shape, or none): the hints ``blank_out`` takes."""
         try:
-            at = _header_end(read_bytes_nofollow(self.path, 1 << 16))
+            at = header_end(read_bytes_nofollow(self.path, 1 << 16))
             if at is None:
                 return
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -532,7 +495,7 @@ class IndexFile:
         with os.fdopen(fd, "rb") as fh:
             fh.seek(at)
             for raw in fh:
-                item_id = _leading_id(raw)
+                item_id = leading_id(raw)
                 if item_id is not None:
                     yield item_id, at
                 at += len(raw)
@@ -553,7 +516,7 @@ class IndexFile:
             with entry_lines(self.path) as lines:
                 for raw in lines or ():
                     entry = json.loads(raw[2:])
-                    if not _valid_entry(entry):
+                    if not valid_entry(entry):
                         raise NotOneLinePerEntry()
                     yield entry
             return
@@ -564,73 +527,6 @@ class IndexFile:
     def by_id(self) -> dict[str, dict[str, Any]]:
         """Map id -> entry (the last line wins)."""
         return {e["id"]: e for e in self.read().entries}
-
-
-def _leading_id(line: bytes) -> str | None:
-    """The id an entry line starts with, when written as format_entry writes a plain id (else None)."""
-    if not line.startswith(b'- {"id": "'):
-        return None
-    end = line.find(b'"', 10)
-    item_id = line[10:end].decode("ascii", "replace") if end > 10 else ""
-    return item_id if item_id and "\\" not in item_id and json.dumps(item_id) == f'"{item_id}"' else None
-
-
-def _entry_id(line: bytes) -> str | None:
-    """The id of the entry a whole line (no line break) holds as JSON, None when it holds none or does not parse."""
-    try:
-        entry = json.loads(line[2:].decode("utf-8")) if line.startswith(b"- {") else None
-    except ValueError:
-        return None
-    return entry["id"] if _valid_entry(entry) else None
-
-
-def _hinted(fd: int, item_id: str, at: int | None) -> tuple[int, int] | None:
-    """(start, length) of the line at ``at`` when it is the whole line of this id's entry (None: look for it)."""
-    if at is None or at <= 0:
-        return None
-    head = os.pread(fd, _LINE_HINT_READ + 1, at - 1)
-    if not head.startswith(b"\n- {"):
-        return None  # not where a line starts
-    chunk, more = head[1:], len(head) == _LINE_HINT_READ + 1
-    end = chunk.find(b"\n")
-    while end < 0 and more:
-        head = os.pread(fd, _LINE_HINT_READ, at + len(chunk))
-        chunk, more = chunk + head, len(head) == _LINE_HINT_READ
-        end = chunk.find(b"\n")
-    if end < 0 or _entry_id(chunk[:end]) != item_id:
-        return None
-    return at, end + 1
-
-
-def _search(data: Any, ids: set[str]) -> list[tuple[int, int]] | None:
-    """(start, length) of every line that holds an entry of these ids, found by their bytes (``data``: the file's
-    bytes, or a map of them); None when a line naming one of them does not parse as an entry."""
-    start = _header_end(bytes(data[:1 << 16]))
-    if start is None:
-        return None  # not entry lines after a header of comments: the YAML reader decides what it holds
-    spans = []
-    for item_id in sorted(ids):
-        needle = f'"{item_id}"'.encode("ascii")
-        found = False
-        pos = data.find(needle, start)
-        while pos >= 0:
-            begin = data.rfind(b"\n", 0, pos) + 1
-            end = data.find(b"\n", pos)
-            if end < 0:
-                return None  # a last line without its break (torn?): rewritten, not blanked
-            end += 1
-            line = data[begin:end - 1]
-            if not line.startswith(b"#"):
-                entry_id = _entry_id(line)
-                if entry_id is None:
-                    return None  # a line naming the id that is no entry line: the YAML reader decides
-                if entry_id == item_id:
-                    spans.append((begin, end - begin))
-                    found = True
-            pos = data.find(needle, end)
-        if not found and data.find(item_id.encode("ascii"), start) >= 0:
-            return None  # named otherwise than format_entry writes it (a hand edit): read whole
-    return spans
 
 
 class NotOneLinePerEntry(Exception):
@@ -653,7 +549,7 @@ class _Lines:
             return None
         except FileProblemError as exc:
             raise NotOneLinePerEntry() from exc
-        start = _header_end(head)
+        start = header_end(head)
         if start is None:
             raise NotOneLinePerEntry()
         head[:start].decode("utf-8")  # a header that is not UTF-8: the whole file is refused (read whole)
