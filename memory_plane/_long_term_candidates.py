@@ -21,6 +21,11 @@ and size, and the memory folder's mtime after its last write: a save that finds 
 (a file added, removed or renamed by another hand) brings the index up to date from the files first, and
 ``verify`` compares every file with its row and rebuilds what differs. Deleted rows are overwritten
 (``secure_delete``): a forgotten memory's words do not stay in the file's free pages.
+
+Beside them, ``lines`` says where each memory's index.yaml line was last seen to start: a forget blanks the line
+there in place (``IndexFile.blank_out`` checks the line before it trusts the place) instead of searching the file.
+A save notes the line it appended; a rebuild of the index notes every line (``meta.lines`` names the index file
+they were noted in, so a rebuild that left the file as it was does not note them again).
 """
 
 from __future__ import annotations
@@ -53,11 +58,12 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL,
                                   priority INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
-                                  superseded_by TEXT, line_at INTEGER);
+                                  superseded_by TEXT);
 CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (k, name)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
 CREATE INDEX IF NOT EXISTS items_order ON items (status, priority DESC, id);
 CREATE INDEX IF NOT EXISTS items_successor ON items (superseded_by) WHERE superseded_by IS NOT NULL;
+CREATE TABLE IF NOT EXISTS lines (name TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -155,11 +161,9 @@ class CandidateIndex:
             db.execute("PRAGMA synchronous = FULL")
             if _version(db) not in (None, _VERSION):
                 # Made by another version of this module: derived data, made again from the files.
-                db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta;")
+                db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta; "
+                                "DROP TABLE IF EXISTS lines;")
             db.executescript(_SCHEMA)
-            if "line_at" not in {row[1] for row in db.execute("PRAGMA table_info(items)")}:
-                # A file of this version made before rows said where their index line starts (a hint: none yet).
-                db.execute("ALTER TABLE items ADD COLUMN line_at INTEGER")
             yield db
         finally:
             db.close()
@@ -233,7 +237,7 @@ class CandidateIndex:
         checks each before use)."""
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("UPDATE items SET line_at = ? WHERE name = ?", ((at, name) for name, at in starts))
+            db.executemany("INSERT OR REPLACE INTO lines VALUES (?, ?)", starts)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('lines', ?)", (index_file,))
             db.execute("COMMIT")
 
@@ -257,7 +261,7 @@ class CandidateIndex:
                 part = wanted[i:i + _BATCH]
                 marks = ",".join("?" * len(part))
                 out.update((str(mem_id), int(at)) for mem_id, at in db.execute(
-                    f"SELECT id, line_at FROM items WHERE line_at IS NOT NULL AND name IN ({marks})", part))
+                    f"SELECT items.id, lines.at FROM lines JOIN items USING (name) WHERE name IN ({marks})", part))
         return out
 
     def _put(self, db: sqlite3.Connection, path: Path, mem: LongTermMemory, line_at: int | None = None) -> None:
@@ -267,19 +271,24 @@ class CandidateIndex:
         except FileNotFoundError:
             self._drop(db, name)
             return
-        self._drop(db, name)
+        # Its rows made again; where its index line starts is kept unless the write says anew (a hint, checked before
+        # use: a save that left the line as it was keeps it right).
+        self._drop(db, name, keep_line=True)
         successor = mem.superseded_by if mem.status == "replaced" and isinstance(mem.superseded_by, str) else None
-        db.execute("INSERT INTO items (name, id, type, status, priority, mtime_ns, size, superseded_by, line_at) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size, successor, line_at))
+        db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size, successor))
+        if line_at is not None:
+            db.execute("INSERT OR REPLACE INTO lines VALUES (?, ?)", (name, line_at))
         if mem.status == "active":
             keys = memory_keys(mem.type, _norm(mem.content), mem.entities, mem.tags)
             db.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", ((k, name) for k in keys))
 
     @staticmethod
-    def _drop(db: sqlite3.Connection, name: str) -> None:
+    def _drop(db: sqlite3.Connection, name: str, *, keep_line: bool = False) -> None:
         db.execute("DELETE FROM keys WHERE name = ?", (name,))
         db.execute("DELETE FROM items WHERE name = ?", (name,))
+        if not keep_line:
+            db.execute("DELETE FROM lines WHERE name = ?", (name,))
 
     def _seal(self, db: sqlite3.Connection) -> None:
         db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
