@@ -233,10 +233,10 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool 
 def overwrite_in_place(path: str | os.PathLike[str], pieces: Iterable[tuple[int, bytes]], *,
                        root: Path | None = None) -> None:
     """Write each (offset, bytes) over the file's own bytes, never past its end, then fsync it (the caller holds the
-    collection lock). The mtime after is always later than before,
-    even within one tick of a coarse filesystem clock: readers key their parsed copies on (mtime, size, inode), and
-    this change keeps the size and the inode. A file with more than one hard link is never written (StorageError).
-    """
+    collection lock). The mtime after is always later than before, even within one tick of a coarse filesystem
+    clock: readers key their parsed copies on (mtime, size, inode), and this change keeps the size and the inode.
+    With ``root`` the folders on the way are opened without following a link; a file with more than one hard link
+    is never written (StorageError)."""
     target = Path(path)
     flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:

@@ -41,6 +41,8 @@ INDEX_HEADER = (
     "# One entry per line, so `grep` shows whole entries.\n"
 )
 _LIST_KEYS = ("entries", "items", "episodes", "memories", "chunks")
+
+
 def format_entry(entry: Mapping[str, Any]) -> str:
     """Render one index entry as a single YAML line in JSON syntax."""
     return "- " + dumps_compact(dict(entry), separators=(", ", ": "))

@@ -77,7 +77,7 @@ def entry_id(line: bytes) -> str | None:
         entry = json.loads(line[2:].decode("utf-8")) if line.startswith(b"- {") else None
     except ValueError:
         return None
-    return entry["id"] if valid_entry(entry) else None
+    return str(entry["id"]) if entry is not None and valid_entry(entry) else None
 
 
 def hinted_line(fd: int, item_id: str, at: int | None) -> tuple[int, int] | None:

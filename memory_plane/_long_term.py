@@ -219,9 +219,10 @@ class LongTermStore(ItemCollection[LongTermMemory]):
                 # Appends and blanks keep the file (its inode) and every line's start; a rewrite is a new file.
                 stamp = _file_stamp(self.index.path)
                 if stamp is not None:
-                    # A row is named by its file's name, the file of an id as path_for has it.
-                    suffix = self.layout.suffix
-                    self.candidates.note_lines(stamp, ((f"{i}{suffix}", at) for i, at in self.index.line_starts()))
+                    # A row is named by its file's name: the last part of the id's name in the folder.
+                    name_for = self.layout.name_for
+                    self.candidates.note_lines(stamp, ((name_for(i).rsplit("/", 1)[-1], at)
+                                                       for i, at in self.index.line_starts()))
         except (OSError, sqlite3.Error, MemoryPlaneError) as exc:
             log.info("%s: where the index lines start was not noted: %s", self.index.path, exc)
 
@@ -509,6 +510,8 @@ class LongTermStore(ItemCollection[LongTermMemory]):
 # can add a heading, a list or an instruction of its own to the file.
 PROFILE_LINES = 200
 """profile.md lists this many memories, the highest priority first (a save rewrites that much, never more)."""
+
+
 def _file_stamp(path: Path) -> str | None:
     """What tells one index file from another written in its place (a rewrite is a new file); None: no file."""
     try:
