@@ -230,6 +230,49 @@ def append_lines(path: str | os.PathLike[str], lines: list[str], *, fsync: bool 
         os.close(fd)
 
 
+def overwrite_in_place(path: str | os.PathLike[str], pieces: Iterable[tuple[int, bytes]], *,
+                       root: Path | None = None) -> None:
+    """Write each (offset, bytes) over the file's own bytes, never past its end, then fsync it (the caller holds the
+    collection lock). The mtime after is always later than before, even within one tick of a coarse filesystem
+    clock: readers key their parsed copies on (mtime, size, inode), and this change keeps the size and the inode.
+    With ``root`` the folders on the way are opened without following a link; a file with more than one hard link
+    is never written (StorageError)."""
+    target = Path(path)
+    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        if root is not None:
+            dfd = open_dir(root, target.parent)
+            try:
+                fd = os.open(target.name, flags, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        else:
+            fd = os.open(target, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR):
+            raise StorageError(target, f"nothing written: not a file ({exc.strerror})") from exc
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StorageError(target, f"nothing written: {_kind_of(st.st_mode)} where a file belongs")
+        file_nlink_check(fd, target)
+        for offset, data in pieces:
+            if offset < 0 or offset + len(data) > st.st_size:
+                raise UsageError(f"{target}: an overwrite in place must stay inside the file")
+            view = memoryview(data)
+            while view:
+                n = os.pwrite(fd, view, offset)
+                view, offset = view[n:], offset + n
+        os.fsync(fd)
+        # (A write sets the mtime from the kernel's coarse clock, which may not have moved since the last change.)
+        mtime = max(time.time_ns(), st.st_mtime_ns + 1)
+        os.utime(fd, ns=(os.fstat(fd).st_atime_ns, mtime))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _open_append(target: Path, root: Path | None) -> int:
     """A descriptor to append to a regular file (created if missing); StorageError when something else is there."""
     # O_NONBLOCK: a named pipe there must not block the writer (the fstat below refuses it).

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import FileProblemError
-from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, _valid_entry, entry_lines, format_entry
+from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, entry_lines, format_entry
+from ._index_lines import valid_entry
 from ._item_read import same_path, stat_key
 
 _SCHEMA = """
@@ -171,13 +172,14 @@ class DigestTable:
         the file is not one JSON entry per line after its header (then it is read whole)."""
         db = self._db
         db.execute("DELETE FROM cur")
+        reader = entry_lines(index.path)
         try:
-            with entry_lines(index.path) as lines:
+            with reader as lines:
                 if lines is None:
                     return False  # no index file
                 for raw in lines:
                     entry = json.loads(raw[2:])
-                    if not _valid_entry(entry):
+                    if not valid_entry(entry):
                         return None
                     sort = sort_of(entry)
                     if sort is None:
@@ -185,6 +187,8 @@ class DigestTable:
                     db.execute("INSERT INTO cur VALUES (?, ?)", (sort, raw))
         except (ValueError, NotOneLinePerEntry):
             return None
+        if reader.blanks:
+            return False  # lines a forget blanked out: the rebuild writes the file without them
         new = db.execute(self._chosen_sql("sort, seq"))
         old = self._db.cursor().execute("SELECT line FROM cur ORDER BY sort, rowid")
         while True:
@@ -216,7 +220,7 @@ def index_problems(index: IndexFile) -> list[FileProblemError]:
     try:
         with entry_lines(index.path) as lines:
             for raw in lines or ():
-                if not _valid_entry(json.loads(raw[2:])):
+                if not valid_entry(json.loads(raw[2:])):
                     raise NotOneLinePerEntry()
         return []
     except (ValueError, NotOneLinePerEntry):

@@ -1,24 +1,37 @@
 """index.yaml files: one JSON-syntax flow mapping per line, derived from item files.
 
 A reader parses each line as JSON (fast), falls back to YAML for a line a person edited,
-and to a full YAML parse when entries span several lines. Appends add one line; any
-other change rewrites the file atomically.
+and to a full YAML parse when entries span several lines. Appends add one line; a forget
+blanks its entries' lines in place (``blank_out``: each becomes a comment line of spaces as
+long as it was, so no other line moves); any other change rewrites the file atomically,
+which leaves the blank lines out.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._atomic import append_line, atomic_write, read_bytes_nofollow
+from ._atomic import append_line, atomic_write, overwrite_in_place, read_bytes_nofollow
 from ._collector import collector_paused
 from ._errors import ABSENT, FileProblemError, ParseError
+from ._index_lines import (
+    blank_line,
+    find_lines,
+    header_end,
+    hinted_line,
+    leading_id,
+    valid_entry,
+    without_comment_lines,
+)
 from ._jsonl import dumps_compact
 from ._yaml import decode_utf8, load_yaml
 
@@ -97,13 +110,6 @@ def field_num(value: Any, default: float) -> float:
     return x if math.isfinite(x) else default
 
 
-def _valid_entry(obj: Any) -> bool:
-    return isinstance(obj, dict) and isinstance(obj.get("id"), str) and bool(obj["id"])
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
 def _bulk(text: str) -> list[dict[str, Any]] | None:
     """Every entry line parsed in one json.loads (C speed); None if any line needs the slow path."""
     lines = [ln for ln in text.split("\n") if ln.strip() and not ln.lstrip().startswith("#")]
@@ -113,28 +119,16 @@ def _bulk(text: str) -> list[dict[str, Any]] | None:
         data = json.loads("[" + ",".join(ln[2:] for ln in lines) + "]")
     except ValueError:
         return None
-    return data if all(_valid_entry(e) for e in data) else None
-
-
-def _header_end(data: bytes) -> int | None:
-    """Where the first entry line starts, after the header of comments (and blank lines); None when a line of
-    another kind comes first, or no entry does."""
-    start = len(_BOM) if data.startswith(_BOM) else 0
-    while not data.startswith(b"- {", start):
-        end = data.find(b"\n", start)
-        line = data[start:] if end < 0 else data[start:end]
-        if end < 0 or (line.strip() and not line.lstrip().startswith(b"#")):
-            return None
-        start = end + 1
-    return start
+    return data if all(valid_entry(e) for e in data) else None
 
 
 def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
     """The entries of a well-formed index file (every line after the header of comments is ``- {...}``) from its
     bytes, in one json.loads; None for any other shape, or bytes that are not UTF-8 (the text is parsed then)."""
-    start = _header_end(data)
+    start = header_end(data)
     if start is None:
         return None
+    data = without_comment_lines(data, start)  # entries blanked in place by a forget
     # The lines become one array by a replace in C over the bytes, instead of a split, a check and a join per
     # line over the decoded text: a fresh process spent a third of a 10,000-line index's read on those
     # copies. UTF-8 never has these ASCII bytes inside a character, so this is the array ``_bulk`` makes of
@@ -152,7 +146,7 @@ def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
         entries = json.loads(b"".join((b"[", memoryview(joined)[start + 2:end], b"]")).decode("utf-8"))
     except ValueError:  # not UTF-8 (UnicodeDecodeError) or a line that is not JSON
         return None
-    return entries if all(map(_valid_entry, entries)) else None
+    return entries if all(map(valid_entry, entries)) else None
 
 
 def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
@@ -171,7 +165,7 @@ def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
                 obj = json.loads(s[2:])
             except ValueError:
                 obj = None
-            if _valid_entry(obj):
+            if valid_entry(obj):
                 out.entries.append(obj)
                 continue
         if s.startswith("- "):
@@ -180,7 +174,7 @@ def parse_index(text: str, path: str | Path | None = None) -> IndexRead:
             except ParseError as exc:
                 out.problems.append(ParseError(path, lineno, exc.message))
                 continue
-            if isinstance(parsed, list) and len(parsed) == 1 and _valid_entry(parsed[0]):
+            if isinstance(parsed, list) and len(parsed) == 1 and valid_entry(parsed[0]):
                 out.entries.append(parsed[0])
                 continue
             if isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict):
@@ -210,7 +204,7 @@ def _parse_full(text: str, path: str | Path | None) -> IndexRead:
                     obj = json.loads(s[2:])
                 except ValueError:
                     continue
-                if _valid_entry(obj):
+                if valid_entry(obj):
                     out.entries.append(obj)
         return out
     if isinstance(data, dict):
@@ -222,7 +216,7 @@ def _parse_full(text: str, path: str | Path | None) -> IndexRead:
         out.problems.append(ParseError(path, 1, "index must be a list of entries"))
         return out
     for i, obj in enumerate(data):
-        if _valid_entry(obj):
+        if valid_entry(obj):
             out.entries.append(obj)
         else:
             out.problems.append(ParseError(path, None, f"entry {i + 1} is not a mapping with an 'id'"))
@@ -251,6 +245,8 @@ class IndexFile:
         self.root = root
         """The memory root: writes open every folder below it without following a link (None: plain paths)."""
         self._key = os.path.normpath(self.path)
+        self.appended: tuple[str, int] | None = None
+        """(id, where its line starts) of the entry this object last appended, until the file is written otherwise."""
 
     def read(self) -> IndexRead:
         """Return the parsed entries (cached until the file's stat changes); treat as read-only."""
@@ -286,7 +282,12 @@ class IndexFile:
         except ABSENT:
             before = None
             atomic_write(self.path, INDEX_HEADER, root=self.root)
-        append_line(self.path, format_entry(entry), root=self.root)
+        line = format_entry(entry)
+        append_line(self.path, line, root=self.root)
+        try:
+            self.appended = (str(entry.get("id")), os.stat(self.path).st_size - len(line.encode("utf-8")) - 1)
+        except ABSENT:
+            self.appended = None
         # Keep the warm cache warm: a pure append extends the cached list instead of a re-parse.
         with _cache_guard:
             hit = _cache.get(self._key)
@@ -302,6 +303,7 @@ class IndexFile:
         """Rewrite the whole index atomically (caller holds the collection lock). ``kept``: the line on disk of
         each entry object left as it was read (``_lines``), written again as it is instead of formatted."""
         kept = kept or {}
+        self.appended = None
         body = "".join((kept.get(id(e)) or format_entry(e)) + "\n" for e in entries)
         atomic_write(self.path, INDEX_HEADER + body, root=self.root)
         # The stat key alone cannot tell two rewrites apart when the filesystem reuses the inode within one
@@ -313,6 +315,7 @@ class IndexFile:
     def write_chunks(self, chunks: Iterable[bytes]) -> None:
         """Rewrite the whole index atomically from pieces of its bytes, header included (caller holds the lock): a
         rebuild streams a large index out instead of holding it whole."""
+        self.appended = None
         atomic_write(self.path, chunks, root=self.root)
         with _cache_guard:
             _cache.pop(self._key, None)
@@ -382,9 +385,9 @@ class IndexFile:
             data = read_bytes_nofollow(self.path)
         except FileNotFoundError:
             return 0
-        start = _header_end(data)
-        if start is None:
-            return None
+        start = header_end(data)
+        if start is None or data.find(b"\n#", start - 1 if start else 0) >= 0:
+            return None  # (a file with blanked lines is read whole and written without them)
         # One entry per line: once each line break between two entries is joined, none is left but the
         # trailing ones (what _bulk_bytes checks), so a line holding an id is that entry's whole line.
         joined_breaks = data.count(b"}\n- {", start)
@@ -419,10 +422,85 @@ class IndexFile:
             pieces.append(view[at:begin])
             at = end
         pieces.append(view[at:])
+        self.appended = None
         atomic_write(self.path, b"".join(pieces), root=self.root)
         with _cache_guard:
             _cache.pop(self._key, None)
         return len(cuts)
+
+    def blank_out(self, ids: Iterable[str], hints: Mapping[str, int] | None = None) -> int:
+        """Remove entries by id without rewriting the file: each of their lines overwritten in place with a comment
+        line of spaces as long as it was (``blank_line``), then the file fsynced; how many lines went (the caller
+        holds the lock). ``hints``: where an id's line was last seen to start; a hint is used only when the line
+        there is that entry's whole line, else the file is searched for it. A file that is not one entry per line
+        where an id appears is rewritten without the entries instead (``remove``).
+
+        Why in place: the file's other lines, and where each starts, stay as they are, so a forget costs the lines
+        it removes and not the size of the index; readers key their parsed copies on the file's mtime, which the
+        write moves on. A write torn by a crash leaves a line that does not parse: the index is then doubtful and
+        rebuilt from the item files (the tombstone written first keeps the forgotten item out of that rebuild)."""
+        drop = set(ids)
+        hints = hints or {}
+        try:
+            spans = self._spans(drop, hints)
+        except FileNotFoundError:
+            return 0
+        except OSError:
+            spans = None  # a link or something else where the file belongs: ``remove`` says what is there
+        if spans is None:
+            return self.remove(drop)
+        if spans:
+            self.appended = None
+            overwrite_in_place(self.path, [(at, blank_line(n)) for at, n in spans], root=self.root)
+            with _cache_guard:
+                _cache.pop(self._key, None)
+        return len(spans)
+
+    def _spans(self, drop: set[str], hints: Mapping[str, int]) -> list[tuple[int, int]] | None:
+        """(start, length with its line break) of each line holding an entry of these ids, sorted; None when a line
+        naming one of them does not parse as one entry (or an id is not its own bytes in the file)."""
+        if not all(i.isascii() and json.dumps(i) == f'"{i}"' for i in drop):
+            return None  # an id written with escapes is not its own bytes in the file
+        spans: set[tuple[int, int]] = set()
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FileNotFoundError(self.path)  # no file of ours there (verify names what is)
+            unfound = set()
+            for item_id in drop:
+                span = hinted_line(fd, item_id, hints.get(item_id))
+                if span is None:
+                    unfound.add(item_id)
+                else:
+                    spans.add(span)
+            if unfound and st.st_size:
+                with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+                    found = find_lines(data, unfound)
+                if found is None:
+                    return None
+                spans.update(found)
+        finally:
+            os.close(fd)
+        return sorted(spans)
+
+    def line_starts(self) -> Iterator[tuple[str, int]]:
+        """(id, where its line starts) of each entry line of a one-entry-per-line file, read line by line (nothing
+        for a file of another shape, or none): the hints ``blank_out`` takes."""
+        try:
+            at = header_end(read_bytes_nofollow(self.path, 1 << 16))
+            if at is None:
+                return
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except (OSError, FileProblemError):
+            return
+        with os.fdopen(fd, "rb") as fh:
+            fh.seek(at)
+            for raw in fh:
+                item_id = leading_id(raw)
+                if item_id is not None:
+                    yield item_id, at
+                at += len(raw)
 
     def iter_entries(self) -> Iterator[dict[str, Any]]:
         """The entries one by one, read line by line and kept nowhere (a cron job's look at a large index); a file
@@ -440,7 +518,7 @@ class IndexFile:
             with entry_lines(self.path) as lines:
                 for raw in lines or ():
                     entry = json.loads(raw[2:])
-                    if not _valid_entry(entry):
+                    if not valid_entry(entry):
                         raise NotOneLinePerEntry()
                     yield entry
             return
@@ -463,6 +541,8 @@ class _Lines:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: Any = None
+        self.blanks = 0
+        """Comment lines met among the entries so far (entries a forget blanked out)."""
 
     def __enter__(self) -> Iterator[bytes] | None:
         try:
@@ -471,7 +551,7 @@ class _Lines:
             return None
         except FileProblemError as exc:
             raise NotOneLinePerEntry() from exc
-        start = _header_end(head)
+        start = header_end(head)
         if start is None:
             raise NotOneLinePerEntry()
         head[:start].decode("utf-8")  # a header that is not UTF-8: the whole file is refused (read whole)
@@ -487,6 +567,9 @@ class _Lines:
             if not line:
                 trailing = True  # only line breaks may follow the last entry
                 continue
+            if line.startswith(b"#") and not trailing:
+                self.blanks += 1  # an entry blanked out by a forget
+                continue
             if trailing or not (line.startswith(b"- {") and line.endswith(b"}")):
                 raise NotOneLinePerEntry()
             yield line
@@ -498,7 +581,8 @@ class _Lines:
 
 def entry_lines(path: Path) -> _Lines:
     """``with entry_lines(path) as lines``: the entry lines of an index file (bytes, no line break) one by one, None
-    when there is no file; NotOneLinePerEntry (on entering, or from the iterator) when it is not in that shape."""
+    when there is no file; NotOneLinePerEntry (on entering, or from the iterator) when it is not in that shape. Comment
+    lines among the entries (entries a forget blanked out) are skipped and counted in ``blanks``."""
     return _Lines(path)
 
 

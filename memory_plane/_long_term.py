@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import heapq
+import logging
+import os
 import re
+import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from memory_plane.lifecycle import (
     ItemCollection,
     ItemRead,
     LockTimeout,
+    MemoryPlaneError,
     Retention,
     StorageError,
     TombstoneLog,
@@ -69,6 +73,8 @@ from ._long_term_model import (
 from ._long_term_save import SaveRequest, run_save
 from ._retrieve_types import MemoryHit
 from ._tokens import token_set
+
+log = logging.getLogger("memory_plane")
 
 __all__ = [
     "GENERIC_ENTITIES", "LONG_TERM_TYPES", "MAX_CONTENT", "PRIORITY", "PROFILE_TYPES", "SOURCES", "USER_WORD_TYPES",
@@ -197,7 +203,28 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         changed = super().rebuild_index(items)
         if self.read_only or self.linked():
             return changed
-        return self.sync_candidates(items) or changed
+        changed = self.sync_candidates(items) or changed
+        self.note_index_lines()
+        return changed
+
+    def note_index_lines(self) -> None:
+        """Record in the candidates index where each memory's index line starts (a forget blanks the lines it
+        finds there instead of searching the whole file), unless noted since index.yaml was last rewritten or
+        that index is behind the files. Hints only: a tree that cannot be written keeps the ones it has."""
+        try:
+            stamp = _file_stamp(self.index.path)
+            if stamp is None or self.candidates.lines_noted(stamp) or not self.candidates.current():
+                return
+            with self.lock():
+                # Appends and blanks keep the file (its inode) and every line's start; a rewrite is a new file.
+                stamp = _file_stamp(self.index.path)
+                if stamp is not None:
+                    # A row is named by its file's name: the last part of the id's name in the folder.
+                    name_for = self.layout.name_for
+                    self.candidates.note_lines(stamp, ((name_for(i).rsplit("/", 1)[-1], at)
+                                                       for i, at in self.index.line_starts()))
+        except (OSError, sqlite3.Error, MemoryPlaneError) as exc:
+            log.info("%s: where the index lines start was not noted: %s", self.index.path, exc)
 
     def sync_candidates(self, items: DigestTable | list[ItemRead[LongTermMemory]] | None = None) -> bool:
         """Bring the candidates index up to date with the memory files (the ones whose mtime or size differ
@@ -224,9 +251,12 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         """Write a memory file and its index line, then its row of the candidates index (the caller holds the
         lock); an index that was behind the files is left for the next save to bring up to date."""
         current = self.candidates.current()
+        self.index.appended = None
         path = super().save_locked(record)
         if current:
-            self.candidates.put(path, record)
+            appended = self.index.appended
+            # Where its index line starts, when the save appended it (a rewrite moved other lines: no hint).
+            self.candidates.put(path, record, appended[1] if appended and appended[0] == record.id else None)
         return path
 
     def candidate_actives(self, probe: Probe) -> list[LongTermMemory] | None:
@@ -309,6 +339,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         for row in (disk or "").split("\n"):
             if row.startswith("- ["):
                 kept[row[3:].split(" ", 1)[0]] = row + "\n"
+        # A memory that moves up into the first lines (one listed before went) is read alone, not every one listed.
+        names = {mem_id: name for name, mem_id in order}
+        entering = [mem_id for mem_id in ids if mem_id not in fresh and mem_id not in kept]
+        if entering:
+            read = {m.id: m for m in self._load_names(names[i] for i in entering)}
+            if any(m.status != "active" or m.type not in PROFILE_TYPES for m in read.values()):
+                return False  # a file edited since its row was written: profile.md is made from the files
+            fresh = {**fresh, **read}
         lines: list[str] = []
         for mem_id in ids:
             line = _profile_line(fresh[mem_id]) if mem_id in fresh else kept.get(mem_id)
@@ -472,6 +510,17 @@ class LongTermStore(ItemCollection[LongTermMemory]):
 # can add a heading, a list or an instruction of its own to the file.
 PROFILE_LINES = 200
 """profile.md lists this many memories, the highest priority first (a save rewrites that much, never more)."""
+
+
+def _file_stamp(path: Path) -> str | None:
+    """What tells one index file from another written in its place (a rewrite is a new file); None: no file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
 _PROFILE_MORE = ("\nMore active profile, rule and preference memories follow in priority order in index.yaml "
                  "(`memplane memory recall` finds them).\n")
 _PROFILE_HEAD = ("# User Profile\n\nBuilt from active profile, rule and preference memories; "

@@ -21,6 +21,11 @@ and size, and the memory folder's mtime after its last write: a save that finds 
 (a file added, removed or renamed by another hand) brings the index up to date from the files first, and
 ``verify`` compares every file with its row and rebuilds what differs. Deleted rows are overwritten
 (``secure_delete``): a forgotten memory's words do not stay in the file's free pages.
+
+Beside them, ``lines`` says where each memory's index.yaml line was last seen to start: a forget blanks the line
+there in place (``IndexFile.blank_out`` checks the line before it trusts the place) instead of searching the file.
+A save notes the line it appended; a rebuild of the index notes every line (``meta.lines`` names the index file
+they were noted in, so a rebuild that left the file as it was does not note them again).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ CREATE TABLE IF NOT EXISTS keys (k TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KE
 CREATE INDEX IF NOT EXISTS keys_name ON keys (name);
 CREATE INDEX IF NOT EXISTS items_order ON items (status, priority DESC, id);
 CREATE INDEX IF NOT EXISTS items_successor ON items (superseded_by) WHERE superseded_by IS NOT NULL;
+CREATE TABLE IF NOT EXISTS lines (name TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -155,7 +161,8 @@ class CandidateIndex:
             db.execute("PRAGMA synchronous = FULL")
             if _version(db) not in (None, _VERSION):
                 # Made by another version of this module: derived data, made again from the files.
-                db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta;")
+                db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta; "
+                                "DROP TABLE IF EXISTS lines;")
             db.executescript(_SCHEMA)
             yield db
         finally:
@@ -196,42 +203,92 @@ class CandidateIndex:
 
     # -- writing ----------------------------------------------------------------
 
-    def put(self, path: Path, mem: LongTermMemory) -> None:
-        """Record one memory file as it is now (the caller holds the store's lock and wrote it)."""
+    def put(self, path: Path, mem: LongTermMemory, line_at: int | None = None) -> None:
+        """Record one memory file as it is now (the caller holds the store's lock and wrote it); ``line_at``: where
+        its index line starts, when the write appended it."""
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            self._put(db, path, mem)
+            self._put(db, path, mem, line_at)
             self._seal(db)
             db.execute("COMMIT")
 
-    def drop(self, names: Iterable[str]) -> None:
-        """Forget the rows of these memory files (removed)."""
+    def drop(self, names: Iterable[str], *, seal: bool = True) -> None:
+        """Forget the rows of these memory files (removed). ``seal=False``: the index was behind the folder before
+        (it stays so: the rows go, the folder is not recorded as seen)."""
+        if not self.path.is_file():
+            return
+        try:
+            with self._db() as db:
+                db.execute("BEGIN IMMEDIATE")
+                for name in names:
+                    self._drop(db, name)
+                if seal:
+                    self._seal(db)
+                db.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            if seal:
+                raise
+            # A file SQLite cannot read may still hold the words: derived data, made again from the items.
+            self.path.unlink(missing_ok=True)
+
+    def note_lines(self, index_file: str, starts: Iterable[tuple[str, int]]) -> None:
+        """Record where each memory file's index line starts (file name, byte offset) in the index file
+        ``index_file`` names (``lines_stamp``): the hints a forget finds the lines by (``IndexFile.blank_out``
+        checks each before use)."""
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            for name in names:
-                self._drop(db, name)
-            self._seal(db)
+            db.executemany("INSERT OR REPLACE INTO lines VALUES (?, ?)", starts)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('lines', ?)", (index_file,))
             db.execute("COMMIT")
 
-    def _put(self, db: sqlite3.Connection, path: Path, mem: LongTermMemory) -> None:
+    def lines_noted(self, index_file: str) -> bool:
+        """Whether the hints were noted in the index file ``index_file`` names (it was not rewritten since)."""
+        if not self.path.is_file():
+            return False
+        try:
+            with self._db() as db:
+                row = db.execute("SELECT value FROM meta WHERE name = 'lines'").fetchone()
+        except sqlite3.Error:
+            return False
+        return row is not None and row[0] == index_file
+
+    def line_hints(self, names: Iterable[str]) -> dict[str, int]:
+        """Memory id -> where its index line was last seen to start, for these files (those that have a hint)."""
+        wanted = list(names)
+        out: dict[str, int] = {}
+        with self._db() as db:
+            for i in range(0, len(wanted), _BATCH):
+                part = wanted[i:i + _BATCH]
+                marks = ",".join("?" * len(part))
+                out.update((str(mem_id), int(at)) for mem_id, at in db.execute(
+                    f"SELECT items.id, lines.at FROM lines JOIN items USING (name) WHERE name IN ({marks})", part))
+        return out
+
+    def _put(self, db: sqlite3.Connection, path: Path, mem: LongTermMemory, line_at: int | None = None) -> None:
         name = Path(path).name
         try:
             st = os.stat(path)
         except FileNotFoundError:
             self._drop(db, name)
             return
-        self._drop(db, name)
+        # Its rows made again; where its index line starts is kept unless the write says anew (a hint, checked before
+        # use: a save that left the line as it was keeps it right).
+        self._drop(db, name, keep_line=True)
         successor = mem.superseded_by if mem.status == "replaced" and isinstance(mem.superseded_by, str) else None
         db.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                    (name, mem.id, mem.type, mem.status, mem.priority, st.st_mtime_ns, st.st_size, successor))
+        if line_at is not None:
+            db.execute("INSERT OR REPLACE INTO lines VALUES (?, ?)", (name, line_at))
         if mem.status == "active":
             keys = memory_keys(mem.type, _norm(mem.content), mem.entities, mem.tags)
             db.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", ((k, name) for k in keys))
 
     @staticmethod
-    def _drop(db: sqlite3.Connection, name: str) -> None:
+    def _drop(db: sqlite3.Connection, name: str, *, keep_line: bool = False) -> None:
         db.execute("DELETE FROM keys WHERE name = ?", (name,))
         db.execute("DELETE FROM items WHERE name = ?", (name,))
+        if not keep_line:
+            db.execute("DELETE FROM lines WHERE name = ?", (name,))
 
     def _seal(self, db: sqlite3.Connection) -> None:
         db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",

@@ -6,7 +6,8 @@ Order, and why:
    and recall leave its file out);
 2. the text is replaced by ``[forgotten]`` wherever the tree copied it (``_scrub``), while the memory's own
    file still holds it;
-3. the index lines, the files and ``profile.md`` go last.
+3. the index lines (blanked in place: ``IndexFile.blank_out``), the files, their rows of the candidates index and
+   ``profile.md`` go last.
 
 A kill between 1 and 3 leaves a forgotten memory's file: the next forget, ``verify --fix`` or GC finds it
 by its tombstone and runs 2 and 3 again with the text the file still holds (``finish_forgets``).
@@ -109,18 +110,21 @@ def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
     # Outside the store's lock: the scrub takes the session's, the episodes' and the device's locks.
     changed = scrub_tree(store.root, [t for m in mems for t in (m.content, m.title or "")],
                          lock_timeout=store.lock_timeout)
+    names = [store.path_for(m.id).name for m in mems]
     with store.lock():
         with index_writes(store):
-            store.index.remove([m.id for m in mems])
             current = store.candidates.current()
+            # Their lines blanked in place where the candidates index saw them start (checked there first): the
+            # index file is never rewritten, so a forget costs what it removes, whatever the store's size.
+            store.index.blank_out([m.id for m in mems], store.candidates.line_hints(names) if current else None)
             for m in mems:
                 path = store.path_for(m.id)
                 if path.exists():
                     remove_path(store.root, path)  # every removal of a memory file is this one
                     changed.append(store.rel(path))
-            if current:
-                # The rows go with the files (their deleted pages overwritten): no key of the text stays.
-                store.candidates.drop(store.path_for(m.id).name for m in mems)
+            # The rows go with the files (their deleted pages overwritten): no key of the text stays, even in an
+            # index that was behind the folder (left behind: the next save brings it up to date).
+            store.candidates.drop(names, seal=current)
         store.update_profile(mems)  # their lines go (read again only when one of them was in profile.md)
     return changed
 

@@ -45,6 +45,8 @@ from .upkeep import check_jobs, gc_tree, repair_tree, restore_from_quarantine, v
 log = logging.getLogger("memory_plane")
 
 LESSON_WAIT_S = 5.0
+POSTINGS_WAIT_S = 60.0
+"""How long a forget waits for a retrieve's postings still being written (they may hold the memory's words)."""
 """How long a retrieve (or a recorder made without one) waits for the lessons of the episodes already committed:
 what a task is shown, and so what it credits and blames, must not depend on how far behind the worker is."""
 
@@ -308,6 +310,7 @@ class MemoryPlane:
         """Forget any memory (long-term or device) everywhere, leaving only a tombstone; False when there is
         no such memory, a UsageError naming an id no memory can have."""
         check_forget_id(memory_id)
+        self._postings_written()
         if memory_id.startswith("mem_"):
             return self._long_term.forget_memory(memory_id, reason=reason)
         return self._device.forget(memory_id, reason)
@@ -315,7 +318,16 @@ class MemoryPlane:
     def _finish_forgets(self, *, dry_run: bool = False) -> list[str]:
         """Files of forgotten memories a killed forget left behind (by their tombstones), removed unless
         ``dry_run`` (their text scrubbed from the tree first); their paths. Verify --fix and GC run it."""
+        if not dry_run:
+            self._postings_written()
         return [*self._long_term.finish_forgets(dry_run=dry_run), *self._device.finish_forgets(dry_run=dry_run)]
+
+    def _postings_written(self) -> None:
+        """Wait for the postings a retrieve is still writing under ``.cache/retrieve/``: written after a forget
+        dropped the cache, they would hold the forgotten words again (a retrieve's write raced a forget)."""
+        if not self._retriever.wait(POSTINGS_WAIT_S):
+            log.warning("a forget went on while retrieval postings were still being written after %.0f s",
+                        POSTINGS_WAIT_S)
 
     # -- lifecycle ----------------------------------------------------------------
 
