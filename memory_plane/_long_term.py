@@ -53,7 +53,6 @@ from memory_plane.lifecycle import (
 from ._freshness import FileState, file_state, mtime_ns
 from ._inverted_index import InvertedIndex
 from ._long_term_candidates import CandidateIndex, Probe
-from ._long_term_forget import finish_forgets, run_forget
 from ._long_term_model import (
     GENERIC_ENTITIES,
     LONG_TERM_TYPES,
@@ -416,10 +415,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         """Forget a memory everywhere: a tombstone without its content first, then its text scrubbed from the
         tree, its file last (see ``_long_term_forget``); True if it existed. An id no memory can have is a
         UsageError naming it."""
+        from ._long_term_forget import run_forget  # with the scrub of the whole tree: loaded by a forget only
+
         return run_forget(self, mem_id, reason)
 
     def finish_forgets(self, *, dry_run: bool = False) -> list[str]:
         """Remove the files of forgotten memories a killed forget left behind; their paths."""
+        from ._long_term_forget import finish_forgets
+
         return finish_forgets(self, dry_run=dry_run)
 
     def recall_memory(self, query: str, limit: int = 5, *, now: Any = None,
