@@ -25,8 +25,9 @@ for goal in ("打开微信，找到张三", "what is the office code", "Send Bob
 print("\\n".join(sorted(sys.modules)))
 """
 
-# The code of recording, learning from an episode (lessons, outcomes, blame), forgetting (the scrub of the whole
-# tree), verify and GC, the model's tools and the model lenses: none of it is loaded by a start and a retrieve.
+# The code of recording, learning from an episode (lessons, outcomes, blame), saving (what a save decides, the
+# candidates index and SQLite under it), forgetting (the scrub of the whole tree), verify and GC, the model's
+# tools and the model lenses: none of it is loaded by a start and a retrieve.
 DEFERRED = (
     "memory_plane.episodes._recorder",
     "memory_plane.episodes._extract",
@@ -34,6 +35,9 @@ DEFERRED = (
     "memory_plane.episodes._blame",
     "memory_plane.episodes._transcript_config",
     "memory_plane.episodes.transcript",
+    "memory_plane._long_term_save",
+    "memory_plane._long_term_candidates",
+    "sqlite3",
     "memory_plane._long_term_forget",
     "memory_plane._scrub",
     "memory_plane.upkeep",
