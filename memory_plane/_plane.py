@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from memory_plane.episodes import EpisodeRecorder
 
 # The recorder, forget, verify, GC and restore load the code they need when first called: a process that starts
-# to retrieve (the agent's first call) does not pay for them (see the start-up figures in BENCHMARKS.md).
+# to retrieve (the agent's first call) does not pay for them (tests/test_startup_imports.py checks).
 
 log = logging.getLogger("memory_plane")
 
