@@ -52,6 +52,9 @@ class MemoryRetrieveRequest(BaseModel):
 class MemoryHit(BaseModel):
     """One retrieved memory: id, type, score, confidence, prompt text and file path."""
 
+    # Built on first use, as every model of the package: ``import memory_plane`` builds no validator.
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     type: str
     score: float = 0.0
@@ -70,6 +73,8 @@ class MemoryHit(BaseModel):
 
 class RoleMemoryContext(BaseModel):
     """Retrieved memories by category, as the agent's prompt uses them."""
+
+    model_config = ConfigDict(defer_build=True)
 
     device_profile: list[MemoryHit] = Field(default_factory=list)
     app_profiles: list[MemoryHit] = Field(default_factory=list)

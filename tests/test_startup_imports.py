@@ -76,3 +76,24 @@ def test_what_is_loaded_on_first_use_still_works_in_a_fresh_process(tmp_path: Pa
     out = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, check=True,
                          env=env, timeout=120).stdout.split()
     assert int(out[0]) >= 2 and int(out[1]) >= 1, out  # both jobs ran, and the episode taught an app profile
+
+
+IMPORT_ONLY = """
+import memory_plane
+from pydantic import BaseModel
+
+def models(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from models(sub)
+
+print("\\n".join(f"{m.__module__}.{m.__qualname__}" for m in models(BaseModel) if m.__pydantic_complete__))
+"""
+
+
+def test_importing_the_package_builds_no_model() -> None:
+    # Every model is built when it is first used: the import itself builds no validator (nor loads what pydantic
+    # needs to make one).
+    built = subprocess.run([sys.executable, "-c", IMPORT_ONLY], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120).stdout.split()
+    assert not built, built
