@@ -12,7 +12,6 @@ value matches at word boundaries in English and anywhere in Chinese.
 
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -271,6 +270,8 @@ def fill(examples: Iterable[str], slots: Mapping[str, str], goal: str) -> dict[s
     not give (no example aligns, or the text around the value differs) are left out."""
     if not slots:
         return {}
+    import difflib  # loaded by the first goal with slots to fill, not at import
+
     g_text, g_toks = tokens(goal)
     g_keys = [k for k, _, _ in g_toks]
     out: dict[str, str] = {}

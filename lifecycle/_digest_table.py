@@ -9,16 +9,18 @@ entries as a list, ordered and compared as before.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import FileProblemError
 from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, entry_lines, format_entry
 from ._index_lines import valid_entry
 from ._item_read import same_path, stat_key
+
+if TYPE_CHECKING:
+    import sqlite3
 
 _SCHEMA = """
 CREATE TABLE items (path TEXT PRIMARY KEY, k1 INTEGER, k2 INTEGER, k3 INTEGER, id TEXT NOT NULL, expected TEXT,
@@ -62,6 +64,8 @@ class DigestTable:
     def __init__(self, *, entry_of: Callable[[Any], dict[str, Any] | None], expected_of: Callable[[Any], Path],
                  sort_of: Callable[[dict[str, Any]], bytes | None], rel: Callable[[Path], str]) -> None:
         self._entry_of, self._expected_of, self._sort_of, self._rel = entry_of, expected_of, sort_of, rel
+        import sqlite3  # loaded by the walks of verify and GC, not by a process that only retrieves
+
         # "": a private temporary file that SQLite deletes on close; its page cache is what stays in memory.
         self._db = sqlite3.connect("", isolation_level=None)
         self._db.execute("PRAGMA cache_size = -2048")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -219,10 +220,17 @@ def _merge_into(target: CommentedMap, new: Mapping[str, Any]) -> None:
 # Longer keys are written as explicit ("? key") keys, which have no length limit.
 MAX_SIMPLE_KEY = 1000
 
-_PLAIN = re.compile(r"^[A-Za-z_\u00c0-\uffff][\w\u00c0-\uffff .,/@()+=-]*$")
 _RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "nan", "inf"})
-_NUMBERISH = re.compile(r"^[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?$|^0[xob]|^\d{4}-\d\d-\d\d|^\d+:\d")
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+@functools.cache
+def _scalar_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """(a plain scalar, a scalar YAML would read as a number or date, a character YAML forbids raw), compiled on
+    the first write: classes over the whole BMP take milliseconds to compile, and a process that only reads
+    (the agent's first retrieve) writes no YAML."""
+    return (re.compile(r"^[A-Za-z_\u00c0-\uffff][\w\u00c0-\uffff .,/@()+=-]*$"),
+            re.compile(r"^[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?$|^0[xob]|^\d{4}-\d\d-\d\d|^\d+:\d"),
+            re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]"))
 
 
 def _scalar(value: Any) -> str:
@@ -241,13 +249,14 @@ def _scalar(value: Any) -> str:
             return ".inf" if value > 0 else "-.inf"
         return repr(round_float(value))
     text = str(value)
-    if (_PLAIN.match(text) and text.lower() not in _RESERVED and not _NUMBERISH.match(text)
+    plain, numberish, unsafe = _scalar_patterns()
+    if (plain.match(text) and text.lower() not in _RESERVED and not numberish.match(text)
             and not text.endswith((" ", ":")) and ": " not in text and " #" not in text and text.strip() == text
-            and _UNSAFE.search(text) is None and len(text) < 2000):
+            and unsafe.search(text) is None and len(text) < 2000):
         return text
     # A JSON string is a valid YAML double-quoted scalar; escape what YAML forbids raw.
     quoted = json.dumps(text, ensure_ascii=False)
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+    return unsafe.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
 def _emit(value: Any, indent: int, out: list[str]) -> None:

@@ -13,9 +13,6 @@ from typing import NamedTuple
 
 from ._tokens import token_set
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z0-9]")
-
 # Negations first (longest first), so that 不需要 is one marker and not 不 + 需要.
 _NEG_ZH = ("不需要", "不必要", "无需", "不用", "不要", "不必", "不能", "不可", "禁止", "不准",
            "别", "勿", "莫", "没", "不")
@@ -28,7 +25,15 @@ _MODAL_EN = ("must", "always", "should", "need to", "needs to", "have to", "has 
 def meaning_length(text: str) -> float:
     """How much a text says, comparable across scripts: Latin letters and digits count 1, a CJK character 2.5
     (one character is about a short word)."""
-    return len(_LATIN.findall(text)) + 2.5 * len(_CJK.findall(text))
+    latin, cjk = _scripts()
+    return len(latin.findall(text)) + 2.5 * len(cjk.findall(text))
+
+
+@functools.cache
+def _scripts() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(a Latin letter or digit, a CJK ideograph), compiled on first use: a class over the BMP takes milliseconds
+    to compile, and a retrieve weighs no text."""
+    return re.compile(r"[A-Za-z0-9]"), re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def _strip(text: str) -> tuple[str, bool]:
@@ -81,7 +86,13 @@ class Stance(NamedTuple):
     denied: frozenset[str] = frozenset()
 
 
-_CLAUSE_END = re.compile(r"[,.;:!?()\[\]{}\"'\n，。；：！？、（）「」『』“”‘’]")
+@functools.cache
+def _clause_end() -> re.Pattern[str]:
+    """Where a clause ends, compiled on first use (its CJK punctuation makes a class over the BMP, which takes
+    milliseconds to compile, and a process that starts to retrieve seldom needs it)."""
+    return re.compile(r"[,.;:!?()\[\]{}\"'\n，。；：！？、（）「」『』“”‘’]")
+
+
 SCOPE_WORDS = 4  # a Latin negator governs the next few words of its clause ("never pay with the gift card")
 SCOPE_CJK = 6  # a CJK negator of two or more characters, the next characters of its clause ("不要在美团付款")
 SCOPE_CJK_ONE = 2  # a one-character one, the next two: 不/别/没 also start ordinary words (不同, 别人), whose
@@ -95,12 +106,12 @@ def _denied(text: str) -> str:
     out: list[str] = []
     for m in _NEG_EN:
         for hit in re.finditer(rf"(?<![a-z']){re.escape(m)}(?![a-z'])", t):
-            rest = _CLAUSE_END.split(t[hit.end():], maxsplit=1)[0]
+            rest = _clause_end().split(t[hit.end():], maxsplit=1)[0]
             out.append(" ".join(rest.split()[:SCOPE_WORDS]))
     for m in _NEG_ZH:
         at = t.find(m)
         while at >= 0:
-            rest = _CLAUSE_END.split(t[at + len(m):], maxsplit=1)[0].strip()
+            rest = _clause_end().split(t[at + len(m):], maxsplit=1)[0].strip()
             out.append(rest[:SCOPE_CJK_ONE if len(m) == 1 else SCOPE_CJK])
             at = t.find(m, at + len(m))
     return " ".join(out)

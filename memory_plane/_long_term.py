@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import os
 import re
-import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
@@ -52,8 +52,6 @@ from memory_plane.lifecycle import (
 
 from ._freshness import FileState, file_state, mtime_ns
 from ._inverted_index import InvertedIndex
-from ._long_term_candidates import CandidateIndex, Probe
-from ._long_term_forget import finish_forgets, run_forget
 from ._long_term_model import (
     GENERIC_ENTITIES,
     LONG_TERM_TYPES,
@@ -70,9 +68,11 @@ from ._long_term_model import (
     _norm,
     is_users,
 )
-from ._long_term_save import SaveRequest, run_save
 from ._retrieve_types import MemoryHit
 from ._tokens import token_set
+
+if TYPE_CHECKING:
+    from ._long_term_candidates import CandidateIndex, Probe
 
 log = logging.getLogger("memory_plane")
 
@@ -96,7 +96,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._search_cache: tuple[Any, list[dict[str, Any]], InvertedIndex] | None = None
-        self.candidates = CandidateIndex(self.dir, self.mem_dir, self.root)
+
+    @functools.cached_property
+    def candidates(self) -> CandidateIndex:
+        """The candidates index of saves (SQLite): made on first use, so a process that only retrieves loads
+        neither it nor what a save decides."""
+        from ._long_term_candidates import CandidateIndex
+
+        return CandidateIndex(self.dir, self.mem_dir, self.root)
 
     def path_for(self, mem_id: str) -> Path:
         """The file of a memory."""
@@ -211,6 +218,8 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         """Record in the candidates index where each memory's index line starts (a forget blanks the lines it
         finds there instead of searching the whole file), unless noted since index.yaml was last rewritten or
         that index is behind the files. Hints only: a tree that cannot be written keeps the ones it has."""
+        import sqlite3  # with the candidates index: loaded by what writes the index, not by a start
+
         try:
             stamp = _file_stamp(self.index.path)
             if stamp is None or self.candidates.lines_noted(stamp) or not self.candidates.current():
@@ -397,6 +406,8 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         ents_l = list(dict.fromkeys(e.strip() for e in entities if e and e.strip()))
         if ttl is not None:
             parse_duration(ttl)  # a bad TTL is a usage error now, not a surprise later
+        from ._long_term_save import SaveRequest, run_save
+
         req = SaveRequest(type, text, key, mem_id, title, tags_l, ents_l, force, priority, ttl, applicability,
                           source_refs, source)
         try:
@@ -416,10 +427,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         """Forget a memory everywhere: a tombstone without its content first, then its text scrubbed from the
         tree, its file last (see ``_long_term_forget``); True if it existed. An id no memory can have is a
         UsageError naming it."""
+        from ._long_term_forget import run_forget  # with the scrub of the whole tree: loaded by a forget only
+
         return run_forget(self, mem_id, reason)
 
     def finish_forgets(self, *, dry_run: bool = False) -> list[str]:
         """Remove the files of forgotten memories a killed forget left behind; their paths."""
+        from ._long_term_forget import finish_forgets
+
         return finish_forgets(self, dry_run=dry_run)
 
     def recall_memory(self, query: str, limit: int = 5, *, now: Any = None,

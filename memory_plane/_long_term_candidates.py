@@ -53,7 +53,6 @@ _VERSION = "4"  # 4: each replaced memory's successor (a forget finds what it re
 _COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
 _BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
 _WORD = re.compile(r"[a-z0-9]+")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (name TEXT PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL,
@@ -91,8 +90,13 @@ def _words(norm: str) -> list[tuple[str, bool, bool]]:
     return [(m.group(), m.start() == 0, m.end() == len(norm)) for m in _WORD.finditer(norm)]
 
 
+def _is_cjk(c: str) -> bool:
+    # Compared, not matched: a regex class over these blocks takes milliseconds to compile at import.
+    return "\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff"
+
+
 def _cjk_pairs(norm: str) -> set[str]:
-    return {norm[i:i + 2] for i in range(len(norm) - 1) if _CJK.match(norm[i]) and _CJK.match(norm[i + 1])}
+    return {norm[i:i + 2] for i in range(len(norm) - 1) if _is_cjk(norm[i]) and _is_cjk(norm[i + 1])}
 
 
 def _compact(text: str) -> tuple[str, bool]:

@@ -10,12 +10,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_plane.device_memory import DeviceMemory, type_of_id
 from memory_plane.episodes import (
     EpisodeJob,
-    EpisodeRecorder,
     TaskEpisode,
     TaskEpisodeStore,
     TaskEpisodeWriter,
@@ -36,11 +35,15 @@ from memory_plane.lifecycle import (
 )
 
 from ._long_term import LongTermStore
-from ._long_term_forget import check_forget_id
 from ._retrieve_types import MemoryRetrieveRequest, RoleMemoryContext
 from ._session import SessionStore
 from .retrieval import MemoryContext, RetrieveConfig, Retriever, goal_facts, parse_query
-from .upkeep import check_jobs, gc_tree, repair_tree, restore_from_quarantine, verify_tree
+
+if TYPE_CHECKING:
+    from memory_plane.episodes import EpisodeRecorder
+
+# The recorder, forget, verify, GC and restore load the code they need when first called: a process that starts
+# to retrieve (the agent's first call) does not pay for them (tests/test_startup_imports.py checks).
 
 log = logging.getLogger("memory_plane")
 
@@ -219,6 +222,8 @@ class MemoryPlane:
         normalized = None
         if query is not None:
             normalized = goal_facts(query, self._device.catalog)
+        from memory_plane.episodes import EpisodeRecorder
+
         return EpisodeRecorder(
             self._episodes, req.input, device_id=req.device_id or "default", language=hints.language,
             screen=hints.screen(), app=hints.app, page=hints.page, normalized_goal=normalized,
@@ -309,6 +314,8 @@ class MemoryPlane:
     def forget(self, memory_id: str, *, reason: str = "forgotten") -> bool:
         """Forget any memory (long-term or device) everywhere, leaving only a tombstone; False when there is
         no such memory, a UsageError naming an id no memory can have."""
+        from ._long_term_forget import check_forget_id
+
         check_forget_id(memory_id)
         self._postings_written()
         if memory_id.startswith("mem_"):
@@ -336,6 +343,8 @@ class MemoryPlane:
         never ran (a crash, an overflow). Each finding carries its repair; with ``fix`` they are made (broken
         files quarantined, torn lines dropped, ...). ``now`` (the operator's time) is believed as given; the
         plane's clock is checked against the tree first (a ``clock`` problem)."""
+        from .upkeep import check_jobs, repair_tree, verify_tree
+
         self.flush(30)
         report = verify_tree(self._root, self._device, self._episodes, self._long_term, self._writer,
                              now=now or self._clock(), session=self._session, trust_clock=now is not None)
@@ -375,6 +384,8 @@ class MemoryPlane:
 
     def restore(self, name: str, *, force: bool = False) -> dict[str, Any]:
         """Put a quarantined file back where it came from, if it now loads (or ``force``), and re-index it."""
+        from .upkeep import restore_from_quarantine
+
         return restore_from_quarantine(self._root, self._device, self._episodes, self._long_term, name, force=force)
 
     def gc(self, *, dry_run: bool = False, now: datetime | None = None) -> GcReport:
@@ -382,6 +393,8 @@ class MemoryPlane:
 
         Raises ClockError, removing nothing, when the plane's clock cannot be believed against the tree (before
         the build date, behind its newest write, or far past it); ``now`` (the operator's time) is believed."""
+        from .upkeep import gc_tree
+
         self.flush(30)
         report = gc_tree(self._root, self._device, self._episodes, self._long_term, self._session, dry_run=dry_run,
                          now=now or self._clock(), trust_clock=now is not None)

@@ -39,18 +39,24 @@ class MemoryRetrieveRequest(BaseModel):
 
     input: str
     device_id: str | None = None
-    attachments: list[Any] = Field(default_factory=list)
-    skills: list[str] = Field(default_factory=list)
-    tool_names: list[str] = Field(default_factory=list)
+    # Empty lists and dicts are defaults, not factories: pydantic copies a default for each instance, and a builtin
+    # factory (list, dict) makes it read the builtin's signature by tokenizing its text, milliseconds on the
+    # first model a process builds (a start's first retrieve).
+    attachments: list[Any] = Field(default=[])
+    skills: list[str] = Field(default=[])
+    tool_names: list[str] = Field(default=[])
     current_hints: CurrentEnvironmentHints = Field(default_factory=CurrentEnvironmentHints)
     session_id: str | None = None
     # Memories not to consider at all (e.g. one the user rejected, or an episode being re-examined):
     # they are left out of the hits and of everything learned from the store for this request.
-    exclude_ids: list[str] = Field(default_factory=list)
+    exclude_ids: list[str] = Field(default=[])
 
 
 class MemoryHit(BaseModel):
     """One retrieved memory: id, type, score, confidence, prompt text and file path."""
+
+    # Built on first use, as every model of the package: ``import memory_plane`` builds no validator.
+    model_config = ConfigDict(defer_build=True)
 
     id: str
     type: str
@@ -62,25 +68,27 @@ class MemoryHit(BaseModel):
     app: str | None = None
     page: str | None = None
     status: str = "active"
-    steps: list[str] = Field(default_factory=list)
-    factors: dict[str, float] = Field(default_factory=dict)
+    steps: list[str] = Field(default=[])
+    factors: dict[str, float] = Field(default={})
     caution: bool = False
-    conflicts_with: list[str] = Field(default_factory=list)  # the memories a conflicted one contradicts
+    conflicts_with: list[str] = Field(default=[])  # the memories a conflicted one contradicts
 
 
 class RoleMemoryContext(BaseModel):
     """Retrieved memories by category, as the agent's prompt uses them."""
 
-    device_profile: list[MemoryHit] = Field(default_factory=list)
-    app_profiles: list[MemoryHit] = Field(default_factory=list)
-    procedures: list[MemoryHit] = Field(default_factory=list)
-    navigation: list[MemoryHit] = Field(default_factory=list)
-    similar_episodes: list[MemoryHit] = Field(default_factory=list)
-    calibration_notes: list[MemoryHit] = Field(default_factory=list)
-    failure_modes: list[MemoryHit] = Field(default_factory=list)
-    conflicts: list[MemoryHit] = Field(default_factory=list)
-    long_term: list[MemoryHit] = Field(default_factory=list)
-    session_so_far: list[str] = Field(default_factory=list)  # the compressed session's summary lines
+    model_config = ConfigDict(defer_build=True)
+
+    device_profile: list[MemoryHit] = Field(default=[])
+    app_profiles: list[MemoryHit] = Field(default=[])
+    procedures: list[MemoryHit] = Field(default=[])
+    navigation: list[MemoryHit] = Field(default=[])
+    similar_episodes: list[MemoryHit] = Field(default=[])
+    calibration_notes: list[MemoryHit] = Field(default=[])
+    failure_modes: list[MemoryHit] = Field(default=[])
+    conflicts: list[MemoryHit] = Field(default=[])
+    long_term: list[MemoryHit] = Field(default=[])
+    session_so_far: list[str] = Field(default=[])  # the compressed session's summary lines
     # The user's rules and preferences that apply but did not fit their share of the block (it says so).
     user_rules_left_out: int = 0
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_plane.episodes import sanitize
 from memory_plane.lifecycle import (
@@ -46,9 +46,11 @@ from memory_plane.lifecycle import (
 
 from ._inverted_index import InvertedIndex
 from ._retrieve_types import MemoryHit
-from ._scrub import ForgottenText
 from ._session_text import append_to_go_chunks, summarize_events
 from ._tokens import token_set
+
+if TYPE_CHECKING:
+    from ._scrub import ForgottenText
 
 EVENT_TYPES = ("user_input", "assistant_output", "tool_result", "system_event")
 
@@ -408,6 +410,8 @@ class SessionStore:
 
     def scrub(self, texts: Iterable[str]) -> int:
         """Replace forgotten text in the session files with ``[forgotten]``; return files changed."""
+        from ._scrub import ForgottenText
+
         return len(self.scrub_with(ForgottenText(texts)))
 
     def scrub_with(self, matcher: ForgottenText) -> list[str]:

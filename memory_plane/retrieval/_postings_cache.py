@@ -20,7 +20,6 @@ ninety thousand of them as JSON was most of a fresh process's load.
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import json
 import logging
@@ -239,6 +238,8 @@ class TokenCache:
             payload["prior"] = {"apps": texts_digest(apps), "counts": prior.counts}
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
+            import gzip  # a write only: reads inflate with zlib, loaded anyway
+
             atomic_write(self.path, gzip.compress(body, compresslevel=1, mtime=0), root=self.root)
         except UnsafePathError as exc:  # a folder swapped for a link since the check above
             raise OSError(f"{self.path.parent}: not written ({exc})") from exc

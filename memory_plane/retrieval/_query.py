@@ -50,28 +50,58 @@ _QUOTED_SPAN = re.compile("(?<![A-Za-z])" + _IN_QUOTES + "(?![A-Za-z])")
 
 def _letters(upper: bool) -> str:
     """A character class of the capital (or small) letters of the Latin, Greek and Cyrillic scripts, from Unicode's
-    own case of each letter: names are spelt "José", "Łukasz", "Nguyễn", "Дмитрий", not only in ASCII."""
+    own case of each letter: names are spelt "José", "Łukasz", "Nguyễn", "Дмитрий", not only in ASCII. Runs of
+    letters are written as ranges (``A-Z``): the class compiles faster than one of single letters."""
     spans = (*range(0x41, 0x530), *range(0x1E00, 0x1F00))
-    return "[" + "".join(re.escape(c) for c in map(chr, spans) if (c.isupper() if upper else c.islower())) + "]"
+    points = [c for c in spans if (chr(c).isupper() if upper else chr(c).islower())]
+    runs: list[tuple[int, int]] = []
+    for c in points:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1] = (runs[-1][0], c)
+        else:
+            runs.append((c, c))
+    return "[" + "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                         for a, b in runs) + "]"
 
 
-_UP, _LO = _letters(True), _letters(False)
-# A capitalised name word: "Bob", "José", "O'Brien", "McDonald", "Jean-Luc" (never "SMS", "iPhone").
-_NAME_WORD = rf"{_UP}(?:['’]{_UP})?{_LO}+(?:(?:['’-]?{_UP}){_LO}+)*(?!\w)"
+@functools.cache
+def _zh_target() -> re.Pattern[str]:
+    """A Chinese name after a verb of finding or messaging (找到张三, 发给李四), compiled on the first Chinese goal:
+    its class of CJK ideographs takes milliseconds to compile."""
+    return re.compile(r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉|点一杯|点一份|买一杯|买一份|订一份)\s*"
+                      r"([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)")
 
-_ZH_TARGET = re.compile(
-    r"(?:找到|给|和|跟|联系|搜索|查找|搜|打给|发给|告诉|点一杯|点一份|买一杯|买一份|订一份)\s*"
-    r"([\u4e00-\u9fff]{2,4}?)(?:[，,。、的\s]|发|聊|说|$)"
-)
-_EN_TARGET = re.compile(
-    r"\b(?i:to|with|for|find|call|message|text|order|buy)\s+(?i:an?\s+|some\s+)?"
-    rf"({_UP}(?:{_UP}|{_LO}|['’-](?={_UP}))+(?!\w)(?:\s+{_NAME_WORD})?)")
-# A recipient named right after a verb of messaging, before what is sent: "send Zhang San a message", "tell Bob
-# ...", "remind Mom to ...". Names are capitalised words; what follows must not be another capitalised word.
-_EN_RECIPIENT = re.compile(
-    r"\b(?i:send|tell|ask|remind|text|message|email|e-mail|write|wish|call)\s+"
-    rf"({_NAME_WORD}(?:\s+{_NAME_WORD})?)"
-    r"(?=\s+(?:a|an|the|that|to|on|in|via|about|my|his|her|it|me|some)\b|[,.;:!?]|$)")
+
+def _has_cjk(text: str) -> bool:
+    """Whether a text holds a CJK ideograph (the unified block), as a Chinese goal does."""
+    return any("\u4e00" <= c <= "\u9fff" for c in text)
+
+
+@functools.cache
+def _name_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The two patterns of a capitalised name (a target after a verb, and a recipient), compiled on first use:
+    their classes of every capital and small letter cost more to compile than the rest of the module, and a
+    goal with no capital letter names no one (``_has_capital``)."""
+    up, lo = _letters(True), _letters(False)
+    # A capitalised name word: "Bob", "José", "O'Brien", "McDonald", "Jean-Luc" (never "SMS", "iPhone").
+    name_word = rf"{up}(?:['’]{up})?{lo}+(?:(?:['’-]?{up}){lo}+)*(?!\w)"
+    target = re.compile(
+        r"\b(?i:to|with|for|find|call|message|text|order|buy)\s+(?i:an?\s+|some\s+)?"
+        rf"({up}(?:{up}|{lo}|['’-](?={up}))+(?!\w)(?:\s+{name_word})?)")
+    # A recipient named right after a verb of messaging, before what is sent: "send Zhang San a message", "tell
+    # Bob ...", "remind Mom to ...". Names are capitalised words; what follows must not be another capitalised word.
+    recipient = re.compile(
+        r"\b(?i:send|tell|ask|remind|text|message|email|e-mail|write|wish|call)\s+"
+        rf"({name_word}(?:\s+{name_word})?)"
+        r"(?=\s+(?:a|an|the|that|to|on|in|via|about|my|his|her|it|me|some)\b|[,.;:!?]|$)")
+    return target, recipient
+
+
+def _has_capital(text: str) -> bool:
+    """Whether a text holds a capital letter, the first letter of every name the name patterns match."""
+    return any(c.isupper() for c in text)
+
+
 # A tool the goal asks for, read off the goal's shape rather than a list of tools: an identifier written as code
 # (``keyboard_text``, ``launch_app()``), or a name beside the word "tool" in the goal's language ("the search
 # tool", "用截图工具", "con la herramienta X").
@@ -215,7 +245,7 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None,
     """
     clean = " ".join((text or "")[: MAX_GOAL_CHARS * 2].split())[:MAX_GOAL_CHARS]
     q = ParsedQuery(text=clean, tokens=token_set(clean))
-    q.language = "zh" if re.search(r"[\u4e00-\u9fff]", clean) else "en"
+    q.language = "zh" if _has_cjk(clean) else "en"
     q.intent = detect_intent(clean)
     q.intents = detect_intents(clean)
     q.tools = goal_tools(clean, tool_names)
@@ -241,12 +271,12 @@ def parse_query(text: str, catalog: AppCatalog, *, app_hint: str | None = None,
             q.app_words = token_set(spelled)
     entities: list[str] = []
     entities += [m.group(1).strip() for m in _QUOTED.finditer(clean)]
-    m = _ZH_TARGET.search(clean)
+    m = _zh_target().search(clean) if q.language == "zh" else None  # the name it takes is CJK ideographs
     if m and catalog.canonical(m.group(1)) is None:
         entities.append(m.group(1))
-    m2 = _EN_TARGET.search(clean)
-    m3 = _EN_RECIPIENT.search(clean)
-    for m in sorted((x for x in (m2, m3) if x), key=lambda x: x.start(1)):  # the one said first leads
+    named_by = _name_patterns() if _has_capital(clean) else ()
+    said = (x for x in (pattern.search(clean) for pattern in named_by) if x)
+    for m in sorted(said, key=lambda x: x.start(1)):  # the one said first leads
         name = m.group(1)
         if catalog.canonical(name) is None and name.lower() not in _NOT_NAMES:
             entities.append(name)
