@@ -419,7 +419,9 @@ class CandidateIndex:
                 broader = _broader_keys(probe.norm)
                 if broader is None:
                     return None
-                found |= look.union([look.rarest(broader)])
+                # A broader memory holds every one of these keys: the files holding all the chosen ones.
+                every = look.sharing(dict.fromkeys(broader, 1), 0)
+                found |= set(every.held_by) if every is not None else set()
             ents = [f"e:{e.lower()}" for e in probe.entities if e.lower() not in GENERIC_ENTITIES]
             if ents and probe.tags:
                 found |= look.union(ents) & look.union([f"g:{t.lower()}" for t in probe.tags])
@@ -434,6 +436,7 @@ class _Lookup:
     def __init__(self, db: sqlite3.Connection, kind: str) -> None:
         self.db = db
         self.kind = kind
+        self._counts: dict[str, int] = {}
 
     def union(self, keys: Iterable[str]) -> set[str]:
         """The files holding any of these keys."""
@@ -447,9 +450,11 @@ class _Lookup:
 
     def count(self, key: str) -> int:
         """How many files hold a key, counted up to ``_COMMON``."""
-        row = self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM keys WHERE k = ? LIMIT ?)",
-                              (f"{self.kind}|{key}", _COMMON)).fetchone()
-        return int(row[0])
+        if key not in self._counts:
+            row = self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM keys WHERE k = ? LIMIT ?)",
+                                  (f"{self.kind}|{key}", _COMMON)).fetchone()
+            self._counts[key] = int(row[0])
+        return self._counts[key]
 
     def rarest(self, keys: list[str]) -> str:
         """The key the fewest files hold."""
@@ -459,6 +464,75 @@ class _Lookup:
         """The keys, the one the fewest files hold first."""
         return sorted(keys, key=self.count)
 
+    def sharing(self, places: dict[str, int], broken: int) -> Shared | None:
+        """The files holding enough of these keys that a match may be among them (None: no choice narrows).
+
+        ``places`` says, per key of the new text, at how many of its places it stands; a match has at most
+        ``broken`` of the text's places broken, and lacks a key only when every place of it is broken. So of
+        any chosen keys a match lacks at most as many as the fewest-placed of them whose places add up to no
+        more than ``broken`` (``_missing``), and holds the rest: the files holding fewer are no match. The
+        rarest keys are chosen until they cover more places than can break (then a match holds one of them),
+        and further rare keys while their files stay within ``_BUDGET`` rows (each raises the count a match
+        must reach); a key held by ``_COMMON`` files is read only when nothing rarer covers enough.
+        """
+        chosen: list[str] = []
+        covered = rows = 0
+        for key in self.by_rarity(places):
+            held = self.count(key)
+            if covered > broken:  # enough already: a further key only while it is rare and the rows few
+                if held >= _COMMON or rows + held > _BUDGET:
+                    break
+                rows += held
+            chosen.append(key)
+            covered += places[key]
+        if covered <= broken:
+            return None
+        need = len(chosen) - _missing([places[k] for k in chosen], broken)
+        held_by: dict[str, int] = {}
+        batch = [f"{self.kind}|{k}" for k in chosen]
+        marks = ",".join("?" * len(batch))
+        # One grouped scan of the chosen keys' postings (SQLite counts rows far faster than a file is parsed).
+        for name, n in self.db.execute(
+                f"SELECT name, COUNT(*) FROM keys WHERE k IN ({marks}) GROUP BY name HAVING COUNT(*) >= ?",
+                [*batch, need]):
+            held_by[name] = int(n)
+        return Shared(chosen, held_by)
+
+    def values(self, names: Iterable[str], prefix: str) -> dict[str, str]:
+        """Per file, the rest of its key that starts with ``prefix`` (one such key per file: a length)."""
+        lo = f"{self.kind}|{prefix}"
+        out: dict[str, str] = {}
+        for name in names:
+            row = self.db.execute("SELECT k FROM keys INDEXED BY keys_name WHERE name = ? AND k >= ? AND k < ?",
+                                  (name, lo, lo + "\uffff")).fetchone()
+            if row is not None:
+                out[name] = str(row[0])[len(lo):]
+        return out
+
+
+@dataclass
+class Shared:
+    """What ``_Lookup.sharing`` chose: the keys, and how many of them each file that holds enough holds."""
+
+    keys: list[str]
+    held_by: dict[str, int]
+
+
+_BUDGET = 4000  # posting rows read beyond what a choice needs, to raise the count a match must reach
+
+
+def _missing(places: list[int], broken: int) -> int:
+    """How many of these keys (each standing at so many places) ``broken`` broken places can remove at most:
+    each removed key has all its places broken, so the removed ones' places add up to no more than ``broken``,
+    and the most are removed by taking the fewest-placed first."""
+    gone = used = 0
+    for p in sorted(places):
+        if used + p > broken:
+            break
+        used += p
+        gone += 1
+    return gone
+
 
 def _inside_keys(norm: str) -> list[str]:
     """Keys of the memories that may lie inside this text: each piece of it as long as a tier."""
@@ -466,7 +540,7 @@ def _inside_keys(norm: str) -> list[str]:
 
 
 def _broader_keys(norm: str) -> list[str] | None:
-    """Keys one of which every memory holding this text has (each alone is enough); None when the text is a
+    """Keys every memory holding this text has, each of them (any one alone narrows); None when the text is a
     single word with no CJK pair, which any memory may hold inside a longer word."""
     keys = [f"c:{pair}" for pair in sorted(_cjk_pairs(norm))]
     for word, at_start, at_end in _words(norm):
@@ -484,11 +558,19 @@ def _opposite(look: _Lookup, norm: str) -> set[str]:
 
     Such a memory is negated where the text is not (or the other way) and either shares at least three
     quarters of the text's tokens, or, without spaces, one of the two is a subsequence of the other at least
-    three quarters as long. In the first case it holds one of the rarest quarter-plus-one of the tokens. In the
-    second, at most a quarter of the longer one's characters are left out, which breaks at most three of its
-    trigrams each, and at most a third of the shorter one's length is put in, which breaks at most two of its
-    trigrams each: of any more trigram places than that, one is shared. Texts under nine characters are
-    looked up by length instead.
+    three quarters as long.
+
+    Tokens: of the text's ``N`` tokens such a memory lacks at most ``N // 4`` (each token stands at one place,
+    ``N // 4`` places may break), so of any chosen ones it holds all but that many (``_Lookup.sharing``).
+
+    Characters: let ``n`` be the text's length and ``L`` the memory's. When ``L <= n`` the memory is the text
+    with ``n - L`` characters left out, each of which breaks at most the three trigram places that cover it; when
+    ``L > n`` it is the text with ``L - n`` characters put in, each of which breaks at most the two places that
+    span its gap. Every trigram place not broken is a trigram of the memory. So a memory of length ``L`` lacks
+    no trigram key with a place unbroken: of the chosen keys it lacks at most ``_missing`` of them for
+    ``3 (n - L)`` or ``2 (L - n)`` broken places. The files are first counted against the most places any
+    allowed length may break, then each one's length (its ``ql`` key) is read and its count held against its
+    own. A text too short for any trigram to survive is looked up by length instead.
     """
     stripped, negated = _strip(norm)
     if not stripped:
@@ -497,21 +579,28 @@ def _opposite(look: _Lookup, norm: str) -> set[str]:
     found: set[str] = set()
     toks = token_set(stripped)
     if toks:
-        # At most a quarter of the text's tokens may be missing from such a memory: one of any more is there.
-        found |= look.union(look.by_rarity(f"t{other}:{t}" for t in toks)[:len(toks) // 4 + 1])
+        shared = look.sharing({f"t{other}:{t}": 1 for t in toks}, len(toks) // 4)
+        if shared is not None:
+            found |= set(shared.held_by)
     compact = stripped.replace(" ", "")
     n = len(compact)
-    if n < 9:
-        lengths = [m for m in range(1, 2 * n + 2) if 4 * min(m, n) >= 3 * max(m, n)]
-        return found | look.union(f"ql{other}:{m}" for m in lengths)
+    lengths = [m for m in range(1, 2 * n + 2) if 4 * min(m, n) >= 3 * max(m, n)]
     places: dict[str, int] = {}
     for i in range(n - 2):
-        places[compact[i:i + 3]] = places.get(compact[i:i + 3], 0) + 1
-    broken = max(3 * (n // 4), 2 * (n // 3))
-    chosen, covered = [], 0
-    for key in look.by_rarity(f"q{other}:{g}" for g in places):
-        chosen.append(key)
-        covered += places[key.split(":", 1)[1]]
-        if covered > broken:
-            break
-    return found | look.union(chosen)
+        key = f"q{other}:{compact[i:i + 3]}"
+        places[key] = places.get(key, 0) + 1
+    chosen = look.sharing(places, max(_broken(n, m) for m in lengths)) if places else None
+    if chosen is None:
+        return found | look.union(f"ql{other}:{m}" for m in lengths)
+    weights = [places[k] for k in chosen.keys]
+    for name, length in look.values(chosen.held_by, f"ql{other}:").items():
+        m = int(length)
+        if m in lengths and chosen.held_by[name] >= len(weights) - _missing(weights, _broken(n, m)):
+            found.add(name)
+    return found
+
+
+def _broken(n: int, m: int) -> int:
+    """The most trigram places of a text of ``n`` characters broken in one of ``m`` that it is a subsequence of
+    or that is a subsequence of it (two per character put in, three per character left out)."""
+    return 2 * (m - n) if m > n else 3 * (n - m)
