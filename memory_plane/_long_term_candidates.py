@@ -13,8 +13,8 @@ with the new text, so a save reads only the files that may match and decides on 
   (the memory is inside the new text: some piece of the new text starts with those characters);
 - ``e``/``g``: its entities and tags (the same subject needs both);
 - for rules and preferences, with whether they are negated: ``t`` the tokens of the text without its negation
-  and obligation words, ``q`` the character trigrams of that text without spaces and ``ql`` its length
-  (two rules that say the opposite share enough of these; see ``_contradiction_keys``).
+  and obligation words and ``tl`` their number, ``q`` the character trigrams of that text without spaces and
+  ``ql`` its length (two rules that say the opposite share enough of these; see ``_contradiction_keys``).
 
 The item files stay the truth. The index lives in ``long_term/candidates.sqlite``, records each file's mtime
 and size, and the memory folder's mtime after its last write: a save that finds the folder changed since
@@ -49,7 +49,7 @@ from ._tokens import token_set
 __all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
 
 CANDIDATES_NAME = "candidates.sqlite"
-_VERSION = "4"  # 4: each replaced memory's successor (a forget finds what it replaced here)
+_VERSION = "5"  # 5: a rule's token count (4: each replaced memory's successor, which a forget finds here)
 _COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
 _BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
 _WORD = re.compile(r"[a-z0-9]+")
@@ -122,7 +122,9 @@ def memory_keys(kind: str, norm: str, entities: Iterable[str], tags: Iterable[st
         stripped, negated = _strip(norm)
         compact = stripped.replace(" ", "")
         n = int(negated)
-        keys.update(f"t{n}:{tok}" for tok in token_set(stripped))
+        toks = token_set(stripped)
+        keys.update(f"t{n}:{tok}" for tok in toks)
+        keys.add(f"tl{n}:{len(toks)}")
         keys.update(f"q{n}:{compact[i:i + 3]}" for i in range(len(compact) - 2))
         keys.add(f"ql{n}:{len(compact)}")
     return {f"{kind}|{k}" for k in keys}
@@ -498,8 +500,27 @@ class _Lookup:
             held_by[name] = int(n)
         return Shared(chosen, held_by)
 
+    def holding(self, key: str, keys: Iterable[str], need: int, scan: list[str] | None = None,
+                at_least: int = 1) -> set[str]:
+        """The files holding ``key`` and at least ``need`` of ``keys``, read along the postings of ``key``, or,
+        given ``scan`` (some of ``keys``, of which such a file holds ``at_least``), along those of ``scan``
+        (whichever the caller found fewer); each file's keys are then counted along the index by file name."""
+        batch = [f"{self.kind}|{k}" for k in keys]
+        marks = ",".join("?" * len(batch))
+        held = f"(SELECT COUNT(*) FROM keys WHERE name = o.name AND k IN ({marks})) >= ?"
+        if scan is not None:
+            wide = [f"{self.kind}|{k}" for k in scan]
+            sql = (f"SELECT name FROM keys AS o WHERE k IN ({','.join('?' * len(wide))}) GROUP BY name "
+                   f"HAVING COUNT(*) >= ? AND EXISTS (SELECT 1 FROM keys WHERE k = ? AND name = o.name) AND {held}")
+            args = [*wide, at_least, f"{self.kind}|{key}", *batch, need]
+        else:
+            sql = f"SELECT name FROM keys AS o WHERE k = ? AND {held}"
+            args = [f"{self.kind}|{key}", *batch, need]
+        return {n for (n,) in self.db.execute(sql, args)}
+
     def values(self, names: Iterable[str], prefix: str) -> dict[str, str]:
-        """Per file, the rest of its key that starts with ``prefix`` (one such key per file: a length)."""
+        """Per file, the rest of its key that starts with ``prefix`` (one such key per file: a length or a
+        count), read along the index by file name."""
         lo = f"{self.kind}|{prefix}"
         out: dict[str, str] = {}
         for name in names:
@@ -561,7 +582,10 @@ def _opposite(look: _Lookup, norm: str) -> set[str]:
     three quarters as long.
 
     Tokens: of the text's ``N`` tokens such a memory lacks at most ``N // 4`` (each token stands at one place,
-    ``N // 4`` places may break), so of any chosen ones it holds all but that many (``_Lookup.sharing``).
+    ``N // 4`` places may break), so of any chosen ones it holds all but that many (``_Lookup.sharing``). And
+    with ``M`` tokens of its own (its ``tl`` key) it shares ``s`` with ``s >= 3/4 (N + M - s)``, that is
+    ``7 s >= 3 (N + M)``; of ``c`` chosen tokens it holds at least ``s - (N - c)``, which each file's count is
+    then held against.
 
     Characters: let ``n`` be the text's length and ``L`` the memory's. When ``L <= n`` the memory is the text
     with ``n - L`` characters left out, each of which breaks at most the three trigram places that cover it; when
@@ -581,7 +605,9 @@ def _opposite(look: _Lookup, norm: str) -> set[str]:
     if toks:
         shared = look.sharing({f"t{other}:{t}": 1 for t in toks}, len(toks) // 4)
         if shared is not None:
-            found |= set(shared.held_by)
+            rest = len(toks) - len(shared.keys)  # tokens not chosen: a file may share every one of them
+            found.update(name for name, m in look.values(shared.held_by, f"tl{other}:").items()
+                         if 7 * (shared.held_by[name] + rest) >= 3 * (len(toks) + int(m)))
     compact = stripped.replace(" ", "")
     n = len(compact)
     lengths = [m for m in range(1, 2 * n + 2) if 4 * min(m, n) >= 3 * max(m, n)]
@@ -589,14 +615,35 @@ def _opposite(look: _Lookup, norm: str) -> set[str]:
     for i in range(n - 2):
         key = f"q{other}:{compact[i:i + 3]}"
         places[key] = places.get(key, 0) + 1
-    chosen = look.sharing(places, max(_broken(n, m) for m in lengths)) if places else None
-    if chosen is None:
-        return found | look.union(f"ql{other}:{m}" for m in lengths)
-    weights = [places[k] for k in chosen.keys]
-    for name, length in look.values(chosen.held_by, f"ql{other}:").items():
-        m = int(length)
-        if m in lengths and chosen.held_by[name] >= len(weights) - _missing(weights, _broken(n, m)):
-            found.add(name)
+    return found | _near_subsequences(look, places, n, lengths, f"ql{other}:")
+
+
+def _near_subsequences(look: _Lookup, places: dict[str, int], n: int, lengths: list[int], prefix: str) -> set[str]:
+    """The memories of these lengths holding enough of the text's trigrams (``places``: each one's places) to be
+    a subsequence of it or have it as one, length by length (see ``_opposite``): the memories of a length are
+    read whole when they are fewer than the postings of the rarest trigrams that must be read otherwise."""
+    order = look.by_rarity(places)
+    found: set[str] = set()
+    for m in lengths:
+        at_length = look.count(f"{prefix}{m}")
+        if not at_length:
+            continue
+        broken = _broken(n, m)
+        chosen, covered = [], 0
+        for key in order:
+            if covered > broken:
+                break
+            chosen.append(key)
+            covered += places[key]
+        if covered <= broken:  # every trigram place may break: any memory of this length
+            found |= look.union([f"{prefix}{m}"])
+        else:
+            need = len(places) - _missing(list(places.values()), broken)
+            if at_length * len(places) <= sum(map(look.count, chosen)):
+                found |= look.holding(f"{prefix}{m}", places, need)
+            else:
+                found |= look.holding(f"{prefix}{m}", places, need, chosen,
+                                      len(chosen) - _missing([places[k] for k in chosen], broken))
     return found
 
 
