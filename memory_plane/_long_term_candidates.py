@@ -591,10 +591,10 @@ def _opposite(look: _Lookup, norm: str) -> set[str]:
     with ``n - L`` characters left out, each of which breaks at most the three trigram places that cover it; when
     ``L > n`` it is the text with ``L - n`` characters put in, each of which breaks at most the two places that
     span its gap. Every trigram place not broken is a trigram of the memory. So a memory of length ``L`` lacks
-    no trigram key with a place unbroken: of the chosen keys it lacks at most ``_missing`` of them for
-    ``3 (n - L)`` or ``2 (L - n)`` broken places. The files are first counted against the most places any
-    allowed length may break, then each one's length (its ``ql`` key) is read and its count held against its
-    own. A text too short for any trigram to survive is looked up by length instead.
+    no trigram key with a place unbroken: of any keys it lacks at most ``_missing`` of them for ``3 (n - L)``
+    or ``2 (L - n)`` broken places, and holds the rest. So, length by length (its ``ql`` key), the files
+    holding that many of the text's trigram keys are the ones that may match (``_near_subsequences``); at a
+    length where every place may break, every file of that length is.
     """
     stripped, negated = _strip(norm)
     if not stripped:
