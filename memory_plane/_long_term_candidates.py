@@ -13,8 +13,8 @@ with the new text, so a save reads only the files that may match and decides on 
   (the memory is inside the new text: some piece of the new text starts with those characters);
 - ``e``/``g``: its entities and tags (the same subject needs both);
 - for rules and preferences, with whether they are negated: ``t`` the tokens of the text without its negation
-  and obligation words, ``q`` the character trigrams of that text without spaces and ``ql`` its length
-  (two rules that say the opposite share enough of these; see ``_contradiction_keys``).
+  and obligation words and ``tl`` their number, ``q`` the character trigrams of that text without spaces and
+  ``ql`` its length (two rules that say the opposite share enough of these; see ``_contradiction_keys``).
 
 The item files stay the truth. The index lives in ``long_term/candidates.sqlite``, records each file's mtime
 and size, and the memory folder's mtime after its last write: a save that finds the folder changed since
@@ -44,12 +44,13 @@ from memory_plane.lifecycle import UnsafePathError, open_dir, own_fd_like_folder
 
 from ._contradiction import _strip, meaning_length
 from ._long_term_model import GENERIC_ENTITIES, PROFILE_TYPES, USER_WORD_TYPES, LongTermMemory, _norm
+from ._long_term_opposites import _missing, _opposite
 from ._tokens import token_set
 
 __all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
 
 CANDIDATES_NAME = "candidates.sqlite"
-_VERSION = "4"  # 4: each replaced memory's successor (a forget finds what it replaced here)
+_VERSION = "5"  # 5: a rule's token count (4: each replaced memory's successor, which a forget finds here)
 _COMMON = 2000  # a key held by this many memories counts as common (a count never reads further)
 _BATCH = 500  # keys per query (SQLite's limit on bound values is 999 in old builds)
 _WORD = re.compile(r"[a-z0-9]+")
@@ -122,7 +123,9 @@ def memory_keys(kind: str, norm: str, entities: Iterable[str], tags: Iterable[st
         stripped, negated = _strip(norm)
         compact = stripped.replace(" ", "")
         n = int(negated)
-        keys.update(f"t{n}:{tok}" for tok in token_set(stripped))
+        toks = token_set(stripped)
+        keys.update(f"t{n}:{tok}" for tok in toks)
+        keys.add(f"tl{n}:{len(toks)}")
         keys.update(f"q{n}:{compact[i:i + 3]}" for i in range(len(compact) - 2))
         keys.add(f"ql{n}:{len(compact)}")
     return {f"{kind}|{k}" for k in keys}
@@ -419,7 +422,9 @@ class CandidateIndex:
                 broader = _broader_keys(probe.norm)
                 if broader is None:
                     return None
-                found |= look.union([look.rarest(broader)])
+                # A broader memory holds every one of these keys: the files holding all the chosen ones.
+                every = look.sharing(dict.fromkeys(broader, 1), 0)
+                found |= set(every.held_by) if every is not None else set()
             ents = [f"e:{e.lower()}" for e in probe.entities if e.lower() not in GENERIC_ENTITIES]
             if ents and probe.tags:
                 found |= look.union(ents) & look.union([f"g:{t.lower()}" for t in probe.tags])
@@ -434,6 +439,7 @@ class _Lookup:
     def __init__(self, db: sqlite3.Connection, kind: str) -> None:
         self.db = db
         self.kind = kind
+        self._counts: dict[str, int] = {}
 
     def union(self, keys: Iterable[str]) -> set[str]:
         """The files holding any of these keys."""
@@ -447,9 +453,11 @@ class _Lookup:
 
     def count(self, key: str) -> int:
         """How many files hold a key, counted up to ``_COMMON``."""
-        row = self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM keys WHERE k = ? LIMIT ?)",
-                              (f"{self.kind}|{key}", _COMMON)).fetchone()
-        return int(row[0])
+        if key not in self._counts:
+            row = self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM keys WHERE k = ? LIMIT ?)",
+                                  (f"{self.kind}|{key}", _COMMON)).fetchone()
+            self._counts[key] = int(row[0])
+        return self._counts[key]
 
     def rarest(self, keys: list[str]) -> str:
         """The key the fewest files hold."""
@@ -459,6 +467,81 @@ class _Lookup:
         """The keys, the one the fewest files hold first."""
         return sorted(keys, key=self.count)
 
+    def sharing(self, places: dict[str, int], broken: int) -> Shared | None:
+        """The files holding enough of these keys that a match may be among them (None: no choice narrows).
+
+        ``places`` says, per key of the new text, at how many of its places it stands; a match has at most
+        ``broken`` of the text's places broken, and lacks a key only when every place of it is broken. So of
+        any chosen keys a match lacks at most as many as the fewest-placed of them whose places add up to no
+        more than ``broken`` (``_missing``), and holds the rest: the files holding fewer are no match. The
+        rarest keys are chosen until they cover more places than can break (then a match holds one of them),
+        and further rare keys while their files stay within ``_BUDGET`` rows (each raises the count a match
+        must reach); a key held by ``_COMMON`` files is read only when nothing rarer covers enough.
+        """
+        chosen: list[str] = []
+        covered = rows = 0
+        for key in self.by_rarity(places):
+            held = self.count(key)
+            if covered > broken:  # enough already: a further key only while it is rare and the rows few
+                if held >= _COMMON or rows + held > _BUDGET:
+                    break
+                rows += held
+            chosen.append(key)
+            covered += places[key]
+        if covered <= broken:
+            return None
+        need = len(chosen) - _missing([places[k] for k in chosen], broken)
+        held_by: dict[str, int] = {}
+        batch = [f"{self.kind}|{k}" for k in chosen]
+        marks = ",".join("?" * len(batch))
+        # One grouped scan of the chosen keys' postings (SQLite counts rows far faster than a file is parsed).
+        for name, n in self.db.execute(
+                f"SELECT name, COUNT(*) FROM keys WHERE k IN ({marks}) GROUP BY name HAVING COUNT(*) >= ?",
+                [*batch, need]):
+            held_by[name] = int(n)
+        return Shared(chosen, held_by)
+
+    def holding(self, key: str, keys: Iterable[str], need: int, scan: list[str] | None = None,
+                at_least: int = 1) -> set[str]:
+        """The files holding ``key`` and at least ``need`` of ``keys``, read along the postings of ``key``, or,
+        given ``scan`` (some of ``keys``, of which such a file holds ``at_least``), along those of ``scan``
+        (whichever the caller found fewer); each file's keys are then counted along the index by file name."""
+        batch = [f"{self.kind}|{k}" for k in keys]
+        marks = ",".join("?" * len(batch))
+        held = f"(SELECT COUNT(*) FROM keys WHERE name = o.name AND k IN ({marks})) >= ?"
+        if scan is not None:
+            wide = [f"{self.kind}|{k}" for k in scan]
+            sql = (f"SELECT name FROM keys AS o WHERE k IN ({','.join('?' * len(wide))}) GROUP BY name "
+                   f"HAVING COUNT(*) >= ? AND EXISTS (SELECT 1 FROM keys WHERE k = ? AND name = o.name) AND {held}")
+            args = [*wide, at_least, f"{self.kind}|{key}", *batch, need]
+        else:
+            sql = f"SELECT name FROM keys AS o WHERE k = ? AND {held}"
+            args = [f"{self.kind}|{key}", *batch, need]
+        return {n for (n,) in self.db.execute(sql, args)}
+
+    def values(self, names: Iterable[str], prefix: str) -> dict[str, str]:
+        """Per file, the rest of its key that starts with ``prefix`` (one such key per file: a length or a
+        count), read along the index by file name."""
+        lo = f"{self.kind}|{prefix}"
+        out: dict[str, str] = {}
+        for name in names:
+            row = self.db.execute("SELECT k FROM keys INDEXED BY keys_name WHERE name = ? AND k >= ? AND k < ?",
+                                  (name, lo, lo + "\uffff")).fetchone()
+            if row is not None:
+                out[name] = str(row[0])[len(lo):]
+        return out
+
+
+@dataclass
+class Shared:
+    """What ``_Lookup.sharing`` chose: the keys, and how many of them each file that holds enough holds."""
+
+    keys: list[str]
+    held_by: dict[str, int]
+
+
+_BUDGET = 4000  # posting rows read beyond what a choice needs, to raise the count a match must reach
+
 
 def _inside_keys(norm: str) -> list[str]:
     """Keys of the memories that may lie inside this text: each piece of it as long as a tier."""
@@ -466,7 +549,7 @@ def _inside_keys(norm: str) -> list[str]:
 
 
 def _broader_keys(norm: str) -> list[str] | None:
-    """Keys one of which every memory holding this text has (each alone is enough); None when the text is a
+    """Keys every memory holding this text has, each of them (any one alone narrows); None when the text is a
     single word with no CJK pair, which any memory may hold inside a longer word."""
     keys = [f"c:{pair}" for pair in sorted(_cjk_pairs(norm))]
     for word, at_start, at_end in _words(norm):
@@ -477,41 +560,3 @@ def _broader_keys(norm: str) -> list[str] | None:
         elif at_start and not at_end and len(word) >= 4:
             keys.append(f"ws:{word[-4:]}")  # the text starts inside a word of the memory that ends so
     return keys or None
-
-
-def _opposite(look: _Lookup, norm: str) -> set[str]:
-    """The rules and preferences that may say the opposite of this text (see ``contradicts``).
-
-    Such a memory is negated where the text is not (or the other way) and either shares at least three
-    quarters of the text's tokens, or, without spaces, one of the two is a subsequence of the other at least
-    three quarters as long. In the first case it holds one of the rarest quarter-plus-one of the tokens. In the
-    second, at most a quarter of the longer one's characters are left out, which breaks at most three of its
-    trigrams each, and at most a third of the shorter one's length is put in, which breaks at most two of its
-    trigrams each: of any more trigram places than that, one is shared. Texts under nine characters are
-    looked up by length instead.
-    """
-    stripped, negated = _strip(norm)
-    if not stripped:
-        return set()
-    other = int(not negated)
-    found: set[str] = set()
-    toks = token_set(stripped)
-    if toks:
-        # At most a quarter of the text's tokens may be missing from such a memory: one of any more is there.
-        found |= look.union(look.by_rarity(f"t{other}:{t}" for t in toks)[:len(toks) // 4 + 1])
-    compact = stripped.replace(" ", "")
-    n = len(compact)
-    if n < 9:
-        lengths = [m for m in range(1, 2 * n + 2) if 4 * min(m, n) >= 3 * max(m, n)]
-        return found | look.union(f"ql{other}:{m}" for m in lengths)
-    places: dict[str, int] = {}
-    for i in range(n - 2):
-        places[compact[i:i + 3]] = places.get(compact[i:i + 3], 0) + 1
-    broken = max(3 * (n // 4), 2 * (n // 3))
-    chosen, covered = [], 0
-    for key in look.by_rarity(f"q{other}:{g}" for g in places):
-        chosen.append(key)
-        covered += places[key.split(":", 1)[1]]
-        if covered > broken:
-            break
-    return found | look.union(chosen)

@@ -11,6 +11,7 @@ candidates index (to ask it directly).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from memory_plane import MemoryPlane
 from memory_plane._contradiction import contradicts, meaning_length
 from memory_plane._long_term import LongTermStore
 from memory_plane._long_term_candidates import CANDIDATES_NAME, Probe
-from memory_plane._long_term_model import GENERIC_ENTITIES, USER_WORD_TYPES, _norm
+from memory_plane._long_term_model import GENERIC_ENTITIES, USER_WORD_TYPES, LongTermMemory, _norm
 from memory_plane.lifecycle import init_tree
 
 # Words of both scripts, the negation and obligation markers, stop words, and pieces of words: what makes the
@@ -231,4 +232,87 @@ def test_profile_md_lists_the_first_memories_by_priority_and_a_save_rewrites_onl
     assert len({p for p in loaded if p.parent == store.mem_dir}) <= 4  # the bound and the one saved, not all 7
     made = profile.read_bytes()
     assert plane.verify().ok and profile.read_bytes() == made  # verify, from every memory, writes the same file
+    plane.close()
+
+
+# What a rule says, without its negation or obligation: words of both scripts that share trigrams and tokens.
+BODY = ["share", "the", "vault", "pin", "shared", "paying", "pay", "confirm", "before", "photo", "photos", "with",
+        "bank", "code", "12", "x", "支付", "确认", "金额", "前", "微信", "支付宝", "每次", "锁门", "先"]
+STANCE = ["", "never ", "always ", "don't ", "must not ", "you must ", "不要", "必须", "别", "每次都要"]
+EDIT = list("aehinrstx 12支付确认前")
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.sampled_from(BODY), min_size=1, max_size=7))
+    return "".join(p + draw(st.sampled_from(["", " ", " ", ", "])) for p in parts).strip() or parts[0]
+
+
+@st.composite
+def near(draw: st.DrawFn, body: str) -> str:
+    """The body with a few characters left out or put in and a few words dropped, under some stance."""
+    text = body
+    for op, at, ch in draw(st.lists(st.tuples(st.booleans(), st.integers(0, 999), st.sampled_from(EDIT)),
+                                    max_size=5)):
+        i = at % (len(text) + 1)
+        text = text[:i] + text[i + 1:] if op and i < len(text) else text[:i] + ch + text[i:]
+    words = text.split()
+    if len(words) > 2 and draw(st.booleans()):
+        del words[draw(st.integers(0, len(words) - 1))]
+    return (draw(st.sampled_from(STANCE)) + " ".join(words)).strip() or body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), kind=st.sampled_from(["rule", "preference"]), body=bodies(),
+       stance=st.sampled_from(STANCE), ents=st.lists(st.sampled_from(ENTITIES), max_size=1),
+       tags=st.lists(st.sampled_from(TAGS), max_size=1))
+def test_every_rule_saying_the_same_or_the_opposite_is_a_candidate(
+        tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, kind: str, body: str, stance: str,
+        ents: list[str], tags: list[str]) -> None:
+    """Rules near the new one (characters left out or put in, words dropped, negated or not) among rules that
+    share only pieces with it: every one the save's rules look at (checked against every memory) is a
+    candidate, however many keys the lookup chose and however many of them it asks a file to hold."""
+    root = tmp_path_factory.mktemp("opposite")
+    init_tree(root)
+    store = _store(root, False)
+    new = (stance + body).strip()
+    olds = data.draw(st.lists(st.one_of(near(body), bodies(), texts()), min_size=1, max_size=10))
+    for text in olds:
+        store.save_memory(type=kind, content=text, entities=data.draw(st.lists(st.sampled_from(ENTITIES), max_size=1)),
+                          tags=data.draw(st.lists(st.sampled_from(TAGS), max_size=1)), force=True)
+    norm = _norm(new)
+    store.sync_candidates()
+    names = store.candidates.candidates(Probe(kind, norm, ents, tags))
+    actives = [(i.path.name, i.record) for i in store.iter_items()
+               if i.record is not None and i.record.status == "active"]
+    needed = {n for n, m in actives if _matters(_norm(m.content), norm, kind, m.entities, m.tags, ents, tags)}
+    assert names is None or needed <= set(names), (new, [m.content for n, m in actives if n in needed])
+
+
+def test_a_rule_among_many_sharing_its_common_pieces_reads_few_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rules that share the new one's common words and trigrams but neither say it nor its opposite are not read:
+    a file must hold enough of the chosen keys, not one of them."""
+    init_tree(tmp_path)
+    plane = MemoryPlane.open(tmp_path)
+    store = plane.long_term
+    places = ["bank", "gym", "office", "school", "garage", "clinic"]
+    for i in range(36):
+        store.save_memory(type="rule", content=f"always share the {places[i % 6]} photos {i} with the team first")
+        store.save_memory(type="rule", content=f"每次打开{places[i % 6]}前必须先确认第{i}个支付金额和收款人")
+    replaced = store.save_memory(type="rule", content="always confirm the vault pin before paying").id
+    read: list[str] = []
+    real = store._load_names
+
+    def spy(names: Iterable[str]) -> list[LongTermMemory]:
+        names = list(names)
+        read.extend(names)
+        return real(names)
+
+    monkeypatch.setattr(store, "_load_names", spy)
+    monkeypatch.setattr(store, "update_profile", lambda mems: None)  # profile.md's own reads are not counted
+    assert store.save_memory(type="rule", content="never share the vault pin").status == "saved"
+    assert store.save_memory(type="rule", content="不要先确认支付").status == "saved"
+    assert store.save_memory(type="rule", content="never confirm the vault pin before paying").status == "superseded"
+    assert read == [store.path_for(replaced).name]  # the one the last save replaces, no other
     plane.close()
