@@ -296,7 +296,9 @@ def _keep_excerpt(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, cited: set[
                  and ev.get("step") is not None}
         kept = [ev for ev in events.records if str(ev.get("event_id")) in cited or
                 (ev.get("step") is not None and ev.get("step") in steps)]
-        if not dry_run:
+        if not dry_run and (kept or (d / EXCERPT_FILE).exists()):
+            # Nothing cited in the events (a memory citing the episode as a whole) leaves no excerpt to write; one
+            # written before is replaced, so it never names steps the memories no longer cite.
             excerpt = "".join(dumps_compact(ev) + "\n" for ev in kept).encode("utf-8")
     elif (d / EXCERPT_FILE).is_file():
         kept = read_jsonl(d / EXCERPT_FILE).records  # trimmed before: its excerpt says which screenshots stay
