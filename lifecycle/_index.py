@@ -25,6 +25,7 @@ from ._collector import collector_paused
 from ._errors import ABSENT, FileProblemError, ParseError
 from ._index_lines import (
     blank_line,
+    entry_cuts,
     find_lines,
     header_end,
     hinted_line,
@@ -120,58 +121,6 @@ def _bulk(text: str) -> list[dict[str, Any]] | None:
     except ValueError:
         return None
     return data if all(valid_entry(e) for e in data) else None
-
-
-_SEARCHED_IDS = 16
-"""Up to this many ids, ``remove`` finds each one's line by a search of the file's bytes (a forget); more (a GC of
-thousands) walk the lines once: a search per id would read the file once per id."""
-
-
-def _cut_of(data: bytes, begin: int, end: int, drop: set[str]) -> bool | None:
-    """Whether the entry line ``data[begin:end]`` holds one of the ids in ``drop``; None when it is not JSON (a
-    hand-edited line: the YAML reader decides what it holds)."""
-    try:
-        entry = json.loads(data[begin + 2:end].decode("utf-8"))
-    except ValueError:
-        return None
-    return isinstance(entry, dict) and entry.get("id") in drop
-
-
-def _cuts_by_search(data: bytes, start: int, drop: set[str]) -> list[tuple[int, int]] | None:
-    """The (begin, end) of each entry line holding an id of ``drop``, each id's bytes searched for: only the lines
-    where one appears are parsed. None when such a line does not parse."""
-    cuts: list[tuple[int, int]] = []
-    for mem_id in sorted(drop):
-        needle = mem_id.encode("ascii")
-        pos = data.find(needle, start)
-        while pos >= 0:
-            begin = data.rfind(b"\n", start, pos) + 1 or start
-            end = data.find(b"\n", pos)
-            end = len(data) if end < 0 else end + 1
-            held = _cut_of(data, begin, end, drop)
-            if held is None:
-                return None
-            if held:
-                cuts.append((begin, end))
-            pos = data.find(needle, end)
-    return cuts
-
-
-def _cuts_by_walk(data: bytes, start: int, body_end: int, drop: set[str]) -> list[tuple[int, int]] | None:
-    """``_cuts_by_search`` in one pass over the entry lines, each parsed (the search decides when one does not)."""
-    cuts: list[tuple[int, int]] = []
-    begin = start
-    while begin < body_end:
-        end = data.find(b"\n", begin)
-        end = len(data) if end < 0 else end + 1
-        held = _cut_of(data, begin, end, drop)
-        if held is None:
-            # A hand-edited line: the search decides, parsing only the lines that hold an id (this one may not).
-            return _cuts_by_search(data, start, drop)
-        if held:
-            cuts.append((begin, end))
-        begin = end
-    return cuts
 
 
 def _bulk_bytes(data: bytes) -> list[dict[str, Any]] | None:
@@ -450,8 +399,7 @@ class IndexFile:
             return None
         if not all(i.isascii() and json.dumps(i) == f'"{i}"' for i in drop):
             return None  # an id written with escapes is not its own bytes in the file
-        cuts = _cuts_by_search(data, start, drop) if len(drop) <= _SEARCHED_IDS else _cuts_by_walk(data, start,
-                                                                                                 body_end, drop)
+        cuts = entry_cuts(data, start, body_end, drop)
         if cuts is None:
             return None
         if not cuts:
