@@ -6,7 +6,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,8 @@ OnClosed = Callable[[TaskEpisode], None]
 
 EPISODE_FILE = "episode.yaml"
 EVENTS_FILE = "events.jsonl"
+EXCERPT_FILE = "excerpt.jsonl"
+"""What an evidence episode keeps of its events past the full-trace TTL: the steps the memories cite."""
 STAGING_DIR = ".staging"  # temp files of commits (skipped by scans; crash debris is GC'd)
 ITEM_FOLDERS = ("artifacts", "transcript", "transcript/chunks", "transcript/envelopes")
 """The folders an episode's folder holds besides its files (screenshots, a long task's transcript)."""
@@ -191,6 +193,30 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
             atomic_write(path, dump_yaml(self._checked(ep, path), old), stage_in=self.dir / STAGING_DIR, root=self.root)
             self.index.upsert(self.entry_for(ep))
         return path
+
+    def write_trimmed(self, trims: Iterable[tuple[TaskEpisode, bool, bytes | None]]) -> None:
+        """Write what GC keeps of episodes it trims, under one hold of the episodes lock. Each trim is an episode,
+        whether its episode.yaml is written (its traceability just said) and its excerpt (excerpt.jsonl), if any:
+        the excerpt is written first, and both are durable when this returns, before GC removes any part of it.
+
+        Their events files are not flushed as ``write`` flushes them: GC removes them next."""
+        with self.lock(), index_writes(self):
+            for ep, mark, excerpt in trims:
+                d = self.episode_dir(ep.id)
+                path = d / EPISODE_FILE
+                if excerpt is not None:
+                    # Written with the mark: one fsync of the episode's folder, by the write below, makes both new
+                    # names durable.
+                    atomic_write(d / EXCERPT_FILE, excerpt, root=self.root, sync_dir=not mark)
+                if not mark:
+                    continue
+                try:
+                    old = read_bytes_nofollow(path).decode("utf-8", "replace")
+                except FileNotFoundError:
+                    old = None
+                atomic_write(path, dump_yaml(self._checked(ep, path), old), stage_in=self.dir / STAGING_DIR,
+                             root=self.root)
+                self.index.upsert(self.entry_for(ep))
 
     # -- reading ----------------------------------------------------------
 

@@ -16,7 +16,6 @@ from memory_plane.lifecycle import (
     TombstoneLog,
     VerifyReport,
     apply_plan,
-    atomic_write,
     check_collection,
     dumps_compact,
     not_yet_tombstoned,
@@ -28,15 +27,15 @@ from memory_plane.lifecycle import (
 )
 
 from ._model import TaskEpisode
-from ._store import EPISODE_FILE, EVENTS_FILE, OnClosed
+from ._store import EPISODE_FILE, EVENTS_FILE, EXCERPT_FILE, OnClosed
 
 if TYPE_CHECKING:
     from ._store import TaskEpisodeStore
 
 log = logging.getLogger("memory_plane")
 TRACE_PARTS = (EVENTS_FILE, "artifacts", "transcript")
-EXCERPT_FILE = "excerpt.jsonl"
-"""What an evidence episode keeps of its events past the full-trace TTL: the steps the memories cite."""
+TRIM_BATCH = 128
+"""Episodes GC trims written under one hold of the episodes lock (a commit waits for at most one batch)."""
 
 
 
@@ -137,16 +136,51 @@ def collect_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRe
         apply_plan(store.root, report)  # what was planned goes, even when the drops below could not be made
 
 
+class _Trims:
+    """The episodes GC trims, written in batches (``TaskEpisodeStore.write_trimmed``); each one's removals are
+    planned only once what it keeps (its excerpt, its traceability) is durable. A dry run writes nothing and plans
+    at once."""
+
+    def __init__(self, store: TaskEpisodeStore, dry_run: bool) -> None:
+        self._store, self._dry_run = store, dry_run
+        self._pending: list[tuple[TaskEpisode, bool, bytes | None]] = []
+        self._plans: list[Callable[[], None]] = []
+
+    def add(self, ep: TaskEpisode, mark: bool, excerpt: bytes | None, plan: Callable[[], None]) -> None:
+        """Trim one episode: its episode.yaml written when ``mark``, its excerpt when given, then ``plan`` run (it
+        plans the removals)."""
+        if self._dry_run or (not mark and excerpt is None):
+            plan()
+            return
+        self._pending.append((ep, mark, excerpt))
+        self._plans.append(plan)
+        if len(self._pending) >= TRIM_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the trims waiting, then plan their removals."""
+        if not self._pending:
+            return
+        pending, plans = self._pending, self._plans
+        self._pending, self._plans = [], []
+        # A failed write raises before any removal of these episodes is planned: nothing they need goes.
+        self._store.write_trimmed(pending)
+        for plan in plans:
+            plan()
+
+
 def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcReport, now: datetime,
                    dry_run: bool, items: list[ItemRead[TaskEpisode]] | None) -> list[str]:
     """Plan each episode's removals; those past their summary TTL after their tombstones and index lines."""
     # What a removal needs of each episode (its id, start and folder), never its record: past the summary TTL may
     # be most of a large store.
     drop: list[tuple[str, Any, Path]] = []
+    trims = _Trims(store, dry_run)
     for item in store.iter_items() if items is None else items:
-        found = _collect_one(store, item, retention, report, now, dry_run)
+        found = _collect_one(store, item, retention, report, now, dry_run, trims)
         if found is not None:
             drop.append((found[0].id, found[0].started_ts(), found[1]))  # planned below, after their tombstones
+    trims.flush()
     if not drop:
         return []
     # The order makes a killed GC resumable: tombstones first (fsynced; one per removal,
@@ -166,7 +200,7 @@ def _drop_episodes(store: TaskEpisodeStore, retention: Retention, report: GcRepo
 
 
 def _collect_one(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], ret: Retention, report: GcReport,
-                 now: datetime, dry_run: bool) -> tuple[TaskEpisode, Path] | None:
+                 now: datetime, dry_run: bool, trims: _Trims) -> tuple[TaskEpisode, Path] | None:
     """GC of one episode folder; the episode and its folder when its summary is past its TTL."""
     ep = item.record
     d = item.path.parent
@@ -191,7 +225,7 @@ def _collect_one(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], ret: Rete
         if older(started, ret.ttl_of("episode_trace"), now):
             # Evidence past its full-trace TTL keeps an excerpt: episode.yaml and the steps the memories cite.
             report.keep("referenced_episode_excerpt")
-            _keep_excerpt(store, ep, d, report.cited_events.get(ep.id, set()), report, dry_run)
+            _keep_excerpt(store, ep, d, report.cited_events.get(ep.id, set()), report, dry_run, trims)
         else:
             _orphan_artifacts(store.root, d, report)
         return None
@@ -199,13 +233,17 @@ def _collect_one(store: TaskEpisodeStore, item: ItemRead[TaskEpisode], ret: Rete
         return ep, d
     if older(started, ret.ttl_of("episode_trace"), now):
         parts = [d / name for name in TRACE_PARTS if (d / name).exists() or (d / name).is_symlink()]
-        if parts and not dry_run and ep.traceability != "summary_only":
-            # Said before it is done: a GC killed between the two still finds the parts and removes them,
-            # and the episode never claims a trace it no longer has.
+        # Said before it is done: a GC killed between the two still finds the parts and removes them,
+        # and the episode never claims a trace it no longer has.
+        mark = bool(parts) and not dry_run and ep.traceability != "summary_only"
+        if mark:
             ep.traceability = "summary_only"
-            store.write(ep)
-        for part in parts:
-            report.discard(store.root, part, "episode_trace_ttl")
+
+        def plan() -> None:
+            for part in parts:
+                report.discard(store.root, part, "episode_trace_ttl")
+
+        trims.add(ep, mark, None, plan)
     else:
         _orphan_artifacts(store.root, d, report)
     return None
@@ -242,12 +280,13 @@ def _unneeded_artifacts(root: Path, d: Path, records: list[dict[str, Any]], repo
 
 
 def _keep_excerpt(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, cited: set[str], report: GcReport,
-                  dry_run: bool) -> None:
+                  dry_run: bool, trims: _Trims) -> None:
     """Trim an evidence episode past its full-trace TTL to an excerpt: the cited events (and the other events of
     their steps) go to excerpt.jsonl, with the screenshots they and episode.yaml name; events.jsonl, the
     transcript and every other screenshot go."""
     events_file = d / EVENTS_FILE
     kept: list[dict[str, Any]] = []
+    excerpt: bytes | None = None
     if events_file.is_file() and not events_file.is_symlink():
         events = read_jsonl(events_file)
         if events.problems and not events.records:
@@ -257,16 +296,22 @@ def _keep_excerpt(store: TaskEpisodeStore, ep: TaskEpisode, d: Path, cited: set[
                  and ev.get("step") is not None}
         kept = [ev for ev in events.records if str(ev.get("event_id")) in cited or
                 (ev.get("step") is not None and ev.get("step") in steps)]
-        if not dry_run:
-            # Excerpt and mark first: a GC killed after them still finds the parts and removes them, and the
-            # episode never claims a trace it no longer has.
-            atomic_write(d / EXCERPT_FILE, "".join(dumps_compact(ev) + "\n" for ev in kept), root=store.root)
+        if not dry_run and (kept or (d / EXCERPT_FILE).exists()):
+            # Nothing cited in the events (a memory citing the episode as a whole) leaves no excerpt to write; one
+            # written before is replaced, so it never names steps the memories no longer cite.
+            excerpt = "".join(dumps_compact(ev) + "\n" for ev in kept).encode("utf-8")
     elif (d / EXCERPT_FILE).is_file():
         kept = read_jsonl(d / EXCERPT_FILE).records  # trimmed before: its excerpt says which screenshots stay
-    if not dry_run and ep.traceability not in ("excerpt_only", "summary_only"):
+    # Excerpt and mark first: a GC killed after them still finds the parts and removes them, and the episode never
+    # claims a trace it no longer has.
+    mark = not dry_run and ep.traceability not in ("excerpt_only", "summary_only")
+    if mark:
         ep.traceability = "excerpt_only"
-        store.write(ep)
-    for name in (EVENTS_FILE, "transcript"):
-        if (d / name).exists() or (d / name).is_symlink():
-            report.discard(store.root, d / name, "episode_trace_ttl")
-    _unneeded_artifacts(store.root, d, kept, report, "episode_trace_ttl")
+
+    def plan() -> None:
+        for name in (EVENTS_FILE, "transcript"):
+            if (d / name).exists() or (d / name).is_symlink():
+                report.discard(store.root, d / name, "episode_trace_ttl")
+        _unneeded_artifacts(store.root, d, kept, report, "episode_trace_ttl")
+
+    trims.add(ep, mark, excerpt, plan)

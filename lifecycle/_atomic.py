@@ -53,7 +53,7 @@ def fsync_file(path: str | os.PathLike[str]) -> bool:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes], *, mode: int = 0o644,
-                 stage_in: Path | None = None, root: Path | None = None) -> None:
+                 stage_in: Path | None = None, root: Path | None = None, sync_dir: bool = True) -> None:
     """Replace a file's content all at once: readers see the old file or the new, never half.
 
     ``stage_in`` is a folder on the same filesystem to create the temp file in instead of beside the
@@ -61,7 +61,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
     With ``root`` (the memory root) every folder below it on the way is opened without following a
     link (``open_dir``): a folder swapped for a symlink raises UnsafePathError and nothing is written.
     ``data`` may come as pieces (an iterable of bytes), written one after the other: a large file is never held
-    whole.
+    whole. ``sync_dir`` False leaves the fsync of the folder to the caller, who makes it once after further
+    renames in the same folder (the new name is not durable before it).
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -80,7 +81,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
             if sfd is not None:
                 os.close(sfd)
         # fsync the directory so the rename itself is durable (the gap Maildir leaves open).
-        os.fsync(dfd)
+        if sync_dir:
+            os.fsync(dfd)
     finally:
         os.close(dfd)
 

@@ -329,7 +329,8 @@ class ItemCollection(Generic[R]):
         if isinstance(items, DigestTable):
             return items
         table = DigestTable(entry_of=lambda r: self.entry_for(r) if self.indexable(r) else None,
-                            expected_of=self.expected_path, sort_of=self.sort_bytes, rel=self.layout.name_of)
+                            expected_of=self.expected_path, sort_of=self.sort_bytes, rel=self.layout.name_of,
+                            root=self.root)
         for item in items or []:
             if item.record is not None:
                 table.add(item.path, item.stat_key, item.record)

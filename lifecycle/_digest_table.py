@@ -8,13 +8,17 @@ entries as a list, ordered and compared as before.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import FileProblemError
+from ._errors import FileProblemError, UnsafePathError
+from ._guarded import open_dir
 from ._index import INDEX_HEADER, IndexFile, NotOneLinePerEntry, entry_lines, format_entry
 from ._index_lines import valid_entry
 from ._item_read import same_path, stat_key
@@ -26,9 +30,17 @@ _SCHEMA = """
 CREATE TABLE items (path TEXT PRIMARY KEY, k1 INTEGER, k2 INTEGER, k3 INTEGER, id TEXT NOT NULL, expected TEXT,
                     canonical INTEGER NOT NULL, sort BLOB, line BLOB, seq INTEGER NOT NULL, gen INTEGER NOT NULL);
 CREATE INDEX items_id ON items (id, seq);
+CREATE INDEX items_sort ON items (sort, seq);
+CREATE INDEX items_seq ON items (seq);
 CREATE TABLE cur (sort BLOB NOT NULL, line BLOB NOT NULL);
+CREATE INDEX cur_sort ON cur (sort);
 CREATE TABLE marks (id TEXT PRIMARY KEY, path TEXT NOT NULL, changes TEXT NOT NULL);
 """
+# The orders the table is read in are its indexes' (no query sorts the whole table): SQLite never writes a sorter's
+# temporary file, which would go to the system's temporary folder (a phone may have none it can write).
+TABLE_DIR = ".cache/verify"
+"""Where under the memory root a table's SQLite file is made (and unlinked at once: nothing stays there)."""
+_counter = itertools.count()
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _BUFFER = 1 << 20
 
@@ -53,6 +65,55 @@ def order_bytes(*parts: int | str | datetime) -> bytes:
     return bytes(out)
 
 
+def _open_table(root: Path | None) -> sqlite3.Connection:
+    """A new, empty table of digests. With ``root``: in a SQLite file made under the tree's own ``TABLE_DIR``
+    (guarded: never through a link) and unlinked as soon as it is open, so a kill leaves nothing behind; without
+    (or when the tree cannot take it): in SQLite's private temporary file."""
+    import sqlite3  # loaded by the walks of verify and GC, not by a process that only retrieves
+
+    if root is not None:
+        try:
+            return _table_in(Path(root))
+        except (OSError, UnsafePathError, sqlite3.Error):
+            pass  # a read-only or full tree (verify reports it), or a link planted there: SQLite's own file
+    db = sqlite3.connect("", isolation_level=None)
+    db.execute("PRAGMA temp_store = MEMORY")
+    db.executescript(_SCHEMA)
+    db.execute("BEGIN")
+    return db
+
+
+def _table_in(root: Path) -> sqlite3.Connection:
+    """A new table in a SQLite file under the tree's ``TABLE_DIR``, unlinked as soon as it is open."""
+    import sqlite3
+    folder = root / TABLE_DIR
+    dfd = open_dir(root, folder, create=True)
+    try:
+        name = f"digests.{time.time_ns()}.{os.getpid()}.{next(_counter)}.sqlite"
+        # O_EXCL|O_NOFOLLOW: a new file of ours, never one planted there (nor a link).
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600, dir_fd=dfd)
+        try:
+            db = sqlite3.connect(os.fspath(folder / name), isolation_level=None)
+            try:
+                # No journal beside it (the table is thrown away, never recovered), no temporary file anywhere.
+                db.execute("PRAGMA journal_mode = OFF")
+                db.execute("PRAGMA temp_store = MEMORY")
+                db.executescript(_SCHEMA)  # the file is open (and written) from here on
+                # SQLite opened it by name: still our file, not one swapped in meanwhile.
+                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
+                    raise UnsafePathError(f"{TABLE_DIR}/{name}", "replaced while it was opened")
+            except BaseException:
+                db.close()
+                raise
+        finally:
+            os.close(fd)
+            os.unlink(name, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    db.execute("BEGIN")
+    return db
+
+
 class DigestTable:
     """One row per readable item file: path, stat key, id, where a file of that id would lie, index line, order.
 
@@ -62,15 +123,12 @@ class DigestTable:
     """
 
     def __init__(self, *, entry_of: Callable[[Any], dict[str, Any] | None], expected_of: Callable[[Any], Path],
-                 sort_of: Callable[[dict[str, Any]], bytes | None], rel: Callable[[Path], str]) -> None:
+                 sort_of: Callable[[dict[str, Any]], bytes | None], rel: Callable[[Path], str],
+                 root: Path | None = None) -> None:
         self._entry_of, self._expected_of, self._sort_of, self._rel = entry_of, expected_of, sort_of, rel
-        import sqlite3  # loaded by the walks of verify and GC, not by a process that only retrieves
-
-        # "": a private temporary file that SQLite deletes on close; its page cache is what stays in memory.
-        self._db = sqlite3.connect("", isolation_level=None)
+        # Its page cache is what stays in memory; the rest of the table lies in its file.
+        self._db = _open_table(root)
         self._db.execute("PRAGMA cache_size = -2048")
-        self._db.executescript(_SCHEMA)
-        self._db.execute("BEGIN")
         self._seq = 0
         self._gen = 0
         self.sortable = True
@@ -152,19 +210,31 @@ class DigestTable:
             self.add(p, key, record)
         db.execute("DELETE FROM items WHERE gen != ?", (self._gen,))
 
-    def _chosen_sql(self, order: str) -> str:
-        # One line per id: the file named after it first, else the first parsed (as entries_by_file chooses).
-        return ("SELECT line FROM (SELECT line, sort, seq, row_number() OVER (PARTITION BY id ORDER BY canonical DESC, "
-                f"seq) AS n FROM items WHERE line IS NOT NULL) WHERE n = 1 ORDER BY {order}")
+    def _chosen(self, order: str) -> Iterator[bytes]:
+        """The index lines, one per id, in ``order`` ("seq" or "sort, seq": an index of the table's): of the files
+        holding one id, the one named after it first, else the first parsed (as entries_by_file chooses)."""
+        twins = self._twin_choice()
+        for line, item_id, seq in self._db.execute(
+                f"SELECT line, id, seq FROM items WHERE line IS NOT NULL ORDER BY {order}"):
+            if item_id in twins and twins[item_id] != seq:
+                continue
+            yield bytes(line)
+
+    def _twin_choice(self) -> dict[str, int]:
+        """For each id more than one indexable file holds (a copy, a hand rename: few), the seq of the one chosen."""
+        db = self._db
+        twins = [i for (i,) in db.execute(
+            "SELECT id FROM items WHERE line IS NOT NULL GROUP BY id HAVING count(*) > 1")]
+        return {i: db.execute("SELECT seq FROM items WHERE id = ? AND line IS NOT NULL ORDER BY canonical DESC, seq "
+                              "LIMIT 1", (i,)).fetchone()[0] for i in twins}
 
     def chosen_entries(self) -> list[dict[str, Any]]:
         """One index entry per id, in the order parsed (the caller orders them)."""
-        return [json.loads(line[2:]) for (line,) in self._db.execute(self._chosen_sql("seq"))]
+        return [json.loads(line[2:]) for line in self._chosen("seq")]
 
     def chosen_lines(self) -> Iterator[bytes]:
         """The index lines, one per id, in the index's order (``sortable`` tables only)."""
-        for (line,) in self._db.execute(self._chosen_sql("sort, seq")):
-            yield bytes(line)
+        return self._chosen("sort, seq")
 
     def every_entry(self) -> Iterator[dict[str, Any]]:
         """Every indexable file's entry (a second file holding an id included), in the order parsed."""
@@ -193,13 +263,13 @@ class DigestTable:
             return None
         if reader.blanks:
             return False  # lines a forget blanked out: the rebuild writes the file without them
-        new = db.execute(self._chosen_sql("sort, seq"))
+        new = self._chosen("sort, seq")
         old = self._db.cursor().execute("SELECT line FROM cur ORDER BY sort, rowid")
         while True:
-            a, b = new.fetchone(), old.fetchone()
+            a, b = next(new, None), old.fetchone()
             if a is None or b is None:
                 return a is None and b is None
-            if a[0] != b[0] and json.loads(a[0][2:]) != json.loads(b[0][2:]):
+            if a != b[0] and json.loads(a[2:]) != json.loads(b[0][2:]):
                 return False
 
     def write_index(self, index: IndexFile) -> None:

@@ -25,6 +25,7 @@ from ._collector import collector_paused
 from ._errors import ABSENT, FileProblemError, ParseError
 from ._index_lines import (
     blank_line,
+    entry_cuts,
     find_lines,
     header_end,
     hinted_line,
@@ -398,21 +399,9 @@ class IndexFile:
             return None
         if not all(i.isascii() and json.dumps(i) == f'"{i}"' for i in drop):
             return None  # an id written with escapes is not its own bytes in the file
-        cuts: list[tuple[int, int]] = []
-        for mem_id in sorted(drop):
-            needle = mem_id.encode("ascii")
-            pos = data.find(needle, start)
-            while pos >= 0:
-                begin = data.rfind(b"\n", start, pos) + 1 or start
-                end = data.find(b"\n", pos)
-                end = len(data) if end < 0 else end + 1
-                try:
-                    entry = json.loads(data[begin + 2:end].decode("utf-8"))
-                except ValueError:
-                    return None  # a hand-edited line: the YAML reader decides what it holds
-                if isinstance(entry, dict) and entry.get("id") in drop:
-                    cuts.append((begin, end))
-                pos = data.find(needle, end)
+        cuts = entry_cuts(data, start, body_end, drop)
+        if cuts is None:
+            return None
         if not cuts:
             return 0
         cuts = sorted(set(cuts))

@@ -12,8 +12,8 @@ import json
 import os
 from typing import Any
 
-__all__ = ["blank_line", "entry_id", "find_lines", "header_end", "hinted_line", "leading_id", "valid_entry",
-           "without_comment_lines"]
+__all__ = ["blank_line", "entry_cuts", "entry_id", "find_lines", "header_end", "hinted_line", "leading_id",
+           "valid_entry", "without_comment_lines"]
 
 _LINE_HINT_READ = 4096  # bytes read at a line's hinted start before the rest of a longer line
 
@@ -123,3 +123,63 @@ def find_lines(data: Any, ids: set[str]) -> list[tuple[int, int]] | None:
                     spans.append((begin, end + 1 - begin))
             pos = data.find(needle, end + 1)
     return spans
+
+
+_SEARCHED_IDS = 16
+"""Up to this many ids, ``remove`` finds each one's line by a search of the file's bytes (a forget); more (a GC of
+thousands) walk the lines once: a search per id would read the file once per id."""
+
+
+def _cut_of(data: bytes, begin: int, end: int, drop: set[str]) -> bool | None:
+    """Whether the entry line ``data[begin:end]`` holds one of the ids in ``drop``; None when it is not JSON (a
+    hand-edited line: the YAML reader decides what it holds)."""
+    try:
+        entry = json.loads(data[begin + 2:end].decode("utf-8"))
+    except ValueError:
+        return None
+    return isinstance(entry, dict) and entry.get("id") in drop
+
+
+def _cuts_by_search(data: bytes, start: int, drop: set[str]) -> list[tuple[int, int]] | None:
+    """The (begin, end) of each entry line holding an id of ``drop``, each id's bytes searched for: only the lines
+    where one appears are parsed. None when such a line does not parse."""
+    cuts: list[tuple[int, int]] = []
+    for mem_id in sorted(drop):
+        needle = mem_id.encode("ascii")
+        pos = data.find(needle, start)
+        while pos >= 0:
+            begin = data.rfind(b"\n", start, pos) + 1 or start
+            end = data.find(b"\n", pos)
+            end = len(data) if end < 0 else end + 1
+            held = _cut_of(data, begin, end, drop)
+            if held is None:
+                return None
+            if held:
+                cuts.append((begin, end))
+            pos = data.find(needle, end)
+    return cuts
+
+
+def _cuts_by_walk(data: bytes, start: int, body_end: int, drop: set[str]) -> list[tuple[int, int]] | None:
+    """``_cuts_by_search`` in one pass over the entry lines, each parsed (the search decides when one does not)."""
+    cuts: list[tuple[int, int]] = []
+    begin = start
+    while begin < body_end:
+        end = data.find(b"\n", begin)
+        end = len(data) if end < 0 else end + 1
+        held = _cut_of(data, begin, end, drop)
+        if held is None:
+            # A hand-edited line: the search decides, parsing only the lines that hold an id (this one may not).
+            return _cuts_by_search(data, start, drop)
+        if held:
+            cuts.append((begin, end))
+        begin = end
+    return cuts
+
+
+def entry_cuts(data: bytes, start: int, body_end: int, drop: set[str]) -> list[tuple[int, int]] | None:
+    """The (begin, end) of each entry line of a one-entry-per-line body (``data[start:body_end]``) whose entry's id
+    is in ``drop``; None when such a line does not parse (the caller reads the file whole)."""
+    if len(drop) <= _SEARCHED_IDS:
+        return _cuts_by_search(data, start, drop)
+    return _cuts_by_walk(data, start, body_end, drop)

@@ -3,6 +3,7 @@ cite (their events and screenshots), not every screenshot, the events and the tr
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -75,3 +76,29 @@ def test_a_cited_episode_past_its_trace_ttl_keeps_the_cited_steps_and_nothing_el
         plane.gc()  # past the summary TTL the cited episode keeps its excerpt
         assert (d / "episode.yaml").exists() and (d / "excerpt.jsonl").exists()
         assert set(wanted) <= {p.name for p in (d / "artifacts").iterdir()}
+
+
+def test_an_episode_cited_as_a_whole_is_trimmed_without_an_excerpt_file(root: Path) -> None:
+    """A memory that cites an episode but none of its events: past the trace TTL the episode keeps episode.yaml
+    (excerpt_only) and the screenshots episode.yaml names; there is no step to keep, so no excerpt file is written.
+    An excerpt a GC wrote before is replaced, never left naming steps no memory cites."""
+    with freeze_time(T0) as ft, MemoryPlane.open(root) as plane:
+        ep_id, events = _episode(plane)
+        d = plane.episodes.episode_dir(ep_id)
+        _cite(plane, ep_id, [])
+        ft.move_to(T0 + timedelta(days=31))
+        plane.gc()
+        assert (d / "episode.yaml").exists() and not (d / "events.jsonl").exists()
+        assert not (d / "excerpt.jsonl").exists()
+        ep = plane.episodes.get(ep_id)
+        assert ep is not None and ep.traceability == "excerpt_only"
+
+    other = root.parent / "other"
+    with freeze_time(T0) as ft, MemoryPlane.open(other) as plane:
+        ep_id, events = _episode(plane)
+        d = plane.episodes.episode_dir(ep_id)
+        _cite(plane, ep_id, [])
+        (d / "excerpt.jsonl").write_text(json.dumps(events[0]) + "\n")  # a GC killed once another memory cited it
+        ft.move_to(T0 + timedelta(days=31))
+        plane.gc()
+        assert read_jsonl(d / "excerpt.jsonl").records == []
