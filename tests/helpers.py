@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +108,16 @@ def read_only(monkeypatch, root) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setattr(os, name, guarded2)
     monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: not (mode & os.W_OK and inside(path))
                         and os.path.exists(path))
+
+
+def tree_files(root: Path) -> Iterator[tuple[Path, bytes]]:
+    """Every regular file under ``root`` with its bytes (a ``.gz`` decompressed), links left out: what
+    `grep -r` over the tree reads."""
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.is_symlink():
+            continue
+        data = p.read_bytes()
+        yield p, gzip.decompress(data) if p.suffix == ".gz" else data
 
 
 def built_once(factory):  # type: ignore[no-untyped-def]

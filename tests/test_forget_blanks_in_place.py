@@ -9,7 +9,6 @@ overwrite's mtime on its own."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -23,6 +22,8 @@ from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.lifecycle import _atomic, init_tree
 from memory_plane.lifecycle import _index as index_module
 
+from helpers import tree_files
+
 REPO = Path(__file__).resolve().parent.parent
 WORD = "Quorvexity"  # in no other memory, and in no word of the format
 TEXT = f"The {WORD} gate code of the Zorbix flat is 4417 and the lift is on the left"
@@ -31,16 +32,7 @@ OTHER = "The Plimbrook office wifi password is on the fridge"
 
 def _holding(root: Path, word: str) -> list[str]:
     """Files under root holding the word in any case (``.gz`` decompressed, binary files too): `grep -ri`."""
-    found = []
-    for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.is_symlink():
-            continue
-        data = p.read_bytes()
-        if p.suffix == ".gz":
-            data = gzip.decompress(data)
-        if word.lower().encode() in data.lower():
-            found.append(str(p.relative_to(root)))
-    return found
+    return [str(p.relative_to(root)) for p, data in tree_files(root) if word.lower().encode() in data.lower()]
 
 
 def _tree(root: Path) -> tuple[MemoryPlane, str, str]:

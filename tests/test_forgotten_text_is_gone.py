@@ -4,7 +4,6 @@ in the older memory it replaced."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import unicodedata
 from pathlib import Path
@@ -15,6 +14,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from memory_plane import MemoryPlane, MemoryRetrieveRequest
+
+from helpers import tree_files
 
 # Double spaces and a line break: the block folds them, JSON escapes the break.
 TEXT = "Mom's  mobile number is\n555 0199, call her on Zorbix after work"
@@ -37,12 +38,7 @@ def _holding(root: Path, text: str) -> list[str]:
     """Files under root (``.gz`` decompressed) holding any form of the text: `grep -r` over the tree."""
     forms = _forms(text)
     found = []
-    for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.is_symlink():
-            continue
-        data = p.read_bytes()
-        if p.suffix == ".gz":
-            data = gzip.decompress(data)
+    for p, data in tree_files(root):
         body = data.decode("utf-8", "replace")
         if p.suffix == ".jsonl":
             # A JSON line holds text in its strings: a text that looks like a JSON string ('"quoted"') is not
@@ -182,11 +178,7 @@ def vocabulary(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Every word a tree holds of its own (field names, statuses, file names), from a tree made the same way."""
     with MemoryPlane.open(tmp_path_factory.mktemp("vocabulary") / "m") as plane:
         _remember_and_record(plane, MARKER, MARKER)
-        texts = []
-        for p in sorted(plane.root.rglob("*")):
-            if p.is_file() and not p.is_symlink():
-                data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-                texts.append(data.decode("utf-8", "replace").replace(MARKER, "\0"))
+        texts = [data.decode("utf-8", "replace").replace(MARKER, "\0") for _, data in tree_files(plane.root)]
     return "\n".join(texts)
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -108,6 +109,19 @@ def _matters(old: str, norm: str, kind: str, m_ents: list[str], m_tags: list[str
             or bool(shared_e and shared_t))
 
 
+def _candidates_and_needed(store: Any, kind: str, new: str, ents: list[str], tags: list[str]
+                           ) -> tuple[list[str] | None, set[str], list[tuple[str, Any]]]:
+    """The candidates a save of ``new`` looks up, the active memories any rule of the save looks at (every one
+    checked), and the active memories (file name, record)."""
+    norm = _norm(new)
+    store.sync_candidates()
+    names = store.candidates.candidates(Probe(kind, norm, ents, tags))
+    actives = [(i.path.name, i.record) for i in store.iter_items()
+               if i.record is not None and i.record.status == "active"]
+    needed = {n for n, m in actives if _matters(_norm(m.content), norm, kind, m.entities, m.tags, ents, tags)}
+    return names, needed, actives
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(olds=st.lists(st.tuples(texts(), st.lists(st.sampled_from(ENTITIES), max_size=2),
                                st.lists(st.sampled_from(TAGS), max_size=2)), min_size=1, max_size=8),
@@ -120,12 +134,7 @@ def test_every_memory_a_save_looks_at_is_a_candidate(tmp_path_factory: pytest.Te
     store = _store(root, False)
     for text, m_ents, m_tags in olds:
         store.save_memory(type=kind, content=text, entities=m_ents, tags=m_tags, force=True)
-    norm = _norm(new)
-    store.sync_candidates()
-    names = store.candidates.candidates(Probe(kind, norm, ents, tags))
-    actives = [(i.path.name, i.record) for i in store.iter_items()
-               if i.record is not None and i.record.status == "active"]
-    needed = {n for n, m in actives if _matters(_norm(m.content), norm, kind, m.entities, m.tags, ents, tags)}
+    names, needed, _ = _candidates_and_needed(store, kind, new, ents, tags)
     if names is not None:
         assert needed <= set(names)
 
@@ -280,12 +289,7 @@ def test_every_rule_saying_the_same_or_the_opposite_is_a_candidate(
     for text in olds:
         store.save_memory(type=kind, content=text, entities=data.draw(st.lists(st.sampled_from(ENTITIES), max_size=1)),
                           tags=data.draw(st.lists(st.sampled_from(TAGS), max_size=1)), force=True)
-    norm = _norm(new)
-    store.sync_candidates()
-    names = store.candidates.candidates(Probe(kind, norm, ents, tags))
-    actives = [(i.path.name, i.record) for i in store.iter_items()
-               if i.record is not None and i.record.status == "active"]
-    needed = {n for n, m in actives if _matters(_norm(m.content), norm, kind, m.entities, m.tags, ents, tags)}
+    names, needed, actives = _candidates_and_needed(store, kind, new, ents, tags)
     assert names is None or needed <= set(names), (new, [m.content for n, m in actives if n in needed])
 
 

@@ -183,14 +183,9 @@ def test_another_environment_settles_only_the_rules_that_name_one(tmp_path: Path
     assert "dark theme" not in blocks[2]
 
 
-def test_one_rule_plan_serves_every_environment_when_no_rule_names_one(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "m"
-    init_tree(root)
-    plane = MemoryPlane.open(root)
-    for k in range(30):
-        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}")
-    plane.close()
+@pytest.fixture
+def plans_made(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The rule plans a retrieve makes (each one made over every rule)."""
     made: list[object] = []
     real = RulePlan.__init__
 
@@ -199,6 +194,22 @@ def test_one_rule_plan_serves_every_environment_when_no_rule_names_one(tmp_path:
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(RulePlan, "__init__", spy)
+    return made
+
+
+def _receipt_rules(root: Path) -> MemoryPlane:
+    init_tree(root)
+    plane = MemoryPlane.open(root)
+    for k in range(30):
+        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}")
+    return plane
+
+
+def test_one_rule_plan_serves_every_environment_when_no_rule_names_one(tmp_path: Path,
+                                                                        plans_made: list[object]) -> None:
+    root = tmp_path / "m"
+    _receipt_rules(root).close()
+    made = plans_made
     plane = MemoryPlane.open(root)
     for lang in ("en-US", "zh-CN", "fr-FR", "en-US"):
         plane.retrieve(MemoryRetrieveRequest(input="file the receipts",
@@ -251,20 +262,9 @@ def test_a_rule_saved_in_a_running_process_is_placed_as_the_whole_plan_made_agai
     plane.close()
 
 
-def test_a_saved_rule_does_not_make_the_plan_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "m"
-    init_tree(root)
-    plane = MemoryPlane.open(root)
-    for k in range(30):
-        plane.long_term.save_memory(type="rule", content=f"keep the receipts of batch {k}")
-    made: list[object] = []
-    real = RulePlan.__init__
-
-    def spy(self: RulePlan, *args, **kwargs):  # type: ignore[no-untyped-def]
-        made.append(self)
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(RulePlan, "__init__", spy)
+def test_a_saved_rule_does_not_make_the_plan_again(tmp_path: Path, plans_made: list[object]) -> None:
+    plane = _receipt_rules(tmp_path / "m")
+    made = plans_made
     plane.retrieve("file the receipts")
     plane.long_term.save_memory(type="rule", content="receipts go to the blue folder", priority=99)
     block = plane.retrieve("file the receipts").render()
