@@ -17,6 +17,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ._util import same_files
+
 SPAN = timedelta(days=240)
 """The episodes of a tree start over this time, up to the day of the build: past the full-trace TTL (30 days) most
 of them, past the summary TTL (180 days) a quarter, as a phone's store stands once GC has run for a while."""
@@ -125,25 +127,6 @@ def check_episode_builder(base: Path, n: int) -> int:
     start = span_start()
     build_episodes(api, n, through_api=True, start=start)
     build_episodes(fast, n, start=start)
-    compared = 0
-    def compared_file(p: Path) -> bool:
-        return p.is_file() and p.name != ".lock" and not p.name.startswith(".done-")
-
-    names = {p.relative_to(fast) for p in (fast / "episodes").rglob("*") if compared_file(p)}
-    for p in sorted((api / "episodes").rglob("*")):
-        if not compared_file(p):
-            continue
-        rel = p.relative_to(api)
-        names.discard(rel)
-        q = fast / rel
-        a, b = p.read_bytes(), q.read_bytes() if q.is_file() else None
-        if p.name == "index.yaml":
-            a = b"\n".join(sorted(a.splitlines()))
-            b = b"\n".join(sorted(b.splitlines())) if b is not None else None
-        if a != b:
-            raise AssertionError(f"the episode builder wrote {rel} otherwise than commit_episode")
-        compared += 1
-    extra = sorted(map(str, names))
-    if extra:
-        raise AssertionError(f"the episode builder wrote files commit_episode does not: {extra[:3]}")
-    return compared
+    return same_files(api, fast, "episodes",
+                      lambda p: p.is_file() and p.name != ".lock" and not p.name.startswith(".done-"),
+                      "commit_episode")

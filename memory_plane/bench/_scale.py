@@ -29,7 +29,7 @@ from typing import Any
 from memory_plane.lifecycle import UsageError, atomic_write, init_tree, remove_tree
 
 from ._episode_tree import build_episodes
-from ._util import r, temp_root
+from ._util import r, same_files, temp_root
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 OPS = ("save", "forget", "commit", "retrieve_cold", "retrieve_warm", "verify", "gc_dry_run")
@@ -86,19 +86,8 @@ def check_builder(base: Path, n: int = _SAMPLE) -> int:
     api, fast = base / "api", base / "fast"
     build(api, n, through_api=True)
     build(fast, n)
-    compared = 0
-    for p in sorted((api / "long_term").rglob("*")):
-        if not p.is_file() or p.name in ("candidates.sqlite", ".lock"):
-            continue
-        q = fast / p.relative_to(api)
-        a, b = p.read_bytes(), q.read_bytes() if q.is_file() else None
-        if p.name == "index.yaml":
-            a = b"\n".join(sorted(a.splitlines()))
-            b = b"\n".join(sorted(b.splitlines())) if b is not None else None
-        if a != b:
-            raise AssertionError(f"the builder wrote {q.relative_to(fast)} otherwise than save_memory")
-        compared += 1
-    return compared
+    return same_files(api, fast, "long_term",
+                      lambda p: p.is_file() and p.name not in ("candidates.sqlite", ".lock"), "save_memory")
 
 
 # -- the operations, each in a fresh process -----------------------------------------------------------------

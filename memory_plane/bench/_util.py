@@ -83,6 +83,30 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
+def same_files(api: Path, fast: Path, folder: str, compared: Callable[[Path], bool], writer: str) -> int:
+    """Compare the files a faster builder wrote under ``fast/folder`` with those the public API wrote under
+    ``api/folder`` (an index.yaml's lines in any order); raise AssertionError naming the first file that differs
+    or that only one side wrote; how many files were compared."""
+    names = {p.relative_to(fast) for p in (fast / folder).rglob("*") if compared(p)}
+    count = 0
+    for p in sorted((api / folder).rglob("*")):
+        if not compared(p):
+            continue
+        rel = p.relative_to(api)
+        names.discard(rel)
+        q = fast / rel
+        a, b = p.read_bytes(), q.read_bytes() if q.is_file() else None
+        if p.name == "index.yaml":
+            a = b"\n".join(sorted(a.splitlines()))
+            b = b"\n".join(sorted(b.splitlines())) if b is not None else None
+        if a != b:
+            raise AssertionError(f"the builder wrote {rel} otherwise than {writer}")
+        count += 1
+    if names:
+        raise AssertionError(f"the builder wrote files {writer} does not: {sorted(map(str, names))[:3]}")
+    return count
+
+
 def r(x: float, n: int = 3) -> float:
     """Round for reports."""
     return round(float(x), n)
