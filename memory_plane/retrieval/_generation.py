@@ -99,6 +99,7 @@ class Generation:
         self.by_app: dict[str, list[int]] = {}
         self.not_active: set[int] = set()  # entries whose status field is anything but "active" (see app_bound)
         self.always: list[int] = []  # candidates for every query (calibration, device-wide failures, user rules)
+        self.always_set: set[int] = set()  # the same, for membership
         # Episodes only: each entry's canonical app, and a model of which goal words go with which app.
         self.canon: list[str | None] = []
         self.by_canon: dict[str, list[int]] = {}

@@ -290,13 +290,13 @@ class Retriever:
         # judged as one sharing none (its verdict replayed from the plan), and is never looked at.
         floor = self.config.noise_similarity
         if drop.explain:
-            reach = closest_always(src, ctx.q, self.config, set(src.gen.always), floor)
+            reach = closest_always(src, ctx.q, self.config, src.gen.always_set, floor)
             found = recall(src, ctx.q, self.config, floor=floor, reach=reach)
         else:
             plan = rule_plan(self.scorer, src, src.gen.view(ctx.env), ctx, rules)
             # Judged with the goal as usual: the closest its words reach, what holds a name it gives, what is
             # clock-bound.
-            reach = closest_always(src, ctx.q, self.config, plan.always, floor)
+            reach = closest_always(src, ctx.q, self.config, src.gen.always_set, floor)
             found = recall(src, ctx.q, self.config,
                            sorted({*reach.intersection(plan.replay), *plan.named(ctx), *plan.unsettled}), floor, reach)
             apart = plan.replay.keys() & found.keys()

@@ -32,7 +32,6 @@ class RulePlan:
     def __init__(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> None:
         self.rules = rules
         self.n_always = 0
-        self.always: set[int] = set()  # what a goal's words reaching an entry is asked of
         self.said: RulesSaid | None = None  # the stances of its users, once a retrieve asked (see _rules_said)
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
@@ -78,7 +77,6 @@ class RulePlan:
             else:
                 picks.append(verdict)
         self.n_always += len(entries)
-        self.always.update(entries)
         return users, picks
 
     def extend(self, src: Source, settled: dict[int, Any]) -> None:

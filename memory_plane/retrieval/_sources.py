@@ -215,8 +215,10 @@ class Source:
                     by_canon.setdefault(c, []).append(i)
         # A raw "type" compares as its field_str would: no other value equals these names.
         profile = self.always_types
-        gen.always += [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
-                       if t == "calibration" or (t == "failure" and not app) or t in profile]
+        always = [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
+                  if t == "calibration" or (t == "failure" and not app) or t in profile]
+        gen.always += always
+        gen.always_set.update(always)
         gen.stale_app = gen.stale_app or any(e.get("stale") == "app" for e in new)
 
     def _apps(self, count: int | None = None) -> list[str]:
