@@ -87,7 +87,8 @@ from ._index import (
     format_entry,
     parse_index,
 )
-from ._index_check import index_writes, indexed_entries
+from ._index_lines import leading_id, valid_entry
+from ._index_check import index_stamp, index_writes, indexed_entries, known_matching, mark_matching, paths_doubt
 from ._item_read import ItemRead, Problem, Repair, entries_by_file, fresh_items, read_item, stat_key
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
@@ -245,13 +246,16 @@ __all__ = [
     "guarded_touch",
     "guarded_unlink",
     "has_symlink",
+    "index_stamp",
     "index_writes",
     "indexed_entries",
+    "known_matching",
     "init_tree",
     "is_safe_id",
     "is_temp_name",
     "is_within",
     "key_line",
+    "leading_id",
     "link_on_way",
     "list_quarantined",
     "load_retention",
@@ -259,6 +263,7 @@ __all__ = [
     "load_yaml_file",
     "loc_line",
     "locked",
+    "mark_matching",
     "nfkc",
     "normalize_status",
     "not_a_tree",
@@ -273,6 +278,7 @@ __all__ = [
     "parse_frontmatter",
     "parse_index",
     "parse_jsonl",
+    "paths_doubt",
     "parse_ts",
     "quarantine",
     "quarantine_name",
@@ -300,6 +306,7 @@ __all__ = [
     "template_files",
     "tree_size",
     "unset_clock",
+    "valid_entry",
     "validate_record",
     "verify_collections",
     "verify_marks",

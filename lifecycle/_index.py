@@ -276,6 +276,13 @@ class IndexFile:
             _cache[self._key] = (key, result)
         return result
 
+    def version_of(self, entries: list[dict[str, Any]]) -> tuple[int, int, int] | None:
+        """The (mtime, size, inode) of the file version whose parse ``read`` returned as ``entries`` (None: that list
+        is no longer this process's parse of the file)."""
+        with _cache_guard:
+            hit = _cache.get(self._key)
+        return hit[0] if hit is not None and hit[1].entries is entries else None
+
     def append(self, entry: Mapping[str, Any]) -> None:
         """Append one entry line (caller holds the collection lock)."""
         try:
@@ -417,7 +424,8 @@ class IndexFile:
             _cache.pop(self._key, None)
         return len(cuts)
 
-    def blank_out(self, ids: Iterable[str], hints: Mapping[str, int] | None = None) -> int:
+    def blank_out(self, ids: Iterable[str], hints: Mapping[str, int] | None = None, *,
+                  before: Callable[[list[tuple[int, bytes]]], None] | None = None) -> int:
         """Remove entries by id without rewriting the file: each of their lines overwritten in place with a comment
         line of spaces as long as it was (``blank_line``), then the file fsynced; how many lines went (the caller
         holds the lock). ``hints``: where an id's line was last seen to start; a hint is used only when the line
@@ -427,7 +435,9 @@ class IndexFile:
         Why in place: the file's other lines, and where each starts, stay as they are, so a forget costs the lines
         it removes and not the size of the index; readers key their parsed copies on the file's mtime, which the
         write moves on. A write torn by a crash leaves a line that does not parse: the index is then doubtful and
-        rebuilt from the item files (the tombstone written first keeps the forgotten item out of that rebuild)."""
+        rebuilt from the item files (the tombstone written first keeps the forgotten item out of that rebuild).
+        ``before``: told (start, bytes) of each line just before the lines are blanked (what keeps a derived copy
+        of them takes their text out first)."""
         drop = set(ids)
         hints = hints or {}
         try:
@@ -440,10 +450,20 @@ class IndexFile:
             return self.remove(drop)
         if spans:
             self.appended = None
+            if before is not None:
+                before(self._span_bytes(spans))
             overwrite_in_place(self.path, [(at, blank_line(n)) for at, n in spans], root=self.root)
             with _cache_guard:
                 _cache.pop(self._key, None)
         return len(spans)
+
+    def _span_bytes(self, spans: list[tuple[int, int]]) -> list[tuple[int, bytes]]:
+        """(start, the bytes) of each line of ``spans`` as the file holds them now."""
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            return [(at, os.pread(fd, n, at)) for at, n in spans]
+        finally:
+            os.close(fd)
 
     def _spans(self, drop: set[str], hints: Mapping[str, int]) -> list[tuple[int, int]] | None:
         """(start, length with its line break) of each line holding an entry of these ids, sorted; None when a line

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,6 +61,13 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
         return "missing"
     if read.problems:
         return f"{len(read.problems)} line(s) unreadable (first: line {read.problems[0].line})"
+    entries = read.entries
+    return paths_doubt(coll, lambda: [e.get("path") for e in entries], lambda: {e.get("id") for e in entries})
+
+
+def paths_doubt(coll: _Indexed, paths: Callable[[], list[Any]], ids: Callable[[], set[Any]]) -> str | None:
+    """``index_doubt`` of an index that parses, given the ``path`` field of each of its lines and the set of their
+    ids (each asked only when the folder must be listed: the index or a folder changed since it last matched)."""
     key = str(coll.index.path)
     stamp = _stamp(coll)
     with _checked_guard:
@@ -71,14 +78,14 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
         present = set(names())
         # Set operations in C over the 10,000 lines of an episode index (a loop per line cost a fresh process
         # 10 ms); a path that is not a string counts as field_str reads it, as it always did.
-        paths = [e.get("path") for e in read.entries]
-        named: set[str | None] = set(paths) if not set(map(type, paths)) - {str} else {field_str(p) for p in paths}
+        listed = paths()
+        named: set[str | None] = set(listed) if not set(map(type, listed)) - {str} else {field_str(p) for p in listed}
         gone = [str(n) for n in named - present if n]
         if gone:
             return f"{len(gone)} line(s) name files that are not there (first: {sorted(gone)[0]})"
         fresh = False
         unnamed = present - named
-        ids = {e.get("id") for e in read.entries} if unnamed else set()
+        known_ids = ids() if unnamed else set()
         for rel_path in unnamed:
             path = coll.dir / rel_path
             try:
@@ -90,7 +97,8 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
                 rec = coll.load_path(path) if hasattr(coll, "load_path") else None
             except Exception:  # an unreadable (or vanished) file is verify's finding, not the index's
                 continue
-            if rec is not None and getattr(rec, "id", None) not in ids and getattr(rec, "status", "") != "recording":
+            if (rec is not None and getattr(rec, "id", None) not in known_ids
+                    and getattr(rec, "status", "") != "recording"):
                 return f"{rel_path} is not in it"
         if fresh:
             return None  # checked again on the next read, once the writer is done
@@ -99,6 +107,12 @@ def index_doubt(coll: _Indexed, read: IndexRead) -> str | None:
             _checked.clear()
         _checked[key] = stamp
     return None
+
+
+def index_stamp(coll: Any) -> tuple[Any, ...]:
+    """What changes when a collection's index or its item folders change (the index file's and each folder's
+    stat): an index found to match its item files matches them as long as this stays."""
+    return _stamp(coll)
 
 
 @contextmanager

@@ -31,6 +31,7 @@ class InvertedIndex:
         self.docs: list[frozenset[str] | None] = []
         self.postings: dict[str, list[int]] = {}
         self._texts: Sequence[str] = ()
+        self.holes = 0  # documents that are no entry (lines of a file that hold none): not counted as documents
         self._norms: dict[int, float] = {}
         self._norms_at = 0
         self.grams: GramStats | None = None  # character trigram frequencies, where a source keeps them
@@ -111,7 +112,7 @@ class InvertedIndex:
             key = token if plist is not None else ""
             w = self._idf.get(key)
             if w is None:
-                n = max(1, len(self.docs))
+                n = max(1, len(self.docs) - self.holes)
                 df = len(plist) if plist is not None else 0
                 w = self._idf[key] = math.log(1 + (n - df + 0.5) / (df + 0.5))
         return w
@@ -121,6 +122,13 @@ class InvertedIndex:
         if len(self.docs) > self._norms_at * 1.1 + 10:
             self._norms, self._norms_at = {}, len(self.docs)
         return self._norms
+
+    def _prefetch(self, docs: Iterable[int]) -> None:
+        """Have postings read lazily (``from_postings`` of a mapping with ``prefetch``) fetch the tokens of these
+        documents at once: their norms weigh every token they hold."""
+        prefetch = getattr(self.postings, "prefetch", None)
+        if prefetch is not None:
+            prefetch({t for i in docs for t in self.doc(i)})
 
     def _norm(self, doc: int) -> float:
         norms = self._fresh_norms()
@@ -199,6 +207,7 @@ class InvertedIndex:
                 else heapq.nlargest(k, acc.items(), key=_second))
         # Every overlap, total and norm is positive (IDF weights are), so the blend needs no guard here.
         norms, norm = self._fresh_norms(), self._norm
+        self._prefetch(i for i, _ in pool if i not in norms)
         scored: list[tuple[int, float]] = []
         add = scored.append
         for i, s in pool:
@@ -222,6 +231,8 @@ class InvertedIndex:
         # outnumber the pool many times over.
         pool = (sorted(acc.items(), key=_second, reverse=True)[:k] if len(acc) <= 16 * k
                 else heapq.nlargest(k, acc.items(), key=_second))
+        norms = self._fresh_norms()
+        self._prefetch(i for i, _ in pool if i not in norms)
         scored = [(i, self._blend(s / total, min(1.0, s / self._norm(i)))) for i, s in pool]
         scored.sort(key=_second, reverse=True)
         return scored[:limit]

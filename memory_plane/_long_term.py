@@ -7,9 +7,9 @@ import heapq
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memory_plane.lifecycle import (
     DEFAULT_LOCK_TIMEOUT,
@@ -74,12 +74,36 @@ from ._tokens import token_set
 if TYPE_CHECKING:
     from ._long_term_candidates import CandidateIndex, Probe
 
+
+class IndexHook(Protocol):
+    """What keeps a derived copy of index.yaml in step with the store's own writes (retrieval's snapshot), told
+    under the store's lock."""
+
+    kept: str  # the name of its file under ``.cache/retrieve`` (a forget's scrub leaves it to the hook)
+
+    def appended(self, before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> None:
+        """A save appended one line to index.yaml: its (mtime, size, inode) before and after."""
+        ...
+
+    def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[], None]:
+        """A forget is about to blank these lines ((start, bytes) each); what to call once they are blanked."""
+        ...
+
 log = logging.getLogger("memory_plane")
 
 __all__ = [
     "GENERIC_ENTITIES", "LONG_TERM_TYPES", "MAX_CONTENT", "PRIORITY", "PROFILE_TYPES", "SOURCES", "USER_WORD_TYPES",
     "LongTermMemory", "LongTermStore", "LongTermType", "SaveResult", "is_users",
 ]
+
+
+def _version(path: Path) -> tuple[int, int, int] | None:
+    """(mtime, size, inode) of a file, None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class LongTermStore(ItemCollection[LongTermMemory]):
@@ -96,6 +120,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         self.tombstones = TombstoneLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self.conflicts = ConflictLog(self.root, clock=clock, lock_timeout=lock_timeout)
         self._search_cache: tuple[Any, list[dict[str, Any]], InvertedIndex] | None = None
+        self.index_hook: IndexHook | None = None  # set by a retriever that keeps a snapshot of the index
 
     @functools.cached_property
     def candidates(self) -> CandidateIndex:
@@ -261,7 +286,11 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         lock); an index that was behind the files is left for the next save to bring up to date."""
         current = self.candidates.current()
         self.index.appended = None
+        hook = self.index_hook
+        before = _version(self.index.path) if hook is not None else None
         path = super().save_locked(record)
+        if hook is not None and self.index.appended is not None and self.index.appended[0] == record.id:
+            hook.appended(before, _version(self.index.path))
         if current:
             appended = self.index.appended
             # Where its index line starts, when the save appended it (a rewrite moved other lines: no hint).

@@ -108,15 +108,27 @@ def _chain(store: LongTermStore, mem: LongTermMemory) -> list[LongTermMemory]:
 def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
     """Steps 2 and 3 for tombstoned memories: the text scrubbed, then their files; the paths changed."""
     # Outside the store's lock: the scrub takes the session's, the episodes' and the device's locks.
+    hook = store.index_hook
     changed = scrub_tree(store.root, [t for m in mems for t in (m.content, m.title or "")],
-                         lock_timeout=store.lock_timeout)
+                         lock_timeout=store.lock_timeout, keep=(hook.kept,) if hook is not None else ())
     names = [store.path_for(m.id).name for m in mems]
     with store.lock():
         with index_writes(store):
             current = store.candidates.current()
             # Their lines blanked in place where the candidates index saw them start (checked there first): the
             # index file is never rewritten, so a forget costs what it removes, whatever the store's size.
-            store.index.blank_out([m.id for m in mems], store.candidates.line_hints(names) if current else None)
+            blanked: list[Callable[[], None]] = []
+
+            def forgetting(spans: list[tuple[int, bytes]]) -> None:
+                # The snapshot of the index loses their words before their lines do (a kill in between leaves a
+                # snapshot that no longer vouches for the file: it is checked, or dropped).
+                if hook is not None:
+                    blanked.append(hook.forgetting(store.index.path, spans))
+
+            store.index.blank_out([m.id for m in mems], store.candidates.line_hints(names) if current else None,
+                                  before=forgetting)
+            for done in blanked:
+                done()
             for m in mems:
                 path = store.path_for(m.id)
                 if path.exists():

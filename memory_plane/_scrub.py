@@ -233,9 +233,11 @@ def _files(folder: Path, skip: Callable[[Path], bool] = lambda _p: False) -> Ite
                 continue
 
 
-def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[str]:
+def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+               keep: Iterable[str] = ()) -> list[str]:
     """Replace forgotten texts with ``[forgotten]`` in every file of the tree that holds them, each folder
-    under its own lock, and drop the derived postings caches; the paths changed, relative to the root.
+    under its own lock, and drop the derived postings caches and snapshots, but those named in ``keep`` (their
+    keeper takes the text out of them); the paths changed, relative to the root.
 
     Long-term memory files are not touched (the forget removes them); an episode still being recorded is
     left to its recorder."""
@@ -266,9 +268,10 @@ def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAUL
             with collection_lock(lock_dir, lock_timeout):
                 changed += [str(f.relative_to(root)) for f in hits if matcher.scrub_file(f, root)]
     cache = root / ".cache" / "retrieve"
+    kept = frozenset(keep)
     if not has_symlink(root, cache) and cache.is_dir():
         for f in sorted(cache.iterdir()):
-            if f.name.endswith(".json.gz") and not f.is_symlink():
+            if f.name.endswith((".json.gz", ".sqlite")) and f.name not in kept and not f.is_symlink():
                 # Derived postings may hold the words of the text; the next retrieve rebuilds them.
                 remove_path(root, f)
                 changed.append(str(f.relative_to(root)))

@@ -87,7 +87,7 @@ class Settled(NamedTuple):
 
     calls: tuple[DropCall, ...]  # the drops it counts, as made
     verdict: Verdict | None
-    text: str  # the lowercase text a goal's names are looked for in
+    text: str | None  # the lowercase text a goal's names are looked for in (None: ``Source.rule_texts`` reads it)
 
 
 class Rejudged(NamedTuple):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 CAPS = {"device_profile": 1, "app_profiles": 2, "long_term": 4, "procedures": 3, "navigation": 4,
         "similar_episodes": 3, "calibration_notes": 3, "failure_modes": 4, "conflicts": 3}
@@ -28,3 +28,10 @@ class RetrieveConfig:
     # Keep the postings of large indexes in <root>/.cache/retrieve so a fresh process need not tokenise
     # them again (written in the background when missing or behind; never on a read-only tree).
     persist_postings: bool = True
+    # From this many lines, the long-term index is kept as a snapshot beside it (``_snapshot``): a fresh process reads
+    # only the lines, postings and verdicts its first goals need, instead of the whole index (with persist_postings).
+    snapshot_min: int = 1000
+
+    def verdicts_key(self) -> str:
+        """What a rule's settled verdict depends on of this config (a snapshot's verdicts are used under the same)."""
+        return repr(replace(self, persist_postings=True, snapshot_min=0))

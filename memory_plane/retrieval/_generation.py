@@ -12,7 +12,7 @@ appends extend the current one, and what depends on how many entries there are i
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from .._retrieve_types import MemoryHit
     from ._candidates import Cand, Facts, Settled
     from ._features import Feat
+    from ._line_entries import IndexLines, LazyTexts
     from ._rule_plan import RulePlan
+    from ._snapshot import LineFacts, Snapshot
     from ._user_rules import GoalRules
 
 ENV_VIEWS = 64
@@ -90,9 +92,10 @@ class EnvView:
 class Generation:
     """What retrieval derives from one generation of one source's index (see the module docstring)."""
 
-    def __init__(self, entries: list[dict[str, Any]]) -> None:
+    def __init__(self, entries: Sequence[dict[str, Any]]) -> None:
         self.entries = entries  # the reader's list: this generation lives as long as the reader returns it
-        self.texts: list[str] = []  # what each entry's postings were made from (and what the cache hashes)
+        # What each entry's postings were made from (and what the cache hashes).
+        self.texts: MutableSequence[str] | LazyTexts = []
         self.feats: list[Feat | None] = []  # parsed on first use: a cold query touches few entries
         self.inv = InvertedIndex()
         self.apps: list[Any] = []  # each entry's "app" field as its index line holds it
@@ -121,6 +124,15 @@ class Generation:
         # Goal apps -> the rule plan, while every always-recalled entry is of no environment: the plan is then the
         # same in every view (the least recently used goes first: a plan of a large store is megabytes).
         self.free_plans: OrderedDict[frozenset[str], RulePlan] = OrderedDict()
+        # A generation started from a snapshot (``_snapshot_source``): its entries are the index file's lines, parsed
+        # on first use; the file version they are of, the facts the snapshot keeps of each line it covers, and the
+        # snapshot its postings and texts are read from. ``stale``: that snapshot was written anew meanwhile.
+        self.version: tuple[int, int, int] | None = None
+        self.lines: IndexLines | None = None
+        self.line_facts: LineFacts | None = None
+        self.snap: Snapshot | None = None
+        self.stale = False
+        self.snap_texts: dict[int, str] | None = None  # the snapshot's rule texts, once a goal named something
         self._views: OrderedDict[Env, EnvView] = OrderedDict()
 
     def view(self, env: Env) -> EnvView:

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate, chain
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from memory_plane.lifecycle import UnsafePathError, atomic_write, has_symlink, read_bytes_nofollow
 
@@ -341,15 +341,26 @@ def _gram_stats(raw: Any, texts: Sequence[str]) -> GramStats | None:
     return GramStats(df, len(texts), raw["length"])
 
 
+class SnapshotJob(Protocol):
+    """A snapshot to write (``_snapshot_source.SnapJob``)."""
+
+    file: Any  # its SnapshotFile: ``disabled`` once a write failed
+
+    def run(self) -> bool:
+        """Write it; raises when it cannot."""
+        ...
+
+
 class PostingsWriter:
     """Writes postings files off the caller's thread, one thread per batch."""
 
     def __init__(self) -> None:
         self._threads: list[threading.Thread] = []
 
-    def submit(self, jobs: Sequence[PersistJob]) -> None:
-        """Write each file in a background thread; a failure disables that cache (logged)."""
-        if not jobs:
+    def submit(self, jobs: Sequence[PersistJob], snapshots: Sequence[SnapshotJob] = ()) -> None:
+        """Write each file in a background thread (the postings, then the snapshots); a failure disables that
+        file (logged)."""
+        if not jobs and not snapshots:
             return
 
         def write() -> None:
@@ -363,6 +374,12 @@ class PostingsWriter:
                 except Exception:  # a derived file must never take the process down
                     cache.disabled = True
                     log.exception("retrieve cache %s not written", cache.path)
+            for snap in snapshots:
+                try:
+                    snap.run()
+                except Exception as exc:  # a read-only tree, a full disk, anything: retrieval goes on without it
+                    snap.file.disabled = True
+                    log.info("retrieve snapshot %s not written: %s", snap.file.path, exc)
 
         # Not a daemon: a short-lived process (the CLI) still finishes the files before it exits.
         t = threading.Thread(target=write, name="memplane-postings")

@@ -39,6 +39,7 @@ from ._render import hit_line, slotted_text
 from ._rule_plan import PlanShare, rule_plan
 from ._rules_said import RulesSaid
 from ._scoring import Scorer
+from ._snapshot import SnapshotFile, SnapshotHook
 from ._sources import DeviceSource, EpisodeSource, LongTermSource, Source
 from ._user_rules import RULE_SHARE, GoalRules, RuleScope
 
@@ -80,6 +81,12 @@ class Retriever:
         self._device_sources = {t: DeviceSource(c, cache(f"device-{t}")) for t, c in device.collections.items()}
         self._episode_source = EpisodeSource(episodes, device.catalog.app_id_for, cache("episodes"))
         self._lt_source = LongTermSource(long_term, cache("long_term"))
+        if self.config.persist_postings:
+            snap = SnapshotFile(root, "long_term")
+            self._lt_source.keep_snapshot(snap, self.config.verdicts_key(), self.config.snapshot_min)
+            # The store's writers keep the snapshot in step: an append moves its version on, a forget takes the
+            # forgotten lines out of it before they are blanked.
+            long_term.index_hook = SnapshotHook(snap)
         self._sources: list[Source] = [*self._device_sources.values(), self._episode_source, self._lt_source]
         # The stores a tombstone's type names (see _present).
         self._tombstoned = {**device.collections, "memory": long_term}
@@ -177,11 +184,12 @@ class Retriever:
     def _sync(self, src: Source) -> bool:
         """Bring a source in step with its index; an unreadable index is logged and skipped."""
         try:
-            src.sync(src.read())
+            if not src.sync_snapshot():
+                src.sync(src.read())
         except (OSError, FileProblemError) as exc:
             log.warning("retrieve: cannot read %s: %s", src.label, exc)
             return False
-        if src.cache_due() and src not in self._due:
+        if (src.cache_due() or src.snapshot_due()) and src not in self._due:
             self._due.append(src)
         return True
 
@@ -191,7 +199,9 @@ class Retriever:
             return
         sources, self._due = self._due, []
         # Snapshots: later appends (or a reset after a rewrite) do not change what is written.
-        self._writer.submit([job for job in map(Source.persist_job, sources) if job is not None])
+        postings = [src.persist_job() for src in sources if src.cache_due()]
+        self._writer.submit([job for job in postings if job is not None],
+                            [src.snapshot_job(self.scorer) for src in sources if src.snapshot_due()])
 
     def prepare(self) -> None:
         """Bring every source in step with its index now and write the persisted postings that are missing

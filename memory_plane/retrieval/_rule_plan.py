@@ -30,13 +30,16 @@ class RulePlan:
     """What the always-recalled entries of one source come to at similarity 0, for one environment and goal apps."""
 
     def __init__(self, src: Source, settled: dict[int, Any], rules: GoalRules) -> None:
+        self.src = src
         self.rules = rules
         self.n_always = 0
         self.said: RulesSaid | None = None  # the stances of its users, once a retrieve asked (see _rules_said)
         self.replay: dict[int, Settled] = {}  # entry -> its settled verdict (an entry whose verdict is clock-bound
         self.unsettled: list[int] = []  # is judged on every retrieve instead)
-        self.texts: list[tuple[int, str]] = []  # the lowercase text a goal's names are looked for in
-        self.all_text = ""  # all of them, for the common case of a name none of them holds
+        # The lowercase text a goal's names are looked for in, of each replayed entry, and all of them for the
+        # common case of a name none of them holds: made when a goal first names something.
+        self._texts: list[tuple[int, str]] | None = None
+        self._all_text = ""
         self.by_id: dict[str, list[int]] = {}
         self.users: list[Cand] = []  # the rules and preferences that apply, in their order in the block
         self.user_idx: set[int] = set()
@@ -45,13 +48,27 @@ class RulePlan:
         self.ranked: dict[str, list[Cand]] = {}
         self.counts: dict[str, int] = {}
         users, picks = self._add(src, settled, src.gen.always)
-        self.all_text = "\n".join(text for _, text in self.texts)
         self.users = sorted(users, key=rules.order)
         self.user_idx.update(c.i for c in users)
         for section, cand in picks:
             self.ranked.setdefault(section, []).append(cand)
         for cands in self.ranked.values():
             cands.sort(key=rank_key)
+
+    @property
+    def texts(self) -> list[tuple[int, str]]:
+        """(entry, its lowercase text) of each replayed entry, in the order taken in."""
+        if self._texts is None:
+            order = list(self.replay)
+            self._texts = list(zip(order, self.src.rule_texts(order, self.replay)))
+            self._all_text = "\n".join(text for _, text in self._texts)
+        return self._texts
+
+    @property
+    def all_text(self) -> str:
+        """Every replayed entry's text, one per line."""
+        self.texts  # noqa: B018  (made on first use)
+        return self._all_text
 
     def _add(self, src: Source, settled: dict[int, Any], entries: list[int]) -> tuple[list[Cand], list[Verdict]]:
         """Take in ``entries`` (settled): replayed or judged on every retrieve, their drops counted; the rules that
@@ -65,8 +82,7 @@ class RulePlan:
                 self.unsettled.append(i)
                 continue
             self.replay[i] = known
-            self.texts.append((i, known.text))
-            self.by_id.setdefault(str(src.entries[i].get("id")), []).append(i)
+            self.by_id.setdefault(src.id_of(i), []).append(i)
             for call in known.calls:
                 self.counts[call.reason] = self.counts.get(call.reason, 0) + 1
             verdict = known.verdict
@@ -83,11 +99,13 @@ class RulePlan:
         """Take in the always-recalled entries appended to the generation since (a memory saved in this process):
         each placed where the whole plan made again would put it, the others left as they are."""
         new = src.gen.always[self.n_always:]
-        start = len(self.texts)
+        before = len(self.replay)
         users, picks = self._add(src, settled, new)
-        if len(self.texts) > start:
-            added = [text for _, text in self.texts[start:]]
-            self.all_text = "\n".join([self.all_text, *added] if start else added)
+        if self._texts is not None and len(self.replay) > before:
+            added = list(self.replay)[before:]
+            more = list(zip(added, src.rule_texts(added, self.replay)))
+            self._texts += more
+            self._all_text = "\n".join([self._all_text, *(t for _, t in more)] if before else [t for _, t in more])
         order = self.rules.order
         for c in users:
             insort(self.users, c, key=order)

@@ -42,6 +42,7 @@ WEIGHTS = {"goal_similarity": 0.35, "entity_or_app_match": 0.20, "applicability"
 """The design's score: each factor of a hit (its ``factors``, the columns ``retrieve --explain`` prints) times
 its weight, summed; a penalty weighs against."""
 _W_SIM, _W_APP, _W_APPL, _W_CONF, _W_REC, _W_VALID, _W_PEN = WEIGHTS.values()
+_NO_GOAL = ParsedQuery("")  # a rule settled at similarity 0 is judged of no goal's words (``Scorer.settle_free``)
 PENALTY_WEIGHT = -_W_PEN
 
 
@@ -343,7 +344,7 @@ class Scorer:
                 known = settled.get(i)
                 if known is None:
                     known = settled[i] = self._settle(src, i, ctx, facts)
-                if known is not False and not (names and any(n in known.text for n in names)):
+                if known is not False and not (names and any(n in src.rule_text(i, known) for n in names)):
                     for call in known.calls:
                         drop(*call)
                     if known.verdict is not None:
@@ -369,6 +370,14 @@ class Scorer:
         for i in gen.always:
             if i not in settled:
                 settled[i] = self._settle(src, i, unnamed, facts)
+
+    def settle_free(self, src: Source, i: int, now: datetime) -> Settled | Literal[False] | None:
+        """``settle_always``'s verdict of always-recalled entry ``i`` when it names no environment (the same in every
+        view), made apart from any view (a writer's thread); None for an entry of an environment."""
+        if src.feat(i).appl != NO_ENV:
+            return None
+        ctx = Query(_NO_GOAL, (None,) * len(NO_ENV), now, (), frozenset(), frozenset())
+        return self._settle(src, i, ctx, {})
 
     def _settle(self, src: Source, i: int, ctx: Query, facts: dict[int, Facts]) -> Settled | Literal[False]:
         """A long-term memory's verdict at similarity 0 for a goal that names nothing in it, with the drops it

@@ -9,24 +9,27 @@ memories (their text, their features, their hits, a renamed file) is a method of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memory_plane.lifecycle import collector_paused, field_num, field_str, field_text
+from memory_plane.lifecycle import collector_paused, field_num, field_str, field_text, has_symlink
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
 from ._features import Feat, device_text, episode_features, episode_text, long_term_text, memory_features
 from ._generation import Generation, HitFields
-from ._postings_cache import PersistJob, TokenCache
+from ._line_entries import NO_ENTRY
+from ._postings_cache import REFRESH_AFTER, PersistJob, TokenCache
+from ._snapshot import SnapshotFile, StaleSnapshot, file_version, read_appended
 
 if TYPE_CHECKING:
-    from ._candidates import EpisodeEvidence, Verdict
+    from ._candidates import EpisodeEvidence, Settled, Verdict
     from ._drops import DropLog
     from ._goal_match import Query
     from ._scoring import Scorer
+    from ._snapshot_source import SnapJob
 
 log = logging.getLogger("memory_plane")
 
@@ -75,6 +78,12 @@ class Source:
         self.cache = cache
         self.gen = Generation([])
         self.persisted = 0  # entries whose postings the cache file holds (as loaded or last written)
+        # The snapshot file a fresh process starts this source's generation from (``_snapshot``; None: not kept),
+        # what its settled verdicts must have been made under, and the size from which one is written.
+        self.snap_file: SnapshotFile | None = None
+        self.snap_config = ""
+        self.snap_min = 0
+        self._snap_asked = 0  # lines of the generation when a snapshot of it was last asked for
 
     # -- what differs by kind ------------------------------------------------------------------
 
@@ -228,7 +237,7 @@ class Source:
     def persist_job(self) -> PersistJob | None:
         """What to write of this source's postings now, as a snapshot (later appends do not change it); counted
         as persisted from here on (one write per lag, even if it fails)."""
-        if self.cache is None:
+        if self.cache is None or self.gen.lines is not None:
             return None
         gen = self.gen
         grams = gen.inv.grams
@@ -276,7 +285,8 @@ class Source:
 
     def cache_due(self) -> bool:
         """Whether the persisted postings lag the index enough to be written again."""
-        return self.cache is not None and self.cache.due(len(self.gen.texts), self.persisted)
+        # A generation started from a snapshot is kept by the snapshot (its texts are made only as asked for).
+        return self.cache is not None and self.gen.lines is None and self.cache.due(len(self.gen.texts), self.persisted)
 
     def feat(self, i: int) -> Feat:
         """Features of entry i (computed once per generation)."""
@@ -285,6 +295,120 @@ class Source:
         if f is None:
             f = feats[i] = self.features(self.gen.entries[i])
         return f
+
+
+    # -- the snapshot ----------------------------------------------------------------------------
+
+    def keep_snapshot(self, file: SnapshotFile, config: str, min_entries: int) -> None:
+        """Start fresh processes' generations from ``file`` once the index has ``min_entries`` lines; its settled
+        verdicts are used when made under ``config``."""
+        self.snap_file, self.snap_config, self.snap_min = file, config, min_entries
+
+    def sync_snapshot(self) -> bool:
+        """Bring the generation in step from the snapshot (a fresh process, or an index changed other than by
+        appends): True; False when the index must be read whole (``sync(read())``): no snapshot for it as it is
+        now, or this process read it whole already."""
+        file = self.snap_file
+        gen = self.gen
+        if file is None or (gen.lines is None and gen.entries):
+            return False
+        store = self.store
+        if store.linked() or has_symlink(store.root, store.dir):
+            return False
+        if gen.lines is not None and not gen.stale:
+            version = file_version(Path(store.index.path))
+            if version == gen.version or (version is not None and self._appended(gen, version)):
+                return True
+        from ._snapshot_source import load_generation  # a source kept as a snapshot only
+
+        new = load_generation(self, file, self.snap_config)
+        if new is None:
+            return False
+        self._drop_generation()
+        self.gen = new
+        self._snap_asked = len(new.entries)
+        return True
+
+    def _drop_generation(self) -> None:
+        old = self.gen
+        self.gen = Generation([])
+        if old.snap is not None:
+            old.snap.close()
+
+    def _appended(self, gen: Generation, version: tuple[int, int, int]) -> bool:
+        """Take in the lines appended to the index since ``gen`` read it (False: it changed otherwise)."""
+        lines = gen.lines
+        assert lines is not None and gen.version is not None
+        if version[2] != gen.version[2] or version[1] <= lines.size:
+            return False
+        from ._snapshot_source import add_lines, lines_match
+
+        got = read_appended(Path(self.store.index.path), lines.size, lines.tail(64))
+        if got is None or got[1] != version:
+            return False
+        before = len(lines)
+        if not add_lines(lines, got[0], lines.size):
+            return False
+        if gen.line_facts is None or not lines_match(self.store, gen.line_facts, None, lines):
+            return False
+        gen.version = version
+        self.extend_from(gen, before)
+        return True
+
+    def extend_from(self, gen: Generation, start: int) -> None:
+        """Index the generation's lines from ``start`` (read from the file after the snapshot)."""
+        with collector_paused():
+            self._extend(gen, gen.entries, start)  # type: ignore[arg-type]
+        gen.inv.holes += sum(1 for i in range(start, len(gen.entries)) if gen.entries[i] is NO_ENTRY)
+
+    def snapshot_due(self) -> bool:
+        """Whether a snapshot of the generation should be written now (none for it yet, or it lags by many lines)."""
+        file, gen = self.snap_file, self.gen
+        if file is None or file.disabled or len(gen.entries) - self._snap_asked < min(REFRESH_AFTER, self.snap_min):
+            return False
+        if gen.lines is None:
+            return len(gen.entries) >= self.snap_min and gen.entries is not None
+        return True
+
+    def snapshot_job(self, scorer: Scorer) -> SnapJob:
+        """What to write of the generation's snapshot, captured now (``SnapJob.run`` writes it)."""
+        from ._snapshot_source import SnapJob
+
+        self._snap_asked = len(self.gen.entries)
+        return SnapJob(self, scorer, self.snap_config)
+
+    def id_of(self, i: int) -> str:
+        """Entry i's id (from the snapshot's facts when it has them: the line is not parsed)."""
+        facts = self.gen.line_facts
+        if facts is not None and i < len(facts.ids):
+            return facts.ids[i] or ""
+        return str(self.gen.entries[i].get("id"))
+
+    def rule_text(self, i: int, known: Settled) -> str:
+        """The lowercase text of a settled entry that a goal's names are looked for in."""
+        return known.text if known.text is not None else self.rule_texts([i], {i: known})[0]
+
+    def rule_texts(self, order: list[int], replay: Mapping[int, Settled]) -> list[str]:
+        """``rule_text`` of each entry of ``order`` (a snapshot's are read from it, all at once, on first use)."""
+        gen = self.gen
+        kept: dict[int, str] = {}
+        if gen.snap is not None and any(replay[i].text is None for i in order):
+            if gen.snap_texts is None:
+                try:
+                    gen.snap_texts = gen.snap.texts()
+                except StaleSnapshot as exc:
+                    log.info("retrieve snapshot: %s; the rules' texts are made from their lines", exc)
+                    gen.stale, gen.snap_texts = True, {}
+            kept = gen.snap_texts
+        out = []
+        for i in order:
+            text = replay[i].text
+            if text is None:
+                text = kept.get(i)
+                if text is None:
+                    text = field_text(gen.entries[i].get("summary")).lower()
+            out.append(text)
+        return out
 
 
 class DeviceSource(Source):

@@ -113,9 +113,11 @@ class GoalRules:
         """Whether entry ``i`` is the user's word (a rule or preference) that applies to the goal."""
         hit = self._applies.get(i)
         if hit is None:
-            e = self.entries[i]
+            facts = self.gen.line_facts
+            kind = facts.types[i] if facts is not None and i < len(facts.types) else field_str(
+                self.entries[i].get("type"))
             # A goal of no app takes every rule: the apps a rule names are not looked for then.
-            hit = field_str(e.get("type")) in USER_WORD_TYPES and (
+            hit = kind in USER_WORD_TYPES and (
                 not self.goal_apps or _applies(self.scope.entry_apps(self.gen, i), self.goal_apps))
             self._applies[i] = hit
         return hit
@@ -124,10 +126,14 @@ class GoalRules:
         """The order of the rules and preferences that apply in the block: the user's own first, then those
         naming the goal's app, then by priority, then by score (ties by id)."""
         prefix = self._prefix.get(c.i)
-        e = self.entries[c.i]
         if prefix is None:
             goal_apps = self.goal_apps
-            prefix = (e.get("source") == "model", not (goal_apps and self.scope.entry_apps(self.gen, c.i) & goal_apps),
-                      -field_num(e.get("priority"), 0))
+            facts = self.gen.line_facts
+            if facts is not None and c.i < len(facts.ids):  # what the snapshot keeps of the line: not parsed
+                model, priority = facts.models[c.i], facts.priorities[c.i]
+            else:
+                e = self.entries[c.i]
+                model, priority = e.get("source") == "model", field_num(e.get("priority"), 0)
+            prefix = (model, not (goal_apps and self.scope.entry_apps(self.gen, c.i) & goal_apps), -priority)
             self._prefix[c.i] = prefix
-        return (*prefix, -c.score, e["id"])
+        return (*prefix, -c.score, c.item_id or self.entries[c.i]["id"])

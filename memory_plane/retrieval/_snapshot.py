@@ -1,0 +1,627 @@
+"""A large index's retrieval snapshot: what a fresh process needs of it, kept beside it and read lazily.
+
+A fresh process used to parse every line of a large index, make every line's text, load its postings and judge
+every rule before its first answer (two seconds at 100,000 memories). The snapshot keeps, in
+``<root>/.cache/retrieve/<source>.sqlite``, for the index's lines as one version of the file holds them:
+
+- where each line starts, and the few fields retrieval asks of every line (id, app, path, type, status, source,
+  priority), so a line is parsed only when a query looks at it (``_line_entries``);
+- the postings (token -> line numbers), read token by token as queries ask for them;
+- the verdict of each always-recalled rule of no environment at similarity 0 (``Scorer.settle_free``), and the
+  lowercase text a goal's names are looked for in, read only when a goal names something.
+
+It is derived and rebuildable, never the truth: a file whose version, tokenizer or shape is not this one's is not
+used, deleting it loses nothing. It is valid for the index file whose (mtime, size, inode) it records; after
+another change it is checked byte for byte (a digest per block of the file), and lines appended since are read from
+the file. A save that appends moves the recorded version on (``note_appended``); a forget removes the forgotten
+lines' postings and text from it before their lines are blanked (``forget_lines``: deleted rows are overwritten,
+``secure_delete``), so no forgotten word stays here. It is written whole to a new file and renamed into place under
+the store's lock, once the index is still the version it was made from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import marshal
+import os
+import secrets
+import stat
+import sys
+import threading
+import zlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder
+
+from .._tokens import tokenizer_fingerprint
+from ._postings_cache import CACHE_DIR
+
+if TYPE_CHECKING:
+    import sqlite3
+
+log = logging.getLogger(__name__)
+
+FORMAT = "1"
+BLOCK = 1 << 18  # bytes of the index file per digest: a forget re-hashes one block, not the file
+HEAD = 1 << 16  # bytes at the file's start hashed beside the version (a same-size rewrite within one mtime tick)
+MAX_COL = 256 << 20  # a column larger than this once inflated is not read
+
+_U32 = next(code for code in "IL" if array(code).itemsize == 4)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blocks (b INTEGER PRIMARY KEY, digest BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS cols (name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS postings (token TEXT PRIMARY KEY, docs BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS texts (n INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS gone (n INTEGER PRIMARY KEY);
+"""
+
+Version = tuple[int, int, int]
+"""(mtime_ns, size, inode) of an index file."""
+
+
+class StaleSnapshot(Exception):
+    """The snapshot file was written anew since it was loaded: what it answers now is of another index."""
+
+
+class LineFacts(NamedTuple):
+    """What retrieval asks of every line, per line of the file (a line that is no entry: None, False, 0.0)."""
+
+    ids: list[str | None]
+    apps: list[Any]  # the ``app`` field as the line holds it
+    paths: list[Any]  # the ``path`` field as the line holds it
+    types: list[str | None]  # ``field_str`` of the type
+    models: list[bool]  # whether the source is "model"
+    priorities: list[float]  # ``field_num`` of the priority, 0 by default
+    not_active: list[int]  # entry lines whose status is anything but "active"
+    always: list[int]  # entry lines recalled for every goal (``Source.always_types``, calibration, failures)
+    stale_app: bool
+
+
+FreeVerdict = tuple[tuple[tuple[str, str | None], ...], tuple[str, float, float, float, float] | None] | None
+"""A settled verdict as kept: the drops it counts (reason, detail) and its (section, score, app match, applicability,
+bonus), or None for a rule whose verdict the clock decides."""
+
+
+class Free(NamedTuple):
+    """The settled verdicts of the always-recalled lines of no environment, as ``Scorer.settle_free`` made them."""
+
+    lines: list[int]
+    verdicts: list[FreeVerdict]
+
+
+@dataclass
+class SnapData:
+    """Everything a snapshot file holds, as a writer hands it over (line numbers are the file's lines)."""
+
+    version: Version
+    raw: bytes  # the index file's bytes (the first ``len(raw)`` of them, whole lines)
+    offsets: Sequence[int]  # where each line starts, and one past the last
+    facts: LineFacts
+    postings: dict[str, list[int]]
+    free: Free | None
+    texts: dict[int, str]  # the lowercase text of each settled line (the ones a goal's names are looked for in)
+    config: str
+    checked: Any  # the folder stamp the index was found to match its item files at (None: not known)
+
+
+class Snapshot:
+    """A snapshot file as loaded for one version of its index: the lines it covers, their facts, the settled
+    verdicts; postings and texts are read on demand (``posting``, ``texts``) from the same file, as written then."""
+
+    def __init__(self, db: sqlite3.Connection, wid: str, raw: bytes, version: Version, offsets: array,
+                 facts: LineFacts, free: Free | None, checked: Any) -> None:
+        self._db = db
+        self._wid = wid
+        self._guard = threading.Lock()
+        self.raw = raw
+        self.version = version
+        self.offsets = offsets
+        self.covered = len(offsets) - 1
+        self.facts = facts
+        self.free = free
+        self.checked = checked
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        import sqlite3
+
+        with self._guard:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    wid = self._db.execute("SELECT v FROM meta WHERE k = 'wid'").fetchone()
+                    rows = self._db.execute(sql, args).fetchall()
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StaleSnapshot(str(exc)) from exc
+        if wid is None or wid[0] != self._wid:
+            raise StaleSnapshot("written anew since it was loaded")
+        return rows
+
+    def posting(self, token: str) -> list[int] | None:
+        """The lines holding ``token`` (None: none); StaleSnapshot when the file is no longer the one loaded."""
+        import sqlite3  # with a snapshot only: a start that has none never loads SQLite
+
+        # One statement is one read of one state of the file: the version and the postings agree.
+        with self._guard:
+            try:
+                wid, docs = self._db.execute("SELECT (SELECT v FROM meta WHERE k = 'wid'), "
+                                             "(SELECT docs FROM postings WHERE token = ?)", (token,)).fetchone()
+            except sqlite3.Error as exc:
+                raise StaleSnapshot(str(exc)) from exc
+        if wid != self._wid:
+            raise StaleSnapshot("written anew since it was loaded")
+        return unpack(docs) if docs is not None else None
+
+    def postings_of(self, tokens: Sequence[str]) -> dict[str, list[int]]:
+        """The lines holding each of ``tokens`` that any line holds; StaleSnapshot as ``posting``."""
+        out: dict[str, list[int]] = {}
+        for k in range(0, len(tokens), 500):  # SQLite's limit on bound values is 999 in old builds
+            part = tokens[k:k + 500]
+            rows = self._read(f"SELECT token, docs FROM postings WHERE token IN ({','.join('?' * len(part))})",
+                              tuple(part))
+            out.update((t, unpack(d)) for t, d in rows)
+        return out
+
+    def all_postings(self) -> dict[str, bytes]:
+        """Every token's packed lines; StaleSnapshot when the file is no longer the one loaded."""
+        return dict(self._read("SELECT token, docs FROM postings"))
+
+    def texts(self) -> dict[int, str]:
+        """The lowercase text of each settled line; StaleSnapshot when the file is no longer the one loaded."""
+        return dict(self._read("SELECT n, text FROM texts"))
+
+    def close(self) -> None:
+        """Let go of the file."""
+        with self._guard:
+            self._db.close()
+
+
+def pack(numbers: Iterable[int]) -> bytes:
+    """Line numbers as little-endian uint32."""
+    out = array(_U32, numbers)
+    if out.itemsize != 4:
+        raise ValueError("no 32-bit array type")
+    return _le(out).tobytes()
+
+
+def unpack(raw: Any) -> list[int]:
+    """What ``pack`` wrote; ValueError for anything else."""
+    if not isinstance(raw, bytes) or len(raw) % 4:
+        raise ValueError("packed line numbers are not whole uint32s")
+    out = array(_U32)
+    out.frombytes(raw)
+    return _le(out).tolist()
+
+
+def _le(a: array) -> array:
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a
+
+
+def _digest(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _col(value: Any) -> bytes:
+    return zlib.compress(marshal.dumps(value), 1)
+
+
+def _uncol(raw: Any) -> Any:
+    if not isinstance(raw, bytes):
+        raise ValueError("a column is not bytes")
+    d = zlib.decompressobj()
+    body = d.decompress(raw, MAX_COL)
+    if d.unconsumed_tail or not d.eof:
+        raise ValueError("a column is truncated or too large")
+    return marshal.loads(body)  # zlib's checksum has vouched for the bytes marshal reads
+
+
+def read_version(fd: int) -> Version:
+    """The (mtime, size, inode) of an open file."""
+    st = os.fstat(fd)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def file_version(path: Path) -> Version | None:
+    """The (mtime, size, inode) of an index file (None: not there)."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def read_index(path: Path) -> tuple[bytes, Version] | None:
+    """An index file's bytes and the version they are of (None: absent, a link, or changed while read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        before = read_version(fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read()
+        after = read_version(fd)
+    finally:
+        os.close(fd)
+    return (raw, after) if before == after and len(raw) == after[1] else None
+
+
+def read_appended(path: Path, start: int, before: bytes) -> tuple[bytes, Version] | None:
+    """The bytes of an index file from ``start`` on, and the version they are of; None when the ``before`` bytes
+    are not the ones just before ``start`` (it changed other than by appends), or it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        version = read_version(fd)
+        at = start - len(before)
+        if at < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while True:
+            chunk = os.pread(fd, 1 << 20, at)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            at += len(chunk)
+        data = b"".join(chunks)
+        if read_version(fd) != version or len(data) != version[1] - start + len(before):
+            return None
+    finally:
+        os.close(fd)
+    return (data[len(before):], version) if data.startswith(before) else None
+
+
+def line_offsets(raw: bytes | memoryview, start: int = 0) -> list[int]:
+    """Where each line of ``raw`` starts (from ``start``), and its end: whole lines only."""
+    out = [start]
+    find = raw.find if isinstance(raw, bytes) else bytes(raw).find
+    at = start
+    end = len(raw)
+    while at < end:
+        nl = find(b"\n", at)
+        if nl < 0:
+            break
+        at = nl + 1
+        out.append(at)
+    return out
+
+
+class SnapshotFile:
+    """``<root>/.cache/retrieve/<name>.sqlite``: one source's snapshot (see the module docstring)."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.root = Path(root)
+        self.path = self.root / CACHE_DIR / f"{name}.sqlite"
+        self.disabled = False  # a write failed (a read-only tree, a full disk): not tried again by this process
+
+    def _safe(self) -> bool:
+        if has_symlink(self.root, self.path.parent):
+            return False
+        try:
+            return stat.S_ISREG(os.lstat(self.path).st_mode)
+        except OSError:
+            return False
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def load(self, index_path: Path, config: str) -> Snapshot | None:
+        """The snapshot as it stands for the index file now (None: none, not this format, or not of this index);
+        its settled verdicts only when made under ``config``."""
+        if not self._safe():
+            return None
+        import sqlite3  # with a snapshot only: a start that has none never loads SQLite
+
+        try:
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5, isolation_level=None,
+                                 check_same_thread=False)
+        except sqlite3.Error:
+            return None
+        try:
+            snap = self._load(db, index_path, config)
+        except (sqlite3.Error, ValueError, TypeError, EOFError, zlib.error, KeyError, IndexError) as exc:
+            log.warning("retrieve snapshot %s not used (rebuilt from the index): %s", self.path, exc)
+            snap = None
+        if snap is None:
+            db.close()
+        return snap
+
+    def _load(self, db: sqlite3.Connection, index_path: Path, config: str) -> Snapshot | None:
+        db.execute("BEGIN")
+        try:
+            meta = dict(db.execute("SELECT k, v FROM meta").fetchall())
+            if meta.get("format") != FORMAT or meta.get("tokenizer") != tokenizer_fingerprint():
+                return None
+            cols = dict(db.execute("SELECT name, data FROM cols").fetchall())
+            blocks = [d for _, d in db.execute("SELECT b, digest FROM blocks ORDER BY b").fetchall()]
+            gone = {n for (n,) in db.execute("SELECT n FROM gone").fetchall()}
+        finally:
+            db.execute("COMMIT")
+        read = read_index(index_path)
+        if read is None:
+            return None
+        raw, version = read
+        size = int(meta["bytes"])
+        if len(raw) < size or raw[size - 1:size] not in (b"\n", b""):
+            return None
+        if not _as_recorded(meta, blocks, raw, size, version):
+            return None
+        offsets = array("Q")
+        offsets.frombytes(zlib.decompress(cols["offsets"]))
+        if len(offsets) < 1 or offsets[-1] != size:
+            raise ValueError("the line starts do not end where the lines do")
+        facts = LineFacts(*_uncol(cols["facts"]))
+        if any(len(x) != len(offsets) - 1 for x in facts[:6]):
+            raise ValueError("a column is not one value per line")
+        free = Free(*_uncol(cols["free"])) if meta.get("config") == config and "free" in cols else None
+        if gone:
+            facts, free = _without(facts, free, gone)
+        checked = json.loads(meta["checked"]) if meta.get("checked") else None
+        return Snapshot(db, meta["wid"], raw, version, offsets, facts, free, checked)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, data: SnapData, index_path: Path, under_lock: Callable[[Callable[[], None]], bool]) -> bool:
+        """Write ``data`` to a new file and put it in place, while ``under_lock`` (the store's lock) holds and the
+        index is still the version the data is of; False when it no longer is (nothing put in place). Raises
+        OSError or sqlite3.Error when it cannot be written."""
+        folder = self.path.parent
+        dfd = open_dir(self.root, folder, create=True)
+        try:
+            tmp = f".{self.path.name}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=dfd)
+            try:
+                own_fd_like_folder(dfd, fd)
+            finally:
+                os.close(fd)
+            placed = False
+            try:
+                self._fill(folder / tmp, data)
+
+                def place() -> None:
+                    nonlocal placed
+                    if file_version(index_path) == data.version:
+                        os.rename(tmp, self.path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                        os.fsync(dfd)
+                        placed = True
+
+                if not under_lock(place):
+                    return False
+                return placed
+            finally:
+                if not placed:
+                    try:
+                        os.unlink(tmp, dir_fd=dfd)
+                    except FileNotFoundError:
+                        pass
+        finally:
+            os.close(dfd)
+
+    def _fill(self, path: Path, data: SnapData) -> None:
+        import sqlite3
+
+        raw, offsets = data.raw, data.offsets
+        size = offsets[-1]
+        with closing(sqlite3.connect(path, isolation_level=None)) as db:
+            db.execute("PRAGMA journal_mode = OFF")  # a new file, put in place only once complete
+            db.execute("PRAGMA synchronous = OFF")
+            db.executescript(_SCHEMA)
+            db.execute("BEGIN")
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("format", FORMAT), ("tokenizer", tokenizer_fingerprint()), ("config", data.config),
+                ("wid", secrets.token_hex(8)), ("bytes", str(size)), ("stat", json.dumps(data.version)),
+                ("head", _digest(raw[:min(HEAD, size)]).hex()),
+                ("checked", json.dumps(data.checked) if data.checked is not None else "")])
+            view = memoryview(raw)
+            db.executemany("INSERT INTO blocks VALUES (?, ?)", (
+                (b, _digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)])) for b in range(-(-size // BLOCK))))
+            cols = {"offsets": zlib.compress(array("Q", offsets).tobytes(), 1), "facts": _col(tuple(data.facts))}
+            if data.free is not None:
+                cols["free"] = _col(tuple(data.free))
+            db.executemany("INSERT INTO cols VALUES (?, ?)", cols.items())
+            db.executemany("INSERT INTO postings VALUES (?, ?)",
+                           ((t, pack(docs)) for t, docs in data.postings.items() if docs))
+            db.executemany("INSERT INTO texts VALUES (?, ?)", data.texts.items())
+            db.execute("COMMIT")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- changes made by the store's writers, under its lock -----------------------------------------
+
+    def _open_rw(self) -> sqlite3.Connection | None:
+        import sqlite3
+
+        if not self._safe():
+            return None
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        db.execute("PRAGMA secure_delete = ON")  # a forgotten line's words do not stay in free pages
+        db.execute("PRAGMA journal_mode = DELETE")
+        db.execute("PRAGMA synchronous = FULL")
+        return db
+
+    def note_appended(self, before: Version | None, after: Version | None) -> None:
+        """A writer appended whole lines to the index (``before`` -> ``after``): when the snapshot was of the version
+        before, it stays valid for the one after (the lines it covers did not move)."""
+        import sqlite3  # with a snapshot only: a start that has none never loads SQLite
+
+        if before is None or after is None or not self.path.exists():
+            return
+        try:
+            db = self._open_rw()
+            if db is None:
+                return
+            with closing(db):
+                db.execute("PRAGMA synchronous = OFF")  # a torn write leaves the version unknown: checked by blocks
+                db.execute("UPDATE meta SET v = ? WHERE k = 'stat' AND v = ?", (json.dumps(after), json.dumps(before)))
+        except sqlite3.Error as exc:
+            log.info("retrieve snapshot %s: the append was not noted: %s", self.path, exc)
+
+    def forget_lines(self, index_path: Path, lines: Sequence[tuple[int, bytes]],
+                     tokens_of: Callable[[bytes], frozenset[str] | None]) -> Callable[[], None]:
+        """Before a forget blanks these lines of the index ((start, the line's bytes) each): their postings, text
+        and facts leave the snapshot now (or the whole file goes, when it cannot say which of its lines they are).
+        Returns what to call once they are blanked: the snapshot then vouches for the blanked file."""
+        import sqlite3  # with a snapshot only: a start that has none never loads SQLite
+
+        if not self.path.exists() and not self.path.is_symlink():
+            return lambda: None
+        try:
+            return self._forget(index_path, lines, tokens_of)
+        except (sqlite3.Error, ValueError, TypeError, EOFError, zlib.error, KeyError, OSError) as exc:
+            log.info("retrieve snapshot %s dropped by a forget: %s", self.path, exc)
+            self.drop()
+            return lambda: None
+
+    def _forget(self, index_path: Path, lines: Sequence[tuple[int, bytes]],
+                tokens_of: Callable[[bytes], frozenset[str] | None]) -> Callable[[], None]:
+        import sqlite3
+
+        db = self._open_rw()
+        if db is None:
+            self.drop()
+            return lambda: None
+        with closing(db):
+            db.execute("BEGIN IMMEDIATE")
+            meta = dict(db.execute("SELECT k, v FROM meta").fetchall())
+            before = file_version(index_path)
+            if meta.get("stat") != json.dumps(before) or meta.get("format") != FORMAT:
+                db.execute("ROLLBACK")
+                raise ValueError("it is not of the index as it is")
+            offsets = array("Q")
+            offsets.frombytes(zlib.decompress(db.execute("SELECT data FROM cols WHERE name = 'offsets'").fetchone()[0]))
+            size = offsets[-1]
+            blocks: set[int] = set()
+            for start, old in lines:
+                if start >= size:
+                    continue  # appended since the snapshot was written: not in it
+                n = bisect_left(offsets, start)
+                if n >= len(offsets) - 1 or offsets[n] != start or offsets[n + 1] - start != len(old):
+                    raise ValueError(f"no line of it starts at byte {start}")
+                tokens = tokens_of(old)
+                if tokens is None:
+                    raise ValueError(f"the line at byte {start} does not parse")
+                for t in tokens:
+                    row = db.execute("SELECT docs FROM postings WHERE token = ?", (t,)).fetchone()
+                    if row is None:
+                        continue
+                    docs = [d for d in unpack(row[0]) if d != n]
+                    if docs:
+                        db.execute("UPDATE postings SET docs = ? WHERE token = ?", (pack(docs), t))
+                    else:
+                        db.execute("DELETE FROM postings WHERE token = ?", (t,))
+                db.execute("DELETE FROM texts WHERE n = ?", (n,))
+                db.execute("INSERT OR IGNORE INTO gone VALUES (?)", (n,))
+                blocks.update(range(start // BLOCK, (start + len(old) - 1) // BLOCK + 1))
+            # Unknown until the lines are blanked: a forget killed in between leaves a snapshot checked by blocks.
+            db.execute("UPDATE meta SET v = '' WHERE k = 'stat'")
+            db.execute("COMMIT")
+
+        def blanked() -> None:
+            read = read_index(index_path)
+            if read is None:
+                return
+            raw, version = read
+            if len(raw) < size:
+                return
+            try:
+                rw = self._open_rw()
+                if rw is None:
+                    return
+                with closing(rw):
+                    rw.execute("BEGIN IMMEDIATE")
+                    for b in sorted(blocks):
+                        rw.execute("UPDATE blocks SET digest = ? WHERE b = ?",
+                                   (_digest(memoryview(raw)[b * BLOCK:min(size, (b + 1) * BLOCK)]), b))
+                    rw.execute("UPDATE meta SET v = ? WHERE k = 'stat'", (json.dumps(version),))
+                    if any(b * BLOCK < HEAD for b in blocks):
+                        rw.execute("UPDATE meta SET v = ? WHERE k = 'head'", (_digest(raw[:min(HEAD, size)]).hex(),))
+                    rw.execute("COMMIT")
+            except sqlite3.Error as exc:
+                log.info("retrieve snapshot %s: the blanked lines were not noted: %s", self.path, exc)
+
+        return blanked
+
+    def drop(self) -> None:
+        """Delete the snapshot (derived: the next retrieve that needs it writes it again)."""
+        try:
+            if not has_symlink(self.root, self.path.parent):
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("retrieve snapshot %s could not be removed: %s", self.path, exc)
+
+
+def _as_recorded(meta: dict[str, str], blocks: list[bytes], raw: bytes, size: int, version: Version) -> bool:
+    """Whether the first ``size`` bytes of the index are the ones the snapshot was made of: the version it recorded
+    (and the same first bytes), or, for another version, every block as it hashed it."""
+    if meta.get("stat") == json.dumps(version) and meta.get("head") == _digest(raw[:min(HEAD, size)]).hex():
+        return True
+    view = memoryview(raw)
+    return len(blocks) == -(-size // BLOCK) and all(
+        _digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)]) == d for b, d in enumerate(blocks))
+
+
+def _without(facts: LineFacts, free: Free | None, gone: set[int]) -> tuple[LineFacts, Free | None]:
+    """The facts and verdicts with the forgotten lines taken out (they read as lines that are no entry)."""
+    ids, apps, paths, types = list(facts.ids), list(facts.apps), list(facts.paths), list(facts.types)
+    models, priorities = list(facts.models), list(facts.priorities)
+    for n in gone:
+        if 0 <= n < len(ids):
+            ids[n] = apps[n] = paths[n] = types[n] = None
+            models[n], priorities[n] = False, 0.0
+    facts = LineFacts(ids, apps, paths, types, models, priorities, [n for n in facts.not_active if n not in gone],
+                      [n for n in facts.always if n not in gone], facts.stale_app)
+    if free is not None:
+        kept = [(n, v) for n, v in zip(free.lines, free.verdicts) if n not in gone]
+        free = Free([n for n, _ in kept], [v for _, v in kept])
+    return facts, free
+
+
+class SnapshotHook:
+    """What the long-term store's writers tell the snapshot (``LongTermStore.index_hook``), under the store's lock."""
+
+    def __init__(self, file: SnapshotFile) -> None:
+        self.file = file
+
+    def appended(self, before: Version | None, after: Version | None) -> None:
+        """A save appended its line (``note_appended``)."""
+        self.file.note_appended(before, after)
+
+    def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[], None]:
+        """A forget is about to blank these lines (``forget_lines``); what to call once they are blanked."""
+        from .._tokens import token_set
+        from ._features import long_term_text
+        from ._line_entries import parse_line
+
+        def tokens(line: bytes) -> frozenset[str] | None:
+            try:
+                entry = parse_line(line)
+            except ValueError:
+                return None
+            return token_set(long_term_text(entry)) if entry is not None else frozenset()
+
+        return self.file.forget_lines(index_path, lines, tokens)
+
+    @property
+    def kept(self) -> str:
+        """The snapshot's file name in the cache folder (a forget's scrub keeps it: the hook takes the text out)."""
+        return self.file.path.name
