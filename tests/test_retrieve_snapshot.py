@@ -1,0 +1,233 @@
+"""A fresh process starts the long-term memories from the index's snapshot: it must show exactly what reading the
+whole index shows, follow saves and forgets, keep no forgotten word, and never be read through a link or when it
+is not of the index as it is.
+
+It reaches inside the snapshot (its file, and a forget killed between its two steps) and the retriever's long-term
+source, to say which path a retrieve took.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_plane import MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
+
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
+SNAP = "long_term.sqlite"
+
+WORDS = ["garage", "vault", "office", "router", "kitchen", "station", "amber", "monitor", "pin", "code", "tram",
+         "garden", "printer", "ticket", "coffee", "家里", "门禁", "密码", "快递", "支付", "Alice", "Bob"]
+APPS = ["WeChat", "Alipay", "Settings", "Chrome", "美团"]
+KINDS = ["rule", "preference", "profile", "fact", "fact", "rule"]
+GOALS = ["what is the office code", "open the garage", "pay with WeChat", "查看家里的门禁密码", "send Alice the ticket",
+         "never share the vault pin", "Chrome printer settings", "amber monitor station", "买咖啡", "tram ticket code"]
+
+
+def clock() -> datetime:
+    return NOW
+
+
+def snap_config(**kw: Any) -> RetrieveConfig:
+    return RetrieveConfig(snapshot_min=8, **kw)
+
+
+def open_plane(root: Path, **kw: Any) -> MemoryPlane:
+    return MemoryPlane.open(root, clock=clock, retrieve_config=snap_config(**kw))
+
+
+def blocks(plane: MemoryPlane, goals: list[str] = GOALS) -> list[str]:
+    return [plane.retrieve(MemoryRetrieveRequest(input=g, current_hints={"language": "zh-CN"})).render()
+            for g in goals]
+
+
+def baseline(root: Path, goals: list[str] = GOALS) -> list[str]:
+    """What reading the whole index shows (no snapshot, no persisted postings)."""
+    with MemoryPlane.open(root, clock=clock, retrieve_config=RetrieveConfig(persist_postings=False)) as plane:
+        return blocks(plane, goals)
+
+
+def from_snapshot(root: Path, goals: list[str] = GOALS) -> tuple[list[str], bool]:
+    """(the blocks, whether the long-term memories came from the snapshot) of a fresh plane."""
+    with open_plane(root) as plane:
+        out = blocks(plane, goals)
+        used = plane._retriever._lt_source.gen.lines is not None  # which path the retrieve took
+    return out, used
+
+
+def spec_memories(rng_specs: list[tuple[int, list[int], int, int, int]]) -> list[dict[str, Any]]:
+    out = []
+    for n, (kind, words, app, prio, extra) in enumerate(rng_specs):
+        text = " ".join(WORDS[w % len(WORDS)] for w in words) + f" n{n}"
+        m: dict[str, Any] = {"type": KINDS[kind % len(KINDS)], "content": text, "priority": prio,
+                             "tags": [WORDS[words[0] % len(WORDS)]], "source": "model" if extra % 5 == 0 else "user"}
+        if app % 4 == 0:
+            m["applicability"] = {"app": APPS[app % len(APPS)]}
+        elif app % 7 == 1:
+            m["content"] = f"In {APPS[app % len(APPS)]}: {text}"
+        if extra % 6 == 1:
+            m["ttl"] = "30d"
+        if extra % 9 == 2:
+            m["applicability"] = {"language": "en-US"}
+        out.append(m)
+    return out
+
+
+def build(root: Path, memories: list[dict[str, Any]]) -> None:
+    with open_plane(root) as plane:
+        for m in memories:
+            plane.long_term.save_memory(force=True, **m)
+
+
+def make_snapshot(root: Path) -> None:
+    with open_plane(root) as plane:
+        plane.retrieve("anything at all")  # the first retrieve of a large enough index writes its snapshot
+    assert (root / ".cache" / "retrieve" / SNAP).is_file()
+
+
+SPECS = st.lists(st.tuples(st.integers(0, 5), st.lists(st.integers(0, 40), min_size=2, max_size=6),
+                           st.integers(0, 20), st.integers(0, 100), st.integers(0, 50)), min_size=10, max_size=30)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(SPECS)
+def test_a_fresh_process_started_from_the_snapshot_shows_what_reading_the_index_shows(
+        tmp_path_factory: pytest.TempPathFactory, specs: list[tuple[int, list[int], int, int, int]]) -> None:
+    root = tmp_path_factory.mktemp("snap") / "m"
+    build(root, spec_memories(specs))
+    make_snapshot(root)
+    got, used = from_snapshot(root)
+    assert used
+    assert got == baseline(root)
+
+
+def test_lines_saved_after_the_snapshot_are_read_from_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 3, k * 7], k, k * 11 % 100, k) for k in range(20)]))
+    make_snapshot(root)
+    # Another process saves: the snapshot follows the append.
+    with open_plane(root) as other:
+        other.long_term.save_memory(type="rule", content="Never share the vault pin with Bob")
+        other.long_term.save_memory(type="fact", content="The office router code is 8842")
+    got, used = from_snapshot(root)
+    assert used and got == baseline(root)
+    assert any("8842" in b for b in got) and any("vault pin" in b for b in got)
+    # The same process saves after it started from the snapshot: the appended lines are taken in.
+    with open_plane(root) as plane:
+        blocks(plane)
+        plane.long_term.save_memory(type="fact", content="The garden tram ticket code is 5531")
+        later = blocks(plane)
+        assert plane._retriever._lt_source.gen.lines is not None
+    assert any("5531" in b for b in later)
+    assert later == baseline(root)
+
+
+def test_a_forget_takes_the_words_out_of_the_snapshot_and_leaves_it_usable(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 5], k, 50, k) for k in range(24)]))
+    with open_plane(root) as plane:
+        secret = plane.long_term.save_memory(type="fact", content="The zebrafish locker code is quokka 7781").id
+    make_snapshot(root)
+    snap = root / ".cache" / "retrieve" / SNAP
+    assert b"quokka" in snap.read_bytes()
+    with open_plane(root) as plane:
+        plane.long_term.save_memory(type="fact", content="The office printer is on floor 3")  # the version moves on
+        assert plane.forget(secret)
+    data = snap.read_bytes()
+    assert b"quokka" not in data and b"zebrafish" not in data and b"7781" not in data
+    goals = [*GOALS, "zebrafish locker quokka code"]
+    got, used = from_snapshot(root, goals)
+    assert used, "a forget keeps the snapshot usable"
+    assert got == baseline(root, goals)
+    assert not any("quokka" in b for b in got)
+
+
+def test_a_forget_killed_between_the_snapshot_and_the_index_serves_nothing_forgotten(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 2], k, 40, k) for k in range(16)]))
+    with open_plane(root) as plane:
+        secret = plane.long_term.save_memory(type="fact", content="The wombat safe code is 3391").id
+    make_snapshot(root)
+    with open_plane(root) as plane:
+        store = plane.long_term
+        index = store.index.path
+        raw = index.read_bytes()
+        at = raw.index(f'"id": "{secret}"'.encode()) - len(b'- {')
+        end = raw.index(b"\n", at) + 1
+        assert store.index_hook is not None
+        store.tombstones.add("memory", secret, reason="forgotten")
+        store.index_hook.forgetting(index, [(at, raw[at:end])])  # killed here: the line is not blanked yet
+    data = (root / ".cache" / "retrieve" / SNAP).read_bytes()
+    assert b"wombat" not in data
+    goals = [*GOALS, "wombat safe code"]
+    got, _ = from_snapshot(root, goals)
+    # Served from neither path (its line, still in the index, counts in the words' statistics of one path only).
+    assert not any("wombat" in b for b in got) and not any("wombat" in b for b in baseline(root, goals))
+    with open_plane(root) as plane:
+        plane.verify(fix=True, now=NOW)  # the forget is finished
+    assert b"wombat" not in (root / "long_term" / "index.yaml").read_bytes()
+    got, _ = from_snapshot(root, goals)
+    assert got == baseline(root, goals)
+
+
+def test_an_index_changed_otherwise_is_not_read_through_an_old_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 1], k, 60, k) for k in range(20)]))
+    make_snapshot(root)
+    index = root / "long_term" / "index.yaml"
+    # A person edits one line in place, keeping its length and the file's size.
+    raw = index.read_bytes()
+    edited = raw.replace(b"garage", b"garbge", 1)
+    assert edited != raw and len(edited) == len(raw)
+    index.write_bytes(edited)
+    got, used = from_snapshot(root)
+    assert not used
+    assert got == baseline(root)
+
+
+def test_a_damaged_snapshot_is_not_used_and_is_written_again(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 4], k, 70, k) for k in range(20)]))
+    make_snapshot(root)
+    snap = root / ".cache" / "retrieve" / SNAP
+    data = bytearray(snap.read_bytes())
+    for k in range(200, len(data), 997):
+        data[k] ^= 0x5A
+    snap.write_bytes(bytes(data))
+    got, _ = from_snapshot(root)
+    assert got == baseline(root)
+    with sqlite3.connect(snap) as db:  # written again whole by the retrieve that could not use it
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert from_snapshot(root) == (baseline(root), True)
+
+
+def test_a_linked_cache_folder_or_snapshot_is_neither_read_nor_written(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 6], k, 30, k) for k in range(20)]))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache = root / ".cache" / "retrieve"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, cache)
+    got, used = from_snapshot(root)
+    assert not used and got == baseline(root)
+    assert list(outside.iterdir()) == []
+    os.unlink(cache)
+    make_snapshot(root)
+    snap = cache / SNAP
+    os.replace(snap, outside / SNAP)
+    os.symlink(outside / SNAP, snap)
+    before = (outside / SNAP).read_bytes()
+    got, used = from_snapshot(root)
+    assert not used and got == baseline(root)
+    with open_plane(root) as plane:
+        first = plane.long_term.entries()[0]["id"]
+        assert plane.forget(first)
+    assert (outside / SNAP).read_bytes() == before  # a forget never writes through the link either
