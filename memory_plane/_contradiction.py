@@ -36,24 +36,39 @@ def _scripts() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return re.compile(r"[A-Za-z0-9]"), re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
+@functools.cache
+def _markers_en() -> tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]]:
+    """(each English negation, each English obligation word) as a pattern of the whole word, in their order."""
+    def word(m: str) -> re.Pattern[str]:
+        return re.compile(rf"(?<![a-z']){re.escape(m)}(?![a-z'])")
+
+    return tuple(map(word, _NEG_EN)), tuple(map(word, _MODAL_EN))
+
+
 def _strip(text: str) -> tuple[str, bool]:
     """(the text without negation and obligation markers, whether it was negated)."""
     t = " " + " ".join(text.lower().split()) + " "
     negated = False
-    for m in _NEG_EN:
-        pat = re.compile(rf"(?<![a-z']){re.escape(m)}(?![a-z'])")
+    negations, modals = _markers_en()
+    for pat in negations:
         if pat.search(t):
             negated = True
             t = pat.sub(" ", t)
-    for m in _MODAL_EN:
-        t = re.sub(rf"(?<![a-z']){re.escape(m)}(?![a-z'])", " ", t)
+    for pat in modals:
+        t = pat.sub(" ", t)
     for m in _NEG_ZH:
         if m in t:
             negated = True
             t = t.replace(m, "")
     for m in _MODAL_ZH:
         t = t.replace(m, "")
-    return re.sub(r"[\s\W_]+", " ", t).strip(), negated
+    return _gaps().sub(" ", t).strip(), negated
+
+
+@functools.cache
+def _gaps() -> re.Pattern[str]:
+    """What separates the words of a stripped text (compiled on first use)."""
+    return re.compile(r"[\s\W_]+")
 
 
 def contradicts(old: str, new: str, *, same_topic: bool) -> bool:
@@ -104,8 +119,8 @@ def _denied(text: str) -> str:
     characters long (a memory saying "send it without sound" denies the sound, not the sending)."""
     t = " " + " ".join(text.lower().split()) + " "
     out: list[str] = []
-    for m in _NEG_EN:
-        for hit in re.finditer(rf"(?<![a-z']){re.escape(m)}(?![a-z'])", t):
+    for pat in _markers_en()[0]:
+        for hit in pat.finditer(t):
             rest = _clause_end().split(t[hit.end():], maxsplit=1)[0]
             out.append(" ".join(rest.split()[:SCOPE_WORDS]))
     for m in _NEG_ZH:

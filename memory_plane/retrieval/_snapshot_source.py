@@ -69,6 +69,7 @@ class SnapPostings(dict[str, list[int]]):
         self._absent: set[str] = set()
 
     def get(self, token: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The lines holding ``token`` (read from the snapshot the first time), else ``default``."""
         plist = dict.get(self, token)
         if plist is None and token not in self._absent:
             try:
@@ -115,6 +116,7 @@ class SnapPostings(dict[str, list[int]]):
         dict.__setitem__(self, token, plist)
 
     def setdefault(self, token: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The lines holding ``token``, ``default`` put in first when none does."""
         plist = self.get(token)
         if plist is None:
             self[token] = plist = default
