@@ -79,7 +79,10 @@ class IndexHook(Protocol):
     """What keeps a derived copy of index.yaml in step with the store's own writes (retrieval's snapshot), told
     under the store's lock."""
 
-    kept: str  # the name of its file under ``.cache/retrieve`` (a forget's scrub leaves it to the hook)
+    @property
+    def kept(self) -> str:
+        """The name of its file under ``.cache/retrieve`` (a forget's scrub leaves it to the hook)."""
+        ...
 
     def appended(self, before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> None:
         """A save appended one line to index.yaml: its (mtime, size, inode) before and after."""

@@ -32,7 +32,9 @@ from ._episode_tree import build_episodes
 from ._util import r, same_files, temp_root
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
-OPS = ("save", "forget", "commit", "retrieve_cold", "retrieve_warm", "verify", "gc_dry_run")
+OPS = ("prepare", "save", "forget", "commit", "retrieve_cold", "retrieve_warm", "verify", "gc_dry_run")
+"""In their order on one tree. ``prepare`` is an agent's start-up after the bulk write (what GC runs after it rewrote
+indexes): it makes the derived retrieval files the library's own writers then keep in step."""
 _SAMPLE = 40
 _WORDS = [
     "office", "home", "gym", "school", "bank", "shop", "cafe", "park", "station", "airport", "clinic", "library",
@@ -101,7 +103,13 @@ def _op(name: str, root: Path) -> dict[str, Any]:
     plane = MemoryPlane.open(root)
     out: dict[str, Any] = {}
     try:
-        if name == "save":
+        if name == "prepare":
+            t0 = time.perf_counter()
+            plane.prepare()
+            t1 = time.perf_counter()
+            plane.close()  # the derived files are written off the caller's thread: waited for here
+            out.update(ms=(t1 - t0) * 1000, written_ms=(time.perf_counter() - t0) * 1000)
+        elif name == "save":
             times = []
             for k in range(5):
                 t0 = time.perf_counter()

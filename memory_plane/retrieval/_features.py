@@ -142,3 +142,8 @@ def long_term_text(e: dict[str, Any]) -> str:
         return " ".join(x for x in (title, summary, " ".join(t for t in tags if t), " ".join(t for t in entities if t))
                         if x)
     return " ".join(x for x in map(field_text, (title, summary, tags, entities)) if x)
+
+
+def said_text(e: dict[str, Any]) -> str:
+    """What an index line says a memory is about: its title and summary (what its stance is taken of)."""
+    return f"{field_text(e.get('title'))}\n{field_text(e.get('summary'))}"

@@ -12,7 +12,7 @@ appends extend the current one, and what depends on how many entries there are i
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, MutableSequence, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -95,7 +95,7 @@ class Generation:
     def __init__(self, entries: Sequence[dict[str, Any]]) -> None:
         self.entries = entries  # the reader's list: this generation lives as long as the reader returns it
         # What each entry's postings were made from (and what the cache hashes).
-        self.texts: MutableSequence[str] | LazyTexts = []
+        self.texts: list[str] | LazyTexts = []
         self.feats: list[Feat | None] = []  # parsed on first use: a cold query touches few entries
         self.inv = InvertedIndex()
         self.apps: list[Any] = []  # each entry's "app" field as its index line holds it

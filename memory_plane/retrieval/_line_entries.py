@@ -8,7 +8,7 @@ names. A query parses only the lines it looks at.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from memory_plane.lifecycle import valid_entry
@@ -126,6 +126,6 @@ class LazyTexts(Sequence[str]):
             t = self._made[i] = self._text(e) if e is not NO_ENTRY else ""
         return t
 
-    def __iadd__(self, more: Any) -> LazyTexts:
+    def extend(self, more: Iterable[str]) -> None:
+        """Add the texts of the entries appended since (made by the caller)."""
         self._made += list(more)
-        return self

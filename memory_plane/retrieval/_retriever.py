@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from memory_plane.device_memory import GENERIC_NAMES, DeviceMemory, Procedure, type_of_id
 from memory_plane.episodes import TaskEpisodeStore, is_system_screen
-from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, field_text, is_safe_id, safe_join
+from memory_plane.lifecycle import FileProblemError, UnsafePathError, field_str, is_safe_id, safe_join
 
 from .._contradiction import Stance, stance
 from .._freshness import FileState, file_state, mtime_ns, still_indexed
@@ -29,6 +29,7 @@ from ._candidates import Rejudged
 from ._config import CAPS, RetrieveConfig
 from ._context import MemoryContext
 from ._drops import DropLog
+from ._features import said_text
 from ._generation import Generation, IndexedFile, Loaded, StatKey
 from ._goal_match import Query
 from ._hits import HitMaker
@@ -53,9 +54,7 @@ class Checked(NamedTuple):
     fresh: Rejudged | None
 
 
-def _said(e: dict[str, Any]) -> str:
-    """What an index line says a memory is about: its title and summary."""
-    return f"{field_text(e.get('title'))}\n{field_text(e.get('summary'))}"
+_said = said_text
 
 
 def stat_key(path: Path | str) -> StatKey:
@@ -334,7 +333,15 @@ class Retriever:
             return RulesSaid(len(users), stances(users))
         plan = planned.plan
         if plan.said is None:
-            plan.said = RulesSaid(len(plan.users), stances(plan.users))
+            ranked = plan.users
+
+            def one(n: int) -> tuple[str, Stance]:
+                c = ranked[n]
+                return str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i]))
+
+            # A snapshot knows each rule's filing word: only the rules a memory's words reach are worked out.
+            filed = plan.src.filing_words([c.i for c in ranked]) if plan.src.gen.snap is not None else None
+            plan.said = RulesSaid(len(ranked), stances(ranked), filed=filed, one=one if filed is not None else None)
         return RulesSaid(len(users), stances(users), plan.said, lambda: frozenset(
             str(c.src.entries[c.i].get("id")) for c in plan.users if c.i in planned.apart))
 

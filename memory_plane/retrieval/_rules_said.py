@@ -17,16 +17,22 @@ from .._contradiction import MIN_RULE_WORDS, Stance, overrules
 class RulesSaid:
     """The stances of the rules that apply to a goal, in the order they are asked (the ones judged now, then the
     plan's), found by the words a memory holds. Nothing is worked out until a memory is asked about: a block of the
-    user's own memories alone asks nothing, however many rules apply."""
+    user's own memories alone asks nothing, however many rules apply. With ``filed`` (each rule's filing word, known
+    without its stance: a snapshot keeps them), only the rules filed under a word the memory holds are worked out."""
 
     def __init__(self, count: int, make: Callable[[], list[tuple[str, Stance]]], planned: RulesSaid | None = None,
-                 apart: Callable[[], frozenset[str]] | None = None) -> None:
+                 apart: Callable[[], frozenset[str]] | None = None,
+                 filed: Callable[[], list[str | None]] | None = None,
+                 one: Callable[[int], tuple[str, Stance]] | None = None) -> None:
         self.count = count  # how many rules ``make`` gives
         self._make = make
         self._rules: list[tuple[str, Stance]] | None = None  # (rule id, its stance)
         self.planned = planned  # the plan's rules (shared by every retrieve of the plan)
         self._apart = apart  # ids of the plan's rules this retrieve judged itself (asked among its own)
         self._by_word: dict[str, list[int]] | None = None
+        self._keys = filed  # rule n's filing word (None: too few words to overrule anything)
+        self._one = one  # rule n's (id, stance), worked out alone
+        self._known: dict[int, tuple[str, Stance]] = {}
 
     @classmethod
     def of(cls, rules: list[tuple[str, Stance]], planned: RulesSaid | None = None,
@@ -44,21 +50,35 @@ class RulesSaid:
             self._rules = self._make()
         return self._rules
 
+    def _rule(self, n: int) -> tuple[str, Stance]:
+        if self._rules is not None or self._one is None:
+            return self.rules[n]
+        known = self._known.get(n)
+        if known is None:
+            known = self._known[n] = self._one(n)
+        return known
+
     def _filed(self) -> dict[str, list[int]]:
         if self._by_word is None:
             by: dict[str, list[int]] = {}
-            for n, (_, rule) in enumerate(self.rules):
-                if len(rule.words) >= MIN_RULE_WORDS:
-                    by.setdefault(min(rule.words), []).append(n)
+            if self._keys is not None:
+                for n, key in enumerate(self._keys()):
+                    if key is not None:
+                        by.setdefault(key, []).append(n)
+            else:
+                for n, (_, rule) in enumerate(self.rules):
+                    key = filing_word(rule)
+                    if key is not None:
+                        by.setdefault(key, []).append(n)
             self._by_word = by
         return self._by_word
 
     def _first(self, memory: Stance, skip: frozenset[str]) -> str | None:
         filed = self._filed()
-        rules = self.rules
+        rule = self._rule
         hits = [n for w in memory.words for n in filed.get(w, ())
-                if rules[n][0] not in skip and overrules(rules[n][1], memory)]
-        return rules[min(hits)][0] if hits else None
+                if rule(n)[0] not in skip and overrules(rule(n)[1], memory)]
+        return rule(min(hits))[0] if hits else None
 
     def overruling(self, memory: Stance) -> str | None:
         """The id of the first rule that says the opposite of ``memory`` (None: none does)."""
@@ -66,3 +86,9 @@ class RulesSaid:
         if rid is None and self.planned is not None and self.planned.count:
             rid = self.planned._first(memory, self._apart() if self._apart is not None else frozenset())
         return rid
+
+
+def filing_word(rule: Stance) -> str | None:
+    """The word a rule is filed under: the first of its words in order (a memory it can overrule holds every one),
+    None for a rule of too few words to overrule anything."""
+    return min(rule.words) if len(rule.words) >= MIN_RULE_WORDS else None

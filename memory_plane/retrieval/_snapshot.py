@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = "1"
+FORMAT = "2"  # 2: each settled rule's filing word (``said``)
 BLOCK = 1 << 18  # bytes of the index file per digest: a forget re-hashes one block, not the file
 HEAD = 1 << 16  # bytes at the file's start hashed beside the version (a same-size rewrite within one mtime tick)
 MAX_COL = 256 << 20  # a column larger than this once inflated is not read
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS blocks (b INTEGER PRIMARY KEY, digest BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS cols (name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS postings (token TEXT PRIMARY KEY, docs BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS texts (n INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS said (n INTEGER PRIMARY KEY, word TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gone (n INTEGER PRIMARY KEY);
 """
 
@@ -109,6 +110,7 @@ class SnapData:
     postings: dict[str, list[int]]
     free: Free | None
     texts: dict[int, str]  # the lowercase text of each settled line (the ones a goal's names are looked for in)
+    said: dict[int, str]  # the filing word of each settled rule or preference ("": none, ``RulesSaid``)
     config: str
     checked: Any  # the folder stamp the index was found to match its item files at (None: not known)
 
@@ -176,6 +178,11 @@ class Snapshot:
         """Every token's packed lines; StaleSnapshot when the file is no longer the one loaded."""
         return dict(self._read("SELECT token, docs FROM postings"))
 
+    def filing_words(self) -> dict[int, str]:
+        """The filing word of each settled rule ("": none); StaleSnapshot when the file is no longer the one
+        loaded."""
+        return dict(self._read("SELECT n, word FROM said"))
+
     def texts(self) -> dict[int, str]:
         """The lowercase text of each settled line; StaleSnapshot when the file is no longer the one loaded."""
         return dict(self._read("SELECT n, text FROM texts"))
@@ -196,17 +203,32 @@ def pack(numbers: Iterable[int]) -> bytes:
 
 def unpack(raw: Any) -> list[int]:
     """What ``pack`` wrote; ValueError for anything else."""
+    return _le(_u32(raw)).tolist()
+
+
+def _u32(raw: Any) -> array:
     if not isinstance(raw, bytes) or len(raw) % 4:
         raise ValueError("packed line numbers are not whole uint32s")
     out = array(_U32)
     out.frombytes(raw)
-    return _le(out).tolist()
+    return out
 
 
 def _le(a: array) -> array:
     if sys.byteorder == "big":
         a.byteswap()
     return a
+
+
+def _offsets(raw: Any) -> array:
+    """The line starts a snapshot keeps (little-endian uint64)."""
+    if not isinstance(raw, bytes) or len(raw) % 8:
+        raise ValueError("the line starts are not whole uint64s")
+    out = array("Q")
+    out.frombytes(raw)
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
 
 
 def _digest(data: bytes | memoryview) -> bytes:
@@ -361,8 +383,7 @@ class SnapshotFile:
             return None
         if not _as_recorded(meta, blocks, raw, size, version):
             return None
-        offsets = array("Q")
-        offsets.frombytes(zlib.decompress(cols["offsets"]))
+        offsets = _offsets(cols["offsets"])
         if len(offsets) < 1 or offsets[-1] != size:
             raise ValueError("the line starts do not end where the lines do")
         facts = LineFacts(*_uncol(cols["facts"]))
@@ -430,13 +451,17 @@ class SnapshotFile:
             view = memoryview(raw)
             db.executemany("INSERT INTO blocks VALUES (?, ?)", (
                 (b, _digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)])) for b in range(-(-size // BLOCK))))
-            cols = {"offsets": zlib.compress(array("Q", offsets).tobytes(), 1), "facts": _col(tuple(data.facts))}
+            starts = array("Q", offsets)
+            if sys.byteorder == "big":
+                starts.byteswap()
+            cols = {"offsets": starts.tobytes(), "facts": _col(tuple(data.facts))}
             if data.free is not None:
                 cols["free"] = _col(tuple(data.free))
             db.executemany("INSERT INTO cols VALUES (?, ?)", cols.items())
             db.executemany("INSERT INTO postings VALUES (?, ?)",
                            ((t, pack(docs)) for t, docs in data.postings.items() if docs))
             db.executemany("INSERT INTO texts VALUES (?, ?)", data.texts.items())
+            db.executemany("INSERT INTO said VALUES (?, ?)", data.said.items())
             db.execute("COMMIT")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         try:
@@ -505,8 +530,7 @@ class SnapshotFile:
             if meta.get("stat") != json.dumps(before) or meta.get("format") != FORMAT:
                 db.execute("ROLLBACK")
                 raise ValueError("it is not of the index as it is")
-            offsets = array("Q")
-            offsets.frombytes(zlib.decompress(db.execute("SELECT data FROM cols WHERE name = 'offsets'").fetchone()[0]))
+            offsets = _offsets(db.execute("SELECT data FROM cols WHERE name = 'offsets'").fetchone()[0])
             size = offsets[-1]
             blocks: set[int] = set()
             for start, old in lines:
@@ -522,12 +546,17 @@ class SnapshotFile:
                     row = db.execute("SELECT docs FROM postings WHERE token = ?", (t,)).fetchone()
                     if row is None:
                         continue
-                    docs = [d for d in unpack(row[0]) if d != n]
+                    docs = _le(_u32(row[0]))
+                    k = bisect_left(docs, n)
+                    if k == len(docs) or docs[k] != n:
+                        continue
+                    del docs[k]
                     if docs:
-                        db.execute("UPDATE postings SET docs = ? WHERE token = ?", (pack(docs), t))
+                        db.execute("UPDATE postings SET docs = ? WHERE token = ?", (_le(docs).tobytes(), t))
                     else:
                         db.execute("DELETE FROM postings WHERE token = ?", (t,))
                 db.execute("DELETE FROM texts WHERE n = ?", (n,))
+                db.execute("DELETE FROM said WHERE n = ?", (n,))
                 db.execute("INSERT OR IGNORE INTO gone VALUES (?)", (n,))
                 blocks.update(range(start // BLOCK, (start + len(old) - 1) // BLOCK + 1))
             # Unknown until the lines are blanked: a forget killed in between leaves a snapshot checked by blocks.
@@ -535,26 +564,22 @@ class SnapshotFile:
             db.execute("COMMIT")
 
         def blanked() -> None:
-            read = read_index(index_path)
-            if read is None:
-                return
-            raw, version = read
-            if len(raw) < size:
-                return
             try:
+                digests = _block_digests(index_path, sorted(blocks), size)
+                if digests is None:
+                    return
+                version, fresh, head = digests
                 rw = self._open_rw()
                 if rw is None:
                     return
                 with closing(rw):
                     rw.execute("BEGIN IMMEDIATE")
-                    for b in sorted(blocks):
-                        rw.execute("UPDATE blocks SET digest = ? WHERE b = ?",
-                                   (_digest(memoryview(raw)[b * BLOCK:min(size, (b + 1) * BLOCK)]), b))
+                    rw.executemany("UPDATE blocks SET digest = ? WHERE b = ?", [(d, b) for b, d in fresh.items()])
                     rw.execute("UPDATE meta SET v = ? WHERE k = 'stat'", (json.dumps(version),))
-                    if any(b * BLOCK < HEAD for b in blocks):
-                        rw.execute("UPDATE meta SET v = ? WHERE k = 'head'", (_digest(raw[:min(HEAD, size)]).hex(),))
+                    if head is not None:
+                        rw.execute("UPDATE meta SET v = ? WHERE k = 'head'", (head,))
                     rw.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except (OSError, sqlite3.Error) as exc:
                 log.info("retrieve snapshot %s: the blanked lines were not noted: %s", self.path, exc)
 
         return blanked
@@ -568,6 +593,30 @@ class SnapshotFile:
             pass
         except OSError as exc:
             log.warning("retrieve snapshot %s could not be removed: %s", self.path, exc)
+
+
+def _block_digests(path: Path, blocks: list[int], size: int) -> tuple[Version, dict[int, bytes], str | None] | None:
+    """(the file's version, the digest of each of these blocks of its first ``size`` bytes, the digest of its head
+    when a block is in it) read now; None when the file is shorter, or changed while read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        version = read_version(fd)
+        if version[1] < size:
+            return None
+        out = {}
+        for b in blocks:
+            start = b * BLOCK
+            n = min(size, start + BLOCK) - start
+            data = os.pread(fd, n, start)
+            if len(data) != n:
+                return None
+            out[b] = _digest(data)
+        head = _digest(os.pread(fd, min(HEAD, size), 0)).hex() if any(b * BLOCK < HEAD for b in blocks) else None
+        if read_version(fd) != version:
+            return None
+    finally:
+        os.close(fd)
+    return version, out, head
 
 
 def _as_recorded(meta: dict[str, str], blocks: list[bytes], raw: bytes, size: int, version: Version) -> bool:

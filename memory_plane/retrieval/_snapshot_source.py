@@ -29,11 +29,15 @@ from memory_plane.lifecycle import (
     paths_doubt,
 )
 
+from .._contradiction import stance
 from .._inverted_index import InvertedIndex
+from .._long_term import USER_WORD_TYPES
 from ._candidates import Cand, Settled
 from ._drops import DropCall
+from ._features import said_text
 from ._generation import Generation
 from ._line_entries import NO_ENTRY, IndexLines, LazyTexts, parse_line
+from ._rules_said import filing_word
 from ._snapshot import (
     Free,
     FreeVerdict,
@@ -263,7 +267,7 @@ class SnapJob:
         self.count = len(gen.texts)  # the entries known now (later appends are not in this snapshot)
         self.version = gen.version if gen.lines is not None else src.store.index.version_of(gen.entries)
         self.always = list(gen.always)
-        self.free = dict(gen.settled_free) if gen.free_at == len(gen.always) else {}
+        self.free = dict(gen.settled_free)  # the rest are settled by the writer
         self.checked = index_stamp(src.store) if known_matching(src.store) else None
 
     def run(self) -> bool:
@@ -288,6 +292,7 @@ class SnapJob:
 
     def _data(self) -> SnapData | None:
         gen = self.gen
+        assert self.version is not None
         if gen.lines is not None:
             lines: IndexLines = gen.lines
             raw = lines.bytes_upto(self.count)
@@ -310,8 +315,8 @@ class SnapJob:
         facts = _facts_of(entries, self.src.always_types, 0)
         count = self.count
         numbered = {t: [line_of[d] for d in plist if d < count] for t, plist in list(postings.items())}
-        free, texts = self._free(entries, line_of)
-        return SnapData(self.version, raw, offsets, facts, numbered, free, texts, self.config,
+        free, texts, said = self._free(entries, line_of)
+        return SnapData(self.version, raw, offsets, facts, numbered, free, texts, said, self.config,
                         self.checked if self.checked is not None and tuple(self.checked[0]) == self.version else None)
 
     def _lines_of(self, raw: bytes) -> tuple[list[dict[str, Any]], list[int]] | None:
@@ -340,13 +345,15 @@ class SnapJob:
                 k += 1
         return (out, line_of) if k == self.count else None
 
-    def _free(self, entries: list[dict[str, Any]], line_of: list[int]) -> tuple[Free, dict[int, str]]:
-        """The settled verdict of each always-recalled line of no environment, and its text."""
+    def _free(self, entries: list[dict[str, Any]],
+              line_of: list[int]) -> tuple[Free, dict[int, str], dict[int, str]]:
+        """The settled verdict of each always-recalled line of no environment, its text, and a rule's filing word."""
         src, scorer = self.src, self.scorer
         known = self.free
         lines: list[int] = []
         verdicts: list[FreeVerdict] = []
         texts: dict[int, str] = {}
+        said: dict[int, str] = {}
         for i in self.always:
             if i >= self.count:
                 break
@@ -365,7 +372,9 @@ class SnapJob:
                              None if v is None else (v[0], v[1].score, v[1].app_match, v[1].appl, v[1].bonus)))
             text = settled.text if settled.text is not None else field_text(entries[n].get("summary")).lower()
             texts[n] = text
-        return Free(lines, verdicts), texts
+            if field_str(entries[n].get("type")) in USER_WORD_TYPES:
+                said[n] = filing_word(stance(said_text(entries[n]))) or ""
+        return Free(lines, verdicts), texts, said
 
 
 def load_generation(src: Source, file: SnapshotFile, config: str) -> Generation | None:

@@ -9,7 +9,7 @@ memories (their text, their features, their hits, a renamed file) is a method of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,7 +18,15 @@ from memory_plane.lifecycle import collector_paused, field_num, field_str, field
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
 from ._app_prior import AppPrior
-from ._features import Feat, device_text, episode_features, episode_text, long_term_text, memory_features
+from ._features import (
+    Feat,
+    device_text,
+    episode_features,
+    episode_text,
+    long_term_text,
+    memory_features,
+    said_text,
+)
 from ._generation import Generation, HitFields
 from ._line_entries import NO_ENTRY
 from ._postings_cache import REFRESH_AFTER, PersistJob, TokenCache
@@ -50,6 +58,19 @@ class IndexedStore(Protocol):
 
     def entry_for(self, record: Any) -> dict[str, Any]:
         """The index line of a record."""
+        ...
+
+    @property
+    def root(self) -> Path:
+        """The memory root."""
+        ...
+
+    def linked(self) -> bool:
+        """Whether the item folder is (under) a symlink: never read then."""
+        ...
+
+    def lock(self) -> Any:
+        """The store's lock (a context manager)."""
         ...
 
 
@@ -140,7 +161,7 @@ class Source:
     # -- the generation ------------------------------------------------------------------------
 
     @property
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> Sequence[dict[str, Any]]:
         """The index entries of the current generation."""
         return self.gen.entries
 
@@ -168,7 +189,7 @@ class Source:
     def _extend(self, gen: Generation, entries: list[dict[str, Any]], start: int) -> None:
         """Index entries ``start``.. (the first ones of a new generation: from the persisted postings if any)."""
         new = entries[start:]
-        gen.texts += map(self.text, new)
+        gen.texts.extend(map(self.text, new))
         self._add_fields(gen, new, start)
         loaded = 0
         counts = None
@@ -383,6 +404,30 @@ class Source:
         if facts is not None and i < len(facts.ids):
             return facts.ids[i] or ""
         return str(self.gen.entries[i].get("id"))
+
+    def filing_words(self, order: list[int]) -> Callable[[], list[str | None]]:
+        """What gives the filing word of each entry of ``order`` (``RulesSaid``): the snapshot's, read on first use,
+        else worked out from the line."""
+        def words() -> list[str | None]:
+            from .._contradiction import stance
+            from ._rules_said import filing_word
+
+            gen = self.gen
+            kept: dict[int, str] = {}
+            if gen.snap is not None:
+                try:
+                    kept = gen.snap.filing_words()
+                except StaleSnapshot as exc:
+                    log.info("retrieve snapshot: %s; the rules' stances are made from their lines", exc)
+                    gen.stale = True
+            out: list[str | None] = []
+            for i in order:
+                key = kept.get(i)
+                if key is None:
+                    key = filing_word(stance(said_text(gen.entries[i]))) or ""
+                out.append(key or None)
+            return out
+        return words
 
     def rule_text(self, i: int, known: Settled) -> str:
         """The lowercase text of a settled entry that a goal's names are looked for in."""
