@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import memory_plane.retrieval._snapshot as snapshot
 from memory_plane import MemoryPlane, MemoryRetrieveRequest, RetrieveConfig
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
@@ -29,6 +30,15 @@ APPS = ["WeChat", "Alipay", "Settings", "Chrome", "美团"]
 KINDS = ["rule", "preference", "profile", "fact", "fact", "rule"]
 GOALS = ["what is the office code", "open the garage", "pay with WeChat", "查看家里的门禁密码", "send Alice the ticket",
          "never share the vault pin", "Chrome printer settings", "amber monitor station", "买咖啡", "tram ticket code"]
+
+
+@pytest.fixture(autouse=True)
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test index of a few dozen lines spans many digest blocks and many rows of a word's postings, as 100,000
+    # lines do.
+    monkeypatch.setattr(snapshot, "BLOCK", 512)
+    monkeypatch.setattr(snapshot, "HEAD", 256)
+    monkeypatch.setattr(snapshot, "CHUNK", 4)
 
 
 def clock() -> datetime:

@@ -49,17 +49,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = "2"  # 2: each settled rule's filing word (``said``)
+FORMAT = "3"  # 2: each settled rule's filing word (``said``); 3: postings in chunks of lines
 BLOCK = 1 << 18  # bytes of the index file per digest: a forget re-hashes one block, not the file
 HEAD = 1 << 16  # bytes at the file's start hashed beside the version (a same-size rewrite within one mtime tick)
 MAX_COL = 256 << 20  # a column larger than this once inflated is not read
+CHUNK = 1 << 12  # lines per row of a token's postings: a forget rewrites one row of a common word, not all of it
 
 _U32 = next(code for code in "IL" if array(code).itemsize == 4)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blocks (b INTEGER PRIMARY KEY, digest BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS cols (name TEXT PRIMARY KEY, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS postings (token TEXT PRIMARY KEY, docs BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS postings (token TEXT NOT NULL, chunk INTEGER NOT NULL, docs BLOB NOT NULL,
+                                     PRIMARY KEY (token, chunk)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS texts (n INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS said (n INTEGER PRIMARY KEY, word TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gone (n INTEGER PRIMARY KEY);
@@ -156,27 +158,32 @@ class Snapshot:
         # One statement is one read of one state of the file: the version and the postings agree.
         with self._guard:
             try:
-                wid, docs = self._db.execute("SELECT (SELECT v FROM meta WHERE k = 'wid'), "
-                                             "(SELECT docs FROM postings WHERE token = ?)", (token,)).fetchone()
+                rows = self._db.execute("SELECT -1, v FROM meta WHERE k = 'wid' UNION ALL "
+                                        "SELECT chunk, docs FROM postings WHERE token = ? ORDER BY 1",
+                                        (token,)).fetchall()
             except sqlite3.Error as exc:
                 raise StaleSnapshot(str(exc)) from exc
-        if wid != self._wid:
+        if not rows or rows[0][1] != self._wid:
             raise StaleSnapshot("written anew since it was loaded")
-        return unpack(docs) if docs is not None else None
+        return _joined(d for _, d in rows[1:]) if len(rows) > 1 else None
 
     def postings_of(self, tokens: Sequence[str]) -> dict[str, list[int]]:
         """The lines holding each of ``tokens`` that any line holds; StaleSnapshot as ``posting``."""
-        out: dict[str, list[int]] = {}
+        out: dict[str, list[bytes]] = {}
         for k in range(0, len(tokens), 500):  # SQLite's limit on bound values is 999 in old builds
             part = tokens[k:k + 500]
-            rows = self._read(f"SELECT token, docs FROM postings WHERE token IN ({','.join('?' * len(part))})",
-                              tuple(part))
-            out.update((t, unpack(d)) for t, d in rows)
-        return out
+            rows = self._read("SELECT token, docs FROM postings WHERE token IN "
+                              f"({','.join('?' * len(part))}) ORDER BY token, chunk", tuple(part))
+            for t, d in rows:
+                out.setdefault(t, []).append(d)
+        return {t: _joined(ds) for t, ds in out.items()}
 
-    def all_postings(self) -> dict[str, bytes]:
-        """Every token's packed lines; StaleSnapshot when the file is no longer the one loaded."""
-        return dict(self._read("SELECT token, docs FROM postings"))
+    def all_postings(self) -> dict[str, list[int]]:
+        """Every token's lines; StaleSnapshot when the file is no longer the one loaded."""
+        out: dict[str, list[bytes]] = {}
+        for t, d in self._read("SELECT token, docs FROM postings ORDER BY token, chunk"):
+            out.setdefault(t, []).append(d)
+        return {t: _joined(ds) for t, ds in out.items()}
 
     def filing_words(self) -> dict[int, str]:
         """The filing word of each settled rule ("": none); StaleSnapshot when the file is no longer the one
@@ -204,6 +211,24 @@ def pack(numbers: Iterable[int]) -> bytes:
 def unpack(raw: Any) -> list[int]:
     """What ``pack`` wrote; ValueError for anything else."""
     return _le(_u32(raw)).tolist()
+
+
+def _joined(chunks: Iterable[Any]) -> list[int]:
+    """A token's lines from its rows, in order."""
+    out: list[int] = []
+    for d in chunks:
+        out += unpack(d)
+    return out
+
+
+def _chunks(docs: list[int]) -> Iterable[tuple[int, bytes]]:
+    """A token's lines (ascending) as (chunk, packed lines) rows."""
+    start = 0
+    while start < len(docs):
+        chunk = docs[start] // CHUNK
+        end = bisect_left(docs, (chunk + 1) * CHUNK, start)
+        yield chunk, pack(docs[start:end])
+        start = end
 
 
 def _u32(raw: Any) -> array:
@@ -458,8 +483,8 @@ class SnapshotFile:
             if data.free is not None:
                 cols["free"] = _col(tuple(data.free))
             db.executemany("INSERT INTO cols VALUES (?, ?)", cols.items())
-            db.executemany("INSERT INTO postings VALUES (?, ?)",
-                           ((t, pack(docs)) for t, docs in data.postings.items() if docs))
+            db.executemany("INSERT INTO postings VALUES (?, ?, ?)",
+                           ((t, c, d) for t, docs in data.postings.items() for c, d in _chunks(docs)))
             db.executemany("INSERT INTO texts VALUES (?, ?)", data.texts.items())
             db.executemany("INSERT INTO said VALUES (?, ?)", data.said.items())
             db.execute("COMMIT")
@@ -542,8 +567,9 @@ class SnapshotFile:
                 tokens = tokens_of(old)
                 if tokens is None:
                     raise ValueError(f"the line at byte {start} does not parse")
+                chunk = n // CHUNK
                 for t in tokens:
-                    row = db.execute("SELECT docs FROM postings WHERE token = ?", (t,)).fetchone()
+                    row = db.execute("SELECT docs FROM postings WHERE token = ? AND chunk = ?", (t, chunk)).fetchone()
                     if row is None:
                         continue
                     docs = _le(_u32(row[0]))
@@ -552,9 +578,10 @@ class SnapshotFile:
                         continue
                     del docs[k]
                     if docs:
-                        db.execute("UPDATE postings SET docs = ? WHERE token = ?", (_le(docs).tobytes(), t))
+                        db.execute("UPDATE postings SET docs = ? WHERE token = ? AND chunk = ?",
+                                   (_le(docs).tobytes(), t, chunk))
                     else:
-                        db.execute("DELETE FROM postings WHERE token = ?", (t,))
+                        db.execute("DELETE FROM postings WHERE token = ? AND chunk = ?", (t, chunk))
                 db.execute("DELETE FROM texts WHERE n = ?", (n,))
                 db.execute("DELETE FROM said WHERE n = ?", (n,))
                 db.execute("INSERT OR IGNORE INTO gone VALUES (?)", (n,))

@@ -48,7 +48,6 @@ from ._snapshot import (
     StaleSnapshot,
     line_offsets,
     read_index,
-    unpack,
 )
 
 if TYPE_CHECKING:
@@ -128,7 +127,7 @@ class SnapPostings(dict[str, list[int]]):
 
     def all(self) -> dict[str, list[int]]:
         """Every token's postings: the snapshot's, with the ones added since (a writer's full copy)."""
-        out = {t: unpack(d) for t, d in self._snap.all_postings().items()}
+        out = self._snap.all_postings()
         for t, plist in dict.items(self):
             out[t] = plist  # a token read from the snapshot and appended to since holds the whole list
         return out
