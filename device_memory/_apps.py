@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import re
 import threading
 from collections.abc import Iterable
@@ -120,6 +122,12 @@ class AppCatalog:
                 if key:
                     self._by_name.setdefault(key, cur.app_id)
             self._ids = {}  # a new name can change an answer
+
+    def fingerprint(self) -> str:
+        """A digest of every name the catalog knows and the app it names: what a text names depends on nothing else."""
+        with self._lock:
+            names = sorted(self._by_name.items())
+        return hashlib.blake2b("\n".join(f"{k}\t{v}" for k, v in names).encode("utf-8"), digest_size=16).hexdigest()
 
     def learn(self, app_id: str, names: Iterable[str] = (), packages: Iterable[str] = ()) -> None:
         """Remember names and packages an app profile observed."""

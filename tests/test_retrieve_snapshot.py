@@ -241,3 +241,26 @@ def test_a_linked_cache_folder_or_snapshot_is_neither_read_nor_written(tmp_path:
         first = plane.long_term.entries()[0]["id"]
         assert plane.forget(first)
     assert (outside / SNAP).read_bytes() == before  # a forget never writes through the link either
+
+
+def test_the_apps_a_rule_names_come_from_the_snapshot_only_under_the_same_catalog(tmp_path: Path) -> None:
+    from memory_plane.device_memory import AppCatalog
+
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 3 + 0, [k, k + 2], 7 * k + 1, 50, k) for k in range(20)]))
+    make_snapshot(root)
+    with open_plane(root) as plane:
+        fingerprint = plane.device.catalog.fingerprint()
+        config = snap_config().verdicts_key()
+    loaded = snapshot.SnapshotFile(root, "long_term").load(root / "long_term" / "index.yaml", config)
+    assert loaded is not None
+    try:
+        named = loaded.rule_apps(fingerprint)
+        assert named is not None and any(named.values())  # rules "In WeChat: ..." name their app
+        assert loaded.rule_apps("another catalog") is None
+    finally:
+        loaded.close()
+    catalog = AppCatalog.shipped()
+    before = catalog.fingerprint()
+    catalog.learn("zorbo", ["Zorbo"])
+    assert catalog.fingerprint() != before

@@ -133,6 +133,7 @@ class Generation:
         self.snap: Snapshot | None = None
         self.stale = False
         self.snap_texts: dict[int, str] | None = None  # the snapshot's rule texts, once a goal named something
+        self.snap_apps: dict[int, frozenset[str]] | None = None  # the apps its rules name, once a goal named an app
         self._views: OrderedDict[Env, EnvView] = OrderedDict()
 
     def view(self, env: Env) -> EnvView:

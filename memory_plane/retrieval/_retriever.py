@@ -200,7 +200,7 @@ class Retriever:
         # Snapshots: later appends (or a reset after a rewrite) do not change what is written.
         postings = [src.persist_job() for src in sources if src.cache_due()]
         self._writer.submit([job for job in postings if job is not None],
-                            [src.snapshot_job(self.scorer) for src in sources if src.snapshot_due()])
+                            [src.snapshot_job(self.scorer, self.rule_scope) for src in sources if src.snapshot_due()])
 
     def prepare(self) -> None:
         """Bring every source in step with its index now and write the persisted postings that are missing

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = "3"  # 2: each settled rule's filing word (``said``); 3: postings in chunks of lines
+FORMAT = "4"  # 2: each settled rule's filing word; 3: postings in chunks of lines; 4: the apps a rule names
 BLOCK = 1 << 18  # bytes of the index file per digest: a forget re-hashes one block, not the file
 HEAD = 1 << 16  # bytes at the file's start hashed beside the version (a same-size rewrite within one mtime tick)
 MAX_COL = 256 << 20  # a column larger than this once inflated is not read
@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS postings (token TEXT NOT NULL, chunk INTEGER NOT NULL
                                      PRIMARY KEY (token, chunk)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS texts (n INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS said (n INTEGER PRIMARY KEY, word TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS apps (n INTEGER PRIMARY KEY, apps TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gone (n INTEGER PRIMARY KEY);
 """
 
@@ -113,6 +114,8 @@ class SnapData:
     free: Free | None
     texts: dict[int, str]  # the lowercase text of each settled line (the ones a goal's names are looked for in)
     said: dict[int, str]  # the filing word of each settled rule or preference ("": none, ``RulesSaid``)
+    apps: dict[int, frozenset[str]]  # the apps each settled rule or preference names (``RuleScope.apps``)
+    catalog: str  # the app catalog they were named under (``AppCatalog.fingerprint``)
     config: str
     checked: Any  # the folder stamp the index was found to match its item files at (None: not known)
 
@@ -189,6 +192,14 @@ class Snapshot:
         """The filing word of each settled rule ("": none); StaleSnapshot when the file is no longer the one
         loaded."""
         return dict(self._read("SELECT n, word FROM said"))
+
+    def rule_apps(self, catalog: str) -> dict[int, frozenset[str]] | None:
+        """The apps each settled rule names, when named under ``catalog`` (None: under another one); StaleSnapshot
+        when the file is no longer the one loaded."""
+        rows = self._read("SELECT -1, v FROM meta WHERE k = 'catalog' UNION ALL SELECT n, apps FROM apps")
+        if not rows or rows[0][0] != -1 or rows[0][1] != catalog:
+            return None
+        return {n: frozenset(a.split("\x1f")) if a else frozenset() for n, a in rows[1:]}
 
     def texts(self) -> dict[int, str]:
         """The lowercase text of each settled line; StaleSnapshot when the file is no longer the one loaded."""
@@ -471,7 +482,7 @@ class SnapshotFile:
             db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("format", FORMAT), ("tokenizer", tokenizer_fingerprint()), ("config", data.config),
                 ("wid", secrets.token_hex(8)), ("bytes", str(size)), ("stat", json.dumps(data.version)),
-                ("head", _digest(raw[:min(HEAD, size)]).hex()),
+                ("head", _digest(raw[:min(HEAD, size)]).hex()), ("catalog", data.catalog),
                 ("checked", json.dumps(data.checked) if data.checked is not None else "")])
             view = memoryview(raw)
             db.executemany("INSERT INTO blocks VALUES (?, ?)", (
@@ -487,6 +498,8 @@ class SnapshotFile:
                            ((t, c, d) for t, docs in data.postings.items() for c, d in _chunks(docs)))
             db.executemany("INSERT INTO texts VALUES (?, ?)", data.texts.items())
             db.executemany("INSERT INTO said VALUES (?, ?)", data.said.items())
+            db.executemany("INSERT INTO apps VALUES (?, ?)",
+                           ((n, "\x1f".join(sorted(a))) for n, a in data.apps.items()))
             db.execute("COMMIT")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         try:
@@ -584,6 +597,7 @@ class SnapshotFile:
                         db.execute("DELETE FROM postings WHERE token = ? AND chunk = ?", (t, chunk))
                 db.execute("DELETE FROM texts WHERE n = ?", (n,))
                 db.execute("DELETE FROM said WHERE n = ?", (n,))
+                db.execute("DELETE FROM apps WHERE n = ?", (n,))
                 db.execute("INSERT OR IGNORE INTO gone VALUES (?)", (n,))
                 blocks.update(range(start // BLOCK, (start + len(old) - 1) // BLOCK + 1))
             # Unknown until the lines are blanked: a forget killed in between leaves a snapshot checked by blocks.

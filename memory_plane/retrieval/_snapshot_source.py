@@ -53,6 +53,7 @@ from ._snapshot import (
 if TYPE_CHECKING:
     from ._scoring import Scorer
     from ._sources import Source
+    from ._user_rules import RuleScope
 
 log = logging.getLogger("memory_plane")
 
@@ -257,9 +258,9 @@ def _facts_of(entries: Iterable[dict[str, Any]], always_types: Any, first: int) 
 class SnapJob:
     """What a generation knows, captured on the caller's thread, for a writer thread to make a snapshot of."""
 
-    def __init__(self, src: Source, scorer: Scorer, config: str) -> None:
+    def __init__(self, src: Source, scorer: Scorer, config: str, scope: RuleScope) -> None:
         gen = src.gen
-        self.src, self.scorer, self.config = src, scorer, config
+        self.src, self.scorer, self.config, self.scope = src, scorer, config, scope
         self.file: SnapshotFile = src.snap_file  # type: ignore[assignment]
         self.index_path = Path(src.store.index.path)
         self.gen = gen
@@ -314,8 +315,9 @@ class SnapJob:
         facts = _facts_of(entries, self.src.always_types, 0)
         count = self.count
         numbered = {t: [line_of[d] for d in plist if d < count] for t, plist in list(postings.items())}
-        free, texts, said = self._free(entries, line_of)
-        return SnapData(self.version, raw, offsets, facts, numbered, free, texts, said, self.config,
+        catalog = self.scope.catalog.fingerprint()
+        free, texts, said, apps = self._free(entries, line_of)
+        return SnapData(self.version, raw, offsets, facts, numbered, free, texts, said, apps, catalog, self.config,
                         self.checked if self.checked is not None and tuple(self.checked[0]) == self.version else None)
 
     def _lines_of(self, raw: bytes) -> tuple[list[dict[str, Any]], list[int]] | None:
@@ -344,15 +346,17 @@ class SnapJob:
                 k += 1
         return (out, line_of) if k == self.count else None
 
-    def _free(self, entries: list[dict[str, Any]],
-              line_of: list[int]) -> tuple[Free, dict[int, str], dict[int, str]]:
-        """The settled verdict of each always-recalled line of no environment, its text, and a rule's filing word."""
+    def _free(self, entries: list[dict[str, Any]], line_of: list[int]
+              ) -> tuple[Free, dict[int, str], dict[int, str], dict[int, frozenset[str]]]:
+        """The settled verdict of each always-recalled line of no environment, its text, and a rule's filing word and
+        the apps it names."""
         src, scorer = self.src, self.scorer
         known = self.free
         lines: list[int] = []
         verdicts: list[FreeVerdict] = []
         texts: dict[int, str] = {}
         said: dict[int, str] = {}
+        apps: dict[int, frozenset[str]] = {}
         for i in self.always:
             if i >= self.count:
                 break
@@ -373,7 +377,8 @@ class SnapJob:
             texts[n] = text
             if field_str(entries[n].get("type")) in USER_WORD_TYPES:
                 said[n] = filing_word(stance(said_text(entries[n]))) or ""
-        return Free(lines, verdicts), texts, said
+                apps[n] = self.scope.apps(entries[n])
+        return Free(lines, verdicts), texts, said, apps
 
 
 def load_generation(src: Source, file: SnapshotFile, config: str) -> Generation | None:

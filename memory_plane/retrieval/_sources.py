@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ._goal_match import Query
     from ._scoring import Scorer
     from ._snapshot_source import SnapJob
+    from ._user_rules import RuleScope
 
 log = logging.getLogger("memory_plane")
 
@@ -391,12 +392,26 @@ class Source:
             return len(gen.entries) >= self.snap_min and gen.entries is not None
         return True
 
-    def snapshot_job(self, scorer: Scorer) -> SnapJob:
+    def snapshot_job(self, scorer: Scorer, scope: RuleScope) -> SnapJob:
         """What to write of the generation's snapshot, captured now (``SnapJob.run`` writes it)."""
         from ._snapshot_source import SnapJob
 
         self._snap_asked = len(self.gen.entries)
-        return SnapJob(self, scorer, self.snap_config)
+        return SnapJob(self, scorer, self.snap_config, scope)
+
+    def snapshot_apps(self, catalog: Callable[[], str]) -> dict[int, frozenset[str]] | None:
+        """The apps each rule of the snapshot names (read once per generation), when named under the catalog as it
+        is (``catalog``: its fingerprint); None without a snapshot or under another catalog."""
+        gen = self.gen
+        if gen.snap is None:
+            return None
+        if gen.snap_apps is None:
+            try:
+                gen.snap_apps = gen.snap.rule_apps(catalog()) or {}
+            except StaleSnapshot as exc:
+                log.info("retrieve snapshot: %s; the apps rules name are found in their lines", exc)
+                gen.stale, gen.snap_apps = True, {}
+        return gen.snap_apps
 
     def id_of(self, i: int) -> str:
         """Entry i's id (from the snapshot's facts when it has them: the line is not parsed)."""

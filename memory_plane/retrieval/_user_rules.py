@@ -56,12 +56,17 @@ class RuleScope:
             found.add(a)
         return frozenset(found)
 
-    def entry_apps(self, gen: Generation, i: int) -> frozenset[str]:
-        """``apps`` of entry ``i`` of an index generation (worked out once: a few rules, every retrieve)."""
+    def entry_apps(self, gen: Generation, i: int, src: Source | None = None) -> frozenset[str]:
+        """``apps`` of entry ``i`` of an index generation (worked out once: a few rules, every retrieve; what its
+        source's snapshot kept, when it did, under the catalog as it is)."""
         known = gen.rule_apps
         apps = known.get(i)
         if apps is None:
-            apps = known[i] = self.apps(gen.entries[i])
+            kept = src.snapshot_apps(self.catalog.fingerprint) if src is not None else None
+            apps = kept.get(i) if kept else None
+            if apps is None:
+                apps = self.apps(gen.entries[i])
+            known[i] = apps
         return apps
 
     def applies(self, e: dict[str, Any], q: ParsedQuery) -> bool:
@@ -78,7 +83,7 @@ class RuleScope:
         known = src.gen.goal_rules
         hit = known.get(goal_apps)
         if hit is None:
-            hit = known[goal_apps] = GoalRules(self, src.gen, goal_apps)
+            hit = known[goal_apps] = GoalRules(self, src.gen, goal_apps, src)
         return hit
 
 
@@ -101,9 +106,10 @@ class GoalRules:
     """One index generation's rules and preferences seen from one goal's apps: which apply, and the fixed part of their
     order in the block (memoised per entry: the same rules are asked about on every retrieve)."""
 
-    def __init__(self, scope: RuleScope, gen: Generation, goal_apps: frozenset[str]) -> None:
+    def __init__(self, scope: RuleScope, gen: Generation, goal_apps: frozenset[str], src: Source | None = None) -> None:
         self.scope = scope
         self.gen = gen
+        self.src = src  # whose snapshot may know the apps each rule names
         self.entries = gen.entries
         self.goal_apps = goal_apps
         self._applies: dict[int, bool] = {}
@@ -118,7 +124,7 @@ class GoalRules:
                 self.entries[i].get("type"))
             # A goal of no app takes every rule: the apps a rule names are not looked for then.
             hit = kind in USER_WORD_TYPES and (
-                not self.goal_apps or _applies(self.scope.entry_apps(self.gen, i), self.goal_apps))
+                not self.goal_apps or _applies(self.scope.entry_apps(self.gen, i, self.src), self.goal_apps))
             self._applies[i] = hit
         return hit
 
@@ -134,6 +140,6 @@ class GoalRules:
             else:
                 e = self.entries[c.i]
                 model, priority = e.get("source") == "model", field_num(e.get("priority"), 0)
-            prefix = (model, not (goal_apps and self.scope.entry_apps(self.gen, c.i) & goal_apps), -priority)
+            prefix = (model, not (goal_apps and self.scope.entry_apps(self.gen, c.i, self.src) & goal_apps), -priority)
             self._prefix[c.i] = prefix
         return (*prefix, -c.score, c.item_id or self.entries[c.i]["id"])
