@@ -105,7 +105,9 @@ class Source:
         self.snap_file: SnapshotFile | None = None
         self.snap_config = ""
         self.snap_min = 0
-        self._snap_asked = 0  # lines of the generation when a snapshot of it was last asked for
+        # The generation a snapshot was last asked for, with its lines then (None: none asked for yet, or asked
+        # again: the catalog the snapshot named the rules' apps under has changed).
+        self._snap_asked: tuple[Generation, int] | None = None
 
     # -- what differs by kind ------------------------------------------------------------------
 
@@ -348,7 +350,7 @@ class Source:
             return False
         self._drop_generation()
         self.gen = new
-        self._snap_asked = len(new.entries)
+        self._snap_asked = (new, new.snap.covered if new.snap is not None else len(new.entries))
         return True
 
     def _drop_generation(self) -> None:
@@ -385,18 +387,16 @@ class Source:
 
     def snapshot_due(self) -> bool:
         """Whether a snapshot of the generation should be written now (none for it yet, or it lags by many lines)."""
-        file, gen = self.snap_file, self.gen
-        if file is None or file.disabled or len(gen.entries) - self._snap_asked < min(REFRESH_AFTER, self.snap_min):
+        file, gen, asked = self.snap_file, self.gen, self._snap_asked
+        if file is None or file.disabled or len(gen.entries) < self.snap_min:
             return False
-        if gen.lines is None:
-            return len(gen.entries) >= self.snap_min and gen.entries is not None
-        return True
+        return asked is None or asked[0] is not gen or len(gen.entries) - asked[1] >= min(REFRESH_AFTER, self.snap_min)
 
     def snapshot_job(self, scorer: Scorer, scope: RuleScope) -> SnapJob:
         """What to write of the generation's snapshot, captured now (``SnapJob.run`` writes it)."""
         from ._snapshot_source import SnapJob
 
-        self._snap_asked = len(self.gen.entries)
+        self._snap_asked = (self.gen, len(self.gen.entries))
         return SnapJob(self, scorer, self.snap_config, scope)
 
     def snapshot_apps(self, catalog: Callable[[], str]) -> dict[int, frozenset[str]] | None:
@@ -407,7 +407,12 @@ class Source:
             return None
         if gen.snap_apps is None:
             try:
-                gen.snap_apps = gen.snap.rule_apps(catalog()) or {}
+                kept = gen.snap.rule_apps(catalog())
+                if kept is None:
+                    # The catalog learned a name since: the apps are found in the lines now, and the snapshot is
+                    # written again under the catalog as it is.
+                    self._snap_asked = None
+                gen.snap_apps = kept or {}
             except StaleSnapshot as exc:
                 log.info("retrieve snapshot: %s; the apps rules name are found in their lines", exc)
                 gen.stale, gen.snap_apps = True, {}
