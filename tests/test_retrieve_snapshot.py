@@ -264,3 +264,20 @@ def test_the_apps_a_rule_names_come_from_the_snapshot_only_under_the_same_catalo
     before = catalog.fingerprint()
     catalog.learn("zorbo", ["Zorbo"])
     assert catalog.fingerprint() != before
+
+
+def test_a_snapshot_behind_by_many_lines_is_written_again_from_the_one_it_started_from(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 3], k, 20, k) for k in range(16)]))
+    make_snapshot(root)
+    with open_plane(root) as plane:
+        blocks(plane)
+        for k in range(12):  # more lines than a snapshot of this size may lag by
+            plane.long_term.save_memory(type=KINDS[k % len(KINDS)], content=f"the {WORDS[k]} kiosk code is {k}71")
+        blocks(plane)  # started from the snapshot, its appended lines taken in: a new snapshot is written
+        assert plane._retriever._lt_source.gen.lines is not None
+    with open_plane(root) as plane:
+        got = blocks(plane)
+        src = plane._retriever._lt_source
+        assert src.gen.snap is not None and src.gen.snap.covered == len(src.gen.entries)
+    assert got == baseline(root)
