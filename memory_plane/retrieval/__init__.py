@@ -2,7 +2,8 @@
 
 ``Retriever`` (``_retriever``) recalls each source's candidates from the stores' indexes (``_recall``;
 ``_sources``: one class per kind of store; ``_features``: what an index line says; ``_postings_cache``), each
-source's derived state held by its index's current ``Generation`` (``_generation``), has each one judged
+source's derived state held by its index's current ``Generation`` (``_generation``; a fresh process starts the
+long-term one from its snapshot: ``_snapshot``, ``_snapshot_source``, ``_line_entries``), has each one judged
 (``Scorer.judge`` in ``_scoring``, its records in ``_candidates``: the filters of its kind in their order, the
 score, the section it belongs to; ``_goal_match``: how a memory's app, intent and tools match the goal),
 routes the kept ones to the block's sections, keeps each section's best within its cap and fits the block to

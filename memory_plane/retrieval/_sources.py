@@ -348,16 +348,10 @@ class Source:
         new = load_generation(self, file, self.snap_config)
         if new is None:
             return False
-        self._drop_generation()
+        # The old generation's snapshot is let go with it (a writer still reading it keeps it until done).
         self.gen = new
         self._snap_asked = (new, new.snap.covered if new.snap is not None else len(new.entries))
         return True
-
-    def _drop_generation(self) -> None:
-        old = self.gen
-        self.gen = Generation([])
-        if old.snap is not None:
-            old.snap.close()
 
     def _appended(self, gen: Generation, version: tuple[int, int, int]) -> bool:
         """Take in the lines appended to the index since ``gen`` read it (False: it changed otherwise)."""
