@@ -237,8 +237,10 @@ class ItemCollection(Generic[R]):
         except FileNotFoundError:
             return None
 
-    def save_locked(self, record: R) -> Path:
-        """Write an item file then its index line (the caller holds the lock)."""
+    def save_locked(self, record: R, *, new_line: bool = False) -> Path:
+        """Write an item file then its index line (the caller holds the lock). ``new_line``: the caller knows the
+        index holds no line of this item: it is appended without the index being read (a large index is not parsed
+        for one new line)."""
         path = self.path_of(record.id)  # type: ignore[attr-defined]
         old_text = self._old_text(path)
         with index_writes(self):
@@ -246,7 +248,10 @@ class ItemCollection(Generic[R]):
             atomic_write(path, self.dump(record, old_text), root=self.root)
             entry = self.entry_for(record)
             entry["path"] = self.layout.name_of(path)
-            self.index.upsert(entry)
+            if new_line and old_text is None and self.index.path.exists():
+                self.index.append(entry)
+            else:
+                self.index.upsert(entry)
         return path
 
     records_writes = False

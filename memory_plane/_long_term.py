@@ -240,6 +240,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             return changed
         changed = self.sync_candidates(items) or changed
         self.note_index_lines()
+        self.candidates.index_caught_up()  # index.yaml was just made from the files
         return changed
 
     def note_index_lines(self) -> None:
@@ -281,17 +282,23 @@ class LongTermStore(ItemCollection[LongTermMemory]):
             except (OSError, FileProblemError):
                 records[name] = None  # a file that does not load is no candidate (verify names it)
         with self.lock():
-            self.candidates.refresh(records, gone)
+            # Files another hand removed (or renamed) may still have lines in index.yaml: until the index is rebuilt,
+            # no save appends a line without reading it (``new_line_safe``).
+            self.candidates.refresh(records, gone, index_behind=bool(gone))
         return True
 
-    def save_locked(self, record: LongTermMemory) -> Path:
+    def save_locked(self, record: LongTermMemory, *, new_line: bool = False) -> Path:
         """Write a memory file and its index line, then its row of the candidates index (the caller holds the
         lock); an index that was behind the files is left for the next save to bring up to date."""
         current = self.candidates.current()
         self.index.appended = None
         hook = self.index_hook
         before = _version(self.index.path) if hook is not None else None
-        path = super().save_locked(record)
+        # A memory file the candidates index (as current as the folder) has no row of is new: index.yaml has no line
+        # of it either (unless another hand removed its file since the index was last rebuilt), and its line is
+        # appended without the index being parsed (a second at 100,000 memories).
+        new_line = new_line or (current and self.candidates.new_line_safe(self.path_for(record.id).name))
+        path = super().save_locked(record, new_line=new_line)
         if hook is not None and self.index.appended is not None and self.index.appended[0] == record.id:
             hook.appended(before, _version(self.index.path))
         if current:

@@ -166,11 +166,15 @@ class CandidateIndex:
             db.execute("PRAGMA secure_delete = ON")  # a forgotten memory's words do not stay in free pages
             db.execute("PRAGMA journal_mode = DELETE")
             db.execute("PRAGMA synchronous = FULL")
-            if _version(db) not in (None, _VERSION):
+            version = _version(db)
+            if version not in (None, _VERSION):
                 # Made by another version of this module: derived data, made again from the files.
                 db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta; "
                                 "DROP TABLE IF EXISTS lines;")
             db.executescript(_SCHEMA)
+            if version != _VERSION:
+                # Made now: whether index.yaml matches the files is not known until it is rebuilt (``new_line_safe``).
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('index_behind', '1')")
             yield db
         finally:
             db.close()
@@ -258,6 +262,21 @@ class CandidateIndex:
         except sqlite3.Error:
             return False
         return row is not None and row[0] == index_file
+
+    def new_line_safe(self, name: str) -> bool:
+        """Whether a save of this memory file may append its index.yaml line without reading the index: the index
+        has no row of it, and no file was found removed by another hand since index.yaml was last rebuilt."""
+        with self._db() as db:
+            behind, row = db.execute("SELECT (SELECT value FROM meta WHERE name = 'index_behind'), "
+                                     "(SELECT 1 FROM items WHERE name = ?)", (name,)).fetchone()
+        return behind is None and row is None
+
+    def index_caught_up(self) -> None:
+        """Say that index.yaml was just rebuilt from the files (``new_line_safe``)."""
+        if not self.path.is_file():
+            return
+        with self._db() as db:
+            db.execute("DELETE FROM meta WHERE name = 'index_behind'")
 
     def line_hints(self, names: Iterable[str]) -> dict[str, int]:
         """Memory id -> where its index line was last seen to start, for these files (those that have a hint)."""
@@ -365,18 +384,22 @@ class CandidateIndex:
         except sqlite3.DatabaseError:
             return {}
 
-    def refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str]) -> None:
-        """Rewrite the rows of these files (None: a file that does not load, left out) and drop the gone."""
+    def refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str], *,
+                index_behind: bool = False) -> None:
+        """Rewrite the rows of these files (None: a file that does not load, left out) and drop the gone;
+        ``index_behind``: index.yaml may still have lines of the gone ones (until ``index_caught_up``)."""
         try:
-            self._refresh(records, gone)
+            self._refresh(records, gone, index_behind)
         except sqlite3.DatabaseError:
             # A file SQLite cannot read (torn, hand-edited) is derived data: made again from the items.
             self.path.unlink(missing_ok=True)
-            self._refresh(records, gone)
+            self._refresh(records, gone, index_behind)
 
-    def _refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str]) -> None:
+    def _refresh(self, records: dict[str, LongTermMemory | None], gone: Iterable[str], index_behind: bool) -> None:
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
+            if index_behind:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('index_behind', '1')")
             for name in gone:
                 self._drop(db, name)
             for name, mem in records.items():

@@ -320,3 +320,39 @@ def test_a_rule_among_many_sharing_its_common_pieces_reads_few_files(
     assert store.save_memory(type="rule", content="never confirm the vault pin before paying").status == "superseded"
     assert read == [store.path_for(replaced).name]  # the one the last save replaces, no other
     plane.close()
+
+
+def test_a_new_memory_is_appended_without_the_index_being_parsed(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_plane.lifecycle import IndexFile, forget_loaded_indexes
+
+    root = tmp_path / "m"
+    init_tree(root)
+    store = LongTermStore(root)
+    for k in range(30):
+        store.save_memory(type="fact", content=f"the garden shed {k} key is under pot {k}")
+    store.rebuild_index()  # a verify: index.yaml is known to match the files
+    forget_loaded_indexes()  # a fresh process: no parse of index.yaml in memory
+    reads: list[Path] = []
+    real = IndexFile.read
+    monkeypatch.setattr(IndexFile, "read", lambda self: (reads.append(self.path), real(self))[1])
+    fresh = LongTermStore(root)
+    res = fresh.save_memory(type="fact", content="the attic ladder is in the garage")
+    assert res.status == "saved"
+    assert store.index.path not in reads  # the new line was appended, the index not read
+    lines = [e["id"] for e in LongTermStore(root).entries()]
+    assert lines.count(res.id) == 1 and len(lines) == 31
+
+
+def test_a_memory_saved_again_after_its_file_was_deleted_by_hand_keeps_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    init_tree(root)
+    store = LongTermStore(root)
+    for k in range(5):
+        store.save_memory(type="fact", content=f"the tram pass {k} is in the blue wallet")
+    gone = store.save_memory(type="fact", content="the spare phone charger is in the desk")
+    os.unlink(store.path_for(gone.id))  # by hand: index.yaml still has its line
+    again = LongTermStore(root).save_memory(type="fact", content="the spare phone charger is in the desk")
+    assert again.id == gone.id
+    raw = (root / "long_term" / "index.yaml").read_text("utf-8")
+    assert raw.count(f'"id": "{gone.id}"') == 1
