@@ -15,6 +15,7 @@ from ._atomic import (
     fsync_file,
     is_temp_name,
     read_bytes_nofollow,
+    temp_name,
 )
 from ._clock import (
     BUILD_DATE,
@@ -303,6 +304,7 @@ __all__ = [
     "stat_key",
     "strip_unsafe",
     "system_clock",
+    "temp_name",
     "template_files",
     "tree_size",
     "unset_clock",

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder
+from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder, temp_name
 
 from .._tokens import tokenizer_fingerprint
 from ._postings_cache import CACHE_DIR
@@ -440,7 +440,7 @@ class SnapshotFile:
         folder = self.path.parent
         dfd = open_dir(self.root, folder, create=True)
         try:
-            tmp = f".{self.path.name}.{secrets.token_hex(6)}.tmp"
+            tmp = temp_name(self.path).name  # a staging name GC knows as stale debris if a writer was killed
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644, dir_fd=dfd)
             try:
                 own_fd_like_folder(dfd, fd)
