@@ -36,7 +36,7 @@ class IndexLines(Sequence[dict[str, Any]]):
     added with ``extend`` (the bytes they came with)."""
 
     def __init__(self, raw: bytes, offsets: Sequence[int]) -> None:
-        self._chunks = [raw]  # the file's bytes as read, then each appended piece
+        self._chunks = [raw]  # the file's bytes as read (maybe more than the lines cover), then each appended piece
         self._starts = [0]  # where each chunk starts in the file
         self._offsets = list(offsets)  # where each line starts, and where the last one ends
         self._parsed: list[dict[str, Any] | None] = [None] * (len(self._offsets) - 1)
@@ -83,11 +83,17 @@ class IndexLines(Sequence[dict[str, Any]]):
 
     def bytes_upto(self, count: int) -> bytes:
         """The file's bytes up to the end of line ``count - 1``."""
-        return b"".join(self._chunks)[:self._offsets[count]]
+        # A chunk may run past where the next one starts (the first is the whole file as read): each is cut there.
+        ends = [*self._starts[1:], self._offsets[-1]]
+        whole = b"".join(c[:end - start] for c, start, end in zip(self._chunks, self._starts, ends))
+        return whole[:self._offsets[count]]
 
     def tail(self, n: int) -> bytes:
         """The last ``n`` bytes the lines cover (an append is checked against them)."""
-        return self._chunks[-1][-n:] if len(self._chunks[-1]) >= n else b"".join(self._chunks)[-n:]
+        last, start = self._chunks[-1], self._starts[-1]
+        if self._offsets[-1] - start >= n:
+            return last[self._offsets[-1] - start - n:self._offsets[-1] - start]
+        return self.bytes_upto(len(self))[-n:]
 
     def extend(self, piece: bytes, offsets: Sequence[int]) -> None:
         """Add the lines of ``piece`` (the bytes appended to the file), which start at ``offsets`` (the first one at

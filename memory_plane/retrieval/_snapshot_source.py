@@ -156,7 +156,7 @@ def start(src: Source, snap: Snapshot) -> Generation | None:
     store = src.store
     covered, facts = snap.covered, snap.facts
     size = snap.offsets[-1]
-    lines = IndexLines(snap.raw[:size], snap.offsets)
+    lines = IndexLines(snap.raw, snap.offsets)  # not a copy: the bytes past ``size`` are added as lines below
     if not add_lines(lines, snap.raw[size:], size):
         return None
     if not lines_match(store, facts, snap.checked, lines):
