@@ -36,6 +36,7 @@ from memory_plane.lifecycle import (
     format_ts,
     guarded_unlink,
     has_symlink,
+    index_stamp,
     load_retention,
     one_line,
     order_bytes,
@@ -84,12 +85,16 @@ class IndexHook(Protocol):
         """The name of its file under ``.cache/retrieve`` (a forget's scrub leaves it to the hook)."""
         ...
 
-    def appended(self, before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> None:
-        """A save appended one line to index.yaml: its (mtime, size, inode) before and after."""
+    def appended(self, before: tuple[int, int, int] | None, after: tuple[int, int, int] | None,
+                 stamps: tuple[Any, Any] | None = None) -> None:
+        """A save appended one line to index.yaml: its (mtime, size, inode) before and after, and the store's
+        ``index_stamp`` before and after (the save kept the index matching its files)."""
         ...
 
-    def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[], None]:
-        """A forget is about to blank these lines ((start, bytes) each); what to call once they are blanked."""
+    def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[tuple[Any, Any] | None],
+                                                                                          None]:
+        """A forget is about to blank these lines ((start, bytes) each); what to call once they are blanked and their
+        files removed (with the store's ``index_stamp`` before and after)."""
         ...
 
 log = logging.getLogger("memory_plane")
@@ -294,13 +299,14 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         self.index.appended = None
         hook = self.index_hook
         before = _version(self.index.path) if hook is not None else None
+        stamp = index_stamp(self) if hook is not None else None
         # A memory file the candidates index (as current as the folder) has no row of is new: index.yaml has no line
         # of it either (unless another hand removed its file since the index was last rebuilt), and its line is
         # appended without the index being parsed (a second at 100,000 memories).
         new_line = new_line or (current and self.candidates.new_line_safe(self.path_for(record.id).name))
         path = super().save_locked(record, new_line=new_line)
         if hook is not None and self.index.appended is not None and self.index.appended[0] == record.id:
-            hook.appended(before, _version(self.index.path))
+            hook.appended(before, _version(self.index.path), (stamp, index_stamp(self)))
         if current:
             appended = self.index.appended
             # Where its index line starts, when the save appended it (a rewrite moved other lines: no hint).

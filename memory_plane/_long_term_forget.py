@@ -19,13 +19,14 @@ same, less specifically, and would keep the text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memory_plane.lifecycle import (
     FileProblemError,
     UnsafePathError,
     UsageError,
     content_hash,
+    index_stamp,
     index_writes,
     is_safe_id,
     remove_path,
@@ -117,7 +118,8 @@ def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
             current = store.candidates.current()
             # Their lines blanked in place where the candidates index saw them start (checked there first): the
             # index file is never rewritten, so a forget costs what it removes, whatever the store's size.
-            blanked: list[Callable[[], None]] = []
+            blanked: list[Callable[[tuple[Any, Any] | None], None]] = []
+            stamp = index_stamp(store) if hook is not None else None
 
             def forgetting(spans: list[tuple[int, bytes]]) -> None:
                 # The snapshot of the index loses their words before their lines do (a kill in between leaves a
@@ -127,13 +129,13 @@ def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
 
             store.index.blank_out([m.id for m in mems], store.candidates.line_hints(names) if current else None,
                                   before=forgetting)
-            for done in blanked:
-                done()
             for m in mems:
                 path = store.path_for(m.id)
                 if path.exists():
                     remove_path(store.root, path)  # every removal of a memory file is this one
                     changed.append(store.rel(path))
+            for done in blanked:  # lines and files went together: the index still matches its files
+                done((stamp, index_stamp(store)))
             # The rows go with the files (their deleted pages overwritten): no key of the text stays, even in an
             # index that was behind the folder (left behind: the next save brings it up to date).
             store.candidates.drop(names, seal=current)

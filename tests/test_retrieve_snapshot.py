@@ -320,3 +320,25 @@ def test_an_index_edited_by_hand_in_any_way_is_never_read_through_the_snapshot_w
     index.write_bytes(raw)
     got, _ = from_snapshot(root)  # whatever it makes of the file (a doubtful one is rebuilt from the item files)
     assert got == baseline(root)
+
+
+def test_saves_and_forgets_keep_the_snapshot_vouching_for_the_index_without_a_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import memory_plane.retrieval._snapshot_source as snapshot_source
+
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 7], k, 35, k) for k in range(18)]))
+    make_snapshot(root)
+    with open_plane(root) as plane:
+        kept = plane.long_term.save_memory(type="fact", content="The lighthouse key is in the red tin").id
+        plane.long_term.save_memory(type="rule", content="Always lock the lighthouse door")
+        assert plane.forget(kept)
+    listed: list[Path] = []
+    real = snapshot_source.paths_doubt
+    monkeypatch.setattr(snapshot_source, "paths_doubt", lambda store, *a: (listed.append(store.dir), real(store, *a))[1])
+    got, used = from_snapshot(root)
+    assert used and listed == []  # the folder was not listed: the writers kept the snapshot's word
+    assert got == baseline(root)
+    (root / "long_term" / "memories" / "mem_0000000000aa.md").write_text("---\nid: mem_0000000000aa\n---\nby hand\n")
+    from_snapshot(root)
+    assert listed  # a file added by another hand: the folder is listed again

@@ -71,6 +71,9 @@ CREATE TABLE IF NOT EXISTS gone (n INTEGER PRIMARY KEY);
 Version = tuple[int, int, int]
 """(mtime_ns, size, inode) of an index file."""
 
+Stamps = tuple[Any, Any] | None
+"""The index's ``index_stamp`` before and after a writer's change that kept it matching its item files."""
+
 
 class StaleSnapshot(Exception):
     """The snapshot file was written anew since it was loaded: what it answers now is of another index."""
@@ -520,9 +523,10 @@ class SnapshotFile:
         db.execute("PRAGMA synchronous = FULL")
         return db
 
-    def note_appended(self, before: Version | None, after: Version | None) -> None:
+    def note_appended(self, before: Version | None, after: Version | None, stamps: Stamps = None) -> None:
         """A writer appended whole lines to the index (``before`` -> ``after``): when the snapshot was of the version
-        before, it stays valid for the one after (the lines it covers did not move)."""
+        before, it stays valid for the one after (the lines it covers did not move); ``stamps``: the index's stamp
+        before and after the write (``index_stamp``), which kept it matching its files."""
         import sqlite3  # with a snapshot only: a start that has none never loads SQLite
 
         if before is None or after is None or not self.path.exists():
@@ -534,33 +538,35 @@ class SnapshotFile:
             with closing(db):
                 db.execute("PRAGMA synchronous = OFF")  # a torn write leaves the version unknown: checked by blocks
                 db.execute("UPDATE meta SET v = ? WHERE k = 'stat' AND v = ?", (json.dumps(after), json.dumps(before)))
+                _follow(db, stamps)
         except sqlite3.Error as exc:
             log.info("retrieve snapshot %s: the append was not noted: %s", self.path, exc)
 
     def forget_lines(self, index_path: Path, lines: Sequence[tuple[int, bytes]],
-                     tokens_of: Callable[[bytes], frozenset[str] | None]) -> Callable[[], None]:
+                     tokens_of: Callable[[bytes], frozenset[str] | None]) -> Callable[[Stamps], None]:
         """Before a forget blanks these lines of the index ((start, the line's bytes) each): their postings, text
         and facts leave the snapshot now (or the whole file goes, when it cannot say which of its lines they are).
-        Returns what to call once they are blanked: the snapshot then vouches for the blanked file."""
+        Returns what to call once they are blanked (with the index's stamps before and after the forget): the
+        snapshot then vouches for the blanked file."""
         import sqlite3  # with a snapshot only: a start that has none never loads SQLite
 
         if not self.path.exists() and not self.path.is_symlink():
-            return lambda: None
+            return lambda stamps: None
         try:
             return self._forget(index_path, lines, tokens_of)
         except (sqlite3.Error, ValueError, TypeError, EOFError, zlib.error, KeyError, OSError) as exc:
             log.info("retrieve snapshot %s dropped by a forget: %s", self.path, exc)
             self.drop()
-            return lambda: None
+            return lambda stamps: None
 
     def _forget(self, index_path: Path, lines: Sequence[tuple[int, bytes]],
-                tokens_of: Callable[[bytes], frozenset[str] | None]) -> Callable[[], None]:
+                tokens_of: Callable[[bytes], frozenset[str] | None]) -> Callable[[Stamps], None]:
         import sqlite3
 
         db = self._open_rw()
         if db is None:
             self.drop()
-            return lambda: None
+            return lambda stamps: None
         with closing(db):
             db.execute("BEGIN IMMEDIATE")
             meta = dict(db.execute("SELECT k, v FROM meta").fetchall())
@@ -604,7 +610,7 @@ class SnapshotFile:
             db.execute("UPDATE meta SET v = '' WHERE k = 'stat'")
             db.execute("COMMIT")
 
-        def blanked() -> None:
+        def blanked(stamps: Stamps) -> None:
             try:
                 digests = _block_digests(index_path, sorted(blocks), size)
                 if digests is None:
@@ -619,6 +625,7 @@ class SnapshotFile:
                     rw.execute("UPDATE meta SET v = ? WHERE k = 'stat'", (json.dumps(version),))
                     if head is not None:
                         rw.execute("UPDATE meta SET v = ? WHERE k = 'head'", (head,))
+                    _follow(rw, stamps)
                     rw.execute("COMMIT")
             except (OSError, sqlite3.Error) as exc:
                 log.info("retrieve snapshot %s: the blanked lines were not noted: %s", self.path, exc)
@@ -660,6 +667,13 @@ def _block_digests(path: Path, blocks: list[int], size: int) -> tuple[Version, d
     return version, out, head
 
 
+def _follow(db: sqlite3.Connection, stamps: Stamps) -> None:
+    """Move the stamp the index was known to match its files at on, when a writer's change kept it matching."""
+    if stamps is not None:
+        before, after = (json.dumps(x) for x in stamps)
+        db.execute("UPDATE meta SET v = ? WHERE k = 'checked' AND v = ?", (after, before))
+
+
 def _as_recorded(meta: dict[str, str], blocks: list[bytes], raw: bytes, size: int, version: Version) -> bool:
     """Whether the first ``size`` bytes of the index are the ones the snapshot was made of: the version it recorded
     (and the same first bytes), or, for another version, every block as it hashed it."""
@@ -692,11 +706,11 @@ class SnapshotHook:
     def __init__(self, file: SnapshotFile) -> None:
         self.file = file
 
-    def appended(self, before: Version | None, after: Version | None) -> None:
+    def appended(self, before: Version | None, after: Version | None, stamps: Stamps = None) -> None:
         """A save appended its line (``note_appended``)."""
-        self.file.note_appended(before, after)
+        self.file.note_appended(before, after, stamps)
 
-    def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[], None]:
+    def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[Stamps], None]:
         """A forget is about to blank these lines (``forget_lines``); what to call once they are blanked."""
         from .._tokens import token_set
         from ._features import long_term_text
