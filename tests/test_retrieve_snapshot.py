@@ -335,7 +335,8 @@ def test_saves_and_forgets_keep_the_snapshot_vouching_for_the_index_without_a_li
         assert plane.forget(kept)
     listed: list[Path] = []
     real = snapshot_source.paths_doubt
-    monkeypatch.setattr(snapshot_source, "paths_doubt", lambda store, *a: (listed.append(store.dir), real(store, *a))[1])
+    monkeypatch.setattr(snapshot_source, "paths_doubt",
+                        lambda store, *a: (listed.append(store.dir), real(store, *a))[1])
     got, used = from_snapshot(root)
     assert used and listed == []  # the folder was not listed: the writers kept the snapshot's word
     assert got == baseline(root)
