@@ -122,6 +122,8 @@ class Retriever:
         fit_budget(common, self.config.budget_chars, len(user_hits), drop)
         out = MemoryContext(common, ctx.q, dropped=drop.counts)
         out.dropped_items = drop.items
+        # What this retrieve learned may make a snapshot due (its rules' apps were named under another catalog).
+        self._due += [src for src in in_step if src not in self._due and src.snapshot_due()]
         self._persist_due()
         return out
 
