@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ._errors import ABSENT, NotAFileError, StorageError, UnsafePathError, UsageError
-from ._guarded import DIR_NOFOLLOW, file_nlink_check, open_dir
+from ._guarded import DIR_NOFOLLOW, FolderChain, file_nlink_check, open_dir
 from ._owner import makedirs_owned, own_fd_like_folder, own_like_parent
 
 _counter = itertools.count()
@@ -85,6 +85,78 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
             os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def atomic_write_many(root: Path, writes: Iterable[tuple[Path, bytes]], *, stage_in: Path,
+                      mode: int = 0o644) -> None:
+    """Replace many files below ``root``, each all at once as ``atomic_write`` does, and every one durable when
+    this returns; the fsyncs are made together, not one file after another.
+
+    Every temp file is written in ``stage_in`` first, then all are flushed, then each is renamed over its target,
+    then each target's folder is flushed once. A reader sees each file old or new, never half; a crash leaves each
+    file old or new (a temp left in ``stage_in`` is GC's stale debris). The folders on the way are opened without
+    following a link (``FolderChain``): a folder swapped for a symlink raises UnsafePathError, and that file and
+    those after it are not written (the ones before are, as a loop of ``atomic_write`` would leave them). The
+    target folders must exist.
+    """
+    todo = list(writes)
+    if not todo:
+        return
+    sfd = _staging_fd(stage_in, root)
+    if sfd is None:  # no staging folder the tree can take: one file at a time, beside each target
+        for target, payload in todo:
+            atomic_write(target, payload, root=root, mode=mode)
+        return
+    staged: list[tuple[str, Path, bytes]] = []
+    renamed: list[Path] = []
+    try:
+        with FolderChain(root) as folders:
+            try:
+                fds: list[int] = []
+                try:
+                    for target, payload in todo:
+                        dfd = folders.fd_of(target.parent)  # a link on the way refuses the file before it is made
+                        tmp = temp_name(target).name
+                        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                                     mode, dir_fd=sfd)
+                        fds.append(fd)
+                        staged.append((tmp, target, payload))
+                        own_fd_like_folder(dfd, fd)  # the file replacing the target gets its folder's owner
+                        view = memoryview(payload)
+                        while view:
+                            view = view[os.write(fd, view):]
+                    # Each file's data on disk before its name: a crash never leaves a name on empty data.
+                    for fd in fds:
+                        os.fsync(fd)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                for tmp, target, payload in staged:
+                    dfd = folders.fd_of(target.parent)
+                    try:
+                        os.replace(tmp, target.name, src_dir_fd=sfd, dst_dir_fd=dfd)
+                    except OSError as exc:
+                        if exc.errno != errno.EXDEV:
+                            raise
+                        # The target lies on another filesystem (a mount inside the tree): staged beside it.
+                        os.unlink(tmp, dir_fd=sfd)
+                        atomic_write(target, payload, root=root, mode=mode)
+                    renamed.append(target)
+            finally:
+                # Every new name durable (each folder once), those renamed before a failure included.
+                for parent in dict.fromkeys(t.parent for t in renamed):
+                    os.fsync(folders.fd_of(parent))
+    except BaseException:
+        done = set(renamed)
+        for tmp, target, _ in staged:
+            if target not in done:
+                try:
+                    os.unlink(tmp, dir_fd=sfd)
+                except OSError:
+                    pass
+        raise
+    finally:
+        os.close(sfd)
 
 
 def _staging_fd(stage_in: Path | None, root: Path | None) -> int | None:
