@@ -219,7 +219,7 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
                     old = None
                 writes.append((path, dump_yaml(self._checked(ep, path), old).encode("utf-8")))
                 marked.append(ep)
-            atomic_write_many(self.root, writes, stage_in=self.dir / STAGING_DIR)
+            atomic_write_many(self.root, writes)
             for ep in marked:
                 self.index.upsert(self.entry_for(ep))
 

@@ -87,40 +87,32 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
         os.close(dfd)
 
 
-def atomic_write_many(root: Path, writes: Iterable[tuple[Path, bytes]], *, stage_in: Path,
-                      mode: int = 0o644) -> None:
+def atomic_write_many(root: Path, writes: Iterable[tuple[Path, bytes]], *, mode: int = 0o644) -> None:
     """Replace many files below ``root``, each all at once as ``atomic_write`` does, and every one durable when
-    this returns; the fsyncs are made together, not one file after another.
+    this returns; the fsyncs are made together, not one between each two writes.
 
-    Every temp file is written in ``stage_in`` first, then all are flushed, then each is renamed over its target,
-    then each target's folder is flushed once. A reader sees each file old or new, never half; a crash leaves each
-    file old or new (a temp left in ``stage_in`` is GC's stale debris). The folders on the way are opened without
-    following a link (``FolderChain``): a folder swapped for a symlink raises UnsafePathError, and that file and
-    those after it are not written (the ones before are, as a loop of ``atomic_write`` would leave them). The
-    target folders must exist.
+    Every temp file is written beside its target first, then all are flushed, then each is renamed over its
+    target, then each target's folder is flushed once. A reader sees each file old or new, never half; a crash
+    leaves each file old or new (and at most temp files, GC's stale debris). The folders on the way are opened
+    without following a link (``FolderChain``): a folder swapped for a symlink raises UnsafePathError and no file
+    is written there. The target folders must exist.
     """
-    todo = list(writes)
-    if not todo:
-        return
-    sfd = _staging_fd(stage_in, root)
-    if sfd is None:  # no staging folder the tree can take: one file at a time, beside each target
-        for target, payload in todo:
-            atomic_write(target, payload, root=root, mode=mode)
-        return
-    staged: list[tuple[str, Path, bytes]] = []
+    # Beside the target, not in a staging folder: on ext4 here, creating a file in the one folder that staged
+    # the others cost 180-260 us against 20 us in the target's own small folder (an episode's).
+    staged: list[tuple[str, Path]] = []
     renamed: list[Path] = []
-    try:
-        with FolderChain(root) as folders:
+    with FolderChain(root) as folders:
+        try:
             try:
                 fds: list[int] = []
                 try:
-                    for target, payload in todo:
-                        dfd = folders.fd_of(target.parent)  # a link on the way refuses the file before it is made
+                    for target, payload in writes:
+                        dfd = folders.fd_of(target.parent)
                         tmp = temp_name(target).name
                         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                                     mode, dir_fd=sfd)
+                                     mode, dir_fd=dfd)
                         fds.append(fd)
-                        staged.append((tmp, target, payload))
+                        staged.append((tmp, target))
                         own_fd_like_folder(dfd, fd)  # the file replacing the target gets its folder's owner
                         view = memoryview(payload)
                         while view:
@@ -131,32 +123,23 @@ def atomic_write_many(root: Path, writes: Iterable[tuple[Path, bytes]], *, stage
                 finally:
                     for fd in fds:
                         os.close(fd)
-                for tmp, target, payload in staged:
+                for tmp, target in staged:
                     dfd = folders.fd_of(target.parent)
-                    try:
-                        os.replace(tmp, target.name, src_dir_fd=sfd, dst_dir_fd=dfd)
-                    except OSError as exc:
-                        if exc.errno != errno.EXDEV:
-                            raise
-                        # The target lies on another filesystem (a mount inside the tree): staged beside it.
-                        os.unlink(tmp, dir_fd=sfd)
-                        atomic_write(target, payload, root=root, mode=mode)
+                    os.replace(tmp, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
                     renamed.append(target)
             finally:
                 # Every new name durable (each folder once), those renamed before a failure included.
                 for parent in dict.fromkeys(t.parent for t in renamed):
                     os.fsync(folders.fd_of(parent))
-    except BaseException:
-        done = set(renamed)
-        for tmp, target, _ in staged:
-            if target not in done:
-                try:
-                    os.unlink(tmp, dir_fd=sfd)
-                except OSError:
-                    pass
-        raise
-    finally:
-        os.close(sfd)
+        except BaseException:
+            done = set(renamed)
+            for tmp, target in staged:
+                if target not in done:
+                    try:
+                        os.unlink(tmp, dir_fd=folders.fd_of(target.parent))
+                    except (OSError, UnsafePathError):
+                        pass
+            raise
 
 
 def _staging_fd(stage_in: Path | None, root: Path | None) -> int | None:
