@@ -7,6 +7,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_plane.lifecycle import (
     DatedLayout,
@@ -138,3 +140,24 @@ def test_the_episode_layout_names_the_folders_it_keeps() -> None:
 
     same()
     assert layout.folders("episodes/2026/ep_1/transcript/chunks") and not layout.folders("episodes/notes.txt")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["2026", "ep_1", ".", "..", "", ".staging", "a b", "微信", "x.yaml", ".hidden"]),
+                min_size=1, max_size=5))
+def test_a_dated_layout_names_a_file_as_its_path_relative_to_the_folder(parts: list[str]) -> None:
+    # name_of takes a shortcut for the paths it is usually given; it must name every path as Path does.
+    root = Path("/m")
+    lay = DatedLayout(root, "episodes", "episode.yaml", _year)
+    text = "/m/episodes/" + "/".join(parts)
+    try:
+        want: str | None = str(Path(text).relative_to(lay.dir))
+    except ValueError:
+        want = None
+    try:
+        got: str | None = lay.name_of(text)  # type: ignore[arg-type]
+    except ValueError:
+        got = None
+    assert got == want
+    if got is not None:
+        assert lay.name_of(Path(text)) == got
