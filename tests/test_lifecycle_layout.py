@@ -161,3 +161,20 @@ def test_a_dated_layout_names_a_file_as_its_path_relative_to_the_folder(parts: l
     assert got == want
     if got is not None:
         assert lay.name_of(Path(text)) == got
+
+
+@pytest.mark.parametrize("spelling", ["abs", "abs/", "abs/.", "abs//", "rel", "rel/", "./rel", "."])
+def test_the_walk_names_odd_entries_relative_to_the_root_however_the_root_is_written(tmp_path: Path, monkeypatch,
+                                                                                      spelling: str) -> None:
+    from memory_plane.lifecycle._tree import odd_entries
+
+    root = tmp_path / "M"
+    (root / "episodes" / "2026").mkdir(parents=True)
+    (root / "device").write_text("a file where a folder belongs\n")
+    (root / "episodes" / "2026" / "ep_a").symlink_to(tmp_path, target_is_directory=True)
+    monkeypatch.chdir(tmp_path if spelling != "." else root)
+    given_root = {"abs": str(root), "abs/": f"{root}/", "abs/.": f"{root}/.", "abs//": f"{root}//", "rel": "M",
+                  "rel/": "M/", "./rel": "./M", ".": "."}[spelling]
+    links, shapes = odd_entries(given_root)
+    assert links == [("episodes/2026/ep_a", True)]
+    assert [rel for rel, _ in shapes] == ["device"]
