@@ -251,7 +251,13 @@ def _scalar(value: Any) -> str:
         if value in (float("inf"), float("-inf")):
             return ".inf" if value > 0 else "-.inf"
         return repr(round_float(value))
-    text = str(value)
+    return _text_scalar(str(value))
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_scalar(text: str) -> str:
+    """A text as a YAML scalar: plain when YAML reads it back as this text, else double-quoted. Kept per text (a
+    bounded cache): a file's keys and most of its values are those of the files written before it."""
     plain, numberish, unsafe = _scalar_patterns()
     if (plain.match(text) and text.lower() not in _RESERVED and not numberish.match(text)
             and not text.endswith((" ", ":")) and ": " not in text and " #" not in text and text.strip() == text
