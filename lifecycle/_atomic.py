@@ -383,11 +383,22 @@ def read_bytes_nofollow(path: str | os.PathLike[str], max_bytes: int | None = No
             raise NotAFileError(where, "a socket where a file belongs (never read)") from exc
         raise
     try:
-        kind = os.fstat(fd).st_mode
-        if not stat.S_ISREG(kind):
-            raise NotAFileError(where, f"{_kind_of(kind)} where a file belongs (never read)")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read() if max_bytes is None else fh.read(max_bytes)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFileError(where, f"{_kind_of(st.st_mode)} where a file belongs (never read)")
+        # Read straight from the descriptor (no buffered file object made for one read: verify and GC read
+        # tens of thousands of small files), until the end or max_bytes, whatever the size said a moment ago.
+        want = -1 if max_bytes is None else max_bytes
+        pieces: list[bytes] = []
+        got = 0
+        while want < 0 or got < want:
+            ask = max(st.st_size - got + 1, 65536) if want < 0 else want - got
+            piece = os.read(fd, ask)
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
     finally:
         os.close(fd)
 

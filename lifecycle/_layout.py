@@ -72,6 +72,10 @@ def is_item_name(name: str, suffix: str) -> bool:
 
 def rel_to(root: Path, path: Path | str) -> str:
     """A path relative to root (the path itself when it is not under root)."""
+    text, base = str(path), os.path.join(str(root), "")
+    if text.startswith(base) and len(text) > len(base) and "/." not in text and "//" not in text \
+            and not text.endswith("/") and os.path.normpath(base[:-1] or "/") == (base[:-1] or "/"):
+        return text[len(base):]  # the usual case, a path listed under root: no Path made (GC names 10,000s)
     try:
         return str(Path(path).relative_to(root))
     except ValueError:

@@ -178,3 +178,18 @@ def test_the_walk_names_odd_entries_relative_to_the_root_however_the_root_is_wri
     links, shapes = odd_entries(given_root)
     assert links == [("episodes/2026/ep_a", True)]
     assert [rel for rel, _ in shapes] == ["device"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["/m", "/m/", "m", "/m/.", "/", "/m//n"]),
+       st.lists(st.sampled_from(["m", "n", ".", "..", "", ".x", "a b", "微信", "f.yaml"]), min_size=0, max_size=5))
+def test_a_path_is_named_relative_to_the_root_as_path_names_it(root: str, parts: list[str]) -> None:
+    from memory_plane.lifecycle._layout import rel_to
+
+    text = root.rstrip("/") + "/" + "/".join(parts) if parts else root
+    try:
+        want = str(Path(text).relative_to(Path(root)))
+    except ValueError:
+        want = text
+    assert rel_to(Path(root), text) == want
+    assert rel_to(root, Path(text)) == (want if want != text else str(Path(text)))  # type: ignore[arg-type]
