@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._atomic import is_temp_name
 from ._errors import ABSENT, StorageError, UnsafePathError
 from ._guarded import FolderChain, link_on_way, remove_tree
+from ._layout import rel_to
 from ._plural import counted
 
 if TYPE_CHECKING:
@@ -66,20 +67,30 @@ class GcReport:
         if link is not None:
             self.skip_link(root, link)
             return
-        self.note(str(path.relative_to(root)), reason, tree_size(path))
+        self.note(rel_to(root, path), reason, tree_size(path))
         self.plan.append(Removal(path, reason, last))
 
     def _link_on_way(self, root: Path, path: Path) -> Path | None:
         """``link_on_way``, asking only of the path itself when its folder was found free of links by an earlier
         discard of this plan (an episode's events file, then its screenshots: the folders above are asked once).
         A link planted later in a folder found free is still never followed: ``apply_plan`` walks descriptors."""
-        folder = os.path.dirname(path)
-        if folder in self._free_folders:
-            return path if os.path.islink(path) else None
-        link = link_on_way(root, path)
-        if link is None:
-            self._free_folders.add(folder)
-        return link
+        text = os.fspath(path)
+        if os.path.normpath(text) != text:
+            return link_on_way(root, path)  # a ".." or "." on the way: every component asked (and the root's bound)
+        folder = os.path.dirname(text)
+        below = [folder]  # the folders between the nearest one found free and the path, deepest first
+        while below[-1] not in self._free_folders and len(below) <= 2:
+            below.append(os.path.dirname(below[-1]))
+        if below[-1] not in self._free_folders:
+            link = link_on_way(root, path)  # nothing near found free: every component below the root
+            if link is None:
+                self._free_folders.add(folder)
+            return link
+        for step in [*reversed(below[:-1]), text]:
+            if os.path.islink(step):
+                return Path(step)
+        self._free_folders.update(below[:-1])
+        return None
 
     def skip_link(self, root: Path, link: Path) -> None:
         """Report a symlink GC met and left alone (each once)."""
