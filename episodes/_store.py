@@ -201,8 +201,8 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         the excerpt is written first, and both are durable when this returns, before GC removes any part of it.
 
         Their events files are not flushed as ``write`` flushes them: GC removes them next. The files of the whole
-        batch are written together (``atomic_write_many``): their fsyncs are made one after another, not each
-        between two writes."""
+        batch go through ``atomic_write_many``: the folders on their way opened once, each episode's folder flushed
+        once, each file staged beside itself (not in the staging folder all commits share)."""
         with self.lock(), index_writes(self):
             writes: list[tuple[Path, bytes]] = []
             marked: list[TaskEpisode] = []
