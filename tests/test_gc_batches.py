@@ -214,3 +214,54 @@ def test_a_link_in_place_of_a_history_is_removed_as_a_link_and_its_target_kept(t
     (items / ".history").symlink_to(outside, target_is_directory=True)
     assert history.remove_many(["a", "b"]) == 0  # a linked history folder: nothing removed through it
     assert _state(outside) == before
+
+
+def test_a_gc_killed_while_it_writes_trimmed_episodes_leaves_at_most_one_temp_file_and_resumes(
+        tmp_path: Path, monkeypatch) -> None:
+    import shutil
+    from datetime import timedelta
+
+    from memory_plane.bench._lifecycle import NOW, build
+    from memory_plane.lifecycle import init_tree, is_temp_name
+    from memory_plane.upkeep import gc_tree
+
+    class Killed(BaseException):
+        pass
+
+    base = tmp_path / "base"
+    init_tree(base)
+    build(base, 60, 40, seed=3)
+    now = NOW + timedelta(days=20)  # episodes 20-260 days old: many trimmed to a summary or an excerpt
+
+    def gc(root: Path) -> Any:
+        with MemoryPlane.open(root, clock=lambda: now) as plane:
+            return gc_tree(root, plane.device, plane.episodes, plane.long_term, plane.session, now=now)
+
+    def state(root: Path) -> tuple[list[str], list[str]]:
+        files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".cache" not in p.parts
+                       and p.name not in ("tombstones.jsonl", ".lock"))
+        return [f for f in files if not is_temp_name(Path(f).name)], [f for f in files if is_temp_name(Path(f).name)]
+
+    ref = tmp_path / "ref"
+    shutil.copytree(base, ref)
+    assert any(r["reason"] == "episode_trace_ttl" for r in gc(ref).removed)
+    want, _ = state(ref)
+    real = os.replace
+    for kill_at in (1, 4, 9):
+        root = tmp_path / f"k{kill_at}"
+        shutil.copytree(base, root)
+        calls = [0]
+
+        def dying(*a: Any, _at: int = kill_at, _calls: list[int] = calls, **k: Any) -> None:
+            _calls[0] += 1
+            if _calls[0] == _at:
+                raise Killed  # stands in for a kill between a temp file's fsync and its rename
+            real(*a, **k)
+
+        monkeypatch.setattr(os, "replace", dying)
+        with pytest.raises(Killed):
+            gc(root)
+        monkeypatch.setattr(os, "replace", real)
+        assert len(state(root)[1]) <= 1  # the one file being written, never a whole batch
+        gc(root)
+        assert state(root)[0] == want, kill_at
