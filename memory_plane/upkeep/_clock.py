@@ -44,6 +44,7 @@ class _Newest:
         self._parsed: tuple[datetime, int, str] | None = None
 
     def offer(self, value: Any, where: str) -> None:
+        """Take one value (a time, or anything an index line holds there) and where it was."""
         self._seq += 1
         if isinstance(value, str):
             for i, form in enumerate(_PLAIN_UTC):
