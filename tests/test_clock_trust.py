@@ -1,5 +1,8 @@
 """A clock that is not believed blindly: GC and expiry refuse a clock that is unset, behind the tree or far ahead of
-it, and what was written under an unset clock (a phone at 1970 before network time) is never hidden as ancient."""
+it, and what was written under an unset clock (a phone at 1970 before network time) is never hidden as ancient.
+
+It reaches inside `upkeep._clock` for the newest write's definition (every value parsed), to check its faster
+finding against it, and to count its parses."""
 
 from __future__ import annotations
 

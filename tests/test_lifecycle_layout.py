@@ -1,4 +1,7 @@
-"""Layouts answer where a store's files live; the default rules say what verify marks and GC removes."""
+"""Layouts answer where a store's files live; the default rules say what verify marks and GC removes.
+
+It reaches inside `lifecycle._tree` and `lifecycle._layout` for the tree walk and the naming of a path under the
+root, whose shortcuts must name every path as `os.path.relpath` and `Path.relative_to` do."""
 
 from __future__ import annotations
 
