@@ -18,12 +18,13 @@ import contextvars
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memory_plane.lifecycle import (
+    FolderChain,
     UnsafePathError,
     atomic_write,
     dumps_compact,
@@ -256,6 +257,32 @@ class ItemHistory:
             guarded_unlink(self.root, self.path_of(item_id))
         except (OSError, UnsafePathError) as exc:
             log.warning("memory: history of %s not removed: %s", item_id, exc)
+
+    def remove_many(self, item_ids: Iterable[str]) -> int:
+        """Drop the histories of many items (GC removed them) through one guarded descriptor of the history
+        folder (opened once, never through a link); the count removed. A history that cannot be removed is
+        logged, as ``remove`` does, and the others still go."""
+        done = 0
+        with FolderChain(self.root) as folders:
+            try:
+                fd = folders.fd_of(self.dir)
+            except FileNotFoundError:
+                return 0  # no history folder: nothing recorded
+            except (OSError, UnsafePathError) as exc:
+                log.warning("memory: histories in %s not removed: %s", self.dir, exc)
+                return 0
+            for item_id in item_ids:
+                if not is_safe_id(item_id):
+                    continue  # never a name with a path in it
+                try:
+                    # A link in a history's place goes as a link (as guarded_unlink does): never followed.
+                    os.unlink(f"{item_id}.jsonl", dir_fd=fd)
+                    done += 1
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    log.warning("memory: history of %s not removed: %s", item_id, exc)
+        return done
 
 
 ROUND_TRIP = "environment_round_trip"

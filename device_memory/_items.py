@@ -70,8 +70,8 @@ class DeviceItem(Record):
     # Empty lists and dicts are defaults, not factories: pydantic copies a default for each instance, and a builtin
     # factory (list, dict) makes it read the builtin's signature by tokenizing its text, milliseconds on the
     # first model a process builds (a start's first retrieve).
-    tags: StrList = Field(default=[])
-    entities: StrList = Field(default=[])
+    tags: StrList = Field(default_factory=list)
+    entities: StrList = Field(default_factory=list)
 
     TYPE: ClassVar[str] = "device_item"
     DEFAULT_TTL: ClassVar[str] = "30d"
@@ -152,16 +152,16 @@ class OpenMethod(BaseModel):
 class AppProfile(DeviceItem):
     """What the device taught about one app (cumulative across episodes)."""
 
-    display_names: StrList = Field(default=[])
-    aliases: StrList = Field(default=[])
-    packages: StrList = Field(default=[])
-    open_methods: list[OpenMethod] = Field(default=[])
-    known_entries: dict[str, str] = Field(default={})
-    common_dialogs: StrList = Field(default=[])
+    display_names: StrList = Field(default_factory=list)
+    aliases: StrList = Field(default_factory=list)
+    packages: StrList = Field(default_factory=list)
+    open_methods: list[OpenMethod] = Field(default_factory=list)
+    known_entries: dict[str, str] = Field(default_factory=dict)
+    common_dialogs: StrList = Field(default_factory=list)
     login_state: str | None = "unknown"
-    pages_seen: StrList = Field(default=[])
-    tools_used: StrList = Field(default=[])
-    known_issues: StrList = Field(default=[])
+    pages_seen: StrList = Field(default_factory=list)
+    tools_used: StrList = Field(default_factory=list)
+    known_issues: StrList = Field(default_factory=list)
     TYPE: ClassVar[str] = "app_profile"
     DEFAULT_TTL: ClassVar[str] = "30d"
 
@@ -257,11 +257,11 @@ class Procedure(DeviceItem):
     scope: str | None = None  # one of PROCEDURE_SCOPES; a file without one: "app" when it names an app, else "device"
     goal_pattern: str | None = None
     intent: str | None = None
-    goal_examples: StrList = Field(default=[])
-    targets: StrList = Field(default=[])
+    goal_examples: StrList = Field(default_factory=list)
+    targets: StrList = Field(default_factory=list)
     steps_target: str | None = None  # the target of the episode the steps come from
-    steps: list[ProcedureStep] = Field(default=[])
-    slots: dict[str, str] = Field(default={})  # slot name -> the example value the steps hold
+    steps: list[ProcedureStep] = Field(default_factory=list)
+    slots: dict[str, str] = Field(default_factory=dict)  # slot name -> the example value the steps hold
     summary_hash: str | None = None  # the hash of the summary as last generated (a different summary is a person's)
     TYPE: ClassVar[str] = "procedure"
     DEFAULT_TTL: ClassVar[str] = "45d"
@@ -398,8 +398,8 @@ class Calibration(DeviceItem):
     coord_space: str | None = None
     screenshot_width: int | None = None
     screenshot_height: int | None = None
-    waits: dict[str, float] = Field(default={})
-    notes: StrList = Field(default=[])
+    waits: dict[str, float] = Field(default_factory=dict)
+    notes: StrList = Field(default_factory=list)
     TYPE: ClassVar[str] = "calibration"
     DEFAULT_TTL: ClassVar[str] = "30d"
 
@@ -427,13 +427,13 @@ class Failure(DeviceItem):
 
     failure_mode: str | None = None
     failure_phase: str | None = None
-    trigger: dict[str, Any] = Field(default={})
-    cause: dict[str, Any] = Field(default={})
+    trigger: dict[str, Any] = Field(default_factory=dict)
+    cause: dict[str, Any] = Field(default_factory=dict)
     lesson: str | None = None
     goal_pattern: str | None = None  # the goal group it was first met in
-    goals: StrList = Field(default=[])
-    goal_groups: StrList = Field(default=[])
-    reasons: StrList = Field(default=[])
+    goals: StrList = Field(default_factory=list)
+    goal_groups: StrList = Field(default_factory=list)
+    reasons: StrList = Field(default_factory=list)
     occurrences: int = 0
     TYPE: ClassVar[str] = "failure"
     DEFAULT_TTL: ClassVar[str] = "60d"
@@ -490,7 +490,7 @@ class UiAnchor(DeviceItem):
 
     label: str | None = None
     point: AnchorPoint = Field(default_factory=AnchorPoint)
-    screens: StrList = Field(default=[])
+    screens: StrList = Field(default_factory=list)
     last_coords: str | None = None
     TYPE: ClassVar[str] = "ui_anchor"
     DEFAULT_TTL: ClassVar[str] = "30d"

@@ -181,16 +181,18 @@ class DeviceCollection(YamlCollection[T]):
         # A GC or forget killed between an item and its history leaves a history with no item: what it said goes
         # as the item did. Only for an item with a tombstone: a quarantined item keeps its history for its
         # restore (the item is written first, so under the lock no history here is being written).
-        gone = self.history.orphans(lambda i: os.path.lexists(self.item_path(i)))
+        # No link on the way to the history folder (checked above), inside the item folder: a plain join will do.
+        def present(item_id: str) -> bool:
+            return os.path.lexists(self.layout.expected_path(item_id))
+
+        gone = self.history.orphans(present)
         left = sorted((set(gone) - set(removed)) & TombstoneLog(self.root).ids()) if set(gone) - set(removed) else []
         for item_id in left:
             report.note(self.layout.rel(self.history.path_of(item_id)), "history of an item no longer here")
         if dry_run or not (removed or left):
             return removed
         with self.lock():
-            for item_id in [*removed, *left]:
-                if is_safe_id(item_id) and not os.path.lexists(self.item_path(item_id)):
-                    self.history.remove(item_id)
+            self.history.remove_many(i for i in [*removed, *left] if is_safe_id(i) and not present(i))
         return removed
 
     def verify(self, report: Any, now: Any) -> None:

@@ -25,6 +25,7 @@ from memory_plane.lifecycle import (
     UnsafePathError,
     VerifyReport,
     atomic_write,
+    atomic_write_many,
     dump_yaml,
     field_problems,
     format_ts,
@@ -199,23 +200,27 @@ class TaskEpisodeStore(ItemCollection[TaskEpisode]):
         whether its episode.yaml is written (its traceability just said) and its excerpt (excerpt.jsonl), if any:
         the excerpt is written first, and both are durable when this returns, before GC removes any part of it.
 
-        Their events files are not flushed as ``write`` flushes them: GC removes them next."""
+        Their events files are not flushed as ``write`` flushes them: GC removes them next. The files of the whole
+        batch go through ``atomic_write_many``: the folders on their way opened once, each episode's folder flushed
+        once, each file staged beside itself (not in the staging folder all commits share)."""
         with self.lock(), index_writes(self):
+            writes: list[tuple[Path, bytes]] = []
+            marked: list[TaskEpisode] = []
             for ep, mark, excerpt in trims:
                 d = self.episode_dir(ep.id)
                 path = d / EPISODE_FILE
                 if excerpt is not None:
-                    # Written with the mark: one fsync of the episode's folder, by the write below, makes both new
-                    # names durable.
-                    atomic_write(d / EXCERPT_FILE, excerpt, root=self.root, sync_dir=not mark)
+                    writes.append((d / EXCERPT_FILE, excerpt))  # the excerpt before the mark that says it is one
                 if not mark:
                     continue
                 try:
                     old = read_bytes_nofollow(path).decode("utf-8", "replace")
                 except FileNotFoundError:
                     old = None
-                atomic_write(path, dump_yaml(self._checked(ep, path), old), stage_in=self.dir / STAGING_DIR,
-                             root=self.root)
+                writes.append((path, dump_yaml(self._checked(ep, path), old).encode("utf-8")))
+                marked.append(ep)
+            atomic_write_many(self.root, writes)
+            for ep in marked:
                 self.index.upsert(self.entry_for(ep))
 
     # -- reading ----------------------------------------------------------

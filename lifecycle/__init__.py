@@ -10,6 +10,7 @@ from ._atomic import (
     append_line,
     append_lines,
     atomic_write,
+    atomic_write_many,
     create_exclusive,
     fsync_dir,
     fsync_file,
@@ -67,6 +68,7 @@ from ._errors import (
 from ._frontmatter import parse_frontmatter, render_frontmatter, split_frontmatter
 from ._gc import GcReport, Removal, apply_plan, remove_path, stale_temp_files, tree_size
 from ._guarded import (
+    FolderChain,
     guarded_makedirs,
     guarded_move,
     guarded_touch,
@@ -171,6 +173,7 @@ __all__ = [
     "EvidenceRef",
     "FileProblemError",
     "FlatLayout",
+    "FolderChain",
     "GcReport",
     "IndexFile",
     "IndexRead",
@@ -210,6 +213,7 @@ __all__ = [
     "as_list",
     "as_text",
     "atomic_write",
+    "atomic_write_many",
     "check_budget",
     "check_collection",
     "check_id",

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ._errors import ABSENT, NotAFileError, StorageError, UnsafePathError, UsageError
-from ._guarded import DIR_NOFOLLOW, file_nlink_check, open_dir
+from ._guarded import DIR_NOFOLLOW, FolderChain, file_nlink_check, open_dir
 from ._owner import makedirs_owned, own_fd_like_folder, own_like_parent
 
 _counter = itertools.count()
@@ -85,6 +85,31 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
             os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def atomic_write_many(root: Path, writes: Iterable[tuple[Path, bytes]], *, mode: int = 0o644) -> None:
+    """Replace many files below ``root``, each all at once as ``atomic_write`` does, and every one durable when
+    this returns; each target's folder is flushed once, after the last file written in it.
+
+    Each file is staged beside its target, flushed and renamed over it, one after the other (a kill leaves at most
+    the one temp file being written, GC's stale debris); then every folder written in is flushed once. A reader
+    sees each file old or new, never half. The folders on the way are opened without following a link, and kept
+    open for the next file in the same folder or beside it (``FolderChain``): a folder swapped for a symlink raises
+    UnsafePathError and nothing is written there. The target folders must exist.
+    """
+    # Beside the target, not in a staging folder: on ext4 here, creating a file in the one folder that staged
+    # the others cost 180-260 us against 20 us in the target's own small folder (an episode's).
+    written: list[Path] = []
+    with FolderChain(root) as folders:
+        try:
+            for target, payload in writes:
+                dfd = folders.fd_of(target.parent)
+                _write_replace(dfd, dfd, target, payload, mode)
+                written.append(target)
+        finally:
+            # Every new name durable (each folder once), those written before a failure included.
+            for parent in dict.fromkeys(t.parent for t in written):
+                os.fsync(folders.fd_of(parent))
 
 
 def _staging_fd(stage_in: Path | None, root: Path | None) -> int | None:
@@ -328,11 +353,22 @@ def read_bytes_nofollow(path: str | os.PathLike[str], max_bytes: int | None = No
             raise NotAFileError(where, "a socket where a file belongs (never read)") from exc
         raise
     try:
-        kind = os.fstat(fd).st_mode
-        if not stat.S_ISREG(kind):
-            raise NotAFileError(where, f"{_kind_of(kind)} where a file belongs (never read)")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read() if max_bytes is None else fh.read(max_bytes)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFileError(where, f"{_kind_of(st.st_mode)} where a file belongs (never read)")
+        # Read straight from the descriptor (no buffered file object made for one read: verify and GC read
+        # tens of thousands of small files), until the end or max_bytes, whatever the size said a moment ago.
+        want = -1 if max_bytes is None else max_bytes
+        pieces: list[bytes] = []
+        got = 0
+        while want < 0 or got < want:
+            ask = max(st.st_size - got + 1, 65536) if want < 0 else want - got
+            piece = os.read(fd, ask)
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
     finally:
         os.close(fd)
 

@@ -141,7 +141,8 @@ class DigestTable:
     def add(self, path: Path, key: tuple[int, int, int] | None, record: Any) -> None:
         """Keep what the rebuild and the name check need of one parsed item file (replacing its earlier row)."""
         try:
-            where: Path | None = Path(self._expected_of(record))
+            expected = self._expected_of(record)
+            where: Path | None = expected if isinstance(expected, Path) else Path(expected)
         except ValueError:
             where = None
         entry = self._entry_of(record)

@@ -60,7 +60,7 @@ class EvidenceRef(BaseModel):
     # Empty lists and dicts are defaults, not factories: pydantic copies a default for each instance, and a builtin
     # factory (list, dict) makes it read the builtin's signature by tokenizing its text, milliseconds on the
     # first model a process builds (a start's first retrieve).
-    event_ids: list[str] = Field(default=[])
+    event_ids: list[str] = Field(default_factory=list)
 
     @field_validator("event_ids", mode="before")
     @classmethod
@@ -125,7 +125,7 @@ class Record(BaseModel):
     type: str
     status: Status = "active"
     title: str | None = None
-    applicability: dict[str, Any] = Field(default={})
+    applicability: dict[str, Any] = Field(default_factory=dict)
     confidence: float = 0.5
     ttl: str | None = None
     expires_at: Timestamp = None
@@ -134,9 +134,9 @@ class Record(BaseModel):
     last_validated_at: Timestamp = None
     success_count: int = 0
     failure_count: int = 0
-    evidence_refs: list[EvidenceRef] = Field(default=[])
+    evidence_refs: list[EvidenceRef] = Field(default_factory=list)
     evidence_count: int = 0  # every evidence ref ever added (the list keeps the first and the newest)
-    conflicts_with: StrList = Field(default=[])
+    conflicts_with: StrList = Field(default_factory=list)
     supersedes: str | None = None
     superseded_by: str | None = None
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._atomic import is_temp_name
 from ._errors import ABSENT, StorageError, UnsafePathError
-from ._guarded import link_on_way, remove_tree
+from ._guarded import FolderChain, link_on_way, remove_tree
+from ._layout import rel_to
 from ._plural import counted
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class GcReport:
     """The events of each evidence episode a live memory cites (what its excerpt keeps). Not reported."""
     plan: list[Removal] = field(default_factory=list, repr=False)
     """Removals noted and not yet applied (``apply_plan`` empties it). Not reported: ``removed`` says them."""
+    _free_folders: set[str] = field(default_factory=set, repr=False)
+    """Folders a discard of the plan being made found free of links on the way (``apply_plan`` forgets them)."""
 
     def note(self, path: str, reason: str, size: int = 0) -> None:
         """Record one removal."""
@@ -60,12 +63,34 @@ class GcReport:
 
         A symlink, or one anywhere on the way below the root (``session_archive/`` or a year folder swapped
         for one), is skipped instead: reported in ``skipped_symlinks``, never followed."""
-        link = link_on_way(root, path)
+        link = self._link_on_way(root, path)
         if link is not None:
             self.skip_link(root, link)
             return
-        self.note(str(path.relative_to(root)), reason, tree_size(path))
+        self.note(rel_to(root, path), reason, tree_size(path))
         self.plan.append(Removal(path, reason, last))
+
+    def _link_on_way(self, root: Path, path: Path) -> Path | None:
+        """``link_on_way``, asking only of the path itself when its folder was found free of links by an earlier
+        discard of this plan (an episode's events file, then its screenshots: the folders above are asked once).
+        A link planted later in a folder found free is still never followed: ``apply_plan`` walks descriptors."""
+        text = os.fspath(path)
+        if os.path.normpath(text) != text:
+            return link_on_way(root, path)  # a ".." or "." on the way: every component asked (and the root's bound)
+        folder = os.path.dirname(text)
+        below = [folder]  # the folders between the nearest one found free and the path, deepest first
+        while below[-1] not in self._free_folders and len(below) <= 2:
+            below.append(os.path.dirname(below[-1]))
+        if below[-1] not in self._free_folders:
+            link = link_on_way(root, path)  # nothing near found free: every component below the root
+            if link is None:
+                self._free_folders.add(folder)
+            return link
+        for step in [*reversed(below[:-1]), text]:
+            if os.path.islink(step):
+                return Path(step)
+        self._free_folders.update(below[:-1])
+        return None
 
     def skip_link(self, root: Path, link: Path) -> None:
         """Report a symlink GC met and left alone (each once)."""
@@ -119,13 +144,17 @@ def apply_plan(root: Path, report: GcReport) -> None:
     """Carry out the removals ``report`` planned (none in a dry run) and empty its plan: every GC removal goes
     through here. Symlinks inside what is removed are left, and reported as skipped."""
     plan, report.plan = report.plan, []
+    report._free_folders.clear()  # a plan made after these removals asks its folders again
     if report.dry_run:
         return
-    for removal in plan:
-        # remove_path walks by folder descriptors: a folder swapped for a link after the plan was made is
-        # still never followed (it is reported as skipped instead).
-        for link in remove_path(root, removal.target, last=removal.last):
-            report.skip_link(root, link)
+    # One chain of folder descriptors for the whole plan: removals in the same folder, or in folders side by
+    # side (an episode's events file, then its screenshots), open the folders on their way once.
+    with FolderChain(root) as folders:
+        for removal in plan:
+            # remove_path walks by folder descriptors: a folder swapped for a link after the plan was made is
+            # still never followed (it is reported as skipped instead).
+            for link in remove_path(root, removal.target, last=removal.last, folders=folders):
+                report.skip_link(root, link)
 
 
 def tree_size(path: Path) -> int:
@@ -146,14 +175,15 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def remove_path(root: Path, path: Path, *, last: str | None = None) -> list[Path]:
+def remove_path(root: Path, path: Path, *, last: str | None = None, folders: FolderChain | None = None) -> list[Path]:
     """Delete a file or folder tree inside root, leaving every symlink (and what it points at) alone.
 
     Returns the symlinks left in place (a link on the way to path included); a folder that still holds one
     is kept. Walks by folder descriptors (``remove_tree``), so a folder swapped for a link meanwhile is
-    never followed. ``last``: the folder's entry removed after its others.
+    never followed. ``last``: the folder's entry removed after its others. ``folders``: the descriptors of the
+    folders on the way, shared by the removals of one plan.
     """
-    return remove_tree(root, path, last=last)
+    return remove_tree(root, path, last=last, folders=folders)
 
 
 def stale_temp_files(root: Path, older_than: timedelta, now: datetime) -> list[Path]:

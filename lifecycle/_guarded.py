@@ -139,30 +139,107 @@ def guarded_move(root: Path, src: str | os.PathLike[str], dst: str | os.PathLike
             os.fsync(sfd)
 
 
-def remove_tree(root: Path, path: str | os.PathLike[str], *, last: str | None = None) -> list[Path]:
+class FolderChain:
+    """The guarded descriptors of the folders on the way to the last folder asked for, kept for the next ask.
+
+    Many removals (or writes) in one folder, or in folders side by side, open the folders they share once:
+    ``fd_of`` keeps the descriptors of the components a new folder has in common with the last one and opens
+    only the others, each with ``O_NOFOLLOW`` relative to the one above, as ``open_dir`` does. A link met on the
+    way raises UnsafePathError naming it (nothing below it is opened); the folders above it stay usable. A
+    descriptor once opened is the folder it was, wherever it is moved meanwhile: nothing is ever reached
+    through a link. Close it (or use it as a context manager) to let the descriptors go.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._names: list[str] = []
+        self._fds: list[int] = []  # _fds[0] is the root; _fds[i + 1] the folder _names[:i + 1]
+        self.opened = 0
+        """Folders this chain opened (the root included): what sharing them saves is measured by it."""
+
+    def fd_of(self, folder: str | os.PathLike[str]) -> int:
+        """A descriptor of ``folder`` (the root or below), valid until the next ``fd_of`` or ``close``; the caller
+        never closes it. UnsafePathError names a link on the way, FileNotFoundError a missing folder,
+        StorageError a file where a folder belongs."""
+        return self.fd_at(rel_parts(self.root, folder))
+
+    def fd_at(self, parts: list[str]) -> int:
+        """``fd_of`` the folder whose components below the root are ``parts`` (as ``rel_parts`` gives them)."""
+        if not self._fds:
+            self._fds.append(os.open(self.root, _DIR))  # the root itself may be a link (as rel_parts allows)
+            self.opened += 1
+        shared = 0
+        for a, b in zip(self._names, parts):
+            if a != b:
+                break
+            shared += 1
+        self._drop_below(shared)
+        for i in range(shared, len(parts)):
+            fd = _open_below(self._fds[-1], parts[i], parts[:i + 1], create=False)
+            self.opened += 1
+            self._fds.append(fd)
+            self._names.append(parts[i])
+        return self._fds[-1]
+
+    def forget(self, path: str | os.PathLike[str]) -> None:
+        """Let go of ``path`` and the folders below it, if held (it was just removed: a folder made again under
+        its name is another one)."""
+        self.forget_at(rel_parts(self.root, path))
+
+    def forget_at(self, parts: list[str]) -> None:
+        """``forget`` the folder whose components below the root are ``parts``."""
+        if parts and self._names[:len(parts)] == parts:
+            self._drop_below(len(parts) - 1)
+
+    def _drop_below(self, depth: int) -> None:
+        """Close the descriptors of the folders deeper than ``depth`` components."""
+        while len(self._names) > depth:
+            self._names.pop()
+            os.close(self._fds.pop())
+
+    def close(self) -> None:
+        """Close every descriptor held."""
+        self._drop_below(0)
+        while self._fds:
+            os.close(self._fds.pop())
+
+    def __enter__(self) -> FolderChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def remove_tree(root: Path, path: str | os.PathLike[str], *, last: str | None = None,
+                folders: FolderChain | None = None) -> list[Path]:
     """Delete a file or folder tree below root by folder descriptors; every symlink (and its target) is left.
 
     Returns the links left in place (a link on the way to path included); a folder that still holds one is
     kept. Refuses the root itself and anything outside it. ``last``: the entry of the folder removed after all
     the others (the file that makes it what it is, so that a removal killed midway leaves a folder still
-    recognised, and removed again, by the next run).
+    recognised, and removed again, by the next run). ``folders``: a chain whose descriptors the removals of a
+    batch share (each folder on the way opened once for them all, not once per removal).
     """
     parts = rel_parts(root, path)
     if not parts:
         raise UnsafePathError(os.fspath(root), "GC refuses to delete outside (or all of) the memory root")
-    target = Path(root).joinpath(*parts)
+    target = path if isinstance(path, Path) and len(path.parts) == len(Path(root).parts) + len(parts) \
+        else Path(root).joinpath(*parts)
+    chain = folders if folders is not None else FolderChain(root)
     try:
-        fd = open_dir(root, target.parent)
-    except UnsafePathError as exc:
-        return [Path(root) / exc.name]  # a link on the way: nothing below it is touched
-    except (FileNotFoundError, NotADirectoryError, StorageError):
-        return []  # nothing there to remove
-    kept: list[Path] = []
-    try:
+        try:
+            fd = chain.fd_at(parts[:-1])
+        except UnsafePathError as exc:
+            return [Path(root) / exc.name]  # a link on the way: nothing below it is touched
+        except (FileNotFoundError, NotADirectoryError, StorageError):
+            return []  # nothing there to remove
+        kept: list[Path] = []
         _remove_at(fd, parts[-1], target, kept, last)
+        chain.forget_at(parts)
+        return kept
     finally:
-        os.close(fd)
-    return kept
+        if folders is None:
+            chain.close()
 
 
 def _remove_at(fd: int, name: str, where: Path, kept: list[Path], last: str | None = None) -> None:

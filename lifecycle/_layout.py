@@ -72,6 +72,10 @@ def is_item_name(name: str, suffix: str) -> bool:
 
 def rel_to(root: Path, path: Path | str) -> str:
     """A path relative to root (the path itself when it is not under root)."""
+    text, base = str(path), os.path.join(str(root), "")
+    if text.startswith(base) and len(text) > len(base) and "/." not in text and "//" not in text \
+            and not text.endswith("/") and os.path.normpath(base[:-1] or "/") == (base[:-1] or "/"):
+        return text[len(base):]  # the usual case, a path listed under root: no Path made (GC names 10,000s)
     try:
         return str(Path(path).relative_to(root))
     except ValueError:
@@ -141,7 +145,7 @@ class FlatLayout:
 
     def name_of(self, path: Path) -> str:
         """An item file's name relative to ``dir`` (what its index line says)."""
-        return f"{self._prefix}{Path(path).name}"
+        return f"{self._prefix}{os.path.basename(path)}"
 
     def rel(self, path: Path | str) -> str:
         """A path relative to the memory root."""
@@ -169,6 +173,7 @@ class DatedLayout:
         self.inner = frozenset(inner)  # the folders an item folder holds besides its file (artifacts/ ...)
         self.beside = frozenset(beside)  # the store's own folders beside the year folders (.staging/ ...)
         self.dir = safe_join(self.root, rel_dir, follow_symlinks=True)
+        self._dir_prefix = os.path.join(str(self.dir), "")
         self.items_dir = self.dir
 
     def item_dir(self, item_id: str) -> Path:
@@ -207,6 +212,10 @@ class DatedLayout:
 
     def name_of(self, path: Path) -> str:
         """An item file's path relative to ``dir`` (what its index line says)."""
+        text, base = str(path), self._dir_prefix
+        if text.startswith(base) and "/." not in text and "//" not in text and not text.endswith("/") \
+                and len(text) > len(base):
+            return text[len(base):]  # the usual case, a path listed under ``dir``: no Path made (verify names 10,000s)
         return str(Path(path).relative_to(self.dir))
 
     def rel(self, path: Path | str) -> str:

@@ -127,19 +127,21 @@ except ImportError:  # pragma: no cover - without ruamel.yaml.clib
     _CSafeLoader = None
 
 
-def _safe_load(text: str) -> Any:
+def _safe_load(text: str) -> tuple[Any, bool]:
+    """The document, and whether it was built from the parser's events (which kept it within the node and depth
+    budget as it went: an alias, which alone can make a small file a large document, is never built there)."""
     if _CSafeLoader is None:
-        return _safe().load(text)
+        return _safe().load(text), False
     loader = _CSafeLoader(text)
     try:
         data = from_events(loader, NODE_BUDGET, MAX_DEPTH)
         if data is not FALLBACK:
-            return data
+            return data, True
     finally:
         loader.dispose()
     loader = _CSafeLoader(text)
     try:
-        return loader.get_single_data()
+        return loader.get_single_data(), False
     finally:
         loader.dispose()
 
@@ -147,7 +149,7 @@ def _safe_load(text: str) -> Any:
 def load_yaml(text: str, path: str | Path | None = None) -> Any:
     """Parse YAML safely (no object-building tags); ParseError names the file and line."""
     try:
-        data = _safe_load(text)
+        data, within_budget = _safe_load(text)
     except YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ParseError(path, _error_line(exc), f"invalid YAML: {problem}") from None
@@ -155,7 +157,8 @@ def load_yaml(text: str, path: str | Path | None = None) -> Any:
         raise YamlBombError(path, None, "nested too deeply to parse") from None
     except (ValueError, TypeError) as exc:  # e.g. an impossible date such as 2026-02-31
         raise ParseError(path, None, f"invalid YAML value: {exc}") from None
-    check_budget(data, path)
+    if not within_budget:  # built from events, it was counted as it was built: not walked again
+        check_budget(data, path)
     return data
 
 
@@ -248,7 +251,13 @@ def _scalar(value: Any) -> str:
         if value in (float("inf"), float("-inf")):
             return ".inf" if value > 0 else "-.inf"
         return repr(round_float(value))
-    text = str(value)
+    return _text_scalar(str(value))
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_scalar(text: str) -> str:
+    """A text as a YAML scalar: plain when YAML reads it back as this text, else double-quoted. Kept per text (a
+    bounded cache): a file's keys and most of its values are those of the files written before it."""
     plain, numberish, unsafe = _scalar_patterns()
     if (plain.match(text) and text.lower() not in _RESERVED and not numberish.match(text)
             and not text.endswith((" ", ":")) and ": " not in text and " #" not in text and text.strip() == text

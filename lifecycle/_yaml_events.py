@@ -9,6 +9,7 @@ ways) makes the whole document go through the constructor, so the result is alwa
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -32,8 +33,12 @@ def _implicit_rules() -> dict[Any, list[tuple[str, Any]]]:
 _RULES = _implicit_rules()
 
 
+@functools.lru_cache(maxsize=8192)
 def _plain_scalar(value: str) -> Any:
-    """A plain scalar as the resolver and the safe constructor read it, or FALLBACK when not simple."""
+    """A plain scalar as the resolver and the safe constructor read it, or FALLBACK when not simple.
+
+    Kept per text (a bounded cache; every answer is immutable): item files repeat their keys and most of their
+    values (``status: active``, ``type: procedure``), and a verify or GC reads tens of thousands of them."""
     if value in _NULLS:
         return None
     rules = _RULES.get(value[0])

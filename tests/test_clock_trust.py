@@ -1,5 +1,8 @@
 """A clock that is not believed blindly: GC and expiry refuse a clock that is unset, behind the tree or far ahead of
-it, and what was written under an unset clock (a phone at 1970 before network time) is never hidden as ancient."""
+it, and what was written under an unset clock (a phone at 1970 before network time) is never hidden as ancient.
+
+It reaches inside `upkeep._clock` for the newest write's definition (every value parsed), to check its faster
+finding against it, and to count its parses."""
 
 from __future__ import annotations
 
@@ -128,3 +131,62 @@ def test_any_clock_outside_the_bounds_is_doubted_and_any_inside_is_not(newest: d
     assert (why is None) == inside
     if why is not None:
         assert "the clock reads" in why
+
+
+def _newest_by_parsing_all(root: Path, index_lines: list[dict], tomb_ts: list[str]):  # type: ignore[no-untyped-def]
+    """What the newest write is by its definition: every value parsed, the first place of the newest kept."""
+    from memory_plane.upkeep._clock import WRITE_KEYS, _time
+
+    best = None
+    for e in index_lines:
+        for key in WRITE_KEYS:
+            when = _time(e.get(key))
+            if when is not None and (best is None or when > best[0]):
+                best = (when, f"{key} of {e.get('id')}")
+    for ts in tomb_ts:
+        when = _time(ts)
+        if when is not None and (best is None or when > best[0]):
+            best = (when, "lifecycle/tombstones.jsonl")
+    return best
+
+
+_moments = st.datetimes(min_value=datetime(1969, 1, 1), max_value=datetime(2040, 1, 1),
+                        timezones=st.just(timezone.utc))
+_stamp = st.one_of(
+    _moments.map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"),
+    _moments.map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    _moments.map(lambda d: d.isoformat()),
+    _moments.map(lambda d: d.astimezone(timezone(timedelta(hours=8))).isoformat()),
+    st.sampled_from(["2026-02-30T10:00:00.000Z", "2099-13-01T00:00:00Z", "garbage", "", "2026-06-01"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"updated_at": _stamp, "created_at": _stamp, "started_at": _stamp}),
+                max_size=12), st.lists(_stamp, max_size=4))
+def test_the_newest_write_compares_the_writers_own_forms_as_text_and_finds_what_parsing_all_finds(
+        tmp_path_factory, lines, tomb_ts) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from memory_plane.upkeep._clock import newest_write
+
+    root = tmp_path_factory.mktemp("t")
+    index_lines = [{"id": f"x_{i}", **e} for i, e in enumerate(lines)]
+    (root / "lifecycle").mkdir()
+    (root / "lifecycle" / "tombstones.jsonl").write_text("".join(json.dumps({"ts": t}) + "\n" for t in tomb_ts))
+    store = SimpleNamespace(index=SimpleNamespace(iter_entries=lambda: iter(index_lines)))
+    assert newest_write(root, [store]) == _newest_by_parsing_all(root, index_lines, tomb_ts)
+
+
+def test_the_newest_write_of_a_large_index_parses_only_the_newest_of_each_form(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import memory_plane.upkeep._clock as clock_mod
+
+    lines = [{"id": f"x_{i}", "updated_at": (T - timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+              "started_at": (T - timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ")} for i in range(1000)]
+    parsed: list[object] = []
+    real = clock_mod.parse_ts
+    monkeypatch.setattr(clock_mod, "parse_ts", lambda v: (parsed.append(v), real(v))[1])
+    store = SimpleNamespace(index=SimpleNamespace(iter_entries=lambda: iter(lines)))
+    assert clock_mod.newest_write(tmp_path, [store]) == (T, "updated_at of x_0")
+    assert len(parsed) <= 4  # not 2,000

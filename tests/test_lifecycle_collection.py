@@ -199,3 +199,21 @@ def test_rebuild_with_stale_parse_keeps_items_written_since(root: Path) -> None:
     c.rebuild_index(items=parsed)
     by_id = {e["id"]: e for e in c.entries()}
     assert set(by_id) == {"proc_a", "proc_b"} and by_id["proc_a"]["title"] == "a2"
+
+
+@pytest.mark.parametrize("kind", ["procedure", "navigation", "failure", "ui_anchor", "app_profile", "calibration",
+                                  "device_profile"])
+def test_a_record_loaded_without_its_lists_gets_fresh_empty_ones_made_not_copied(kind: str) -> None:
+    # A parse of every memory file (verify, GC) made a deep copy of each empty default list and mapping; made by a
+    # factory, each is new and nothing is copied.
+    from memory_plane.device_memory import ITEM_TYPES
+
+    model = ITEM_TYPES[kind]
+    data = {"id": f"x_{kind}", "type": kind, "status": "active", "app_id": "wechat", "title": "t"}
+    a, b = model.model_validate(data), model.model_validate(data)
+    mutable = [name for name, f in model.model_fields.items() if isinstance(f.get_default(call_default_factory=True),
+                                                                           (list, dict))]
+    assert len(mutable) >= 3
+    for name in mutable:
+        assert model.model_fields[name].default_factory is not None, name
+        assert getattr(a, name) == type(getattr(a, name))() and getattr(a, name) is not getattr(b, name), name

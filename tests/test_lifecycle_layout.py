@@ -1,4 +1,7 @@
-"""Layouts answer where a store's files live; the default rules say what verify marks and GC removes."""
+"""Layouts answer where a store's files live; the default rules say what verify marks and GC removes.
+
+It reaches inside `lifecycle._tree` and `lifecycle._layout` for the tree walk and the naming of a path under the
+root, whose shortcuts must name every path as `os.path.relpath` and `Path.relative_to` do."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_plane.lifecycle import (
     DatedLayout,
@@ -138,3 +143,56 @@ def test_the_episode_layout_names_the_folders_it_keeps() -> None:
 
     same()
     assert layout.folders("episodes/2026/ep_1/transcript/chunks") and not layout.folders("episodes/notes.txt")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["2026", "ep_1", ".", "..", "", ".staging", "a b", "微信", "x.yaml", ".hidden"]),
+                min_size=1, max_size=5))
+def test_a_dated_layout_names_a_file_as_its_path_relative_to_the_folder(parts: list[str]) -> None:
+    # name_of takes a shortcut for the paths it is usually given; it must name every path as Path does.
+    root = Path("/m")
+    lay = DatedLayout(root, "episodes", "episode.yaml", _year)
+    text = "/m/episodes/" + "/".join(parts)
+    try:
+        want: str | None = str(Path(text).relative_to(lay.dir))
+    except ValueError:
+        want = None
+    try:
+        got: str | None = lay.name_of(text)  # type: ignore[arg-type]
+    except ValueError:
+        got = None
+    assert got == want
+    if got is not None:
+        assert lay.name_of(Path(text)) == got
+
+
+@pytest.mark.parametrize("spelling", ["abs", "abs/", "abs/.", "abs//", "rel", "rel/", "./rel", "."])
+def test_the_walk_names_odd_entries_relative_to_the_root_however_the_root_is_written(tmp_path: Path, monkeypatch,
+                                                                                      spelling: str) -> None:
+    from memory_plane.lifecycle._tree import odd_entries
+
+    root = tmp_path / "M"
+    (root / "episodes" / "2026").mkdir(parents=True)
+    (root / "device").write_text("a file where a folder belongs\n")
+    (root / "episodes" / "2026" / "ep_a").symlink_to(tmp_path, target_is_directory=True)
+    monkeypatch.chdir(tmp_path if spelling != "." else root)
+    given_root = {"abs": str(root), "abs/": f"{root}/", "abs/.": f"{root}/.", "abs//": f"{root}//", "rel": "M",
+                  "rel/": "M/", "./rel": "./M", ".": "."}[spelling]
+    links, shapes = odd_entries(given_root)
+    assert links == [("episodes/2026/ep_a", True)]
+    assert [rel for rel, _ in shapes] == ["device"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["/m", "/m/", "m", "/m/.", "/", "/m//n"]),
+       st.lists(st.sampled_from(["m", "n", ".", "..", "", ".x", "a b", "微信", "f.yaml"]), min_size=0, max_size=5))
+def test_a_path_is_named_relative_to_the_root_as_path_names_it(root: str, parts: list[str]) -> None:
+    from memory_plane.lifecycle._layout import rel_to
+
+    text = root.rstrip("/") + "/" + "/".join(parts) if parts else root
+    try:
+        want = str(Path(text).relative_to(Path(root)))
+    except ValueError:
+        want = text
+    assert rel_to(Path(root), text) == want
+    assert rel_to(root, Path(text)) == (want if want != text else str(Path(text)))  # type: ignore[arg-type]

@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_plane.lifecycle import (
     LockTimeout,
@@ -210,3 +212,15 @@ def test_has_symlink_finds_a_link_anywhere_below_root(tmp_path: Path) -> None:
     assert has_symlink(root, tmp_path / "elsewhere")  # not below root
     assert has_symlink(root, root / ".." / "outside")  # climbs out
     assert not has_symlink(Path(str(root) + "/"), root / "device")  # a trailing slash on root
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 200_000), st.one_of(st.none(), st.integers(0, 250_000)))
+def test_a_file_read_without_following_links_is_read_whole_or_up_to_its_limit(tmp_path_factory, size: int,
+                                                                              limit: int | None) -> None:
+    from memory_plane.lifecycle import read_bytes_nofollow
+
+    path = tmp_path_factory.mktemp("r") / "f.bin"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    assert read_bytes_nofollow(path, limit) == (data if limit is None else data[:limit])

@@ -95,3 +95,41 @@ def test_what_the_project_writes_reads_back_the_same_either_way(doc: dict[str, A
                 max_size=12))
 def test_hand_typed_fragments_read_the_same_or_fail_the_same(parts: list[str]) -> None:
     same("".join(parts))
+
+
+def _nested(depth: int, width: int) -> str:
+    """A document ``depth`` lists deep whose innermost list holds ``width`` scalars (flow style)."""
+    return "a: " + "[" * depth + ", ".join(["x"] * width) + "]" * depth + "\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, MAX_DEPTH + 3), st.integers(0, 40), st.integers(NODE_BUDGET // 2, NODE_BUDGET + 10))
+def test_a_document_built_from_events_is_within_the_budget_the_walk_would_check(depth: int, width: int,
+                                                                               budget: int) -> None:
+    # What load_yaml no longer walks again: a document the event reader built (under any node budget) never
+    # breaks the node or depth limit that check_budget enforces.
+    from memory_plane.lifecycle._yaml import check_budget
+
+    for text in (_nested(depth, width), emit_block_yaml({"k": [{"a": ["x"] * width}] * (depth + 1)})):
+        loader = _CSafeLoader(text)
+        try:
+            got = from_events(loader, budget, MAX_DEPTH)
+        finally:
+            loader.dispose()
+        if got is not FALLBACK:
+            check_budget(got, "doc.yaml")  # raises if a built document broke a limit
+
+
+def test_a_simple_document_is_not_walked_again_and_an_alias_bomb_still_is(monkeypatch) -> None:
+    import memory_plane.lifecycle._yaml as yaml_mod
+
+    walked: list[Any] = []
+    real = yaml_mod.check_budget
+    monkeypatch.setattr(yaml_mod, "check_budget", lambda obj, path=None: (walked.append(obj), real(obj, path)))
+    assert load_yaml("id: x\nrefs:\n  - a\n  - b\n", "item.yaml") == {"id": "x", "refs": ["a", "b"]}
+    assert walked == []  # built from events: counted as it was built
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdef", "bcdefg"))
+    with pytest.raises(ParseError):  # aliases go through the constructor, and its result is walked
+        load_yaml(bomb, "bomb.yaml")
+    assert walked
