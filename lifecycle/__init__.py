@@ -90,8 +90,8 @@ from ._index import (
     format_entry,
     parse_index,
 )
-from ._index_lines import leading_id, valid_entry
 from ._index_check import index_stamp, index_writes, indexed_entries, known_matching, mark_matching, paths_doubt
+from ._index_lines import leading_id, valid_entry
 from ._item_read import ItemRead, Problem, Repair, entries_by_file, fresh_items, read_item, stat_key
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
@@ -254,12 +254,12 @@ __all__ = [
     "index_stamp",
     "index_writes",
     "indexed_entries",
-    "known_matching",
     "init_tree",
     "is_safe_id",
     "is_temp_name",
     "is_within",
     "key_line",
+    "known_matching",
     "leading_id",
     "link_on_way",
     "list_quarantined",
@@ -283,8 +283,8 @@ __all__ = [
     "parse_frontmatter",
     "parse_index",
     "parse_jsonl",
-    "paths_doubt",
     "parse_ts",
+    "paths_doubt",
     "quarantine",
     "quarantine_name",
     "quarantined",

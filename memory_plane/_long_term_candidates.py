@@ -31,6 +31,7 @@ they were noted in, so a rebuild that left the file as it was does not note them
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import sqlite3
@@ -48,6 +49,8 @@ from ._long_term_opposites import _missing, _opposite
 from ._tokens import token_set
 
 __all__ = ["CANDIDATES_NAME", "CandidateIndex", "Probe"]
+
+log = logging.getLogger("memory_plane")
 
 CANDIDATES_NAME = "candidates.sqlite"
 _VERSION = "5"  # 5: a rule's token count (4: each replaced memory's successor, which a forget finds here)
@@ -166,15 +169,11 @@ class CandidateIndex:
             db.execute("PRAGMA secure_delete = ON")  # a forgotten memory's words do not stay in free pages
             db.execute("PRAGMA journal_mode = DELETE")
             db.execute("PRAGMA synchronous = FULL")
-            version = _version(db)
-            if version not in (None, _VERSION):
+            if _version(db) not in (None, _VERSION):
                 # Made by another version of this module: derived data, made again from the files.
                 db.executescript("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS meta; "
                                 "DROP TABLE IF EXISTS lines;")
             db.executescript(_SCHEMA)
-            if version != _VERSION:
-                # Made now: whether index.yaml matches the files is not known until it is rebuilt (``new_line_safe``).
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('index_behind', '1')")
             yield db
         finally:
             db.close()
@@ -272,11 +271,16 @@ class CandidateIndex:
         return behind is None and row is None
 
     def index_caught_up(self) -> None:
-        """Say that index.yaml was just rebuilt from the files (``new_line_safe``)."""
+        """Say that index.yaml was just rebuilt from the files (``new_line_safe``); nothing is written when it was
+        not said to be behind (a tree that cannot be written is read, verified and left as it is)."""
         if not self.path.is_file():
             return
-        with self._db() as db:
-            db.execute("DELETE FROM meta WHERE name = 'index_behind'")
+        try:
+            with self._db() as db:
+                if db.execute("SELECT 1 FROM meta WHERE name = 'index_behind'").fetchone() is not None:
+                    db.execute("DELETE FROM meta WHERE name = 'index_behind'")
+        except sqlite3.Error as exc:  # a tree that cannot be written: saves read the index until it can be
+            log.info("%s: the rebuilt index was not noted: %s", self.path, exc)
 
     def line_hints(self, names: Iterable[str]) -> dict[str, int]:
         """Memory id -> where its index line was last seen to start, for these files (those that have a hint)."""
