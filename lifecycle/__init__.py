@@ -91,7 +91,7 @@ from ._index import (
     parse_index,
 )
 from ._index_check import index_stamp, index_writes, indexed_entries, known_matching, mark_matching, paths_doubt
-from ._index_lines import leading_id, valid_entry
+from ._index_lines import valid_entry
 from ._item_read import ItemRead, Problem, Repair, entries_by_file, fresh_items, read_item, stat_key
 from ._journal import ConflictLog, TombstoneLog
 from ._jsonl import JsonlProblem, JsonlRead, dumps_compact, parse_jsonl, read_jsonl
@@ -260,7 +260,6 @@ __all__ = [
     "is_within",
     "key_line",
     "known_matching",
-    "leading_id",
     "link_on_way",
     "list_quarantined",
     "load_retention",

@@ -91,6 +91,10 @@ class IndexHook(Protocol):
         ``index_stamp`` before and after (the save kept the index matching its files)."""
         ...
 
+    def dropped(self) -> None:
+        """A forget removed lines otherwise than by blanking them (its derived copy goes, with their words)."""
+        ...
+
     def forgetting(self, index_path: Path, lines: Sequence[tuple[int, bytes]]) -> Callable[[tuple[Any, Any] | None],
                                                                                           None]:
         """A forget is about to blank these lines ((start, bytes) each); what to call once they are blanked and their

@@ -127,8 +127,10 @@ def _complete(store: LongTermStore, mems: list[LongTermMemory]) -> list[str]:
                 if hook is not None:
                     blanked.append(hook.forgetting(store.index.path, spans))
 
-            store.index.blank_out([m.id for m in mems], store.candidates.line_hints(names) if current else None,
-                                  before=forgetting)
+            gone = store.index.blank_out([m.id for m in mems], store.candidates.line_hints(names) if current else None,
+                                         before=forgetting)
+            if hook is not None and gone and not blanked:
+                hook.dropped()  # the index was rewritten without them: the snapshot cannot say which lines went
             for m in mems:
                 path = store.path_for(m.id)
                 if path.exists():

@@ -271,7 +271,16 @@ def scrub_tree(root: Path, texts: Iterable[str], *, lock_timeout: float = DEFAUL
     kept = frozenset(keep)
     if not has_symlink(root, cache) and cache.is_dir():
         for f in sorted(cache.iterdir()):
-            if f.name.endswith((".json.gz", ".sqlite")) and f.name not in kept and not f.is_symlink():
+            journal = f.name.endswith(".sqlite-journal")
+            if journal and not f.is_symlink():
+                # A killed write's pages as they were (forgotten words among them): it goes, with the file it was of
+                # (torn without it).
+                for g in (f, f.with_name(f.name[:-len("-journal")])):
+                    if g.is_file() and not g.is_symlink():
+                        remove_path(root, g)
+                        changed.append(str(g.relative_to(root)))
+                continue
+            if f.name.endswith((".json.gz", ".sqlite")) and f.name not in kept and not f.is_symlink() and f.exists():
                 # Derived postings may hold the words of the text; the next retrieve rebuilds them.
                 remove_path(root, f)
                 changed.append(str(f.relative_to(root)))

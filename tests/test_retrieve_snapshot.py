@@ -343,3 +343,93 @@ def test_saves_and_forgets_keep_the_snapshot_vouching_for_the_index_without_a_li
     (root / "long_term" / "memories" / "mem_0000000000aa.md").write_text("---\nid: mem_0000000000aa\n---\nby hand\n")
     from_snapshot(root)
     assert listed  # a file added by another hand: the folder is listed again
+
+
+def test_a_process_that_forgets_then_saves_does_not_keep_the_forgotten_memory(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 3], k, 45, k) for k in range(16)]))
+    with open_plane(root) as plane:
+        fact = plane.long_term.save_memory(type="fact", content="Pay the zebra office with Alipay code quickly",
+                                           force=True, source="model").id
+        rule = plane.long_term.save_memory(type="rule", content="Never pay the zebra office with Alipay code quickly",
+                                           force=True).id
+    make_snapshot(root)
+    goals = ["pay the zebra office with alipay", *GOALS]
+    with open_plane(root) as plane:
+        blocks(plane, goals)
+        assert plane.forget(rule)
+        plane.long_term.save_memory(type="fact", content="The printer in the garden is green", force=True)
+        got = blocks(plane, goals)
+    assert got == baseline(root, goals)
+    assert fact in got[0] and rule not in "".join(got)  # the forgotten rule no longer overrules the fact
+
+
+def test_a_line_a_person_wrote_as_yaml_is_never_lost_through_a_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 1], k, 30, k) for k in range(16)]))
+    with open_plane(root) as plane:
+        kept = plane.long_term.save_memory(type="rule", content="Always answer the wombat kiosk politely").id
+    index = root / "long_term" / "index.yaml"
+    index.write_bytes(b"\n".join(ln.replace(b'"type": ', b"type: ", 1) if kept.encode() in ln else ln
+                                 for ln in index.read_bytes().split(b"\n")))
+    goals = [*GOALS, "wombat kiosk"]
+    for _ in range(2):  # the first reads the index whole; the second starts from whatever it left
+        got, _ = from_snapshot(root, goals)
+        assert got == baseline(root, goals) and any("wombat" in b for b in got)
+
+
+def test_a_forget_that_rewrites_the_index_drops_the_snapshot_with_the_words(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 2], k, 30, k) for k in range(16)]))
+    with open_plane(root) as plane:
+        secret = plane.long_term.save_memory(type="fact", content="The zebrafish locker code is quokka 7781").id
+    make_snapshot(root)
+    index = root / "long_term" / "index.yaml"
+    # Its line as a person may write it (YAML): the forget cannot blank it in place and rewrites the index.
+    index.write_bytes(b"\n".join(ln.replace(b'"type": ', b"type: ", 1) if secret.encode() in ln else ln
+                                 for ln in index.read_bytes().split(b"\n")))
+    with open_plane(root) as plane:
+        assert plane.forget(secret)
+    for f in (root / ".cache" / "retrieve").iterdir():
+        assert b"quokka" not in f.read_bytes(), f
+
+
+def test_a_snapshot_that_fails_mid_retrieve_is_read_around_and_dropped(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 8], k, 30, k) for k in range(30)]))
+    make_snapshot(root)
+    snap = root / ".cache" / "retrieve" / SNAP
+    data = bytearray(snap.read_bytes())
+    with sqlite3.connect(snap) as db:
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+    for page in range(1, len(data) // size):
+        if data[page * size] in (0x0A, 0x02):  # the pages of the postings (a table of no row ids)
+            data[page * size + 1:page * size + 8] = b"\xff" * 7
+    snap.write_bytes(bytes(data))
+    got, _ = from_snapshot(root)
+    assert got == baseline(root)
+    assert not snap.exists() or from_snapshot(root)[0] == baseline(root)  # dropped (the next process writes it)
+    from_snapshot(root)
+    assert from_snapshot(root) == (baseline(root), True)  # written again whole, and used
+
+
+def test_a_journal_a_killed_write_left_is_never_read_and_goes_with_its_file(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    build(root, spec_memories([(k % 6, [k, k + 5], k, 30, k) for k in range(16)]))
+    make_snapshot(root)
+    journal = root / ".cache" / "retrieve" / (SNAP + "-journal")
+    journal.write_bytes(b"pages as they were: quokka")
+    got, used = from_snapshot(root)
+    assert not used and got == baseline(root)
+    with open_plane(root) as plane:
+        assert plane.forget(plane.long_term.entries()[0]["id"])
+    assert not journal.exists()
+
+
+def test_a_root_whose_path_reads_as_a_query_is_started_from_its_own_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "odd?mode=rwc&x=1#y" / "m"
+    build(root, spec_memories([(k % 6, [k, k + 3], k, 30, k) for k in range(16)]))
+    make_snapshot(root)
+    got, used = from_snapshot(root)
+    assert used and got == baseline(root)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd?mode=rwc&x=1#y"]

@@ -40,7 +40,7 @@ from ._render import hit_line, slotted_text
 from ._rule_plan import PlanShare, rule_plan
 from ._rules_said import RulesSaid
 from ._scoring import Scorer
-from ._snapshot import SnapshotFile, SnapshotHook
+from ._snapshot import SnapshotFile, SnapshotHook, StaleSnapshot
 from ._sources import DeviceSource, EpisodeSource, LongTermSource, Source
 from ._user_rules import RULE_SHARE, GoalRules, RuleScope
 
@@ -100,6 +100,16 @@ class Retriever:
 
     def retrieve(self, req: MemoryRetrieveRequest, now: datetime, explain: bool = False) -> MemoryContext:
         """Build the MemoryContext for a request; with ``explain``, each candidate a filter dropped is named."""
+        try:
+            return self._retrieve(req, now, explain)
+        except StaleSnapshot:
+            # A snapshot could not be read to the end (damaged, or written anew meanwhile): its source reads its index
+            # whole, and the retrieve is made again.
+            for src in self._sources:
+                src.snapshot_failed()
+            return self._retrieve(req, now, explain)
+
+    def _retrieve(self, req: MemoryRetrieveRequest, now: datetime, explain: bool) -> MemoryContext:
         in_step = self._sync_all()  # once per retrieve: the hinted app's check and the candidates read the same
         ctx = self._query(req, now, in_step)
         drop = DropLog(explain)

@@ -38,6 +38,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import quote
 
 from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder, temp_name
 
@@ -128,9 +129,11 @@ class Snapshot:
     verdicts; postings and texts are read on demand (``posting``, ``texts``) from the same file, as written then."""
 
     def __init__(self, db: sqlite3.Connection, wid: str, raw: bytes, version: Version, offsets: array,
-                 facts: LineFacts, free: Free | None, checked: Any) -> None:
+                 facts: LineFacts, free: Free | None, checked: Any, where: tuple[Path, int, str]) -> None:
         self._db = db
         self._wid = wid
+        self._where = where  # (the file, its inode, its count of forgets) as loaded
+        self.damaged = False  # a read failed on the file as loaded (not one written anew since)
         self._guard = threading.Lock()
         self.raw = raw
         self.version = version
@@ -139,6 +142,22 @@ class Snapshot:
         self.facts = facts
         self.free = free
         self.checked = checked
+
+    def vouches(self, version: Version) -> bool:
+        """Whether the file is still the one loaded, no forget changed it since, and it is of the index's ``version``
+        (a writer that appended lines since moved it on: the lines this process read before are still as read)."""
+        import sqlite3
+
+        path, ino, forgets = self._where
+        try:
+            if os.lstat(path).st_ino != ino:
+                return False
+            with self._guard:
+                row = self._db.execute("SELECT (SELECT v FROM meta WHERE k = 'stat'), (SELECT v FROM meta WHERE "
+                                       "k = 'forgets'), (SELECT v FROM meta WHERE k = 'wid')").fetchone()
+        except (OSError, sqlite3.Error):
+            return False
+        return tuple(row) == (json.dumps(version), forgets, self._wid)
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         import sqlite3
@@ -152,6 +171,7 @@ class Snapshot:
                 finally:
                     self._db.execute("COMMIT")
             except sqlite3.Error as exc:
+                self.damaged = True
                 raise StaleSnapshot(str(exc)) from exc
         if wid is None or wid[0] != self._wid:
             raise StaleSnapshot("written anew since it was loaded")
@@ -168,6 +188,7 @@ class Snapshot:
                                         "SELECT chunk, docs FROM postings WHERE token = ? ORDER BY 1",
                                         (token,)).fetchall()
             except sqlite3.Error as exc:
+                self.damaged = True
                 raise StaleSnapshot(str(exc)) from exc
         if not rows or rows[0][1] != self._wid:
             raise StaleSnapshot("written anew since it was loaded")
@@ -388,8 +409,10 @@ class SnapshotFile:
             return None
         import sqlite3  # with a snapshot only: a start that has none never loads SQLite
 
+        if os.path.lexists(self.journal):
+            return None  # a write was killed: the file may be torn (the next writer drops both)
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5, isolation_level=None,
+            db = sqlite3.connect(self._uri("ro"), uri=True, timeout=5, isolation_level=None,
                                  check_same_thread=False)
         except sqlite3.Error:
             return None
@@ -432,7 +455,8 @@ class SnapshotFile:
         if gone:
             facts, free = _without(facts, free, gone)
         checked = json.loads(meta["checked"]) if meta.get("checked") else None
-        return Snapshot(db, meta["wid"], raw, version, offsets, facts, free, checked)
+        return Snapshot(db, meta["wid"], raw, version, offsets, facts, free, checked,
+                        (self.path, os.lstat(self.path).st_ino, meta.get("forgets", "")))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -456,6 +480,11 @@ class SnapshotFile:
                 def place() -> None:
                     nonlocal placed
                     if file_version(index_path) == data.version:
+                        # A killed writer's journal would be played back into the new file: it goes first.
+                        try:
+                            os.unlink(self.journal.name, dir_fd=dfd)
+                        except FileNotFoundError:
+                            pass
                         os.rename(tmp, self.path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
                         os.fsync(dfd)
                         placed = True
@@ -483,7 +512,7 @@ class SnapshotFile:
             db.executescript(_SCHEMA)
             db.execute("BEGIN")
             db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                ("format", FORMAT), ("tokenizer", tokenizer_fingerprint()), ("config", data.config),
+                ("format", FORMAT), ("tokenizer", tokenizer_fingerprint()), ("config", data.config), ("forgets", "0"),
                 ("wid", secrets.token_hex(8)), ("bytes", str(size)), ("stat", json.dumps(data.version)),
                 ("head", _digest(raw[:min(HEAD, size)]).hex()), ("catalog", data.catalog),
                 ("checked", json.dumps(data.checked) if data.checked is not None else "")])
@@ -517,7 +546,10 @@ class SnapshotFile:
 
         if not self._safe():
             return None
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        if os.path.lexists(self.journal):
+            self.drop()  # a write was killed: the file may be torn, and the journal holds words as they were
+            return None
+        db = sqlite3.connect(self._uri("rw"), uri=True, timeout=2, isolation_level=None)
         db.execute("PRAGMA secure_delete = ON")  # a forgotten line's words do not stay in free pages
         db.execute("PRAGMA journal_mode = DELETE")
         db.execute("PRAGMA synchronous = FULL")
@@ -608,6 +640,7 @@ class SnapshotFile:
                 blocks.update(range(start // BLOCK, (start + len(old) - 1) // BLOCK + 1))
             # Unknown until the lines are blanked: a forget killed in between leaves a snapshot checked by blocks.
             db.execute("UPDATE meta SET v = '' WHERE k = 'stat'")
+            db.execute("UPDATE meta SET v = CAST(CAST(v AS INTEGER) + 1 AS TEXT) WHERE k = 'forgets'")
             db.execute("COMMIT")
 
         def blanked(stamps: Stamps) -> None:
@@ -633,14 +666,39 @@ class SnapshotFile:
         return blanked
 
     def drop(self) -> None:
-        """Delete the snapshot (derived: the next retrieve that needs it writes it again)."""
+        """Delete the snapshot and any journal a killed write left beside it (derived: the next retrieve that needs
+        it writes it again; the journal holds pages as they were, words a forget took out included)."""
+        if has_symlink(self.root, self.path.parent):
+            return
+        for path in (self.journal, self.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("retrieve snapshot %s could not be removed: %s", path, exc)
+
+    @property
+    def journal(self) -> Path:
+        """Where SQLite keeps a write's pages as they were until it commits (left behind by a killed write)."""
+        return self.path.with_name(self.path.name + "-journal")
+
+    def vouches_for(self, version: Version | None) -> bool:
+        """Whether the snapshot on disk is of this version of the index (a writer kept it in step)."""
+        import sqlite3
+
+        if version is None or not self._safe():
+            return False
         try:
-            if not has_symlink(self.root, self.path.parent):
-                os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("retrieve snapshot %s could not be removed: %s", self.path, exc)
+            with closing(sqlite3.connect(self._uri("ro"), uri=True, timeout=1)) as db:
+                row = db.execute("SELECT (SELECT v FROM meta WHERE k = 'stat'), "
+                                 "(SELECT v FROM meta WHERE k = 'format')").fetchone()
+        except sqlite3.Error:
+            return False
+        return tuple(row) == (json.dumps(version), FORMAT)
+
+    def _uri(self, mode: str) -> str:
+        return f"file:{quote(str(self.path))}?mode={mode}"
 
 
 def _block_digests(path: Path, blocks: list[int], size: int) -> tuple[Version, dict[int, bytes], str | None] | None:
@@ -724,6 +782,11 @@ class SnapshotHook:
             return token_set(long_term_text(entry)) if entry is not None else frozenset()
 
         return self.file.forget_lines(index_path, lines, tokens)
+
+    def dropped(self) -> None:
+        """A forget removed lines otherwise than by blanking them: the snapshot cannot say which of its lines they
+        were, and goes (with their words)."""
+        self.file.drop()
 
     @property
     def kept(self) -> str:

@@ -24,7 +24,6 @@ from memory_plane.lifecycle import (
     field_text,
     index_stamp,
     known_matching,
-    leading_id,
     mark_matching,
     paths_doubt,
 )
@@ -79,9 +78,10 @@ class SnapPostings(dict[str, list[int]]):
             try:
                 plist = self._snap.posting(token)
             except (StaleSnapshot, ValueError) as exc:
-                log.info("retrieve snapshot: %s; the index is read again on the next retrieve", exc)
+                # Not served as "no memory holds it": the retrieve starts again from the index read whole.
+                log.info("retrieve snapshot: %s; the index is read whole", exc)
                 self._gen.stale = True
-                plist = None
+                raise StaleSnapshot(str(exc)) from exc
             if plist is None:
                 self._absent.add(token)
             else:
@@ -96,9 +96,9 @@ class SnapPostings(dict[str, list[int]]):
         try:
             found = self._snap.postings_of(want)
         except (StaleSnapshot, ValueError) as exc:
-            log.info("retrieve snapshot: %s; the index is read again on the next retrieve", exc)
+            log.info("retrieve snapshot: %s; the index is read whole", exc)
             self._gen.stale = True
-            return
+            raise StaleSnapshot(str(exc)) from exc
         for t in want:
             plist = found.get(t)
             if plist is None:
@@ -129,7 +129,7 @@ class SnapPostings(dict[str, list[int]]):
     def all(self) -> dict[str, list[int]]:
         """Every token's postings: the snapshot's, with the ones added since (a writer's full copy)."""
         out = self._snap.all_postings()
-        for t, plist in dict.items(self):
+        for t, plist in list(dict.items(self)):  # a copy: the caller's thread may read more words meanwhile
             out[t] = plist  # a token read from the snapshot and appended to since holds the whole list
         return out
 
@@ -317,6 +317,8 @@ class SnapJob:
         numbered = {t: [line_of[d] for d in plist if d < count] for t, plist in list(postings.items())}
         catalog = self.scope.catalog.fingerprint()
         free, texts, said, apps = self._free(entries, line_of)
+        if self.src.gen is not self.gen:
+            return None  # the generation changed while this was made (what it read of it may be of two)
         return SnapData(self.version, raw, offsets, facts, numbered, free, texts, said, apps, catalog, self.config,
                         self.checked if self.checked is not None and tuple(self.checked[0]) == self.version else None)
 
@@ -335,11 +337,11 @@ class SnapJob:
                 if k >= self.count or not s.startswith(b"- {"):
                     return None
                 e = gen.entries[k]
-                lid = leading_id(line)
-                if lid is None:
-                    parsed = parse_line(line) if line.endswith(b"\n") else None
-                    lid = str(parsed["id"]) if parsed is not None else None
-                if lid != e.get("id"):
+                try:  # every line as the snapshot's reader will parse it: one JSON entry (no YAML by hand)
+                    parsed = parse_line(line)
+                except ValueError:
+                    return None
+                if parsed is None or parsed.get("id") != e.get("id"):
                     return None
                 line_of.append(len(out))
                 out.append(e)

@@ -359,6 +359,10 @@ class Source:
         assert lines is not None and gen.version is not None
         if version[2] != gen.version[2] or version[1] <= lines.size:
             return False
+        # Only a writer that kept the snapshot in step says the lines read before are still as read (a forget in
+        # between blanked some, and is counted there; another hand's change is not vouched for).
+        if gen.snap is None or not gen.snap.vouches(version):
+            return False
         from ._snapshot_source import add_lines, lines_match
 
         got = read_appended(Path(self.store.index.path), lines.size, lines.tail(64))
@@ -384,7 +388,24 @@ class Source:
         file, gen, asked = self.snap_file, self.gen, self._snap_asked
         if file is None or file.disabled or len(gen.entries) < self.snap_min:
             return False
-        return asked is None or asked[0] is not gen or len(gen.entries) - asked[1] >= min(REFRESH_AFTER, self.snap_min)
+        if asked is not None and asked[0] is gen and len(gen.entries) - asked[1] < min(REFRESH_AFTER, self.snap_min):
+            return False
+        if gen.lines is None and asked is not None and file.vouches_for(self.store.index.version_of(gen.entries)):
+            # The index was read whole again after a writer kept the snapshot in step (a forget): it stands.
+            self._snap_asked = (gen, len(gen.entries))
+            return False
+        return True
+
+    def snapshot_failed(self) -> None:
+        """A retrieve met a snapshot it could not read to the end: the generation goes, and the file too when it was
+        not written anew meanwhile (damaged: derived, made again from the index), not to be read again here."""
+        gen, file = self.gen, self.snap_file
+        if gen.snap is None or file is None or not gen.stale:
+            return
+        self.gen = Generation([])
+        if gen.snap.damaged:
+            file.drop()
+            file.disabled = True
 
     def snapshot_job(self, scorer: Scorer, scope: RuleScope) -> SnapJob:
         """What to write of the generation's snapshot, captured now (``SnapJob.run`` writes it)."""
