@@ -144,14 +144,20 @@ def test_a_forget_takes_the_words_out_of_the_snapshot_and_leaves_it_usable(tmp_p
     build(root, spec_memories([(k % 6, [k, k + 5], k, 50, k) for k in range(24)]))
     with open_plane(root) as plane:
         secret = plane.long_term.save_memory(type="fact", content="The zebrafish locker code is quokka 7781").id
+        rule = plane.long_term.save_memory(type="rule", content="Never read the numbat diary aloud").id
     make_snapshot(root)
     snap = root / ".cache" / "retrieve" / SNAP
-    assert b"quokka" in snap.read_bytes()
+    with sqlite3.connect(snap) as db:
+        salt = bytes.fromhex(db.execute("SELECT v FROM meta WHERE k = 'salt'").fetchone()[0])
+    keys = [snapshot.word_key(salt, w) for w in ("quokka", "zebrafish", "7781", "numbat")]
+    data = snap.read_bytes()
+    assert b"numbat" in data and all(k in data for k in keys)  # the rule's text, and every word's key
+    assert b"quokka" not in data  # a word is kept by its key only
     with open_plane(root) as plane:
         plane.long_term.save_memory(type="fact", content="The office printer is on floor 3")  # the version moves on
-        assert plane.forget(secret)
+        assert plane.forget(secret) and plane.forget(rule)
     data = snap.read_bytes()
-    assert b"quokka" not in data and b"zebrafish" not in data and b"7781" not in data
+    assert b"numbat" not in data and not any(k in data for k in keys)
     goals = [*GOALS, "zebrafish locker quokka code"]
     got, used = from_snapshot(root, goals)
     assert used, "a forget keeps the snapshot usable"

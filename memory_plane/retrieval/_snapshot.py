@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = "4"  # 2: each settled rule's filing word; 3: postings in chunks of lines; 4: the apps a rule names
+FORMAT = "5"  # 2: a rule's filing word; 3: postings in chunks of lines; 4: the apps a rule names; 5: words keyed
 BLOCK = 1 << 18  # bytes of the index file per digest: a forget re-hashes one block, not the file
 HEAD = 1 << 16  # bytes at the file's start hashed beside the version (a same-size rewrite within one mtime tick)
 MAX_COL = 256 << 20  # a column larger than this once inflated is not read
@@ -61,7 +61,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blocks (b INTEGER PRIMARY KEY, digest BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS cols (name TEXT PRIMARY KEY, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS postings (token TEXT NOT NULL, chunk INTEGER NOT NULL, docs BLOB NOT NULL,
+CREATE TABLE IF NOT EXISTS postings (token BLOB NOT NULL, chunk INTEGER NOT NULL, docs BLOB NOT NULL,
                                      PRIMARY KEY (token, chunk)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS texts (n INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS said (n INTEGER PRIMARY KEY, word TEXT NOT NULL);
@@ -114,7 +114,8 @@ class SnapData:
     raw: bytes  # the index file's bytes (the first ``len(raw)`` of them, whole lines)
     offsets: Sequence[int]  # where each line starts, and one past the last
     facts: LineFacts
-    postings: dict[str, list[int]]
+    postings: dict[bytes, list[int]]  # keyed by ``word_key`` under ``salt``
+    salt: bytes
     free: Free | None
     texts: dict[int, str]  # the lowercase text of each settled line (the ones a goal's names are looked for in)
     said: dict[int, str]  # the filing word of each settled rule or preference ("": none, ``RulesSaid``)
@@ -129,8 +130,10 @@ class Snapshot:
     verdicts; postings and texts are read on demand (``posting``, ``texts``) from the same file, as written then."""
 
     def __init__(self, db: sqlite3.Connection, wid: str, raw: bytes, version: Version, offsets: array,
-                 facts: LineFacts, free: Free | None, checked: Any, where: tuple[Path, int, str]) -> None:
+                 facts: LineFacts, free: Free | None, checked: Any, where: tuple[Path, int, str],
+                 salt: bytes) -> None:
         self._db = db
+        self.salt = salt  # what its words are keyed under (``word_key``)
         self._wid = wid
         self._where = where  # (the file, its inode, its count of forgets) as loaded
         self.damaged = False  # a read failed on the file as loaded (not one written anew since)
@@ -186,7 +189,7 @@ class Snapshot:
             try:
                 rows = self._db.execute("SELECT -1, v FROM meta WHERE k = 'wid' UNION ALL "
                                         "SELECT chunk, docs FROM postings WHERE token = ? ORDER BY 1",
-                                        (token,)).fetchall()
+                                        (word_key(self.salt, token),)).fetchall()
             except sqlite3.Error as exc:
                 self.damaged = True
                 raise StaleSnapshot(str(exc)) from exc
@@ -198,19 +201,19 @@ class Snapshot:
         """The lines holding each of ``tokens`` that any line holds; StaleSnapshot as ``posting``."""
         out: dict[str, list[bytes]] = {}
         for k in range(0, len(tokens), 500):  # SQLite's limit on bound values is 999 in old builds
-            part = tokens[k:k + 500]
+            keys = {word_key(self.salt, t): t for t in tokens[k:k + 500]}
             rows = self._read("SELECT token, docs FROM postings WHERE token IN "
-                              f"({','.join('?' * len(part))}) ORDER BY token, chunk", tuple(part))
-            for t, d in rows:
-                out.setdefault(t, []).append(d)
+                              f"({','.join('?' * len(keys))}) ORDER BY token, chunk", tuple(keys))
+            for key, d in rows:
+                out.setdefault(keys[key], []).append(d)
         return {t: _joined(ds) for t, ds in out.items()}
 
-    def all_postings(self) -> dict[str, list[int]]:
-        """Every token's lines; StaleSnapshot when the file is no longer the one loaded."""
-        out: dict[str, list[bytes]] = {}
-        for t, d in self._read("SELECT token, docs FROM postings ORDER BY token, chunk"):
-            out.setdefault(t, []).append(d)
-        return {t: _joined(ds) for t, ds in out.items()}
+    def all_postings(self) -> dict[bytes, list[int]]:
+        """Every word's lines, by its key; StaleSnapshot when the file is no longer the one loaded."""
+        out: dict[bytes, list[bytes]] = {}
+        for key, d in self._read("SELECT token, docs FROM postings ORDER BY token, chunk"):
+            out.setdefault(key, []).append(d)
+        return {key: _joined(ds) for key, ds in out.items()}
 
     def filing_words(self) -> dict[int, str]:
         """The filing word of each settled rule ("": none); StaleSnapshot when the file is no longer the one
@@ -246,6 +249,12 @@ def pack(numbers: Iterable[int]) -> bytes:
 def unpack(raw: Any) -> list[int]:
     """What ``pack`` wrote; ValueError for anything else."""
     return _le(_u32(raw)).tolist()
+
+
+def word_key(salt: bytes, word: str) -> bytes:
+    """What a word's postings are kept under: not the word (SQLite may leave a deleted key's bytes in a page of its
+    tree, which secure_delete does not reach; a forgotten word must not be one)."""
+    return hashlib.blake2b(word.encode("utf-8", "surrogatepass"), key=salt, digest_size=12).digest()
 
 
 def _joined(chunks: Iterable[Any]) -> list[int]:
@@ -456,7 +465,7 @@ class SnapshotFile:
             facts, free = _without(facts, free, gone)
         checked = json.loads(meta["checked"]) if meta.get("checked") else None
         return Snapshot(db, meta["wid"], raw, version, offsets, facts, free, checked,
-                        (self.path, os.lstat(self.path).st_ino, meta.get("forgets", "")))
+                        (self.path, os.lstat(self.path).st_ino, meta.get("forgets", "")), bytes.fromhex(meta["salt"]))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -513,6 +522,7 @@ class SnapshotFile:
             db.execute("BEGIN")
             db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("format", FORMAT), ("tokenizer", tokenizer_fingerprint()), ("config", data.config), ("forgets", "0"),
+                ("salt", data.salt.hex()),
                 ("wid", secrets.token_hex(8)), ("bytes", str(size)), ("stat", json.dumps(data.version)),
                 ("head", _digest(raw[:min(HEAD, size)]).hex()), ("catalog", data.catalog),
                 ("checked", json.dumps(data.checked) if data.checked is not None else "")])
@@ -602,6 +612,7 @@ class SnapshotFile:
         with closing(db):
             db.execute("BEGIN IMMEDIATE")
             meta = dict(db.execute("SELECT k, v FROM meta").fetchall())
+            salt = bytes.fromhex(meta.get("salt", ""))
             before = file_version(index_path)
             if meta.get("stat") != json.dumps(before) or meta.get("format") != FORMAT:
                 db.execute("ROLLBACK")
@@ -619,7 +630,8 @@ class SnapshotFile:
                 if tokens is None:
                     raise ValueError(f"the line at byte {start} does not parse")
                 chunk = n // CHUNK
-                for t in tokens:
+                for word in tokens:
+                    t = word_key(salt, word)
                     row = db.execute("SELECT docs FROM postings WHERE token = ? AND chunk = ?", (t, chunk)).fetchone()
                     if row is None:
                         continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -47,6 +48,7 @@ from ._snapshot import (
     StaleSnapshot,
     line_offsets,
     read_index,
+    word_key,
 )
 
 if TYPE_CHECKING:
@@ -126,11 +128,13 @@ class SnapPostings(dict[str, list[int]]):
             self[token] = plist = default
         return plist
 
-    def all(self) -> dict[str, list[int]]:
-        """Every token's postings: the snapshot's, with the ones added since (a writer's full copy)."""
+    def all(self) -> dict[bytes, list[int]]:
+        """Every word's postings by its key under the snapshot's salt: the snapshot's, with the ones added since (a
+        writer's full copy)."""
         out = self._snap.all_postings()
+        salt = self._snap.salt
         for t, plist in list(dict.items(self)):  # a copy: the caller's thread may read more words meanwhile
-            out[t] = plist  # a token read from the snapshot and appended to since holds the whole list
+            out[word_key(salt, t)] = plist  # a word read from the snapshot and appended to since: the whole list
         return out
 
 
@@ -298,7 +302,8 @@ class SnapJob:
             raw = lines.bytes_upto(self.count)
             entries = [lines[n] for n in range(self.count)]
             line_of = list(range(self.count))
-            postings = gen.inv.postings.all() if isinstance(gen.inv.postings, SnapPostings) else {}
+            assert gen.snap is not None and isinstance(gen.inv.postings, SnapPostings)
+            salt, keyed = gen.snap.salt, gen.inv.postings.all()
         else:
             read = read_index(self.index_path)
             if read is None or read[1] != self.version:
@@ -308,19 +313,21 @@ class SnapJob:
             if placed is None:
                 return None
             entries, line_of = placed
-            postings = gen.inv.postings
+            salt = secrets.token_bytes(16)
+            keyed = {word_key(salt, t): plist for t, plist in list(gen.inv.postings.items())}
         offsets = line_offsets(raw)
         if offsets[-1] != len(raw) or len(offsets) - 1 != len(entries):
             return None
         facts = _facts_of(entries, self.src.always_types, 0)
         count = self.count
-        numbered = {t: [line_of[d] for d in plist if d < count] for t, plist in list(postings.items())}
+        numbered = {t: [line_of[d] for d in plist if d < count] for t, plist in keyed.items()}
         catalog = self.scope.catalog.fingerprint()
         free, texts, said, apps = self._free(entries, line_of)
         if self.src.gen is not self.gen:
             return None  # the generation changed while this was made (what it read of it may be of two)
-        return SnapData(self.version, raw, offsets, facts, numbered, free, texts, said, apps, catalog, self.config,
-                        self.checked if self.checked is not None and tuple(self.checked[0]) == self.version else None)
+        checked = self.checked if self.checked is not None and tuple(self.checked[0]) == self.version else None
+        return SnapData(self.version, raw, offsets, facts, numbered, salt, free, texts, said, apps, catalog,
+                        self.config, checked)
 
     def _lines_of(self, raw: bytes) -> tuple[list[dict[str, Any]], list[int]] | None:
         """Each line of ``raw`` as an entry (the generation's own, ``NO_ENTRY`` for a comment or blank line), and
