@@ -109,15 +109,6 @@ __all__ = [
 ]
 
 
-def _version(path: Path) -> tuple[int, int, int] | None:
-    """(mtime, size, inode) of a file, None when it is not there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 class LongTermStore(ItemCollection[LongTermMemory]):
     """long_term/memories/<id>.md plus index.yaml and profile.md."""
 
@@ -302,7 +293,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         current = self.candidates.current()
         self.index.appended = None
         hook = self.index_hook
-        before = _version(self.index.path) if hook is not None else None
+        before = stat_key(self.index.path) if hook is not None else None
         stamp = index_stamp(self) if hook is not None else None
         # A memory file the candidates index (as current as the folder) has no row of is new: index.yaml has no line
         # of it either (unless another hand removed its file since the index was last rebuilt), and its line is
@@ -310,7 +301,7 @@ class LongTermStore(ItemCollection[LongTermMemory]):
         new_line = new_line or (current and self.candidates.new_line_safe(self.path_for(record.id).name))
         path = super().save_locked(record, new_line=new_line)
         if hook is not None and self.index.appended is not None and self.index.appended[0] == record.id:
-            hook.appended(before, _version(self.index.path), (stamp, index_stamp(self)))
+            hook.appended(before, stat_key(self.index.path), (stamp, index_stamp(self)))
         if current:
             appended = self.index.appended
             # Where its index line starts, when the save appended it (a rewrite moved other lines: no hint).

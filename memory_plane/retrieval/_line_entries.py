@@ -8,6 +8,7 @@ names. A query parses only the lines it looks at.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -75,9 +76,7 @@ class IndexLines(Sequence[dict[str, Any]]):
         if i < 0:
             i += len(self)
         start, end = self._offsets[i], self._offsets[i + 1]
-        k = len(self._starts) - 1
-        while self._starts[k] > start:
-            k -= 1
+        k = bisect_right(self._starts, start) - 1
         base = self._starts[k]
         return self._chunks[k][start - base:end - base]
 

@@ -54,7 +54,6 @@ class Checked(NamedTuple):
     fresh: Rejudged | None
 
 
-_said = said_text
 
 
 def stat_key(path: Path | str) -> StatKey:
@@ -122,7 +121,7 @@ class Retriever:
         if self._lt_source in in_step:
             rules, planned = self._long_term_candidates(ctx, picked, drop, users)
         index_mtimes: dict[Path, int] = {}
-        said = self._rules_said(users, planned)
+        said = self._rulessaid_text(users, planned)
         common = self._within_caps(picked, ctx, drop, index_mtimes, said, planned.ranked() if planned else {})
         user_hits = ([] if rules is None
                      else self._user_hits(users, planned, rules, ctx, now, drop, index_mtimes, common))
@@ -335,11 +334,11 @@ class Retriever:
         return rules, planned
 
     @staticmethod
-    def _rules_said(users: list[_Cand], planned: PlanShare | None) -> RulesSaid:
+    def _rulessaid_text(users: list[_Cand], planned: PlanShare | None) -> RulesSaid:
         """The stances of the user's rules and preferences that apply to the goal: the few judged now, and the
         plan's (worked out once per plan, not on every retrieve)."""
         def stances(cands: list[_Cand]) -> Callable[[], list[tuple[str, Stance]]]:
-            return lambda: [(str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i]))) for c in cands]
+            return lambda: [(str(c.src.entries[c.i].get("id")), stance(said_text(c.src.entries[c.i]))) for c in cands]
 
         if planned is None:
             return RulesSaid(len(users), stances(users))
@@ -349,7 +348,7 @@ class Retriever:
 
             def one(n: int) -> tuple[str, Stance]:
                 c = ranked[n]
-                return str(c.src.entries[c.i].get("id")), stance(_said(c.src.entries[c.i]))
+                return str(c.src.entries[c.i].get("id")), stance(said_text(c.src.entries[c.i]))
 
             # A snapshot knows each rule's filing word: only the rules a memory's words reach are worked out.
             filed = plan.src.filing_words([c.i for c in ranked]) if plan.src.gen.snap is not None else None
@@ -366,7 +365,7 @@ class Retriever:
         e = c.src.entries[c.i]
         if c.item_type == "long_term" and (field_str(e.get("type")) in USER_WORD_TYPES or e.get("source") == "user"):
             return None
-        text = _said(e)
+        text = said_text(e)
         rid = said.overruling(stance(text))
         return (rid, text) if rid is not None else None
 

@@ -43,6 +43,7 @@ from urllib.parse import quote
 from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder, temp_name
 
 from .._tokens import tokenizer_fingerprint
+from ._index_bytes import Version, block_digests, digest, file_version, read_index
 from ._postings_cache import CACHE_DIR
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ CREATE TABLE IF NOT EXISTS apps (n INTEGER PRIMARY KEY, apps TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gone (n INTEGER PRIMARY KEY);
 """
 
-Version = tuple[int, int, int]
-"""(mtime_ns, size, inode) of an index file."""
 
 Stamps = tuple[Any, Any] | None
 """The index's ``index_stamp`` before and after a writer's change that kept it matching its item files."""
@@ -300,10 +299,6 @@ def _offsets(raw: Any) -> array:
     return out
 
 
-def _digest(data: bytes | memoryview) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
 def _col(value: Any) -> bytes:
     return zlib.compress(marshal.dumps(value), 1)
 
@@ -316,81 +311,6 @@ def _uncol(raw: Any) -> Any:
     if d.unconsumed_tail or not d.eof:
         raise ValueError("a column is truncated or too large")
     return marshal.loads(body)  # zlib's checksum has vouched for the bytes marshal reads
-
-
-def read_version(fd: int) -> Version:
-    """The (mtime, size, inode) of an open file."""
-    st = os.fstat(fd)
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def file_version(path: Path) -> Version | None:
-    """The (mtime, size, inode) of an index file (None: not there)."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def read_index(path: Path) -> tuple[bytes, Version] | None:
-    """An index file's bytes and the version they are of (None: absent, a link, or changed while read)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        before = read_version(fd)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            raw = fh.read()
-        after = read_version(fd)
-    finally:
-        os.close(fd)
-    return (raw, after) if before == after and len(raw) == after[1] else None
-
-
-def read_appended(path: Path, start: int, before: bytes) -> tuple[bytes, Version] | None:
-    """The bytes of an index file from ``start`` on, and the version they are of; None when the ``before`` bytes
-    are not the ones just before ``start`` (it changed other than by appends), or it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        version = read_version(fd)
-        at = start - len(before)
-        if at < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while True:
-            chunk = os.pread(fd, 1 << 20, at)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            at += len(chunk)
-        data = b"".join(chunks)
-        if read_version(fd) != version or len(data) != version[1] - start + len(before):
-            return None
-    finally:
-        os.close(fd)
-    return (data[len(before):], version) if data.startswith(before) else None
-
-
-def line_offsets(raw: bytes | memoryview, start: int = 0) -> list[int]:
-    """Where each line of ``raw`` starts (from ``start``), and its end: whole lines only."""
-    out = [start]
-    find = raw.find if isinstance(raw, bytes) else bytes(raw).find
-    at = start
-    end = len(raw)
-    while at < end:
-        nl = find(b"\n", at)
-        if nl < 0:
-            break
-        at = nl + 1
-        out.append(at)
-    return out
 
 
 class SnapshotFile:
@@ -524,11 +444,11 @@ class SnapshotFile:
                 ("format", FORMAT), ("tokenizer", tokenizer_fingerprint()), ("config", data.config), ("forgets", "0"),
                 ("salt", data.salt.hex()),
                 ("wid", secrets.token_hex(8)), ("bytes", str(size)), ("stat", json.dumps(data.version)),
-                ("head", _digest(raw[:min(HEAD, size)]).hex()), ("catalog", data.catalog),
+                ("head", digest(raw[:min(HEAD, size)]).hex()), ("catalog", data.catalog),
                 ("checked", json.dumps(data.checked) if data.checked is not None else "")])
             view = memoryview(raw)
             db.executemany("INSERT INTO blocks VALUES (?, ?)", (
-                (b, _digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)])) for b in range(-(-size // BLOCK))))
+                (b, digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)])) for b in range(-(-size // BLOCK))))
             starts = array("Q", offsets)
             if sys.byteorder == "big":
                 starts.byteswap()
@@ -657,7 +577,7 @@ class SnapshotFile:
 
         def blanked(stamps: Stamps) -> None:
             try:
-                digests = _block_digests(index_path, sorted(blocks), size)
+                digests = block_digests(index_path, sorted(blocks), size, BLOCK, HEAD)
                 if digests is None:
                     return
                 version, fresh, head = digests
@@ -713,30 +633,6 @@ class SnapshotFile:
         return f"file:{quote(str(self.path))}?mode={mode}"
 
 
-def _block_digests(path: Path, blocks: list[int], size: int) -> tuple[Version, dict[int, bytes], str | None] | None:
-    """(the file's version, the digest of each of these blocks of its first ``size`` bytes, the digest of its head
-    when a block is in it) read now; None when the file is shorter, or changed while read."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        version = read_version(fd)
-        if version[1] < size:
-            return None
-        out = {}
-        for b in blocks:
-            start = b * BLOCK
-            n = min(size, start + BLOCK) - start
-            data = os.pread(fd, n, start)
-            if len(data) != n:
-                return None
-            out[b] = _digest(data)
-        head = _digest(os.pread(fd, min(HEAD, size), 0)).hex() if any(b * BLOCK < HEAD for b in blocks) else None
-        if read_version(fd) != version:
-            return None
-    finally:
-        os.close(fd)
-    return version, out, head
-
-
 def _follow(db: sqlite3.Connection, stamps: Stamps) -> None:
     """Move the stamp the index was known to match its files at on, when a writer's change kept it matching."""
     if stamps is not None:
@@ -747,11 +643,11 @@ def _follow(db: sqlite3.Connection, stamps: Stamps) -> None:
 def _as_recorded(meta: dict[str, str], blocks: list[bytes], raw: bytes, size: int, version: Version) -> bool:
     """Whether the first ``size`` bytes of the index are the ones the snapshot was made of: the version it recorded
     (and the same first bytes), or, for another version, every block as it hashed it."""
-    if meta.get("stat") == json.dumps(version) and meta.get("head") == _digest(raw[:min(HEAD, size)]).hex():
+    if meta.get("stat") == json.dumps(version) and meta.get("head") == digest(raw[:min(HEAD, size)]).hex():
         return True
     view = memoryview(raw)
     return len(blocks) == -(-size // BLOCK) and all(
-        _digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)]) == d for b, d in enumerate(blocks))
+        digest(view[b * BLOCK:min(size, (b + 1) * BLOCK)]) == d for b, d in enumerate(blocks))
 
 
 def _without(facts: LineFacts, free: Free | None, gone: set[int]) -> tuple[LineFacts, Free | None]:

@@ -36,6 +36,7 @@ from ._candidates import Cand, Settled
 from ._drops import DropCall
 from ._features import said_text
 from ._generation import Generation
+from ._index_bytes import line_offsets, read_index
 from ._line_entries import NO_ENTRY, IndexLines, LazyTexts, parse_line
 from ._rules_said import filing_word
 from ._snapshot import (
@@ -46,8 +47,6 @@ from ._snapshot import (
     Snapshot,
     SnapshotFile,
     StaleSnapshot,
-    line_offsets,
-    read_index,
     word_key,
 )
 

@@ -28,9 +28,10 @@ from ._features import (
     said_text,
 )
 from ._generation import Generation, HitFields
+from ._index_bytes import file_version, read_appended
 from ._line_entries import NO_ENTRY
 from ._postings_cache import REFRESH_AFTER, PersistJob, TokenCache
-from ._snapshot import SnapshotFile, StaleSnapshot, file_version, read_appended
+from ._snapshot import SnapshotFile, StaleSnapshot
 
 if TYPE_CHECKING:
     from ._candidates import EpisodeEvidence, Settled, Verdict
