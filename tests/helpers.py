@@ -120,6 +120,24 @@ def tree_files(root: Path) -> Iterator[tuple[Path, bytes]]:
         yield p, gzip.decompress(data) if p.suffix == ".gz" else data
 
 
+def tree_state(folder: Path) -> dict[str, str]:
+    """Every entry under a folder (links as links, never followed) with a hash of what it holds."""
+    import hashlib
+
+    out: dict[str, str] = {}
+    for dirpath, dirnames, files in os.walk(folder, followlinks=False):
+        for name in dirnames + files:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(folder))
+            if p.is_symlink():
+                out[rel] = "link:" + os.readlink(p)
+            elif p.is_file():
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+            else:
+                out[rel] = "dir"
+    return out
+
+
 def built_once(factory):  # type: ignore[no-untyped-def]
     """A getter of one object built on its first use, and a module-scoped autouse fixture that closes it at the
     module's end (bind it to a module name, e.g. ``fixture, _cleanup = built_once(Fixture)``)."""

@@ -7,7 +7,6 @@ It reaches inside `lifecycle._guarded` (the descriptor chain) and counts calls o
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -23,23 +22,9 @@ from memory_plane.lifecycle import (
     atomic_write_many,
 )
 
+from helpers import tree_state
+
 _DIR_FLAG = getattr(os, "O_DIRECTORY", 0)
-
-
-def _state(folder: Path) -> dict[str, str]:
-    """Every entry under a folder (links as links, never followed) with a hash of what it holds."""
-    out: dict[str, str] = {}
-    for dirpath, dirnames, files in os.walk(folder, followlinks=False):
-        for name in dirnames + files:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(folder))
-            if p.is_symlink():
-                out[rel] = "link:" + os.readlink(p)
-            elif p.is_file():
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
 
 
 def _outside(base: Path) -> Path:
@@ -85,7 +70,7 @@ def test_the_removals_of_a_plan_open_each_folder_on_their_way_once(tmp_path: Pat
 def test_a_link_planted_partway_stops_the_removals_below_it_only_and_is_named(tmp_path: Path, monkeypatch) -> None:
     root = tmp_path / "M"
     outside = _outside(tmp_path)
-    before = _state(outside)
+    before = tree_state(outside)
     year = root / "episodes" / "2026"
     for ep in ("ep_a", "ep_b", "ep_c"):
         (year / ep).mkdir(parents=True)
@@ -111,7 +96,7 @@ def test_a_link_planted_partway_stops_the_removals_below_it_only_and_is_named(tm
     monkeypatch.setattr(os, "unlink", unlink_then_swap)
     apply_plan(root, rep)
     monkeypatch.undo()
-    assert _state(outside) == before  # nothing through the link: outside's events.jsonl and a.jsonl are there
+    assert tree_state(outside) == before  # nothing through the link: outside's events.jsonl and a.jsonl are there
     assert (year / "ep_b").is_symlink()
     assert not list((year / "ep_a").iterdir()) and not list((year / "ep_c").iterdir())  # before it and after it
     assert rep.skipped_symlinks == ["episodes/2026/ep_b"]
@@ -157,7 +142,7 @@ def test_files_written_together_are_all_replaced_and_each_folder_flushed_once(tm
 def test_files_written_together_never_go_through_a_link_on_the_way(tmp_path: Path) -> None:
     root = tmp_path / "M"
     outside = _outside(tmp_path)
-    before = _state(outside)
+    before = tree_state(outside)
     (root / "episodes" / "2026" / "ep_a").mkdir(parents=True)
     (root / "episodes" / "2026" / "ep_b").symlink_to(outside, target_is_directory=True)
     writes = [(root / "episodes" / "2026" / "ep_a" / "episode.yaml", b"a\n"),
@@ -165,7 +150,7 @@ def test_files_written_together_never_go_through_a_link_on_the_way(tmp_path: Pat
     with pytest.raises(UnsafePathError) as err:
         atomic_write_many(root, writes)
     assert err.value.name == "episodes/2026/ep_b"
-    assert _state(outside) == before
+    assert tree_state(outside) == before
     # The file before the link is written, as a loop of atomic_write would leave it, and no temp file is left.
     assert [p.name for p in (root / "episodes" / "2026" / "ep_a").iterdir()] == ["episode.yaml"]
 
@@ -201,7 +186,7 @@ def test_a_link_in_place_of_a_history_is_removed_as_a_link_and_its_target_kept(t
 
     root = tmp_path / "M"
     outside = _outside(tmp_path)
-    before = _state(outside)
+    before = tree_state(outside)
     items = root / "device" / "procedures"
     (items / ".history").mkdir(parents=True)
     (items / ".history" / "proc_a.jsonl").write_text("{}\n")
@@ -209,11 +194,11 @@ def test_a_link_in_place_of_a_history_is_removed_as_a_link_and_its_target_kept(t
     history = ItemHistory(root, items, clock=None)
     assert history.remove_many(["proc_a", "proc_b", "proc_gone", "../../outside/b"]) == 2
     assert list((items / ".history").iterdir()) == []
-    assert _state(outside) == before  # the link went, what it pointed at stayed; an unsafe id named nothing
+    assert tree_state(outside) == before  # the link went, what it pointed at stayed; an unsafe id named nothing
     (items / ".history").rmdir()
     (items / ".history").symlink_to(outside, target_is_directory=True)
     assert history.remove_many(["a", "b"]) == 0  # a linked history folder: nothing removed through it
-    assert _state(outside) == before
+    assert tree_state(outside) == before
 
 
 def test_a_gc_killed_while_it_writes_trimmed_episodes_leaves_at_most_one_temp_file_and_resumes(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
 import json
 import os
@@ -25,26 +24,10 @@ from memory_plane import MemoryPlane, MemoryRetrieveRequest
 from memory_plane.cli import main as cli
 from memory_plane.lifecycle import MemoryPlaneError, StorageError, TombstoneLog, append_lines, remove_path
 
-from helpers import screenshot
+from helpers import screenshot, tree_state
 
 OLD = datetime(2020, 1, 1, tzinfo=timezone.utc).timestamp()
 LATE = datetime.now(timezone.utc) + timedelta(days=3 * 365)
-
-
-def _state(folder: Path) -> dict[str, str]:
-    """Every entry under a folder (links as links, never followed) with a hash of what it holds."""
-    out: dict[str, str] = {}
-    for dirpath, dirnames, files in os.walk(folder, followlinks=False):
-        for name in dirnames + files:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(folder))
-            if p.is_symlink():
-                out[rel] = "link:" + os.readlink(p)
-            elif p.is_file():
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
 
 
 def _outside(base: Path) -> Path:
@@ -77,10 +60,10 @@ def test_gc_never_deletes_through_a_symlinked_folder_of_the_tree(tmp_path: Path,
     assert _run("--root", str(root), "init")[0] == 0
     shutil.rmtree(root / folder)
     (root / folder).symlink_to(outside, target_is_directory=True)
-    before = _state(outside)
+    before = tree_state(outside)
     code, text = _run("--root", str(root), "lifecycle", "gc", "--json")
     assert code == 0, text
-    assert _state(outside) == before  # /tmp/out/p/f is still there
+    assert tree_state(outside) == before  # /tmp/out/p/f is still there
     report = json.loads(text)
     assert report["removed"] == [] and folder in report["skipped_symlinks"]
 
@@ -114,14 +97,14 @@ def test_a_year_folder_swapped_for_a_link_while_gc_runs_is_never_followed(tmp_pa
             shutil.rmtree(year)
             year.symlink_to(away / rel[1], target_is_directory=True)
             swapped.append(rel[1])
-            snapshot.update(_state(away))  # what the outside holds once the swap is made
+            snapshot.update(tree_state(away))  # what the outside holds once the swap is made
         return real_size(path)
 
     monkeypatch.setattr(gc_mod, "tree_size", swap_then_size)
     with MemoryPlane.open(root, clock=lambda: NOW + timedelta(days=400)) as plane:
         report = plane.gc()
         assert swapped, "no episode folder was collected: the race never ran"
-        assert _state(away) == snapshot  # the copy outside lost nothing
+        assert tree_state(away) == snapshot  # the copy outside lost nothing
         assert any(s.startswith("episodes/") for s in report.skipped_symlinks)
 
 
@@ -133,7 +116,7 @@ def test_remove_path_walks_by_folder_descriptors_even_when_a_folder_is_swapped_m
     (victim / "artifacts" / "s.jpg").write_bytes(b"x")
     (victim / "episode.yaml").write_text("id: ep_a\n")
     outside = _outside(tmp_path)
-    before = _state(outside)
+    before = tree_state(outside)
     real_listdir = os.listdir
 
     def listdir_then_swap(fd):  # type: ignore[no-untyped-def]
@@ -148,7 +131,7 @@ def test_remove_path_walks_by_folder_descriptors_even_when_a_folder_is_swapped_m
     monkeypatch.setattr(os, "listdir", listdir_then_swap)
     kept = remove_path(root, victim)
     monkeypatch.undo()
-    assert _state(outside) == before
+    assert tree_state(outside) == before
     assert kept == [victim / "artifacts"]
 
 
@@ -180,10 +163,10 @@ def test_gc_writes_no_tombstone_into_a_symlinked_lifecycle_folder(tmp_path: Path
     away = tmp_path / "lifecycle_elsewhere"
     shutil.move(str(root / "lifecycle"), away)
     (root / "lifecycle").symlink_to(away, target_is_directory=True)
-    before = _state(away)
+    before = tree_state(away)
     with MemoryPlane.open(root, clock=lambda: NOW + timedelta(days=400)) as plane:
         report = plane.gc()
-    assert _state(away) == before
+    assert tree_state(away) == before
     assert report.tombstones_written == 0 and report.errors  # said, and nothing removed without its tombstone
     assert not any(r["reason"] == "episode_summary_ttl" for r in report.removed)
 
@@ -198,7 +181,7 @@ def test_the_recorder_never_writes_through_a_year_folder_swapped_for_a_link(tmp_
         shutil.copytree(year, away)
         shutil.rmtree(year)
         year.symlink_to(away, target_is_directory=True)
-        before = _state(away)
+        before = tree_state(away)
         errors = rec.errors
         # Screenshots and events after the swap: refused and counted, never raised to the agent.
         rec.tool_result("launch_app", screenshot=screenshot(), observed_state={"app": "Settings", "page": "Home"})
@@ -206,7 +189,7 @@ def test_the_recorder_never_writes_through_a_year_folder_swapped_for_a_link(tmp_
         ep = rec.finish(success=True)
         plane.commit_episode(ep)
         plane.flush(10)
-        assert _state(away) == before
+        assert tree_state(away) == before
         assert rec.errors > errors
 
 
@@ -222,13 +205,13 @@ def test_a_long_task_transcript_is_never_written_through_a_year_folder_swapped_f
         shutil.copytree(year, away)
         shutil.rmtree(year)
         year.symlink_to(away, target_is_directory=True)
-        before = _state(away)
+        before = tree_state(away)
         with pytest.raises(UnsafePathError):
             ledger.append_record({"kind": "note", "text": "after the swap"})
-        assert _state(away) == before
+        assert tree_state(away) == before
         plane.commit_episode(rec.finish(success=True))
         plane.flush(10)
-        assert _state(away) == before
+        assert tree_state(away) == before
 
 
 def test_forget_never_appends_its_tombstone_to_a_hard_linked_journal(tmp_path: Path) -> None:
@@ -274,10 +257,10 @@ def test_tombstones_add_many_refuses_a_symlinked_lifecycle_folder(tmp_path: Path
     away = tmp_path / "away"
     shutil.move(str(root / "lifecycle"), away)
     (root / "lifecycle").symlink_to(away, target_is_directory=True)
-    before = _state(away)
+    before = tree_state(away)
     with pytest.raises(UnsafePathError):
         TombstoneLog(root).add_many("episode", ["ep_1"], reason="gc")
-    assert _state(away) == before
+    assert tree_state(away) == before
 
 
 # -- the property: a link at any level, every destructive command ------------------------------------------
@@ -371,9 +354,9 @@ def test_a_link_planted_at_any_level_never_lets_a_command_change_anything_outsid
         else:
             planted.unlink()
         planted.symlink_to(target)
-        before, inside_before = _state(base / "outside"), _state(root / "keep")
+        before, inside_before = tree_state(base / "outside"), tree_state(root / "keep")
         lone = (base / "lone.txt").read_text()
         _commands(root)
-        assert _state(base / "outside") == before, rel
+        assert tree_state(base / "outside") == before, rel
         assert (base / "lone.txt").read_text() == lone, rel
-        assert _state(root / "keep") == inside_before, rel
+        assert tree_state(root / "keep") == inside_before, rel

@@ -96,6 +96,30 @@ def build(root: Path, memories: list[dict[str, Any]]) -> None:
             plane.long_term.save_memory(force=True, **m)
 
 
+def as_yaml(root: Path, item_id: str) -> None:
+    """The index line of ``item_id`` as a person may write it by hand (YAML, not JSON)."""
+    index = root / "long_term" / "index.yaml"
+    index.write_bytes(b"\n".join(ln.replace(b'"type": ', b"type: ", 1) if item_id.encode() in ln else ln
+                                 for ln in index.read_bytes().split(b"\n")))
+
+
+def with_secret(root: Path, content: str, lines: int = 16) -> str:
+    """A tree of ``lines`` memories and one more holding ``content``, its snapshot made; the one's id."""
+    build(root, spec_memories([(k % 6, [k, k + 2], k, 40, k) for k in range(lines)]))
+    with open_plane(root) as plane:
+        secret = plane.long_term.save_memory(type="fact", content=content).id
+    make_snapshot(root)
+    return secret
+
+
+def built_snapshot(root: Path, lines: int, step: int) -> tuple[Path, bytearray]:
+    """A tree of ``lines`` memories with its snapshot made: the snapshot's path and its bytes, to damage."""
+    build(root, spec_memories([(k % 6, [k, k + step], k, 30, k) for k in range(lines)]))
+    make_snapshot(root)
+    snap = root / ".cache" / "retrieve" / SNAP
+    return snap, bytearray(snap.read_bytes())
+
+
 def make_snapshot(root: Path) -> None:
     with open_plane(root) as plane:
         plane.retrieve("anything at all")  # the first retrieve of a large enough index writes its snapshot
@@ -167,10 +191,7 @@ def test_a_forget_takes_the_words_out_of_the_snapshot_and_leaves_it_usable(tmp_p
 
 def test_a_forget_killed_between_the_snapshot_and_the_index_serves_nothing_forgotten(tmp_path: Path) -> None:
     root = tmp_path / "m"
-    build(root, spec_memories([(k % 6, [k, k + 2], k, 40, k) for k in range(16)]))
-    with open_plane(root) as plane:
-        secret = plane.long_term.save_memory(type="fact", content="The wombat safe code is 3391").id
-    make_snapshot(root)
+    secret = with_secret(root, "The wombat safe code is 3391")
     with open_plane(root) as plane:
         store = plane.long_term
         index = store.index.path
@@ -210,10 +231,7 @@ def test_an_index_changed_otherwise_is_not_read_through_an_old_snapshot(tmp_path
 
 def test_a_damaged_snapshot_is_not_used_and_is_written_again(tmp_path: Path) -> None:
     root = tmp_path / "m"
-    build(root, spec_memories([(k % 6, [k, k + 4], k, 70, k) for k in range(20)]))
-    make_snapshot(root)
-    snap = root / ".cache" / "retrieve" / SNAP
-    data = bytearray(snap.read_bytes())
+    snap, data = built_snapshot(root, 20, 4)
     for k in range(200, len(data), 997):
         data[k] ^= 0x5A
     snap.write_bytes(bytes(data))
@@ -375,9 +393,7 @@ def test_a_line_a_person_wrote_as_yaml_is_never_lost_through_a_snapshot(tmp_path
     build(root, spec_memories([(k % 6, [k, k + 1], k, 30, k) for k in range(16)]))
     with open_plane(root) as plane:
         kept = plane.long_term.save_memory(type="rule", content="Always answer the wombat kiosk politely").id
-    index = root / "long_term" / "index.yaml"
-    index.write_bytes(b"\n".join(ln.replace(b'"type": ', b"type: ", 1) if kept.encode() in ln else ln
-                                 for ln in index.read_bytes().split(b"\n")))
+    as_yaml(root, kept)
     goals = [*GOALS, "wombat kiosk"]
     for _ in range(2):  # the first reads the index whole; the second starts from whatever it left
         got, _ = from_snapshot(root, goals)
@@ -386,14 +402,8 @@ def test_a_line_a_person_wrote_as_yaml_is_never_lost_through_a_snapshot(tmp_path
 
 def test_a_forget_that_rewrites_the_index_drops_the_snapshot_with_the_words(tmp_path: Path) -> None:
     root = tmp_path / "m"
-    build(root, spec_memories([(k % 6, [k, k + 2], k, 30, k) for k in range(16)]))
-    with open_plane(root) as plane:
-        secret = plane.long_term.save_memory(type="fact", content="The zebrafish locker code is quokka 7781").id
-    make_snapshot(root)
-    index = root / "long_term" / "index.yaml"
-    # Its line as a person may write it (YAML): the forget cannot blank it in place and rewrites the index.
-    index.write_bytes(b"\n".join(ln.replace(b'"type": ', b"type: ", 1) if secret.encode() in ln else ln
-                                 for ln in index.read_bytes().split(b"\n")))
+    secret = with_secret(root, "The zebrafish locker code is quokka 7781")
+    as_yaml(root, secret)  # the forget cannot blank such a line in place, and rewrites the index
     with open_plane(root) as plane:
         assert plane.forget(secret)
     for f in (root / ".cache" / "retrieve").iterdir():
@@ -402,10 +412,7 @@ def test_a_forget_that_rewrites_the_index_drops_the_snapshot_with_the_words(tmp_
 
 def test_a_snapshot_that_fails_mid_retrieve_is_read_around_and_dropped(tmp_path: Path) -> None:
     root = tmp_path / "m"
-    build(root, spec_memories([(k % 6, [k, k + 8], k, 30, k) for k in range(30)]))
-    make_snapshot(root)
-    snap = root / ".cache" / "retrieve" / SNAP
-    data = bytearray(snap.read_bytes())
+    snap, data = built_snapshot(root, 30, 8)
     with sqlite3.connect(snap) as db:
         size = db.execute("PRAGMA page_size").fetchone()[0]
     for page in range(1, len(data) // size):

@@ -34,20 +34,7 @@ def file_version(path: Path) -> Version | None:
 
 def read_index(path: Path) -> tuple[bytes, Version] | None:
     """An index file's bytes and the version they are of (None: absent, a link, or changed while read)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        before = read_version(fd)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            raw = fh.read()
-        after = read_version(fd)
-    finally:
-        os.close(fd)
-    return (raw, after) if before == after and len(raw) == after[1] else None
+    return read_appended(path, 0, b"")
 
 
 def read_appended(path: Path, start: int, before: bytes) -> tuple[bytes, Version] | None:

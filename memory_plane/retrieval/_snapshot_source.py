@@ -76,36 +76,33 @@ class SnapPostings(dict[str, list[int]]):
         """The lines holding ``token`` (read from the snapshot the first time), else ``default``."""
         plist = dict.get(self, token)
         if plist is None and token not in self._absent:
-            try:
-                plist = self._snap.posting(token)
-            except (StaleSnapshot, ValueError) as exc:
-                # Not served as "no memory holds it": the retrieve starts again from the index read whole.
-                log.info("retrieve snapshot: %s; the index is read whole", exc)
-                self._gen.stale = True
-                raise StaleSnapshot(str(exc)) from exc
-            if plist is None:
-                self._absent.add(token)
-            else:
-                dict.__setitem__(self, token, plist)
+            plist = self._fetch([token]).get(token)
         return default if plist is None else plist
 
     def prefetch(self, tokens: Iterable[str]) -> None:
         """Read the postings of these tokens at once (the ones not read yet)."""
         want = sorted(t for t in tokens if not dict.__contains__(self, t) and t not in self._absent)
-        if not want:
-            return
+        if want:
+            self._fetch(want)
+
+    def _fetch(self, tokens: list[str]) -> dict[str, list[int]]:
+        """Read these tokens' postings from the snapshot and keep them (a token no line holds, as absent)."""
         try:
-            found = self._snap.postings_of(want)
+            found = {tokens[0]: self._snap.posting(tokens[0])} if len(tokens) == 1 else self._snap.postings_of(tokens)
         except (StaleSnapshot, ValueError) as exc:
+            # Not served as "no memory holds it": the retrieve starts again from the index read whole.
             log.info("retrieve snapshot: %s; the index is read whole", exc)
             self._gen.stale = True
             raise StaleSnapshot(str(exc)) from exc
-        for t in want:
+        out = {}
+        for t in tokens:
             plist = found.get(t)
             if plist is None:
                 self._absent.add(t)
             else:
                 dict.__setitem__(self, t, plist)
+                out[t] = plist
+        return out
 
     def __getitem__(self, token: str) -> list[int]:
         plist = self.get(token)
