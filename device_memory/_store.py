@@ -122,6 +122,7 @@ class DeviceCollection(YamlCollection[T]):
         self._peek_guard = threading.Lock()
 
     records_writes = True
+    gc_reads_index = True  # its index lines carry status, expires_at, updated_at and last_validated_at
     PEEK_KEPT = 256
     """Parsed items ``peek`` keeps (the most recently read): bounded, whatever the size of the store."""
 

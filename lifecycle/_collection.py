@@ -16,6 +16,7 @@ from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
 from ._index_check import index_writes, indexed_entries, known_matching
+from ._index_proof import ExpiredLine, expired_line, proven_since, unchanged_since
 from ._item_read import ItemRead, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
@@ -425,6 +426,49 @@ class ItemCollection(Generic[R]):
             for item_id, ch in changes.items():
                 where = self.layout.rel(paths[item_id]) if paths and item_id in paths else self.layout.rel(self.dir)
                 report.add_not_written(where, f"{item_id} is {_marks_text(ch)}", exc)
+
+    gc_reads_index = False
+    """Whether GC may take an expired item's index line for its file when a verify of this process proved it
+    (``gc_items``): a store whose line carries status, expiry and update time as its records have them."""
+
+    def gc_items(self, retention: Retention, now: Any) -> Iterator[ItemRead[Any]]:
+        """``iter_items`` for GC: a file whose index line a verify of this process proved (``proven_since``), still
+        unchanged since, and marked expired is not parsed: its line says all GC needs (not live, so no evidence;
+        removable or not by its expiry and grace), as an ``ExpiredLine`` record. Every other file is parsed."""
+        if self.linked():
+            return
+        lines = self._expired_lines(retention, now) if self.gc_reads_index and self.indexed else None
+        if not lines:
+            yield from self.iter_items()
+            return
+        since, by_name = lines
+        for path in self.layout.iter_item_paths():
+            line = by_name.get(self.layout.name_of(path))
+            if line is not None:
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    st = None
+                if st is not None and unchanged_since(st, since):
+                    yield ItemRead(path, line, None, (st.st_mtime_ns, st.st_size, st.st_ino))
+                    continue
+            yield read_item(path, self.load_path)
+
+    def _expired_lines(self, retention: Retention, now: Any) -> tuple[int, dict[str, ExpiredLine]] | None:
+        """(when the proof began, the expired lines of a proven index by file name), or None: the index is not
+        proved (or changed while it was read)."""
+        since = proven_since(self.index.path)
+        if since is None:
+            return None
+        grace = retention.grace_of("expired")
+        by_name: dict[str, ExpiredLine] = {}
+        for entry in self.index.iter_entries():
+            line = expired_line(entry, grace, now)
+            name = entry.get("path")
+            if line is not None and isinstance(name, str):
+                by_name[name] = line
+        # Read while nothing changed it: the same index, still as verify left it, from first line to last.
+        return (since, by_name) if proven_since(self.index.path) == since else None
 
     def gc_candidate(self, item: ItemRead[R], retention: Retention, now: Any) -> bool:
         """Whether ``collect`` needs this parsed item: one it may remove, or a symlink it names. GC keeps only

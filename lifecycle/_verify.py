@@ -4,6 +4,7 @@ with `--fix` only, ``repair_findings`` carries those repairs out."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from ._errors import UnsafePathError
 from ._guarded import guarded_move
 from ._index import IndexFile
 from ._index_check import mark_matching
+from ._index_proof import prove_index
 from ._item_read import ItemRead, Problem, Repair, same_path
 from ._paths import is_within
 from ._quarantine import quarantine
@@ -193,6 +195,7 @@ def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
     """One collection's files: parse every item (the broken to be quarantined), names, symlinks, index. The
     digests of the items go into ``table`` when given (the caller closes it), else into a table of its own."""
     relp = rel or (lambda p: str(Path(p).relative_to(root)) if is_within(root, Path(p)) else str(p))
+    since = time.time_ns()  # before any item file is read: what the index is proved against (``prove_index``)
     parsed = table if table is not None else coll.digests()
     try:
         _check_items(root, coll, parsed, report, relp, on_item)
@@ -203,15 +206,16 @@ def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
             # Line by line: the index is not held (or cached) whole to find that it has no problem.
             for prob in index_problems(coll.index):
                 report.add("index", relp(Path(prob.path or coll.index.path)), prob.line, prob.message)
-        _rebuild(root, coll, parsed, report, relp)
+        _rebuild(root, coll, parsed, report, relp, since)
     finally:
         if parsed is not table:
             parsed.close()
 
 
 def _rebuild(root: Path, coll: CheckedStore, parsed: DigestTable | None, report: VerifyReport,
-             relp: Callable[[Path], str]) -> None:
-    """Rebuild a collection's index (reusing ``parsed``), named in the report when it changed."""
+             relp: Callable[[Path], str], since: int) -> None:
+    """Rebuild a collection's index (reusing ``parsed``, the files as read from ``since`` on), named in the report
+    when it changed."""
     try:
         changed = coll.rebuild_index(items=parsed)
     except OSError as exc:
@@ -220,6 +224,9 @@ def _rebuild(root: Path, coll: CheckedStore, parsed: DigestTable | None, report:
     if coll.indexed:
         # Just compared with the item files, or made from them: a reader (catch-up of jobs) need not check again.
         mark_matching(coll)
+        linked = getattr(coll, "linked", None)
+        if not (getattr(coll, "guard_linked", False) and linked is not None and linked()):
+            prove_index(coll.index.path, since)  # a linked folder's index was never compared: nothing proved
     if changed and coll.name not in report.rebuilt_indexes:
         report.rebuilt_indexes.append(coll.name)
 

@@ -55,12 +55,13 @@ def gc_tree(root: Path, device: DeviceMemory, episodes: TaskEpisodeStore, long_t
     _remove_stale_temp_files(root, ret, now, rep)
     apply_plan(root, rep)
     # Every memory file is parsed once, in one streaming pass: it adds the episodes it cites to the evidence and
-    # is kept only when its store may remove it, so GC holds the candidates, never the whole store.
+    # is kept only when its store may remove it, so GC holds the candidates, never the whole store. One marked
+    # expired whose index line a verify of this process proved, unchanged since, is read from that line instead.
     memories: list[Any] = [*device.collections.values(), device.profiles, long_term]
     candidates: dict[int, list[ItemRead[Any]]] = {}
     for coll in memories:
         keep: list[ItemRead[Any]] = []
-        for item in coll.iter_items():
+        for item in coll.gc_items(ret, now):
             if coll is not device.profiles:
                 # A device's profile is renewed from the current screen for as long as the device lives: its
                 # first evidence would pin that episode forever. It keeps its refs, and verify marks it
