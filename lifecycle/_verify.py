@@ -213,9 +213,11 @@ def check_collection(root: Path, coll: CheckedStore, *, report: VerifyReport,
 
 
 def _rebuild(root: Path, coll: CheckedStore, parsed: DigestTable | None, report: VerifyReport,
-             relp: Callable[[Path], str], since: int) -> None:
-    """Rebuild a collection's index (reusing ``parsed``, the files as read from ``since`` on), named in the report
-    when it changed."""
+             relp: Callable[[Path], str], since: int | None = None) -> None:
+    """Rebuild a collection's index (reusing ``parsed``, the files as read from ``since`` on; without them the
+    rebuild reads every file from now on), named in the report when it changed."""
+    if parsed is None or since is None:
+        since = time.time_ns()
     try:
         changed = coll.rebuild_index(items=parsed)
     except OSError as exc:

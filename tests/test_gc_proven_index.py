@@ -6,6 +6,9 @@ removes without the proof.
 The proof counts a file as seen by verify only when it last changed a margin before verify began (file times lag
 the system clock by a tick); these tests set that margin to nothing and wait a little instead, so that the files
 just built count as older than the verify that proves their index.
+
+It reaches inside ``lifecycle._index_proof`` for that margin (and to forget the proofs, as a new process would) and
+builds its trees with ``bench._lifecycle``'s builder, for the bench's spread of ages.
 """
 
 from __future__ import annotations
