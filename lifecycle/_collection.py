@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -16,7 +17,16 @@ from ._errors import ABSENT, FileProblemError, UnsafePathError
 from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
 from ._index_check import index_writes, indexed_entries, known_matching
-from ._index_proof import ExpiredLine, expired_line, proven_since, unchanged_since
+from ._index_proof import (
+    ExpiredLine,
+    LiveFacts,
+    expired_line,
+    live_facts,
+    prove_live,
+    proven_live,
+    proven_since,
+    unchanged_since,
+)
 from ._item_read import ItemRead, read_item
 from ._layout import Layout
 from ._locks import DEFAULT_LOCK_TIMEOUT, LOCK_NAME, collection_lock
@@ -401,17 +411,25 @@ class ItemCollection(Generic[R]):
 
         # The marks go into the table of digests with them: a store of any size is checked in bounded memory.
         table = self.digests()
+        since = time.time_ns()  # before any file is read: what the live memories found are proved against
+        live: dict[str, LiveFacts] | None = {} if self.gc_reads_index else None
 
         def on_item(_coll: Any, item: ItemRead[R]) -> None:
             changes = self.verify_item(item, report, now)
             if changes:
                 table.mark(item.record.id, item.path, changes)  # type: ignore[union-attr]
+            elif live is not None and item.record is not None:
+                facts = live_facts(item.record, now)
+                if facts is not None:
+                    live[self.layout.name_of(item.path)] = facts
 
         try:
             check_collection(self.root, self, report=report, on_item=on_item, table=table)
             marks = table.marks()
             if marks:
                 self.apply_marks(marks, report, _MarkPaths(marks), known=table)
+            if live is not None:
+                prove_live(self.layout.items_dir, since, now, live)
         finally:
             table.close()
 
@@ -438,19 +456,28 @@ class ItemCollection(Generic[R]):
         if self.linked():
             return
         lines = self._expired_lines(retention, now) if self.gc_reads_index and self.indexed else None
-        if not lines:
+        live = proven_live(self.layout.items_dir, now) if self.gc_reads_index else None
+        if not lines and not live:
             yield from self.iter_items()
             return
-        since, by_name = lines
+        line_since, by_name = lines or (0, {})
+        live_since, live_by_name = live or (0, {})
         for path in self.layout.iter_item_paths():
-            line = by_name.get(self.layout.name_of(path))
+            name = self.layout.name_of(path)
+            known: tuple[int, Any] | None = None
+            line = by_name.get(name)
+            facts = live_by_name.get(name)
             if line is not None:
+                known = (line_since, line)
+            elif facts is not None and not facts.is_expired(now):
+                known = (live_since, facts)  # still live: what it cites is what verify read (expired: parsed)
+            if known is not None:
                 try:
                     st = os.lstat(path)
                 except OSError:
                     st = None
-                if st is not None and unchanged_since(st, since):
-                    yield ItemRead(path, line, None, (st.st_mtime_ns, st.st_size, st.st_ino))
+                if st is not None and unchanged_since(st, known[0]):
+                    yield ItemRead(path, known[1], None, (st.st_mtime_ns, st.st_size, st.st_ino))
                     continue
             yield read_item(path, self.load_path)
 

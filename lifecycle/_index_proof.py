@@ -1,6 +1,6 @@
-"""Indexes a verify of this process proved to be derived from their item files, and what a proven line says of an
-expired item: GC decides on such a line, unparsed, only while the index and the item file are both as verify saw
-them.
+"""What a verify of this process proved of a store's item files: that its index is derived from them (what a proven
+line says of an expired item), and what each live memory it parsed cites. GC decides on these, the file unparsed,
+only while the file (and, for a line, the index) is as verify saw it.
 
 A verify parses every item file of a store and compares (or rewrites) the index with the lines made from them: at
 its end the index says what each file said when verify began. That proof holds for one item file as long as
@@ -109,3 +109,64 @@ def expired_line(entry: dict[str, Any], expired_grace: timedelta | None, now: da
     if abs(ends - now) < BOUNDARY_MARGIN:
         return None
     return ExpiredLine(entry["id"], expires, updated, validated)
+
+
+@dataclass(frozen=True)
+class Cited:
+    """One evidence ref of a live memory, as GC's evidence needs it."""
+
+    type: str
+    id: str
+    event_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LiveFacts:
+    """What verify's parse of a live memory (active or conflicted, not expired) says GC needs of it: its id and
+    status, until when it stays live, and the episodes it cites. GC takes it for the record while it is still live."""
+
+    id: str
+    status: str
+    live_until: datetime | None
+    """Its expiry, when it is believed; None: never by time."""
+    evidence_refs: tuple[Cited, ...]
+    source_refs: tuple[str, ...]
+
+    def is_expired(self, now: datetime) -> bool:
+        """Whether its expiry has come (``Envelope.is_expired`` of a live record)."""
+        return self.live_until is not None and self.live_until <= now
+
+
+def live_facts(rec: Any, now: datetime) -> LiveFacts | None:
+    """The ``LiveFacts`` of a record live at ``now``, or None (not live, or of a shape GC must parse to judge)."""
+    if rec.status not in ("active", "conflicted") or rec.is_expired(now):
+        return None
+    exp = rec.expires_at
+    if exp is not None and (not isinstance(exp, datetime) or exp < BUILD_DATE):
+        return None  # unreadable, or from an unset clock: whether it is believed is the record's to say
+    # Not expired at ``now``: either no expiry, one computed under an unset clock (never believed), or a later one.
+    until = exp if exp is not None and exp > now else None
+    refs = tuple(Cited(str(r.type), str(r.id), tuple(str(e) for e in r.event_ids))
+                 for r in getattr(rec, "evidence_refs", []) or [])
+    sources = tuple(str(x) for x in getattr(rec, "source_refs", []) or [])
+    return LiveFacts(str(rec.id), str(rec.status), until, refs, sources)
+
+
+_live: dict[str, tuple[int, datetime, dict[str, LiveFacts]]] = {}
+
+
+def prove_live(folder: Path, since_ns: int, now: datetime, facts: dict[str, LiveFacts]) -> None:
+    """Record what a verify that began reading the files of ``folder`` at ``since_ns``, at time ``now``, found of
+    its live memories (by file name)."""
+    with _guard:
+        _live[str(folder)] = (since_ns, now, facts)
+
+
+def proven_live(folder: Path, now: datetime) -> tuple[int, dict[str, LiveFacts]] | None:
+    """(when the proof began, the live memories by file name) of the last verify of ``folder`` in this process, or
+    None: none, or GC's ``now`` is before that verify's (a memory live then may not be now, nor the reverse)."""
+    with _guard:
+        held = _live.get(str(folder))
+    if held is None or now < held[1]:
+        return None
+    return held[0], held[2]

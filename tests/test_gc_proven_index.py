@@ -96,17 +96,19 @@ def _edit(path: Path, status: str, expires: str) -> None:
     path.write_text("\n".join(lines), "utf-8")
 
 
-def test_gc_after_verify_reads_no_memory_its_proven_index_says_expired(tmp_path: Path, monkeypatch) -> None:
+def test_gc_after_verify_reads_no_memory_it_proved_expired_or_live(tmp_path: Path, monkeypatch) -> None:
     root = _tree(tmp_path)
     plane = _proved(root)
     removable = _removable(plane, root)
-    assert removable
+    live = _live(plane)
+    assert removable and live
     unproved = tmp_path / "copy"
     shutil.copytree(root, unproved, symlinks=True)
     parsed = _parsed(monkeypatch)
     rep = plane.gc()
     monkeypatch.undo()
     assert not set(parsed) & set(removable)  # judged from their lines
+    assert not set(parsed) & set(live)  # what they cite, as verify read it
     assert not any(p.exists() for p in removable)
     # The same removals as a GC that proved nothing (another process, or one with no verify before it).
     assert _removed(rep) == _removed(MemoryPlane(unproved, clock=lambda: NOW).gc())
@@ -166,22 +168,56 @@ def test_a_fresh_process_proves_nothing_until_its_own_verify(tmp_path: Path, mon
     root = _tree(tmp_path)
     _proved(root)
     _index_proof._proofs.clear()  # what a new process holds
+    _index_proof._live.clear()
     parsed = _parsed(monkeypatch)
     MemoryPlane(root, clock=lambda: NOW).gc()
     assert len(set(parsed)) >= 40  # every memory file read (a few removed ones are young at NOW)
 
 
-_EDITS = st.sampled_from(["none", "live", "expired", "live_old_mtime", "touch"])
+def test_a_live_memory_edited_after_verify_to_cite_another_episode_keeps_that_episode(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    plane = _proved(root)
+    oldest = _oldest_episode(root)
+    assert (root / "episodes" / oldest[3:7] / oldest).is_dir()
+    target = _live(plane)[0]
+    assert _cite(target, oldest)
+    rep = plane.gc()
+    assert (root / "episodes" / oldest[3:7] / oldest / "episode.yaml").exists()  # evidence now: kept as an excerpt
+    assert not any(oldest in r["path"] and r["reason"] == "episode_summary_ttl" for r in rep.removed)
+
+
+def _oldest_episode(root: Path) -> str:
+    """The episode started first (past its summary TTL at NOW: GC drops it unless a live memory cites it)."""
+    return min((d.name for d in (root / "episodes").glob("*/ep_*")), key=lambda n: n.split("_")[1])
+
+
+def _cite(path: Path, episode_id: str) -> bool:
+    """Make a memory cite another episode; whether that changed it."""
+    text = path.read_text("utf-8")
+    lines = [f"    id: {episode_id}" if ln.startswith("    id: ep_") else ln for ln in text.split("\n")]
+    path.write_text("\n".join(lines), "utf-8")
+    return lines != text.split("\n")
+
+
+_EDITS = st.sampled_from(["none", "live", "expired", "live_old_mtime", "touch", "cite", "cite_old_mtime"])
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(_EDITS, min_size=24, max_size=24))
-def test_gc_removes_with_the_proof_exactly_what_it_removes_without(tmp_path_factory: Any, edits: list[str]) -> None:
+@given(edits=st.lists(_EDITS, min_size=24, max_size=24), later=st.sampled_from([0, 3, 20, 60]))
+def test_gc_removes_with_the_proof_exactly_what_it_removes_without(tmp_path_factory: Any, edits: list[str],
+                                                                   later: int) -> None:
+    from datetime import timedelta
+
     base = tmp_path_factory.mktemp("proof")
     root = _tree(base, 24)
-    plane = _proved(root)
+    when = [NOW]
+    plane = MemoryPlane(root, clock=lambda: when[0])
+    plane.verify()
+    time.sleep(0.05)
+    plane.verify()  # proves the indexes and the live memories, at NOW
     copy = base / "copy"
     shutil.copytree(root, copy, symlinks=True)  # a tree no verify of this process proved
+    oldest = _oldest_episode(root)
     for tree in (root, copy):
         for path, edit in zip(_memories(tree), edits):
             before = os.stat(path)
@@ -191,6 +227,9 @@ def test_gc_removes_with_the_proof_exactly_what_it_removes_without(tmp_path_fact
                 _edit(path, "expired", _LONG_AGO)
             elif edit == "touch":
                 os.utime(path)
-            if edit == "live_old_mtime":
+            elif edit.startswith("cite"):
+                _cite(path, oldest)
+            if edit.endswith("_old_mtime"):
                 os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert _removed(plane.gc()) == _removed(MemoryPlane(copy, clock=lambda: NOW).gc())
+    when[0] = NOW + timedelta(days=later)  # GC some days after the verify: memories live then may have expired
+    assert _removed(plane.gc()) == _removed(MemoryPlane(copy, clock=lambda: when[0]).gc())
