@@ -18,6 +18,7 @@ from ._gc import GcReport
 from ._index import INDEX_NAME, IndexFile
 from ._index_check import index_writes, indexed_entries, known_matching
 from ._index_proof import (
+    KEPT_PER_STORE,
     ExpiredLine,
     LiveFacts,
     expired_line,
@@ -418,7 +419,7 @@ class ItemCollection(Generic[R]):
             changes = self.verify_item(item, report, now)
             if changes:
                 table.mark(item.record.id, item.path, changes)  # type: ignore[union-attr]
-            elif live is not None and item.record is not None:
+            elif live is not None and item.record is not None and len(live) < KEPT_PER_STORE:
                 facts = live_facts(item.record, now)
                 if facts is not None:
                     live[self.layout.name_of(item.path)] = facts
@@ -494,6 +495,8 @@ class ItemCollection(Generic[R]):
             name = entry.get("path")
             if line is not None and isinstance(name, str):
                 by_name[name] = line
+                if len(by_name) >= KEPT_PER_STORE:
+                    break  # the others are parsed
         # Read while nothing changed it: the same index, still as verify left it, from first line to last.
         return (since, by_name) if proven_since(self.index.path) == since else None
 

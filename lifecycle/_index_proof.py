@@ -34,6 +34,10 @@ BOUNDARY_MARGIN = timedelta(days=1)
 """A line whose expiry ends its grace this close to now is parsed instead (index times are kept to the millisecond:
 the file's own time decides a removal at the edge)."""
 
+KEPT_PER_STORE = 10_000
+"""At most this many memories of one store are taken from a proof (lines or live facts): what GC holds of a proof
+stays bounded, a store larger than that has its others parsed."""
+
 _proofs: dict[str, tuple[tuple[int, int, int, int], int]] = {}
 _guard = threading.Lock()
 
@@ -74,7 +78,7 @@ def unchanged_since(st: os.stat_result, since_ns: int) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_size > 0 and st.st_ctime_ns < bound and st.st_mtime_ns < bound
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExpiredLine:
     """What a proven index line says of an item marked expired: all GC asks of a record it may remove (its id,
     status, times), read from the line instead of the file."""
@@ -111,7 +115,7 @@ def expired_line(entry: dict[str, Any], expired_grace: timedelta | None, now: da
     return ExpiredLine(entry["id"], expires, updated, validated)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cited:
     """One evidence ref of a live memory, as GC's evidence needs it."""
 
@@ -120,7 +124,7 @@ class Cited:
     event_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LiveFacts:
     """What verify's parse of a live memory (active or conflicted, not expired) says GC needs of it: its id and
     status, until when it stays live, and the episodes it cites. GC takes it for the record while it is still live."""

@@ -1,14 +1,15 @@
-"""GC after a verify of the same process: a memory marked expired whose index line that verify proved, and whose
-file has not changed since, is judged from its line instead of being parsed again. Anything changed since (the file
-edited, replaced with its old mtime, the index edited by hand) is parsed as before, and GC removes exactly what it
-removes without the proof.
+"""GC after a verify of the same process: a memory marked expired whose index line that verify proved, and a live
+one verify parsed, both unchanged since, are not parsed again (the line, or what verify read, says what GC needs).
+Anything changed since (the file edited, replaced with its old mtime, the index edited by hand) is parsed as before,
+and GC removes exactly what it removes without the proof.
 
 The proof counts a file as seen by verify only when it last changed a margin before verify began (file times lag
 the system clock by a tick); these tests set that margin to nothing and wait a little instead, so that the files
 just built count as older than the verify that proves their index.
 
 It reaches inside ``lifecycle._index_proof`` for that margin (and to forget the proofs, as a new process would) and
-builds its trees with ``bench._lifecycle``'s builder, for the bench's spread of ages.
+inside ``lifecycle._collection`` for the bound on what a proof gives; it builds its trees with
+``bench._lifecycle``'s builder, for the bench's spread of ages.
 """
 
 from __future__ import annotations
@@ -233,3 +234,21 @@ def test_gc_removes_with_the_proof_exactly_what_it_removes_without(tmp_path_fact
                 os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     when[0] = NOW + timedelta(days=later)  # GC some days after the verify: memories live then may have expired
     assert _removed(plane.gc()) == _removed(MemoryPlane(copy, clock=lambda: when[0]).gc())
+
+
+def test_what_gc_takes_from_a_proof_is_bounded_per_store(tmp_path: Path, monkeypatch) -> None:
+    from memory_plane.lifecycle import _collection
+
+    monkeypatch.setattr(_collection, "KEPT_PER_STORE", 1)
+    root = _tree(tmp_path)
+    plane = _proved(root)
+    removable, live = _removable(plane, root), _live(plane)
+    unproved = tmp_path / "copy"
+    shutil.copytree(root, unproved, symlinks=True)
+    parsed = _parsed(monkeypatch)
+    rep = plane.gc()
+    stores = len(plane.device.collections)
+    # At most one line and one live memory taken per store; the others read from their files, the same removals.
+    assert len(set(parsed) & set(removable)) >= len(removable) - stores
+    assert len(set(parsed) & set(live)) >= len(live) - stores
+    assert _removed(rep) == _removed(MemoryPlane(unproved, clock=lambda: NOW).gc())
