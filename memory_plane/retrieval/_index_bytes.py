@@ -23,15 +23,6 @@ def read_version(fd: int) -> Version:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def file_version(path: Path) -> Version | None:
-    """The (mtime, size, inode) of an index file (None: not there)."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 def read_index(path: Path) -> tuple[bytes, Version] | None:
     """An index file's bytes and the version they are of (None: absent, a link, or changed while read)."""
     return read_appended(path, 0, b"")

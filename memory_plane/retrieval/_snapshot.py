@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
 
-from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder, temp_name
+from memory_plane.lifecycle import has_symlink, open_dir, own_fd_like_folder, stat_key, temp_name
 
 from .._tokens import tokenizer_fingerprint
-from ._index_bytes import Version, block_digests, digest, file_version, read_index
+from ._index_bytes import Version, block_digests, digest, read_index
 from ._postings_cache import CACHE_DIR
 
 if TYPE_CHECKING:
@@ -408,7 +408,7 @@ class SnapshotFile:
 
                 def place() -> None:
                     nonlocal placed
-                    if file_version(index_path) == data.version:
+                    if stat_key(index_path) == data.version:
                         # A killed writer's journal would be played back into the new file: it goes first.
                         try:
                             os.unlink(self.journal.name, dir_fd=dfd)
@@ -533,7 +533,7 @@ class SnapshotFile:
             db.execute("BEGIN IMMEDIATE")
             meta = dict(db.execute("SELECT k, v FROM meta").fetchall())
             salt = bytes.fromhex(meta.get("salt", ""))
-            before = file_version(index_path)
+            before = stat_key(index_path)
             if meta.get("stat") != json.dumps(before) or meta.get("format") != FORMAT:
                 db.execute("ROLLBACK")
                 raise ValueError("it is not of the index as it is")

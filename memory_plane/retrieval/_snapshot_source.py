@@ -49,6 +49,7 @@ from ._snapshot import (
     StaleSnapshot,
     word_key,
 )
+from ._sources import always_recalled
 
 if TYPE_CHECKING:
     from ._scoring import Scorer
@@ -249,7 +250,7 @@ def _facts_of(entries: Iterable[dict[str, Any]], always_types: Any, first: int) 
         priorities.append(field_num(e.get("priority"), 0))
         if e.get("status") != "active":
             not_active.append(n)
-        if t == "calibration" or (t == "failure" and not app) or t in always_types:
+        if always_recalled(t, app, always_types):
             always.append(n)
         stale = stale or e.get("stale") == "app"
     return LineFacts(ids, apps, paths, types, models, priorities, not_active, always, stale)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memory_plane.lifecycle import collector_paused, field_num, field_str, field_text, has_symlink
+from memory_plane.lifecycle import collector_paused, field_num, field_str, field_text, has_symlink, stat_key
 
 from .._inverted_index import GramStats, InvertedIndex
 from .._long_term import PROFILE_TYPES
@@ -28,7 +28,7 @@ from ._features import (
     said_text,
 )
 from ._generation import Generation, HitFields
-from ._index_bytes import file_version, read_appended
+from ._index_bytes import read_appended
 from ._line_entries import NO_ENTRY
 from ._postings_cache import REFRESH_AFTER, PersistJob, TokenCache
 from ._snapshot import SnapshotFile, StaleSnapshot
@@ -42,6 +42,13 @@ if TYPE_CHECKING:
     from ._user_rules import RuleScope
 
 log = logging.getLogger("memory_plane")
+
+def always_recalled(kind: Any, app: Any, always_types: Any) -> bool:
+    """Whether an index line of this raw ``type`` and ``app`` is a candidate of every goal: a calibration note, a
+    failure mode of no app (device-wide), or one of the source's ``always_types`` (a raw type compares as its
+    field_str would: no other value equals these names)."""
+    return kind == "calibration" or (kind == "failure" and not app) or kind in always_types
+
 
 class IndexedStore(Protocol):
     """What retrieval reads of a store: its index's entries, where its files are, and how one is read."""
@@ -250,7 +257,7 @@ class Source:
         # A raw "type" compares as its field_str would: no other value equals these names.
         profile = self.always_types
         always = [i for i, (t, app) in enumerate(zip([e.get("type") for e in new], apps), start)
-                  if t == "calibration" or (t == "failure" and not app) or t in profile]
+                  if always_recalled(t, app, profile)]
         gen.always += always
         gen.always_set.update(always)
         gen.stale_app = gen.stale_app or any(e.get("stale") == "app" for e in new)
@@ -341,7 +348,7 @@ class Source:
         if store.linked() or has_symlink(store.root, store.dir):
             return False
         if gen.lines is not None and not gen.stale:
-            version = file_version(Path(store.index.path))
+            version = stat_key(Path(store.index.path))
             if version == gen.version or (version is not None and self._appended(gen, version)):
                 return True
         from ._snapshot_source import load_generation  # a source kept as a snapshot only
